@@ -1,0 +1,32 @@
+"""The `blindspots` command line: thin Typer commands that parse, call the library and print.
+
+One module per command group; each defines `register(app)`. Add a module to COMMAND_GROUPS.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+
+import typer
+
+app = typer.Typer(
+    name="blindspots",
+    help="Find, explain and fix the failures of segmentation and classification models "
+    "with the fewest human labels.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+# --- command groups (one line each) ---
+COMMAND_GROUPS: list[str] = [
+]
+# --- end command groups ---
+
+
+@app.callback()
+def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details.")) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+for _name in COMMAND_GROUPS:
+    importlib.import_module(f"blindspots.cli.{_name}").register(app)

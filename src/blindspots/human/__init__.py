@@ -1,0 +1,1 @@
+"""blindspots.human."""

@@ -1,0 +1,235 @@
+"""Adapters: every model a user can bring, wrapped into one Segmenter / Classifier protocol.
+
+Images enter as uint8 [N, H, W, 3] (or a sequence of equal-size uint8 [H, W, 3]).
+`Segmenter.predict_proba` returns float32 [N, C, H, W] probabilities at the input (label)
+resolution, summing to 1 over C; `Classifier.predict_proba` returns float32 [N, C].
+Everything downstream sees only these protocols.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+PROBA_TOLERANCE = 1e-3
+
+OutputKind = Literal["probabilities", "logits"]
+
+
+@runtime_checkable
+class Segmenter(Protocol):
+    """Per-pixel class probabilities. num_classes: C."""
+
+    num_classes: int
+
+    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """uint8 [N, H, W, 3] -> float32 [N, C, H, W], summing to 1 over C."""
+        ...
+
+
+@runtime_checkable
+class Classifier(Protocol):
+    """Per-image class probabilities. num_classes: C."""
+
+    num_classes: int
+
+    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """uint8 [N, H, W, 3] (or [N, H, W] grey) -> float32 [N, C], summing to 1 over C."""
+        ...
+
+
+def as_image_batch(images: np.ndarray | Sequence[np.ndarray], name: str = "images") -> np.ndarray:
+    """Validate and stack images into uint8 [N, H, W, 3] (grey [N, H, W] gets a channel axis of 1)."""
+    if isinstance(images, np.ndarray):
+        batch = images
+    else:
+        seq = list(images)
+        if not seq:
+            raise ValueError(f"{name}: expected at least one image, got an empty sequence")
+        shapes = {np.asarray(im).shape for im in seq}
+        if len(shapes) != 1:
+            raise ValueError(f"{name}: expected images of one size per batch, got shapes {sorted(shapes)}")
+        batch = np.stack([np.asarray(im) for im in seq])
+    if batch.dtype != np.uint8:
+        raise ValueError(f"{name}: expected dtype uint8, got {batch.dtype}")
+    if batch.ndim == 3:
+        batch = batch[..., None]
+    if batch.ndim != 4 or batch.shape[-1] not in (1, 3):
+        raise ValueError(f"{name}: expected shape [N, H, W, 3] (or [N, H, W] grey), got {batch.shape}")
+    if batch.shape[0] == 0:
+        raise ValueError(f"{name}: expected at least one image, got N=0")
+    return batch
+
+
+def softmax(logits: np.ndarray, axis: int = 1) -> np.ndarray:
+    """Numerically stable softmax, float32."""
+    z = logits.astype(np.float32, copy=True)
+    z -= z.max(axis=axis, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=axis, keepdims=True)
+    return z
+
+
+def check_probabilities(
+    proba: np.ndarray,
+    *,
+    expected_shape: tuple[int | None, ...],
+    output: OutputKind = "probabilities",
+    name: str = "model output",
+    tolerance: float = PROBA_TOLERANCE,
+) -> np.ndarray:
+    """Validate a model's output and return float32 probabilities.
+
+    expected_shape: the required shape, None for a free axis (e.g. (N, None, H, W)).
+    output: "probabilities" (must already sum to 1 over axis 1) or "logits" (softmaxed here).
+    Raises ValueError naming `name`, the expected and the actual value.
+    """
+    arr = np.asarray(proba)
+    if arr.ndim != len(expected_shape):
+        raise ValueError(
+            f"{name}: expected {len(expected_shape)} dimensions {_fmt(expected_shape)}, "
+            f"got {arr.ndim} with shape {arr.shape}"
+        )
+    for axis, (want, got) in enumerate(zip(expected_shape, arr.shape)):
+        if want is not None and want != got:
+            raise ValueError(f"{name}: expected shape {_fmt(expected_shape)}, got {arr.shape} (axis {axis})")
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise ValueError(f"{name}: expected floating-point values, got dtype {arr.dtype}")
+    if not np.isfinite(arr).all():
+        bad = int((~np.isfinite(arr)).sum())
+        raise ValueError(f"{name}: expected finite values, got {bad} NaN/inf entries")
+    if output == "logits":
+        return softmax(arr, axis=1)
+    if output != "probabilities":
+        raise ValueError(f"output: expected 'probabilities' or 'logits', got {output!r}")
+    arr = arr.astype(np.float32, copy=False)
+    lo, hi = float(arr.min()), float(arr.max())
+    if lo < -tolerance or hi > 1 + tolerance:
+        raise ValueError(
+            f"{name}: expected probabilities in [0, 1], got values in [{lo:.4g}, {hi:.4g}]; "
+            "if the model returns logits, pass output='logits'"
+        )
+    sums = arr.sum(axis=1)
+    worst = float(np.abs(sums - 1).max())
+    if worst > tolerance:
+        raise ValueError(
+            f"{name}: expected probabilities summing to 1 over the class axis (within {tolerance}), "
+            f"got sums off by up to {worst:.4g}; if the model returns logits, pass output='logits'"
+        )
+    return arr
+
+
+def _fmt(shape: tuple[int | None, ...]) -> str:
+    return "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+
+
+class TorchPreprocess:
+    """uint8 [N, H, W, C] -> float tensor [N, C, H, W]: scale to [0, 1], then (x - mean) / std."""
+
+    def __init__(self, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD):
+        self.mean = tuple(float(m) for m in mean)
+        self.std = tuple(float(s) for s in std)
+
+    def __call__(self, batch: np.ndarray, device: torch.device | str = "cpu") -> torch.Tensor:
+        x = torch.from_numpy(np.ascontiguousarray(batch)).to(device).permute(0, 3, 1, 2).float().div_(255.0)
+        c = x.shape[1]
+        mean = torch.tensor(self.mean[:c] if c > 1 else self.mean[:1], device=x.device).view(1, -1, 1, 1)
+        std = torch.tensor(self.std[:c] if c > 1 else self.std[:1], device=x.device).view(1, -1, 1, 1)
+        return (x - mean) / std
+
+
+def _select_output(out: Any, output_key: str | None) -> torch.Tensor:
+    """Pick the tensor from a module's output: a tensor, a dict (torchvision's "out"), or a tuple."""
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, dict):
+        key = output_key or ("out" if "out" in out else None)
+        if key is None or key not in out:
+            raise ValueError(f"output_key: expected one of {sorted(out)}, got {output_key!r}")
+        return out[key]
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    raise ValueError(f"model output: expected a tensor, a dict of tensors or a tuple, got {type(out).__name__}")
+
+
+class _TorchAdapter:
+    """Shared batching / eval / no-grad logic for torch modules."""
+
+    def __init__(
+        self,
+        module: torch.nn.Module | Callable[[torch.Tensor], Any],
+        num_classes: int,
+        *,
+        output: OutputKind = "logits",
+        output_key: str | None = None,
+        preprocess: Callable[..., torch.Tensor] | None = None,
+        batch_size: int = 16,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if num_classes < 1:
+            raise ValueError(f"num_classes: expected a positive integer, got {num_classes}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size: expected a positive integer, got {batch_size}")
+        if output not in ("logits", "probabilities"):
+            raise ValueError(f"output: expected 'logits' or 'probabilities', got {output!r}")
+        self.module = module
+        self.num_classes = int(num_classes)
+        self.output = output
+        self.output_key = output_key
+        self.preprocess = preprocess or TorchPreprocess()
+        self.batch_size = int(batch_size)
+        self.device = torch.device(device)
+        if isinstance(module, torch.nn.Module):
+            module.to(self.device).eval()
+
+    @torch.no_grad()
+    def forward_tensor(self, batch: np.ndarray) -> torch.Tensor:
+        """Raw selected model output for one uint8 [n, H, W, C] chunk (no validation)."""
+        x = self.preprocess(batch, self.device)
+        return _select_output(self.module(x), self.output_key)
+
+    def _predict(self, images: np.ndarray | Sequence[np.ndarray], spatial: bool) -> np.ndarray:
+        batch = as_image_batch(images)
+        outs = []
+        for start in range(0, len(batch), self.batch_size):
+            chunk = batch[start:start + self.batch_size]
+            y = self.forward_tensor(chunk)
+            if spatial:
+                if y.ndim != 4:
+                    raise ValueError(f"model output: expected 4 dimensions [N, C, h, w], got shape {tuple(y.shape)}")
+                h, w = chunk.shape[1:3]
+                if y.shape[-2:] != (h, w):
+                    # Same policy as torchvision's heads: bilinear upsampling of the logits.
+                    y = F.interpolate(y.float(), size=(h, w), mode="bilinear", align_corners=False)
+            if self.output == "logits":
+                y = torch.softmax(y.float(), dim=1)
+            outs.append(y.float().cpu().numpy())
+        proba = np.concatenate(outs)
+        n, h, w = batch.shape[0], batch.shape[1], batch.shape[2]
+        shape = (n, self.num_classes, h, w) if spatial else (n, self.num_classes)
+        return check_probabilities(proba, expected_shape=shape)
+
+
+class TorchSegmenter(_TorchAdapter):
+    """A torch nn.Module (or any tensor -> tensor/dict callable) as a Segmenter.
+
+    module: maps float [N, 3, H, W] to [N, C, h, w] logits (or a dict with `output_key`, e.g.
+        torchvision's "out"); outputs at another resolution are bilinearly upsampled.
+    output: "logits" (default; softmaxed) or "probabilities" (validated as is).
+    """
+
+    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """uint8 [N, H, W, 3] -> float32 [N, C, H, W]."""
+        return self._predict(images, spatial=True)
+
+
+class TorchClassifier(_TorchAdapter):
+    """A torch nn.Module as a Classifier: [N, C] logits (default) or probabilities."""
+
+    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """uint8 [N, H, W, C] -> float32 [N, C]."""
+        return self._predict(images, spatial=False)
