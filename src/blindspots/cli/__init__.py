@@ -19,6 +19,8 @@ app = typer.Typer(
 
 # --- command groups (one line each) ---
 COMMAND_GROUPS: list[str] = [
+    "loop",
+    "scan",
 ]
 # --- end command groups ---
 

@@ -7,6 +7,7 @@ Everything downstream sees only these protocols.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -233,3 +234,154 @@ class TorchClassifier(_TorchAdapter):
     def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
         """uint8 [N, H, W, C] -> float32 [N, C]."""
         return self._predict(images, spatial=False)
+
+
+# --- adapters for other model sources -------------------------------------------------------
+
+PROBE_SIZE = 64  # side of the blank image used to discover num_classes when the user gives none
+
+
+def probe_num_classes(predict: Callable[[np.ndarray], Any], spatial: bool, name: str) -> int:
+    """Run `predict` on one blank uint8 [1, 64, 64, 3] image and read C from its output shape."""
+    out = predict(np.zeros((1, PROBE_SIZE, PROBE_SIZE, 3), dtype=np.uint8))
+    shape = tuple(np.shape(out))
+    want = 4 if spatial else 2
+    if len(shape) != want:
+        raise ValueError(f"{name}: expected {want} output dimensions when probing num_classes, got shape {shape}")
+    return int(shape[1])
+
+
+def load_torchscript(path: str | Path, device: str | torch.device = "cpu") -> torch.jit.ScriptModule:
+    """Load a TorchScript file (torch.jit.save) onto `device`; ValueError if it is not one."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path: expected an existing TorchScript file, got {str(path)!r}")
+    try:
+        return torch.jit.load(str(path), map_location=torch.device(device))
+    except RuntimeError as e:  # torch raises RuntimeError for non-TorchScript archives
+        raise ValueError(f"path: expected a TorchScript file (torch.jit.save), got {str(path)!r}: {e}") from None
+
+
+class TorchScriptSegmenter(TorchSegmenter):
+    """A TorchScript file (torch.jit.save) as a Segmenter.
+
+    path: the .ts/.pt file; the scripted module maps float [N, 3, H, W] to [N, C, h, w] (or a
+        dict with `output_key`). num_classes: C, or None to read it from one probe forward.
+    Other arguments as TorchSegmenter (output="logits" by default, ImageNet preprocessing).
+    """
+
+    def __init__(self, path: str | Path, num_classes: int | None = None, **kwargs: Any) -> None:
+        self.path = Path(path)
+        module = load_torchscript(self.path, kwargs.get("device", "cpu"))
+        super().__init__(module, num_classes or 1, **kwargs)
+        if num_classes is None:
+            self.num_classes = probe_num_classes(lambda b: self.forward_tensor(b), True, "TorchScript output")
+
+
+class TorchScriptClassifier(TorchClassifier):
+    """A TorchScript file as a Classifier: float [N, 3, H, W] -> [N, C] logits (default)."""
+
+    def __init__(self, path: str | Path, num_classes: int | None = None, **kwargs: Any) -> None:
+        self.path = Path(path)
+        module = load_torchscript(self.path, kwargs.get("device", "cpu"))
+        super().__init__(module, num_classes or 1, **kwargs)
+        if num_classes is None:
+            self.num_classes = probe_num_classes(lambda b: self.forward_tensor(b), False, "TorchScript output")
+
+
+CallableOutput = Literal["probabilities", "logits", "labels"]
+
+
+def _to_numpy(out: Any, name: str) -> np.ndarray:
+    if isinstance(out, torch.Tensor):
+        return out.detach().float().cpu().numpy()
+    try:
+        return np.asarray(out)
+    except Exception as e:  # noqa: BLE001 - anything that is not array-like
+        raise ValueError(f"{name}: expected an array, got {type(out).__name__}: {e}") from None
+
+
+def one_hot_labels(labels: np.ndarray, num_classes: int, name: str = "labels") -> np.ndarray:
+    """int [N, H, W] class ids -> float32 [N, C, H, W] one-hot probabilities."""
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"{name}: expected integer class ids, got dtype {labels.dtype}")
+    lo, hi = int(labels.min()), int(labels.max())
+    if lo < 0 or hi >= num_classes:
+        raise ValueError(f"{name}: expected class ids in [0, {num_classes - 1}], got values in [{lo}, {hi}]")
+    out = np.zeros((labels.shape[0], num_classes) + labels.shape[1:], dtype=np.float32)
+    np.put_along_axis(out, labels[:, None].astype(np.int64), 1.0, axis=1)
+    return out
+
+
+class _CallableAdapter:
+    """Shared logic: any f(uint8 [N, H, W, 3]) -> array, output kind declared by the user."""
+
+    _spatial = True
+
+    def __init__(
+        self,
+        fn: Callable[[np.ndarray], Any],
+        num_classes: int | None = None,
+        *,
+        output: CallableOutput = "probabilities",
+        batch_size: int | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise ValueError(f"fn: expected a callable f(uint8 [N, H, W, 3]) -> array, got {type(fn).__name__}")
+        kinds = ("probabilities", "logits", "labels") if self._spatial else ("probabilities", "logits")
+        if output not in kinds:
+            raise ValueError(f"output: expected one of {kinds}, got {output!r}")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size: expected a positive integer or None, got {batch_size}")
+        if output == "labels" and num_classes is None:
+            raise ValueError("num_classes: expected an integer when output='labels' (it cannot be probed), got None")
+        if num_classes is not None and num_classes < 1:
+            raise ValueError(f"num_classes: expected a positive integer, got {num_classes}")
+        self.fn = fn
+        self.output = output
+        self.batch_size = batch_size
+        self.num_classes = int(num_classes) if num_classes is not None else probe_num_classes(
+            lambda b: _to_numpy(fn(b), "callable output"), self._spatial, "callable output")
+
+    def _predict(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        batch = as_image_batch(images)
+        step = self.batch_size or len(batch)
+        outs = []
+        for start in range(0, len(batch), step):
+            chunk = batch[start:start + step]
+            n, h, w = chunk.shape[:3]
+            out = _to_numpy(self.fn(chunk), "callable output")
+            if self.output == "labels":
+                if out.shape != (n, h, w):
+                    raise ValueError(f"callable output: expected class ids of shape {(n, h, w)}, got {out.shape}")
+                outs.append(one_hot_labels(out, self.num_classes, "callable output"))
+                continue
+            shape = (n, self.num_classes, h, w) if self._spatial else (n, self.num_classes)
+            outs.append(check_probabilities(out, expected_shape=shape, output=self.output, name="callable output"))
+        return outs[0] if len(outs) == 1 else np.concatenate(outs)
+
+
+class CallableSegmenter(_CallableAdapter):
+    """Any Python callable as a Segmenter.
+
+    fn: f(uint8 [N, H, W, 3]) -> numpy array or torch tensor of shape [N, C, H, W] (probabilities
+        or logits, as `output` says) or int [N, H, W] class ids (output="labels", one-hot here).
+    num_classes: C, or None to read it from one probe call on a blank 64x64 image.
+    batch_size: call fn on chunks of this many images (None: the whole batch at once).
+    """
+
+    _spatial = True
+
+    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """uint8 [N, H, W, 3] -> float32 [N, C, H, W]."""
+        return self._predict(images)
+
+
+class CallableClassifier(_CallableAdapter):
+    """Any Python callable f(uint8 [N, H, W, C]) -> [N, K] probabilities or logits as a Classifier."""
+
+    _spatial = False
+
+    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """uint8 [N, H, W, C] -> float32 [N, K]."""
+        return self._predict(images)

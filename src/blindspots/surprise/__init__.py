@@ -1,1 +1,15 @@
-"""blindspots.surprise."""
+"""Surprise adequacy (Kim et al., "Reducing DNN labelling cost using surprise adequacy", 2023; and the
+original SA of Kim et al., ICSE 2019): how surprising each pixel and image is to a model.
+
+traces.py (hooks, upsampling) · sampler.py (which pixels) · estimators.py (MDSA, LSA, DSA) ·
+image.py (fitting traces, class / group SA, heatmaps, score-table columns) · analysis.py (Table 3,
+Figure 9, Tables 4-5) · views.py (Figure 6 panels, MP4).
+"""
+from blindspots.surprise.estimators import DSA, LSA, MDSA, SurpriseEstimator, load_estimator, make_estimator
+from blindspots.surprise.image import (ImageSurprise, class_surprise, collect_fit_traces, group_surprise,
+                                       surprise_columns, surprise_heatmaps)
+from blindspots.surprise.traces import TraceExtractor
+
+__all__ = ["DSA", "LSA", "MDSA", "SurpriseEstimator", "load_estimator", "make_estimator", "ImageSurprise",
+           "class_surprise", "collect_fit_traces", "group_surprise", "surprise_columns", "surprise_heatmaps",
+           "TraceExtractor"]

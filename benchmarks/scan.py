@@ -1,0 +1,123 @@
+"""Scan throughput against the bare forward passes of the same models, measured in the same run.
+
+A pool of generated 128x128 street scenes (default 2,000, `data.scenes.generate_scene_set`,
+"pool" distribution) is scanned with a target and two competitors from the zoo (three
+different designs). Printed:
+
+1. images/s of the scan (decode + 3 forwards + statistics + pair distances + Parquet shards +
+   3 argmax PNGs per image), fresh output folder;
+2. the peer: the same models' `predict_proba` on the same images, preloaded in memory and cut
+   into the same batches (bare forward), measured before and after the scan (the faster
+   of the two is used, which makes the ratio conservative);
+3. ratio = scan time / bare forward time (target <= 1.15), plus the cost of the statistics
+   alone on the same probabilities, as a share of the bare forward.
+
+Run: ``.venv/bin/python benchmarks/scan.py [--n 2000] [--threads 1] [--workdir DIR]``.
+The scenes are cached in the work folder. Prints; asserts nothing about time. Machines shared
+with other jobs give noisy times: compare the ratio, which is measured side by side.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from blindspots.data.pool import ImagePool
+from blindspots.models.adapters import TorchSegmenter
+from blindspots.scan import model_stats, pair_distances, scan_pool
+
+
+def scene_pool(workdir: Path, n: int, seed: int) -> ImagePool:
+    """Generate (once) n 128x128 scenes under workdir and return their images as a pool."""
+    from blindspots.data.scenes import generate_scene_set
+
+    root = workdir / f"scenes-{n}-{seed}"
+    if not (root / "images").is_dir() or len(list((root / "images").glob("*.png"))) != n:
+        shutil.rmtree(root, ignore_errors=True)
+        generate_scene_set(root, n, seed=seed, distribution="pool", size=128, progress=True)
+    return ImagePool(root / "images")
+
+
+def zoo_models(names: list[str] | None, batch_size: int) -> dict[str, TorchSegmenter]:
+    from blindspots.data.scenes import SCENE_CLASSES
+    from blindspots.models import zoo
+
+    names = names or sorted(zoo.ZOO)[:3]
+    c = SCENE_CLASSES.num_classes
+    out = {}
+    for i, name in enumerate(names):
+        torch.manual_seed(i)
+        out[name.lower().replace("-", "_")] = TorchSegmenter(zoo.build_model(name, c), c, batch_size=batch_size)
+    return out
+
+
+def bare_forward(models: dict[str, TorchSegmenter], batches: list[np.ndarray]) -> float:
+    t = time.perf_counter()
+    for m in models.values():
+        for b in batches:
+            m.predict_proba(b)
+    return time.perf_counter() - t
+
+
+def stats_only(models: dict[str, TorchSegmenter], batches: list[np.ndarray], num_classes: int) -> float:
+    """Time of model_stats + pair_distances alone, on probabilities computed beforehand (a sample)."""
+    sample = batches[: max(1, len(batches) // 10)]
+    probas = [[m.predict_proba(b) for m in models.values()] for b in sample]
+    t = time.perf_counter()
+    for per_model in probas:
+        maps = [model_stats(p).argmax for p in per_model]
+        for g in maps[1:]:
+            pair_distances(maps[0], g, num_classes)
+    return (time.perf_counter() - t) * len(batches) / len(sample)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2000, help="pool size (>= 2000 for the reported figure)")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--shard-size", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--models", nargs="*", default=None, help="zoo names (default: the first three)")
+    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "blindspots-bench-scan")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+
+    pool = scene_pool(args.workdir, args.n, args.seed)
+    models = zoo_models(args.models, args.batch_size)
+    target = next(iter(models))
+    num_classes = next(iter(models.values())).num_classes
+    images = np.stack([pool.load(i) for i in pool.ids])  # preloaded for the peer
+    batches = [images[s:s + args.batch_size] for s in range(0, len(images), args.batch_size)]
+    for m in models.values():  # warm-up (allocator, first-call overheads)
+        m.predict_proba(batches[0])
+
+    bare1 = bare_forward(models, batches)
+    out = args.workdir / "scan-out"
+    shutil.rmtree(out, ignore_errors=True)
+    t = time.perf_counter()
+    scan_pool(pool, models, out, target=target, batch_size=args.batch_size, shard_size=args.shard_size,
+              progress=False)
+    scan = time.perf_counter() - t
+    bare2 = bare_forward(models, batches)
+    bare = min(bare1, bare2)
+    stats = stats_only(models, batches, num_classes)
+
+    n = len(pool)
+    print(f"pool: {n} scenes 128x128; models: {', '.join(models)} (target {target}); "
+          f"batch {args.batch_size}; torch threads {args.threads}")
+    print(f"scan:          {scan:8.2f} s   {n / scan:8.1f} images/s")
+    print(f"bare forward:  {bare:8.2f} s   {n / bare:8.1f} images/s   (runs: {bare1:.2f} s before, {bare2:.2f} s after)")
+    print(f"ratio scan / bare forward = {scan / bare:.3f}   (target <= 1.15)")
+    print(f"statistics alone (stats + 2 pair distances, estimated from a 10% sample) = "
+          f"{stats:.2f} s = {stats / bare:.3f} of the bare forward")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Surprise-adequacy throughput, each figure side by side with a peer measured in the same run.
+
+1. MDSA pixels/s on generic traces at d = 64 and 256 (10,000 reference traces per class), against
+   the direct formula sqrt(diag((A - mu) S^-1 (A - mu)^T)) with numpy.
+2. MDSA output pixels/s on a segmentation heatmap (features at 1/8 resolution, fused path).
+3. LSA pixels/s against ``scipy.stats.gaussian_kde.logpdf`` on the same inputs (values compared).
+4. Overhead of per-pixel MDSA during a segmentation forward pass: time(forward + hook + MDSA for every
+   pixel) / time(bare ``TorchSegmenter.predict_proba``).
+
+Run: ``.venv/bin/python benchmarks/surprise.py [--quick]``. Prints; asserts nothing about time.
+The machine is shared: numbers are noisy, ratios are what to compare.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+from scipy.stats import gaussian_kde
+
+from blindspots.models.adapters import TorchSegmenter
+from blindspots.surprise import LSA, MDSA, TraceExtractor, surprise_heatmaps
+from blindspots.surprise.fused import fused_mdsa_map
+
+
+def best_time(fn, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def reference(n: int, d: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    mix = rng.normal(size=(d, d)) / np.sqrt(d)
+    x = (rng.normal(size=(n * k, d)) @ mix + np.repeat(rng.normal(size=(k, d)), n, axis=0)).astype(np.float32)
+    return x, np.repeat(np.arange(k), n)
+
+
+def bench_mdsa(d: int, n_ref: int, m: int) -> None:
+    x, y = reference(n_ref, d, 2, seed=d)
+    est = MDSA().fit(x, y)
+    q = x[:1] + np.random.default_rng(1).normal(size=(m, d)).astype(np.float32)
+    cls = np.zeros(m, dtype=np.int64)
+    t_ours = best_time(lambda: est.score(q, cls))
+    xc = x[y == 0].astype(np.float64)
+    inv, mu = np.linalg.inv(np.cov(xc, rowvar=False)), xc.mean(0)
+    sub = q[:m // 4].astype(np.float64)
+    direct = lambda: np.sqrt(np.einsum("ij,jk,ik->i", sub - mu, inv, sub - mu))  # noqa: E731
+    t_direct = best_time(direct) * 4
+    err = np.max(np.abs(est.score(sub, cls[:len(sub)]) - direct()) / direct())
+    print(f"MDSA d={d:3d}: {m / t_ours / 1e6:7.2f} M traces/s | direct numpy formula {m / t_direct / 1e6:6.2f} M/s "
+          f"| ratio {t_direct / t_ours:5.1f}x | max rel diff {err:.1e}")
+
+
+def bench_heatmap(d: int, n_ref: int, size: int, batch: int) -> None:
+    x, y = reference(n_ref, d, 4, seed=d + 1)
+    est = MDSA().fit(x, y)
+    rng = np.random.default_rng(0)
+    feats = torch.from_numpy(rng.normal(size=(batch, d, size // 8, size // 8)).astype(np.float32))
+    pred = np.repeat(np.repeat(rng.integers(0, 4, (batch, size // 8, size // 8)), 8, 1), 8, 2)
+    t_fused = best_time(lambda: fused_mdsa_map(est, feats, pred))
+    up = torch.nn.functional.interpolate(feats, size=(size, size), mode="bilinear", align_corners=False)
+    traces = up.permute(0, 2, 3, 1).reshape(-1, d).numpy()
+    t_up = best_time(lambda: est.score(traces, pred.reshape(-1)), repeat=1)
+    px = batch * size * size
+    print(f"MDSA heatmap d={d:3d} ({size}x{size}, features 1/8): fused {px / t_fused / 1e6:7.2f} M px/s | "
+          f"upsample-then-score {px / t_up / 1e6:6.2f} M px/s | ratio {t_up / t_fused:5.1f}x")
+
+
+def bench_lsa(d: int, n_ref: int, m_scipy: int, m_ours: int) -> None:
+    x, y = reference(n_ref, d, 1, seed=7)
+    est = LSA(var_threshold=None).fit(x, y)
+    q = x[:m_ours] + np.random.default_rng(2).normal(scale=0.5, size=(m_ours, d)).astype(np.float32)
+    cls = np.zeros(m_ours, dtype=np.int64)
+    kde = gaussian_kde(x.T.astype(np.float64))
+    t_scipy = best_time(lambda: kde.logpdf(q[:m_scipy].T.astype(np.float64)), repeat=1)
+    t_ours = best_time(lambda: est.score(q, cls), repeat=2)
+    ref = -kde.logpdf(q[:m_scipy].T.astype(np.float64))
+    err = np.max(np.abs(est.score(q[:m_scipy], cls[:m_scipy]) - ref) / np.abs(ref))
+    r_s, r_o = m_scipy / t_scipy, m_ours / t_ours
+    print(f"LSA  d={d:3d}, {n_ref} refs: {r_o:9.0f} px/s | scipy gaussian_kde.logpdf {r_s:8.0f} px/s | "
+          f"ratio {r_o / r_s:5.1f}x | max rel diff {err:.1e}")
+
+
+def bench_forward(size: int, batch: int, n_ref: int) -> None:
+    from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large
+
+    torch.manual_seed(0)
+    net = deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=8, aux_loss=False)
+    seg = TorchSegmenter(net, 8, batch_size=batch)
+    ex = TraceExtractor(seg)
+    rng = np.random.default_rng(0)
+    imgs = rng.integers(0, 256, (batch, size, size, 3), dtype=np.uint8)
+    feat, _ = ex.forward(imgs)
+    d = feat.shape[1]
+    x = np.random.default_rng(3).normal(size=(n_ref * 8, d)).astype(np.float32)
+    est = MDSA().fit(x, np.repeat(np.arange(8), n_ref))
+    seg.predict_proba(imgs)  # warm-up
+    t_bare, t_sa = [], []
+    for _ in range(3):  # interleaved, so load changes hit both
+        t_bare.append(best_time(lambda: seg.predict_proba(imgs), repeat=1))
+        t_sa.append(best_time(lambda: surprise_heatmaps(ex, est, imgs), repeat=1))
+    tb, ts = min(t_bare), min(t_sa)
+    print(f"forward overhead (deeplabv3_mobilenet_v3_large, {batch}x{size}x{size}, layer {ex.layer}, d={d}, "
+          f"features {tuple(feat.shape[-2:])}): bare {batch / tb:6.1f} img/s | with per-pixel MDSA "
+          f"{batch / ts:6.1f} img/s | ratio {ts / tb:5.3f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller inputs (CI smoke run)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (the target machine has 2 cores)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    n_ref = 10_000
+    m = 200_000 if args.quick else 1_000_000
+    print(f"surprise benchmark: {n_ref} reference traces per class, torch threads {args.threads}")
+    for d in (64, 256):
+        bench_mdsa(d, n_ref, m if d == 64 else m // 4)
+    for d in (64, 256):
+        bench_heatmap(d, n_ref, 128, 8 if args.quick else 32)
+    bench_lsa(64, n_ref, 100 if args.quick else 300, 1000 if args.quick else 3000)
+    bench_forward(128, 8, 2000 if args.quick else n_ref)
+
+
+if __name__ == "__main__":
+    main()

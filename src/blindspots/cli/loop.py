@@ -1,0 +1,193 @@
+"""`blindspots init | round | status | leaderboard | export | ratings import | masks import`:
+the troubleshooting loop (Algorithm 1 of the MAD paper) over a project folder."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+ratings_app = typer.Typer(help="Weak labels (ACR ratings 1-5 or out-of-domain) of the mined candidates M.",
+                          no_args_is_help=True)
+masks_app = typer.Typer(help="Pixel labels of the counterexamples S and the test set T.", no_args_is_help=True)
+
+
+def _model_spec(spec: str, default_name: str, option: str) -> tuple[str, str]:
+    """'NAME=PATH' or 'PATH' (name from the file stem) -> (name, path)."""
+    if "=" in spec:
+        name, path = spec.split("=", 1)
+    else:
+        name, path = (default_name or Path(spec).stem.lower().replace("-", "_")), spec
+    if not name or not path:
+        raise typer.BadParameter(f"expected NAME=PATH or PATH, got {spec!r}", param_hint=option)
+    return name, path
+
+
+def _open(project: Path):  # noqa: ANN202 - Project
+    from blindspots.loop.project import Project
+
+    try:
+        return Project.open(project)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _fail(e: Exception) -> None:
+    typer.echo(f"error: {e}", err=True)
+    raise typer.Exit(2)
+
+
+def init(
+    project: Path = typer.Argument(..., help="Project folder to create."),
+    pool: Path = typer.Option(..., "--pool", help="Folder of unlabeled images (the pool D)."),
+    target: str = typer.Option(..., "--target", help="Target model: NAME=CHECKPOINT.pt or CHECKPOINT.pt (zoo checkpoint)."),
+    competitor: list[str] = typer.Option(..., "--competitor", help="A competing model, NAME=CHECKPOINT.pt; repeat for each."),
+    train_data: Path = typer.Option(..., "--train-data", help="S0, the target's training set: folder with images/ and masks/."),
+    val_data: Path = typer.Option(..., "--val-data", help="T0, the target's validation set: folder with images/ and masks/."),
+    ground_truth: Optional[Path] = typer.Option(None, "--ground-truth", help="True masks of the pool (only for --simulate)."),
+    rounds: int = typer.Option(2, "--rounds", help="Fine-tuning rounds r (paper: 2)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random choice (same seed, same selections)."),
+    strategy: str = typer.Option("mad", "--strategy", help="Mining strategy: mad, entropy or random."),
+    n3: int = typer.Option(25, "--n3", help="MAD: images per (competitor, class, direction) (paper: 25)."),
+    n4: int = typer.Option(100, "--n4", help="Size of S per round, lowest MOS (paper: 100)."),
+    raters: int = typer.Option(3, "--raters", help="Ratings needed per candidate (paper: 3)."),
+    test_size: int = typer.Option(30, "--test-size", help="Size of each unbiased test set T(i) (paper: 30)."),
+    epochs: int = typer.Option(80, "--epochs", help="Fine-tuning epochs (paper: 80)."),
+    batch_size: int = typer.Option(2, "--batch-size", help="Fine-tuning mini-batch size (paper: 2)."),
+    lrs: str = typer.Option("1e-5,5e-5,1e-4", "--lrs", help="Initial learning rates to grid-search on T0, comma separated."),
+) -> None:
+    """Create a project folder: blindspots.toml, the SQLite store, scans/, masks/, checkpoints/, reports/."""
+    from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings,
+                                   PoolSettings, ProjectSettings, RatingSettings, SimulateSettings,
+                                   TestSetSettings)
+    from blindspots.loop.project import Project
+
+    try:
+        tname, tpath = _model_spec(target, "target", "--target")
+        comps = [ModelSettings(*_model_spec(c, "", "--competitor")) for c in competitor]
+        cfg = Config(
+            pool=PoolSettings(root=str(pool)), target=ModelSettings(tname, tpath), competitors=comps,
+            data=DataSettings(train=str(train_data), val=str(val_data)),
+            project=ProjectSettings(name=project.name, seed=seed, rounds=rounds),
+            mining=MiningSettings(strategy=strategy, n3=n3), ratings=RatingSettings(n4=n4, raters=raters),
+            testset=TestSetSettings(size=test_size),
+            finetune=FinetuneSettings(lrs=[float(x) for x in lrs.split(",") if x.strip()], epochs=epochs,
+                                      batch_size=batch_size),
+            simulate=SimulateSettings(ground_truth=str(ground_truth) if ground_truth else ""),
+            base_dir=Path.cwd(),
+        )
+        for key, p in [("--pool", pool), ("--train-data", train_data), ("--val-data", val_data)]:
+            if not p.is_dir():
+                raise ValueError(f"{key}: expected an existing folder, got {str(p)!r}")
+        for m in [cfg.target, *comps]:
+            if not Path(m.path).is_file():
+                raise ValueError(f"--target/--competitor: expected an existing checkpoint for {m.name!r}, got {m.path!r}")
+        proj = Project.create(project, cfg)
+    except ValueError as e:
+        _fail(e)
+    typer.echo(f"created project {proj.path}\n  settings: {proj.path / 'blindspots.toml'}\n"
+               f"  next: blindspots round {project}")
+
+
+def round_(
+    project: Path = typer.Argument(..., help="Project folder."),
+    simulate: bool = typer.Option(False, "--simulate", help="Let simulated raters and annotators answer (demo)."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps."),
+) -> None:
+    """Advance the loop to the next step that needs a human, and say what is awaited."""
+    from blindspots.loop.rounds import advance
+
+    proj = _open(project)
+    try:
+        st = advance(proj, simulate=simulate, max_steps=max_steps)
+    except ValueError as e:
+        _fail(e)
+    typer.echo(st.message)
+    if st.awaited:
+        shown = ", ".join(st.awaited[:10]) + (" ..." if len(st.awaited) > 10 else "")
+        typer.echo(f"awaiting {len(st.awaited)} images: {shown}")
+
+
+def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
+    """Show the rounds, the steps done and what the loop waits for."""
+    from blindspots.loop.rounds import status as loop_status
+
+    proj = _open(project)
+    steps = proj.steps()
+    for _, r in steps.iterrows():
+        typer.echo(f"round {r['round']}  {r['step']:<9} {r['status']:<8} model v{r['model_version']}  "
+                   f"seed {r['seed']}  {r['finished_at'] or r['started_at']}")
+    typer.echo(loop_status(proj).message)
+
+
+def leaderboard(project: Path = typer.Argument(..., help="Project folder.")) -> None:
+    """Print Table 1: every model's mIoU on T0 and on each unbiased test set T(i)."""
+    from blindspots.loop.rounds import leaderboard_frame
+    from blindspots.mine.testset import format_leaderboard
+
+    df = leaderboard_frame(_open(project))
+    typer.echo(format_leaderboard(df) if len(df) else "no round has been evaluated yet")
+
+
+def export(
+    project: Path = typer.Argument(..., help="Project folder."),
+    format: str = typer.Option(..., "--format", help="cvat (zip) or labelstudio (JSON)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output file (default: reports/round-<i>-...)."),
+    round: Optional[int] = typer.Option(None, "--round", help="Round (default: the current one)."),
+) -> None:
+    """Export the images awaiting masks with the target's prediction as a pre-annotation."""
+    from blindspots.loop.rounds import export_for_annotation
+
+    proj = _open(project)
+    try:
+        path = export_for_annotation(proj, format, out, round=round)
+    except ValueError as e:
+        _fail(e)
+    typer.echo(f"wrote {path}")
+
+
+@ratings_app.command("import")
+def ratings_import(
+    project: Path = typer.Argument(..., help="Project folder."),
+    csv: Path = typer.Argument(..., help="CSV with columns image_id,rater,score (score 1-5 or ood)."),
+    round: Optional[int] = typer.Option(None, "--round", help="Round (default: the current one)."),
+) -> None:
+    """Import ACR ratings of the candidates M from a CSV."""
+    from blindspots.loop.rounds import import_ratings
+
+    proj = _open(project)
+    try:
+        n = import_ratings(proj, csv, round=round)
+    except ValueError as e:
+        _fail(e)
+    typer.echo(f"imported {n} ratings; run `blindspots round {project}` to continue")
+
+
+@masks_app.command("import")
+def masks_import(
+    project: Path = typer.Argument(..., help="Project folder."),
+    source: Path = typer.Argument(..., help="Folder of index/palette PNGs, CVAT zip or Label Studio JSON."),
+    round: Optional[int] = typer.Option(None, "--round", help="Round (default: the current one)."),
+    annotator: Optional[str] = typer.Option(None, "--annotator", help="Who drew the masks."),
+) -> None:
+    """Import pixel labels for S and T."""
+    from blindspots.loop.rounds import import_masks
+
+    proj = _open(project)
+    try:
+        n = import_masks(proj, source, round=round, annotator=annotator)
+    except ValueError as e:
+        _fail(e)
+    typer.echo(f"imported {n} masks; run `blindspots round {project}` to continue")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the loop commands to the root `blindspots` app."""
+    app.command("init")(init)
+    app.command("round")(round_)
+    app.command("status")(status)
+    app.command("leaderboard")(leaderboard)
+    app.command("export")(export)
+    app.add_typer(ratings_app, name="ratings")
+    app.add_typer(masks_app, name="masks")

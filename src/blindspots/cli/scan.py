@@ -1,0 +1,71 @@
+"""`blindspots scan`: stream a pool through a target and competitors, write the score table."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def _named_spec(value: str, option: str) -> tuple[str, str]:
+    name, sep, spec = value.partition("=")
+    if not sep or not name or not spec:
+        raise typer.BadParameter(f"expected NAME=SPEC (e.g. deeplab=models/deeplab.onnx), got {value!r}",
+                                 param_hint=option)
+    return name, spec
+
+
+def scan(
+    pool: Path = typer.Argument(..., help="Folder of unlabeled images (ids are paths relative to it)."),
+    target: str = typer.Option(..., "--target", "-t", help="The model under test, as NAME=SPEC. SPEC: a .pt zoo "
+                               "checkpoint, a TorchScript .ts/.pt, an .onnx file, 'module:function', or a folder "
+                               "of <id>.npy probabilities; options after '?', e.g. m.onnx?output=probabilities."),
+    competitor: list[str] = typer.Option([], "--competitor", "-c", help="A competing model as NAME=SPEC; repeat "
+                                         "for several. NAME alone reuses a competitor already scanned into --out."),
+    out: Path = typer.Option(..., "--out", "-o", help="Scan folder (created; an existing scan there is resumed)."),
+    batch_size: int = typer.Option(16, help="Images per forward pass."),
+    shard_size: int = typer.Option(256, help="Images per Parquet shard (the unit of resuming)."),
+    maps: bool = typer.Option(True, "--maps/--no-maps", help="Save each model's argmax map as an index PNG."),
+    resize: Optional[str] = typer.Option(None, help="Resize every image to HxW (e.g. 128x128) before inference; "
+                                         "default: native size, batched per size."),
+    list_file: Optional[Path] = typer.Option(None, help="Text file of image paths relative to POOL (one a line) "
+                                             "instead of walking the folder."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Scan POOL with a target and competitors (MAD Algorithm 1, steps 2-4 and 7-9)."""
+    from blindspots.data.pool import ImagePool
+    from blindspots.models.load import load_model
+    from blindspots.scan import read_score_table, scan_pool
+
+    size = None
+    if resize:
+        h, sep, w = resize.lower().partition("x")
+        if not sep or not h.isdigit() or not w.isdigit():
+            raise typer.BadParameter(f"expected HxW, got {resize!r}", param_hint="--resize")
+        size = (int(h), int(w))
+    t_name, t_spec = _named_spec(target, "--target")
+    models = {t_name: load_model(t_spec)}
+    competitors = []
+    for value in competitor:
+        if "=" in value:
+            name, spec = _named_spec(value, "--competitor")
+            models[name] = load_model(spec)
+        else:
+            name = value
+        competitors.append(name)
+    try:
+        image_pool = ImagePool(pool, list_file=list_file)
+        scan_pool(image_pool, models, out, target=t_name, competitors=competitors, batch_size=batch_size,
+                  shard_size=shard_size, save_maps=maps, resize=size, progress=progress)
+        table = read_score_table(out)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    n_err = int((table["status"] == "error").sum())
+    typer.echo(f"scanned {len(table)} images ({n_err} unreadable) with {len(models)} model(s) -> {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `scan` command."""
+    app.command("scan", help="Stream a pool through a target and competitors; write the score table "
+                "(Parquet shards, resumable) and argmax maps.")(scan)

@@ -1,0 +1,262 @@
+"""Labelled segmentation sets: an image folder and a mask folder paired by relative path stem.
+
+`images/a/b.jpg` pairs with `masks/a/b.png` (mask_suffix ".png"); the pair's id is the stem
+path `a/b`. Masks are read as:
+
+- index PNGs ('L', 'P', '1', or 16-bit 'I;16'/'I' with values ≤ 255): the values are the class
+  ids, `ignore_index` (255) for unlabeled pixels. A VOC palette PNG ('P') gives its indices
+  directly; its palette is not used.
+- colour-coded RGB/RGBA PNGs: each colour is mapped through `classes.palette`; white
+  (255, 255, 255) and the VOC void colour (224, 224, 192) map to `classes.ignore_index`
+  unless a class uses that colour. Any other colour is a ValueError naming the file and colour.
+
+For PASCAL VOC: `SegmentationSet("JPEGImages", "SegmentationClass",
+ids="ImageSets/Segmentation/val.txt")`.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path, PurePosixPath
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from blindspots.data.classes import Classes
+from blindspots.data.pool import DEFAULT_MAX_PIXELS, ImagePool, decode_image, open_image
+
+log = logging.getLogger(__name__)
+
+WHITE = (255, 255, 255)
+VOC_VOID = (224, 224, 192)
+_EXAMPLES = 5
+
+__all__ = ["SegmentationSet", "decode_mask", "WHITE", "VOC_VOID"]
+
+
+def _key(rgb: np.ndarray) -> np.ndarray:
+    """uint8 [..., 3] -> int64 [...] packed colour keys."""
+    rgb = rgb.astype(np.int64)
+    return (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
+
+
+def _colour_lut(classes: Classes) -> dict[int, int]:
+    """Packed colour -> class id (or ignore_index for white / VOC void)."""
+    keys = _key(classes.palette).tolist()
+    if len(set(keys)) != len(keys):
+        dup = sorted({tuple(c) for c, k in zip(classes.palette.tolist(), keys) if keys.count(k) > 1})
+        raise ValueError(f"classes: expected distinct palette colours to decode RGB masks, got duplicates {dup[:_EXAMPLES]}")
+    lut = {}
+    if classes.ignore_index is not None:
+        lut = {int(_key(np.array(c, dtype=np.uint8))): classes.ignore_index for c in (WHITE, VOC_VOID)}
+    lut.update({k: i for i, k in enumerate(keys)})  # a class colour wins over a void colour
+    return lut
+
+
+def _map_colours(rgb: np.ndarray, classes: Classes, label: str) -> np.ndarray:
+    """uint8 [H, W, 3] colour-coded mask -> uint8 [H, W] class ids."""
+    lut = _colour_lut(classes)
+    uniq, inverse = np.unique(_key(rgb).ravel(), return_inverse=True)
+    unknown = [k for k in uniq.tolist() if k not in lut]
+    if unknown:
+        colours = [((k >> 16) & 255, (k >> 8) & 255, k & 255) for k in unknown[:_EXAMPLES]]
+        raise ValueError(
+            f"mask: expected colours of classes.palette (or white / VOC void {VOC_VOID} for ignore) in "
+            f"{label}, got {len(unknown)} unknown colour(s), e.g. {colours}"
+        )
+    ids = np.array([lut[k] for k in uniq.tolist()], dtype=np.uint8)
+    return ids[inverse].reshape(rgb.shape[:2])
+
+
+def decode_mask(source: str | Path, *, classes: Classes | None = None,
+                max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """Read one mask file to uint8 [H, W] class ids (rules in the module docstring).
+
+    classes: needed for RGB colour-coded masks; when given, values are also checked to be
+    class ids or classes.ignore_index. Raises ImageDecodeError for an unreadable file and
+    ValueError for a readable one with invalid content.
+    """
+    label = str(source)
+    img = open_image(source, max_pixels=max_pixels)  # same checks and EXIF rule as the images
+    mode = img.mode
+    if mode in ("L", "P"):
+        mask = np.asarray(img, dtype=np.uint8)
+    elif mode == "1":
+        mask = np.asarray(img).astype(np.uint8)
+    elif mode in ("LA", "PA"):
+        mask = np.asarray(img.getchannel(0), dtype=np.uint8)
+    elif mode.startswith("I"):
+        values = np.asarray(img).astype(np.int64)
+        if values.size and (values.min() < 0 or values.max() > 255):
+            raise ValueError(f"mask: expected 16-bit index values in 0..255 in {label}, "
+                             f"got range {values.min()}..{values.max()}")
+        mask = values.astype(np.uint8)
+    elif mode in ("RGB", "RGBA"):
+        if classes is None:
+            raise ValueError(f"classes: expected Classes (with a palette) to map the colours of the RGB "
+                             f"mask {label}, got None")
+        mask = _map_colours(np.asarray(img.convert("RGB"), dtype=np.uint8), classes, label)
+    else:
+        raise ValueError(f"mask: expected an index ('L'/'P') or RGB PNG in {label}, got mode {mode!r}")
+    if classes is not None:
+        bad = (mask >= classes.num_classes)
+        if classes.ignore_index is not None:
+            bad &= mask != classes.ignore_index
+        if bad.any():
+            vals = np.unique(mask[bad])[:_EXAMPLES].tolist()
+            raise ValueError(f"mask: expected class ids 0..{classes.num_classes - 1} or ignore "
+                             f"{classes.ignore_index} in {label}, got values {vals}")
+    return np.ascontiguousarray(mask)
+
+
+def _stem(rel: str, suffix: str | None = None) -> str:
+    p = PurePosixPath(rel)
+    if suffix is not None:
+        return rel[: -len(suffix)]
+    return str(p.with_suffix("")) if p.suffix else rel
+
+
+def _examples(items: Sequence[str]) -> str:
+    shown = ", ".join(repr(i) for i in list(items)[:_EXAMPLES])
+    more = f" and {len(items) - _EXAMPLES} more" if len(items) > _EXAMPLES else ""
+    return shown + more
+
+
+class SegmentationSet:
+    """Image + mask folder pairs, indexable like a sequence (usable as a torch Dataset).
+
+    images_dir: folder tree of images (any format Pillow reads; decoded like the pool: EXIF,
+        grey/RGBA/16-bit → RGB uint8). masks_dir: folder tree of masks; may equal images_dir.
+    classes: the label space; needed for RGB colour-coded masks, and when given, mask values
+        are checked against it.
+    mask_suffix: what replaces an image's extension to name its mask (".png", or e.g.
+        "_mask.png").
+    ids: optional subset — a sequence of stem ids or a list file (one per line, '#' comments),
+        e.g. VOC's ImageSets/Segmentation/train.txt. Without it, every image must have a mask
+        and every mask an image; with it, only the listed ids must.
+    max_pixels: per-image pixel limit (50 M by default).
+
+    Attributes: `ids` (sorted stem ids, POSIX), `classes`. `load(id)` / `self[i]` give
+    (image uint8 [H, W, 3], mask uint8 [H, W]).
+    """
+
+    def __init__(self, images_dir: str | Path, masks_dir: str | Path, *, classes: Classes | None = None,
+                 mask_suffix: str = ".png", ids: Sequence[str] | str | Path | None = None,
+                 max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
+        if classes is not None and not isinstance(classes, Classes):
+            raise ValueError(f"classes: expected a blindspots Classes or None, got {type(classes).__name__}")
+        if not isinstance(mask_suffix, str) or "/" in mask_suffix or not PurePosixPath("x" + mask_suffix).suffix:
+            raise ValueError(f"mask_suffix: expected a file-name ending with an extension, such as '.png' or '_mask.png', got {mask_suffix!r}")
+        if not Path(masks_dir).is_dir():
+            raise ValueError(f"masks_dir: expected an existing folder, got {str(masks_dir)!r}")
+        if not Path(images_dir).is_dir():
+            raise ValueError(f"images_dir: expected an existing folder, got {str(images_dir)!r}")
+        self.classes = classes
+        self.mask_suffix = mask_suffix
+        self.max_pixels = max_pixels
+        self._images = ImagePool(images_dir, max_pixels=max_pixels)
+        mask_ext = PurePosixPath("x" + mask_suffix).suffix
+        self._masks = ImagePool(masks_dir, extensions=[mask_ext], max_pixels=max_pixels)
+        self.images_dir, self.masks_dir = self._images.root, self._masks.root
+
+        masks = {_stem(m, mask_suffix): m for m in self._masks.ids if m.endswith(mask_suffix)}
+        same_dir = self.images_dir == self.masks_dir
+        images: dict[str, str] = {}
+        clashes: list[str] = []
+        for rel in self._images.ids:
+            if same_dir and rel.endswith(mask_suffix) and _stem(rel, mask_suffix) in masks:
+                continue  # it is a mask, not an image
+            stem = _stem(rel)
+            if stem in images:
+                clashes.append(f"{images[stem]} / {rel}")
+            images[stem] = rel
+        if clashes:
+            raise ValueError(f"images_dir: expected one image per name, got {len(clashes)} names with several "
+                             f"files: {_examples(clashes)}")
+        self._image_rel, self._mask_rel = images, masks
+        self.ids: list[str] = self._pair(images, masks, ids)
+        log.info("segmentation set %s: %d pairs", self.images_dir, len(self.ids))
+
+    def _pair(self, images: dict[str, str], masks: dict[str, str],
+              ids: Sequence[str] | str | Path | None) -> list[str]:
+        if ids is None:
+            no_mask = sorted(set(images) - set(masks))
+            no_image = sorted(set(masks) - set(images))
+            if no_mask or no_image:
+                parts = []
+                if no_mask:
+                    parts.append(f"{len(no_mask)} image(s) without a mask '<id>{self.mask_suffix}' in "
+                                 f"{self.masks_dir}: {_examples(no_mask)}")
+                if no_image:
+                    parts.append(f"{len(no_image)} mask(s) without an image in {self.images_dir}: "
+                                 f"{_examples(no_image)}")
+                raise ValueError("masks_dir: expected one mask per image, got " + "; ".join(parts)
+                                 + " (pass ids=... to use a subset)")
+            chosen = sorted(images)
+        else:
+            chosen = sorted(set(self._read_ids(ids)))
+            missing = [i for i in chosen if i not in images or i not in masks]
+            if missing:
+                raise ValueError(f"ids: expected ids with both an image and a mask, got {len(missing)} without: "
+                                 f"{_examples(missing)}")
+        if not chosen:
+            raise ValueError(f"images_dir: expected at least one image with a mask, found none in "
+                             f"{self.images_dir}")
+        return chosen
+
+    @staticmethod
+    def _read_ids(ids: Sequence[str] | str | Path) -> list[str]:
+        if isinstance(ids, (str, Path)):
+            path = Path(ids)
+            if not path.is_file():
+                raise ValueError(f"ids: expected a list of ids or a list file, got missing file {str(ids)!r}")
+            lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+            return [ln for ln in lines if ln and not ln.startswith("#")]
+        out = list(ids)
+        if not all(isinstance(i, str) for i in out):
+            raise ValueError("ids: expected a sequence of string ids")
+        return out
+
+    # -- access --
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"SegmentationSet(images={str(self.images_dir)!r}, masks={str(self.masks_dir)!r}, n={len(self)})"
+
+    def _check_id(self, item_id: str) -> None:
+        if item_id not in self._image_rel or item_id not in self._mask_rel:
+            raise ValueError(f"item_id: expected an id of this set, got {item_id!r}")
+
+    def image_path(self, item_id: str) -> Path:
+        self._check_id(item_id)
+        return self._images.path(self._image_rel[item_id])
+
+    def mask_path(self, item_id: str) -> Path:
+        self._check_id(item_id)
+        return self._masks.path(self._mask_rel[item_id])
+
+    def load_mask(self, item_id: str) -> np.ndarray:
+        """uint8 [H, W] class ids (ignore_index for unlabeled pixels)."""
+        return decode_mask(self.mask_path(item_id), classes=self.classes, max_pixels=self.max_pixels)
+
+    def load(self, item_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """(image uint8 [H, W, 3], mask uint8 [H, W]) of one pair; ValueError if their sizes differ."""
+        image = decode_image(self.image_path(item_id), max_pixels=self.max_pixels)
+        mask = self.load_mask(item_id)
+        if image.shape[:2] != mask.shape:
+            raise ValueError(f"mask: expected the image size {image.shape[:2]} for {item_id!r} (after EXIF "
+                             f"orientation), got {mask.shape}")
+        return image, mask
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise ValueError(f"index: expected an integer position, got {type(index).__name__}")
+        n = len(self.ids)
+        if not -n <= index < n:
+            raise IndexError(f"index: expected -{n}..{n - 1}, got {index}")
+        return self.load(self.ids[int(index)])
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for item_id in self.ids:
+            yield self.load(item_id)

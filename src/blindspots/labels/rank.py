@@ -1,0 +1,178 @@
+"""Score how likely each image's annotation is correct (cleanlab 2.x `segmentation.rank` compatible).
+
+pixel score = predicted probability of the given label; image score = softmin pooling of the pixel
+scores, sum_i s_i * softmax((1 - s)/T)_i with temperature T = 0.1 (the paper's setting), computed in
+float64 like cleanlab. Ignored pixels (ignore_index) get pixel score 1.0 and do not enter the pooling;
+an image with no labelled pixel scores 1.0.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from blindspots.labels.filter import LabelIssueFinder
+from blindspots.labels.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index, check_positive_int,
+                                      check_values, chunk_images)
+from blindspots.labels.pixels import label_probs
+from blindspots.models.adapters import Segmenter
+
+#: cleanlab.internal.constants.EPSILON: lower bound of the softmax temperature
+_EPSILON = 1e-6
+METHODS = ("softmin", "num_pixel_issues")
+
+
+def softmin_pool(scores: np.ndarray, valid: np.ndarray | None = None, temperature: float = 0.1) -> np.ndarray:
+    """Softmin pooling per image.
+
+    scores: float [b, H, W] in [0, 1]; valid: bool [b, H, W] or None -> float64 [b].
+    Rows with no valid pixel give 1.0.
+    """
+    b = scores.shape[0]
+    s = scores.reshape(b, -1).astype(np.float64)
+    x = (1.0 - s) / max(temperature, _EPSILON)
+    if valid is not None:
+        v = valid.reshape(b, -1)
+        x = np.where(v, x, -np.inf)
+    mx = x.max(axis=1, keepdims=True)
+    empty = ~np.isfinite(mx[:, 0])
+    mx[empty] = 0.0
+    e = np.exp(x - mx)
+    w = e / np.maximum(e.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
+    out = np.einsum("ij,ij->i", np.where(np.isfinite(x), s, 0.0), w)
+    out[empty] = 1.0
+    return out
+
+
+def _open_out(out: Any, shape: tuple[int, ...], dtype: np.dtype, name: str) -> np.ndarray:
+    if out is None:
+        return np.empty(shape, dtype=dtype)
+    if isinstance(out, (str, os.PathLike)):
+        return np.lib.format.open_memmap(Path(out), mode="w+", dtype=dtype, shape=shape)
+    if getattr(out, "shape", None) != shape:
+        raise ValueError(f"{name}: expected an array of shape {shape}, got {getattr(out, 'shape', type(out).__name__)}")
+    return out
+
+
+def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, method: str = "softmin",
+                             batch_size: int | None = None, n_jobs: int | None = None, verbose: bool = True,
+                             temperature: float = 0.1, downsample: int = 1, ignore_index: int | None = 255,
+                             model: Segmenter | None = None, dataset: Any = None, model_batch_size: int = 8,
+                             pixel_scores_out: np.ndarray | str | os.PathLike | None = None,
+                             return_pixel_scores: bool = True, atol: float = PROB_ATOL,
+                             cache_dir: str | os.PathLike | None = None, **kwargs: Any
+                             ) -> tuple[np.ndarray, np.ndarray | None]:
+    """(image_scores float64 [N], pixel_scores [N, H, W]); lower = more likely mislabelled.
+
+    Drop-in for `cleanlab.segmentation.rank.get_label_quality_scores`; same inputs as
+    `blindspots.labels.filter.find_label_issues` (arrays, memmaps, .npy paths, iterables of batches,
+    model + dataset).
+    method: "softmin" (paper default; temperature 0.1) or "num_pixel_issues" (1 - fraction of labelled
+        pixels flagged by `find_label_issues` with `downsample`, default 1 as in cleanlab's code).
+    pixel_scores: probability of the given label, in pred_probs' dtype (cleanlab returns float64; the
+        values are identical), 1.0 at ignored pixels. For streams, pass `pixel_scores_out` (array or .npy
+        path, memory-mapped) or `return_pixel_scores=False` to keep memory flat in N.
+    n_jobs: accepted for compatibility and ignored.
+    """
+    if kwargs:
+        raise ValueError(f"kwargs: expected only cleanlab's 'temperature'/'downsample', got {sorted(kwargs)}")
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {list(METHODS)}, got {method!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
+    check_positive_int(downsample, "downsample")
+    ignore_index = check_ignore_index(ignore_index)
+    if batch_size is not None:
+        check_positive_int(batch_size, "batch_size")
+    del n_jobs
+    if method == "num_pixel_issues":
+        return _num_pixel_issues(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size,
+                                 downsample=downsample, ignore_index=ignore_index, batch_size=batch_size,
+                                 verbose=verbose, pixel_scores_out=pixel_scores_out,
+                                 return_pixel_scores=return_pixel_scores, atol=atol, cache_dir=cache_dir)
+    if downsample != 1:
+        warnings.warn(f"downsample={downsample} is ignored by method 'softmin' (only 'num_pixel_issues' uses it)",
+                      UserWarning, stacklevel=2)
+    src = as_batches(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
+    image_scores: list[np.ndarray] = []
+    parts: list[np.ndarray] = []  # only for iterables of unknown length without pixel_scores_out
+    pix: np.ndarray | None = None
+    chunk = chunk_images(src.num_classes, src.h, src.w, batch_size) if isinstance(src, ArrayBatches) else None
+    with tqdm(total=src.n, desc="images processed using softmin", unit="img", disable=not verbose,
+              leave=False) as bar:
+        for start, lab, pp in src.iter(chunk):
+            check_values(lab, pp, ignore_index, start, atol)
+            valid = None if ignore_index is None else lab != ignore_index
+            s = label_probs(lab, pp, valid)
+            image_scores.append(softmin_pool(s, valid, temperature))
+            if return_pixel_scores:
+                if pix is None and src.n is not None:
+                    pix = _open_out(pixel_scores_out, (src.n,) + s.shape[1:], s.dtype, "pixel_scores_out")
+                if pix is not None:
+                    pix[start:start + len(s)] = s
+                elif pixel_scores_out is not None:
+                    raise ValueError("pixel_scores_out: expected None for an iterable of unknown length, "
+                                     "got an output; pass return_pixel_scores=False or a list of batches")
+                else:
+                    parts.append(s)
+            bar.update(len(lab))
+    if not image_scores:
+        raise ValueError("labels: expected at least one image, got none")
+    scores = np.concatenate(image_scores)
+    if return_pixel_scores and pix is None:
+        pix = np.concatenate(parts)
+    if isinstance(pix, np.memmap):
+        pix.flush()
+    return scores, (pix if return_pixel_scores else None)
+
+
+def _num_pixel_issues(labels: Any, pred_probs: Any, *, model: Segmenter | None, dataset: Any,
+                      model_batch_size: int, downsample: int, ignore_index: int | None, batch_size: int | None,
+                      verbose: bool, pixel_scores_out: Any, return_pixel_scores: bool, atol: float,
+                      cache_dir: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    finder = LabelIssueFinder(downsample=downsample, ignore_index=ignore_index, batch_size=batch_size,
+                              verbose=verbose, cache_dir=cache_dir, atol=atol)
+    with finder:
+        finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
+        n, (h, w) = finder.n_images_, finder.shape_
+        scores = np.empty(n, dtype=np.float64)
+        pix = None
+        for start, mask, full in finder.iter_batches():
+            b = len(mask)
+            n_valid = full.valid.reshape(b, -1).sum(axis=1)
+            n_issue = mask.reshape(b, -1).sum(axis=1)
+            frac = np.divide(n_issue, n_valid, out=np.zeros(b), where=n_valid > 0)
+            scores[start:start + b] = 1.0 - frac
+            if return_pixel_scores:
+                if pix is None:
+                    pix = _open_out(pixel_scores_out, (n, h, w), full.score.dtype, "pixel_scores_out")
+                pix[start:start + b] = full.score
+    return scores, pix
+
+
+def issues_from_scores(image_scores: np.ndarray, pixel_scores: np.ndarray | None = None,
+                       threshold: float = 0.1) -> np.ndarray:
+    """cleanlab-compatible: bool [N, H, W] of pixel_scores < threshold, or (without pixel_scores) the
+    indices int [M] of images sorted by score, cut where scores reach `threshold`.
+
+    Note: like cleanlab 2.9 this returns one index past the cut-off (`ranking[:cutoff + 1]`), i.e. the
+    lowest-scoring image at or above the threshold is included when there is one; we keep that quirk
+    for drop-in compatibility.
+    """
+    if image_scores is None:
+        raise ValueError("image_scores: expected an array of shape (N,), got None")
+    if threshold is None or isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)) \
+            or not 0 <= threshold <= 1:
+        raise ValueError(f"threshold: expected a number in [0, 1], got {threshold!r}")
+    if pixel_scores is not None:
+        return np.asarray(pixel_scores) < threshold
+    image_scores = np.asarray(image_scores)
+    if image_scores.ndim != 1:
+        raise ValueError(f"image_scores: expected shape (N,), got {image_scores.shape}")
+    ranking = np.argsort(image_scores, kind="stable")
+    cutoff = np.searchsorted(image_scores[ranking], threshold)
+    return ranking[: cutoff + 1]

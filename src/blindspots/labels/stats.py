@@ -1,0 +1,266 @@
+"""Per-pixel statistics streamed chunk by chunk: given label, its probability, argmax and max.
+
+`ArrayStats` recomputes them from re-iterable arrays on every pass (no extra memory);
+`CachedStats` computes them once from a one-shot source (an iterable of batches or a model over a
+dataset) and keeps them in flat files on disk, read back with plain file reads, so resident memory
+stays flat in N. A cache directory that is given explicitly makes the model pass resumable.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from blindspots.labels.inputs import ArrayBatches, IterableBatches, ModelBatches, check_values, chunk_images
+from blindspots.labels.pixels import argmax_max, block_majority, block_mean_probs, label_probs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PixelStats:
+    """Statistics of images start..start+b at one resolution.
+
+    labels: int [b, h, w] (ignore_index kept); valid: bool [b, h, w]; score: float [b, h, w] (probability of
+    the given label, 1.0 where ignored); pred: uint8|uint16 [b, h, w] argmax or None; maxprob: float
+    [b, h, w] or None.
+    """
+
+    start: int
+    labels: np.ndarray
+    valid: np.ndarray
+    score: np.ndarray
+    pred: np.ndarray | None = None
+    maxprob: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return self.labels.shape[0]
+
+
+def _valid(labels: np.ndarray, ignore_index: int | None) -> np.ndarray:
+    if ignore_index is None:
+        return np.ones(labels.shape, dtype=bool)
+    return labels != ignore_index
+
+
+def compute_stats(start: int, labels: np.ndarray, probs: np.ndarray, ignore_index: int | None,
+                  need_pred: bool) -> PixelStats:
+    """labels int [b,H,W], probs float [b,K,H,W] -> PixelStats at that resolution."""
+    valid = _valid(labels, ignore_index)
+    score = label_probs(labels, probs, valid)
+    pred = maxprob = None
+    if need_pred:
+        pred, maxprob = argmax_max(probs)
+    return PixelStats(start, labels, valid, score, pred, maxprob)
+
+
+def downsampled(labels: np.ndarray, probs: np.ndarray, factor: int, ignore_index: int | None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Block-majority labels and block-mean renormalised probabilities (identity for factor 1)."""
+    if factor == 1:
+        return labels, probs
+    return (block_majority(labels, factor, probs.shape[1], ignore_index),
+            block_mean_probs(probs, factor))
+
+
+class ArrayStats:
+    """Stats recomputed from arrays on each pass. `full=True` passes also give full-resolution stats."""
+
+    def __init__(self, source: ArrayBatches, *, ignore_index: int | None, downsample: int,
+                 batch_size: int | None, verbose: bool, atol: float) -> None:
+        self.source, self.ignore_index, self.downsample = source, ignore_index, downsample
+        self.verbose, self.atol = verbose, atol
+        self.n, self.num_classes, self.h, self.w = source.n, source.num_classes, source.h, source.w
+        self.dtype = source.dtype
+        self.chunk = chunk_images(self.num_classes, self.h, self.w, batch_size)
+        self._validated = False
+
+    def passes(self, desc: str, *, need_pred: bool, full: bool = False
+               ) -> Iterator[tuple[PixelStats, PixelStats | None]]:
+        """Yields (stats at the analysis resolution, full-resolution stats with pred or None)."""
+        validate = not self._validated
+        with tqdm(total=self.n, desc=desc, unit="img", disable=not self.verbose, leave=False) as bar:
+            for start, lab, pp in self.source.iter(self.chunk):
+                if validate:
+                    check_values(lab, pp, self.ignore_index, start, self.atol)
+                small_lab, small_pp = downsampled(lab, pp, self.downsample, self.ignore_index)
+                st = compute_stats(start, small_lab, small_pp, self.ignore_index, need_pred)
+                fs = None
+                if full:
+                    fs = st if self.downsample == 1 and need_pred else compute_stats(
+                        start, lab, pp, self.ignore_index, True)
+                yield st, fs
+                bar.update(len(lab))
+        self._validated = True
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+_FIELDS = ("labels", "score", "pred", "maxprob")
+
+
+class CachedStats:
+    """Stats of a one-shot source, computed once and kept in flat files (analysis and full resolution).
+
+    cache_dir: where the files go; None makes a temporary directory removed by `close()`. With an
+    explicit cache_dir and a `ModelBatches` source, an interrupted build resumes where it stopped.
+    """
+
+    def __init__(self, source: IterableBatches, *, ignore_index: int | None, downsample: int,
+                 batch_size: int | None, verbose: bool, atol: float, cache_dir: str | os.PathLike | None = None
+                 ) -> None:
+        self.source, self.ignore_index, self.downsample = source, ignore_index, downsample
+        self.verbose, self.atol, self.batch_size = verbose, atol, batch_size
+        self._tmp = cache_dir is None
+        self.dir = Path(tempfile.mkdtemp(prefix="blindspots-labels-")) if cache_dir is None else Path(cache_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.n = 0
+        self._build()
+
+    # --- building -------------------------------------------------------------------------------
+    def _manifest(self) -> dict:
+        p = self.dir / "manifest.json"
+        return json.loads(p.read_text()) if p.is_file() else {}
+
+    def _build(self) -> None:
+        man = self._manifest()
+        settings = {"ignore_index": self.ignore_index, "downsample": self.downsample}
+        start = 0
+        if man and man.get("settings") == settings and isinstance(self.source, ModelBatches) \
+                and man.get("total") == len(self.source.dataset):
+            start = int(man.get("done", 0))
+            self._set_layout(man)
+            self._truncate(start)
+            log.info("resuming label-issue cache in %s at image %d", self.dir, start)
+        elif man:
+            for f in self.dir.glob("*.bin"):
+                f.unlink()
+        total = self.source.n
+        files: dict[str, object] = {}
+        try:
+            with tqdm(total=total, initial=start, desc="computing pixel statistics", unit="img",
+                      disable=not self.verbose, leave=False) as bar:
+                for s, lab, pp in self.source.iter(None, start):
+                    check_values(lab, pp, self.ignore_index, s, self.atol)
+                    if not files:
+                        self._set_layout({"num_classes": int(pp.shape[1]), "h": int(pp.shape[2]),
+                                          "w": int(pp.shape[3]), "dtype": np.dtype(pp.dtype).str,
+                                          "label_dtype": self._label_dtype(pp.shape[1]).str})
+                        files = {name: open(self.dir / f"{name}.bin", "ab") for name in self._names()}
+                    full = compute_stats(s, lab, pp, self.ignore_index, True)
+                    self._write(files, "", full)
+                    if self.downsample > 1:
+                        small = compute_stats(s, *downsampled(lab, pp, self.downsample, self.ignore_index),
+                                              self.ignore_index, True)
+                        self._write(files, "small_", small)
+                    for f in files.values():
+                        f.flush()  # type: ignore[attr-defined]
+                    done = s + len(lab)
+                    self._save_manifest(settings, done, total, complete=False)
+                    bar.update(len(lab))
+        finally:
+            for f in files.values():
+                f.close()  # type: ignore[attr-defined]
+        if not hasattr(self, "num_classes"):
+            raise ValueError("labels: expected at least one batch of (labels, pred_probs), got none")
+        self.n = self._count_images()
+        self._save_manifest(settings, self.n, self.n, complete=True)
+
+    def _label_dtype(self, k: int) -> np.dtype:
+        small = k <= 255 and (self.ignore_index is None or 0 <= self.ignore_index <= 255)
+        return np.dtype(np.uint8 if small else np.int32)
+
+    def _set_layout(self, man: dict) -> None:
+        self.num_classes, self.h, self.w = int(man["num_classes"]), int(man["h"]), int(man["w"])
+        self.dtype = np.dtype(man["dtype"])
+        self.label_dtype = np.dtype(man["label_dtype"])
+        self.pred_dtype = np.dtype(np.uint8 if self.num_classes <= 256 else np.uint16)
+        self._layout = {k: man[k] for k in ("num_classes", "h", "w", "dtype", "label_dtype")}
+
+    def _names(self) -> list[str]:
+        names = list(_FIELDS)
+        if self.downsample > 1:
+            names += [f"small_{f}" for f in _FIELDS]
+        return names
+
+    def _dtype_of(self, field: str) -> np.dtype:
+        base = field.removeprefix("small_")
+        return {"labels": self.label_dtype, "score": self.dtype, "pred": self.pred_dtype,
+                "maxprob": self.dtype}[base]
+
+    def _pixels(self, field: str) -> int:
+        f = self.downsample if field.startswith("small_") else 1
+        return (self.h // f) * (self.w // f)
+
+    def _write(self, files: dict, prefix: str, st: PixelStats) -> None:
+        for name in _FIELDS:
+            arr = getattr(st, name)
+            files[prefix + name].write(np.ascontiguousarray(arr, dtype=self._dtype_of(prefix + name)).tobytes())
+
+    def _save_manifest(self, settings: dict, done: int, total: int | None, complete: bool) -> None:
+        man = dict(self._layout, settings=settings, done=done, total=total, complete=complete)
+        tmp = self.dir / "manifest.json.tmp"
+        tmp.write_text(json.dumps(man))
+        os.replace(tmp, self.dir / "manifest.json")
+
+    def _truncate(self, n_images: int) -> None:
+        for name in self._names():
+            p = self.dir / f"{name}.bin"
+            if p.is_file():
+                with open(p, "r+b") as f:
+                    f.truncate(n_images * self._pixels(name) * self._dtype_of(name).itemsize)
+
+    def _count_images(self) -> int:
+        p = self.dir / "labels.bin"
+        return p.stat().st_size // (self.h * self.w * self.label_dtype.itemsize)
+
+    # --- reading --------------------------------------------------------------------------------
+    def _read(self, field: str, start: int, stop: int) -> np.ndarray:
+        dt, px = self._dtype_of(field), self._pixels(field)
+        f = self.downsample if field.startswith("small_") else 1
+        with open(self.dir / f"{field}.bin", "rb") as fh:
+            fh.seek(start * px * dt.itemsize)
+            arr = np.fromfile(fh, dtype=dt, count=(stop - start) * px)
+        return arr.reshape(stop - start, self.h // f, self.w // f)
+
+    def _stats(self, prefix: str, s: int, e: int, need_pred: bool) -> PixelStats:
+        lab = self._read(prefix + "labels", s, e)
+        st = PixelStats(s, lab, _valid(lab, self.ignore_index), self._read(prefix + "score", s, e))
+        if need_pred:
+            st.pred, st.maxprob = self._read(prefix + "pred", s, e), self._read(prefix + "maxprob", s, e)
+        return st
+
+    def passes(self, desc: str, *, need_pred: bool, full: bool = False
+               ) -> Iterator[tuple[PixelStats, PixelStats | None]]:
+        """Same contract as `ArrayStats.passes`, read from the cache files."""
+        chunk = chunk_images(self.num_classes, self.h, self.w, self.batch_size)
+        prefix = "small_" if self.downsample > 1 else ""
+        with tqdm(total=self.n, desc=desc, unit="img", disable=not self.verbose, leave=False) as bar:
+            for s in range(0, self.n, chunk):
+                e = min(s + chunk, self.n)
+                st = self._stats(prefix, s, e, need_pred)
+                fs = None
+                if full:
+                    fs = st if (not prefix and need_pred) else self._stats("", s, e, True)
+                yield st, fs
+                bar.update(e - s)
+
+    def close(self) -> None:
+        """Remove a temporary cache (an explicit cache_dir is kept for resuming)."""
+        if self._tmp and self.dir.exists():
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finaliser
+            pass

@@ -1,0 +1,160 @@
+"""Summaries of segmentation label issues (cleanlab 2.x `segmentation.summary` compatible).
+
+`common_label_issues` counts (given, predicted) class pairs among flagged pixels, `filter_by_class`
+keeps the issues that involve one class, `display_issues` draws the images with most issues.
+Library code never prints: cleanlab's `verbose` lines go to logging.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from blindspots.labels.pixels import argmax_max
+
+log = logging.getLogger(__name__)
+
+
+def _check(issues: Any, labels: Any, pred_probs: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    issues, labels = np.asarray(issues), np.asarray(labels)
+    if issues.ndim != 3 or issues.dtype != np.bool_:
+        raise ValueError(f"issues: expected a bool mask of shape (N, H, W), got {issues.dtype} {issues.shape}")
+    if labels.shape != issues.shape:
+        raise ValueError(f"labels: expected shape {issues.shape} (as issues), got {labels.shape}")
+    if labels.dtype.kind not in "iu":
+        raise ValueError(f"labels: expected an integer dtype, got {labels.dtype}")
+    if pred_probs is not None:
+        shp = np.shape(pred_probs)
+        if len(shp) != 4 or (shp[0],) + tuple(shp[2:]) != issues.shape:
+            raise ValueError(f"pred_probs: expected shape (N, K, H, W) matching issues {issues.shape}, got {shp}")
+    return issues, labels
+
+
+def _pred_at(pred_probs: Any, i: int) -> np.ndarray:
+    """Argmax map int [H, W] of image i (reads one image of a possibly memory-mapped array)."""
+    return argmax_max(np.asarray(pred_probs[i:i + 1]))[0][0]
+
+
+def common_label_issues(issues: np.ndarray, labels: np.ndarray, pred_probs: np.ndarray, *,
+                        class_names: Sequence[str] | None = None, exclude: Sequence[int] | None = None,
+                        top: int | None = None, verbose: bool = True, ignore_index: int | None = 255
+                        ) -> pd.DataFrame:
+    """DataFrame ['given_label', 'predicted_label', 'num_pixel_issues'] of the `top` (default 20) most
+    frequent (given, predicted) pairs among flagged pixels, most frequent first (ties: given then
+    predicted class order, as cleanlab).
+
+    issues: bool [N, H, W]; labels: int [N, H, W]; pred_probs: float [N, K, H, W].
+    exclude: predicted classes not to count (cleanlab's meaning). Pixels labelled ignore_index are skipped.
+    """
+    issues, labels = _check(issues, labels, pred_probs)
+    k = np.shape(pred_probs)[1]
+    exclude = [] if exclude is None else list(exclude)
+    top = 20 if top is None else top
+    if class_names is None:
+        class_names = [str(i) for i in range(k)]
+    counts = np.zeros((k, k), dtype=np.int64)
+    seen = np.zeros(k, dtype=bool)
+    for i in np.flatnonzero(issues.reshape(len(issues), -1).any(axis=1)):
+        m = issues[i]
+        g = labels[i][m].astype(np.int64)
+        p = _pred_at(pred_probs, i)[m].astype(np.int64)
+        keep = (g >= 0) & (g < k)
+        if ignore_index is not None:
+            keep &= g != ignore_index
+        g, p = g[keep], p[keep]
+        seen[np.unique(g)] = True
+        p_ok = ~np.isin(p, exclude)
+        counts += np.bincount(g[p_ok] * k + p[p_ok], minlength=k * k).reshape(k, k)
+    rows = [[class_names[gl], class_names[pl], int(counts[gl, pl])]
+            for gl in range(min(k, len(class_names))) if seen[gl]
+            for pl in range(k) if counts[gl, pl] > 0]
+    rows = sorted(rows, key=lambda r: r[2], reverse=True)[:top]  # stable, like cleanlab
+    df = pd.DataFrame(rows, columns=["given_label", "predicted_label", "num_pixel_issues"])
+    if verbose:
+        for _, r in df.iterrows():
+            log.info("Class '%s' is potentially mislabeled as class for '%s' %d pixels in the dataset",
+                     r["given_label"], r["predicted_label"], r["num_pixel_issues"])
+    return df
+
+
+def filter_by_class(class_index: int, issues: np.ndarray, labels: np.ndarray, pred_probs: np.ndarray
+                    ) -> np.ndarray:
+    """Issues bool [N, H, W] whose given label or predicted class is `class_index`."""
+    issues, labels = _check(issues, labels, pred_probs)
+    k = np.shape(pred_probs)[1]
+    if isinstance(class_index, bool) or not isinstance(class_index, (int, np.integer)) or not 0 <= class_index < k:
+        raise ValueError(f"class_index: expected a class id in 0..{k - 1}, got {class_index!r}")
+    out = issues & (labels == class_index)
+    for i in np.flatnonzero(issues.reshape(len(issues), -1).any(axis=1)):
+        out[i] |= issues[i] & (_pred_at(pred_probs, i) == class_index)
+    return out
+
+
+def display_issues(issues: np.ndarray, *, labels: np.ndarray | None = None, pred_probs: np.ndarray | None = None,
+                   class_names: Sequence[str] | None = None, exclude: Sequence[int] | None = None,
+                   top: int | None = None, palette: np.ndarray | None = None, ignore_index: int | None = 255,
+                   show: bool = True, **kwargs: Any) -> Any:
+    """Draw the `top` (default 20) images with most flagged pixels: given labels, argmax prediction
+    and the flagged pixels in red (columns present when labels / pred_probs are given).
+
+    Returns the matplotlib Figure (cleanlab returns None); `show=False` skips plt.show(**kwargs).
+    palette: uint8 [K, 3] colours (default: VOC); ignored pixels are white.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    issues = np.asarray(issues)
+    if issues.ndim != 3 or issues.dtype != np.bool_:
+        raise ValueError(f"issues: expected a bool mask of shape (N, H, W), got {issues.dtype} {issues.shape}")
+    if labels is not None:
+        _check(issues, labels, pred_probs)
+        labels = np.asarray(labels)
+    elif pred_probs is not None:
+        _check(issues, np.zeros(issues.shape, np.int64), pred_probs)
+    exclude = [] if exclude is None else list(exclude)
+    if labels is None and exclude:
+        raise ValueError("exclude: expected labels to be given when classes are excluded, got labels=None")
+    top = min(20 if top is None else top, len(issues))
+    order = np.argsort(-issues.sum(axis=(1, 2)), kind="stable")[:top]
+    k = np.shape(pred_probs)[1] if pred_probs is not None else (
+        int(labels[labels != ignore_index].max()) + 1 if labels is not None and (labels != ignore_index).any() else 1)
+    if palette is None:
+        from blindspots.data.classes import voc_palette
+        palette = voc_palette(max(k, 1))
+    palette = np.asarray(palette, dtype=np.uint8)
+
+    def colour(m: np.ndarray) -> np.ndarray:
+        out = np.full(m.shape + (3,), 255, np.uint8)
+        ok = (m >= 0) & (m < len(palette))
+        out[ok] = palette[m[ok]]
+        return out
+
+    cols = 1 + (labels is not None) + (pred_probs is not None)
+    fig, axes = plt.subplots(max(len(order), 1), cols, figsize=(4 * cols, 4 * max(len(order), 1)), squeeze=False)
+    for r, i in enumerate(order):
+        c = 0
+        if labels is not None:
+            axes[r, c].imshow(colour(labels[i]))
+            axes[r, c].set_title("Given labels")
+            c += 1
+        if pred_probs is not None:
+            axes[r, c].imshow(colour(_pred_at(pred_probs, i)))
+            axes[r, c].set_title("Argmax prediction")
+            c += 1
+        m = issues[i] & (~np.isin(labels[i], exclude) if labels is not None and exclude else True)
+        rgba = np.zeros(m.shape + (4,), np.float32)
+        rgba[m] = (1, 0, 0, 1)
+        axes[r, c].imshow(rgba)
+        axes[r, c].set_title(f"Image {i}: suggested errors (red)")
+    for ax in axes.ravel():
+        ax.axis("off")
+    if class_names is not None:
+        fig.legend(handles=[Patch(color=palette[j] / 255.0, label=n) for j, n in enumerate(class_names[:len(palette)])],
+                   loc="lower center", ncol=min(len(class_names), 8))
+    fig.tight_layout()
+    if show:
+        plt.show(**kwargs)
+    return fig

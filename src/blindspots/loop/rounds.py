@@ -1,0 +1,655 @@
+"""Algorithm 1 of the MAD paper as a resumable state machine over a project store.
+
+Round i (0-based, i = 0..r with r = `project.rounds`) runs these steps in order:
+
+1. ``scan``     — score the pool with the target f_t^(i), named ``<target>_v<i>`` in the
+                  project's one scan folder. Competitors are scanned once (round 0) and their
+                  columns and maps reused afterwards (Algorithm 1 lines 2-4 vs line 7).
+2. ``mine``     — select the candidates M(i+1) from the score table (MAD by default, Eq. 2;
+                  "entropy" or "random" as baselines with MAD's budget unless `mining.n`).
+3. ``ratings``  — HUMAN: ACR ratings 1-5 or out-of-domain of f_t^(i)'s prediction for every
+                  image of M(i+1), by `ratings.raters` raters (one out-of-domain flag suffices).
+4. ``select``   — S(i+1) = the n4 lowest-MOS images; T(i+1) ⊂ M(i+1), the unbiased test set
+                  (no out-of-domain image, at most `max_per_class` per main foreground class,
+                  none of S(1..i), which f_t^(i) was fine-tuned on). The last round forms no S.
+5. ``masks``    — HUMAN: pixel labels of S(i+1) ∪ T(i+1).
+6. ``evaluate`` — mIoU of f_t^(i) and every competitor on T0 and T(i+1) (Table 1, round i).
+7. ``finetune`` — f_t^(i+1) = f_t^(i) fine-tuned on S(1..i+1) ∪ S0, LR chosen on T0
+                  (`blindspots.finetune.segmentation`). Skipped in the last round.
+
+`advance(project)` runs steps until one needs a human answer that is not there yet and returns
+a `Status` saying what is awaited; with `simulate=True` simulated raters and annotators
+(`blindspots.human.simulate`, reading `simulate.ground_truth`) answer instead. Each step is
+recorded in the store (settings, model version, seed, result) when it starts and when it ends;
+a step that did not end (crash, Ctrl-C) is run again on the next call, and every step is
+idempotent (scan and fine-tuning resume from their own checkpoints). Every random choice takes
+a seed derived from (`project.seed`, round, step), so the same seed gives the same selections.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from blindspots.data.classes import Classes
+from blindspots.loop.project import Project, ProjectError
+
+log = logging.getLogger(__name__)
+
+STEPS = ("scan", "mine", "ratings", "select", "masks", "evaluate", "finetune")
+HUMAN_STEPS = ("ratings", "masks")
+
+
+@dataclass
+class Status:
+    """Where the loop stands after `advance`.
+
+    state: "awaiting_ratings", "awaiting_masks" or "finished".
+    round: the current round i; step: the step waiting (or "done").
+    awaited: image ids still missing an answer; done / total: answers in / needed.
+    """
+
+    state: str
+    round: int
+    step: str
+    message: str
+    awaited: list[str] = field(default_factory=list)
+    done: int = 0
+    total: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.state == "finished"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def step_seed(seed: int, round: int, step: str) -> int:
+    """The seed a step uses: derived from the project seed, the round and the step name."""
+    return int(np.random.SeedSequence([int(seed), int(round), STEPS.index(step)]).generate_state(1)[0])
+
+
+def target_column(project: Project, version: int) -> str:
+    """The model name of target version i in the scan folder: `<target>_v<i>`."""
+    return f"{project.config.target.name}_v{int(version)}"
+
+
+class _Loop:
+    """Everything a step needs, loaded lazily once per `advance` call."""
+
+    def __init__(self, project: Project, *, simulate: bool, progress: bool) -> None:
+        self.project = project
+        self.cfg = project.config
+        self.simulate = simulate
+        self.progress = progress
+        self._cache: dict[str, Any] = {}
+
+    # -- shared resources ----------------------------------------------------------------
+    @property
+    def pool(self) -> Any:
+        if "pool" not in self._cache:
+            from blindspots.data.pool import ImagePool
+
+            c = self.cfg.pool
+            self._cache["pool"] = ImagePool(self.cfg.resolve(c.root),
+                                            list_file=None if c.list_file is None else self.cfg.resolve(c.list_file))
+        return self._cache["pool"]
+
+    def segmenter(self, name: str, version: int = 0) -> Any:
+        key = f"seg:{name}:{version}"
+        if key not in self._cache:
+            from blindspots.models.zoo import load_segmenter
+
+            rec = self.project.model(name, version)
+            if not rec.path.is_file():
+                raise ProjectError(f"models.{name} (version {version}): expected checkpoint {str(rec.path)!r}, got none")
+            self._cache[key] = load_segmenter(rec.path, device=self.cfg.finetune.device)
+        return self._cache[key]
+
+    @property
+    def classes(self) -> Classes:
+        if "classes" not in self._cache:
+            seg = self.segmenter(self.cfg.target.name, 0)
+            classes = getattr(seg, "classes", None)
+            if classes is None:
+                from blindspots.models.zoo import load_checkpoint
+
+                _, info = load_checkpoint(self.project.model(self.cfg.target.name, 0).path)
+                classes = info.get("classes")
+                classes = Classes.from_dict(classes) if isinstance(classes, dict) else classes
+            self._cache["classes"] = classes
+        return self._cache["classes"]
+
+    def labelled_set(self, key: str) -> Any:
+        """S0 ("train") or T0 ("val") as a SegmentationSet."""
+        if key not in self._cache:
+            from blindspots.data.segsets import SegmentationSet
+
+            root = self.cfg.resolve(getattr(self.cfg.data, key))
+            if not (root / "images").is_dir() or not (root / "masks").is_dir():
+                raise ProjectError(f"data.{key}: expected a folder with images/ and masks/, got {str(root)!r}")
+            self._cache[key] = SegmentationSet(root / "images", root / "masks", classes=self.classes)
+        return self._cache[key]
+
+    def score_table(self, round: int) -> pd.DataFrame:
+        from blindspots.scan import read_score_table
+
+        return read_score_table(self.project.scan_dir, target=target_column(self.project, round),
+                                competitors=[c.name for c in self.cfg.competitors])
+
+    def last_round(self) -> int:
+        return self.cfg.project.rounds
+
+
+# ---- steps ------------------------------------------------------------------------------
+
+def _settings(loop: _Loop, step: str) -> dict:
+    c = loop.cfg
+    return {
+        "scan": lambda: {"batch_size": c.scan.batch_size, "shard_size": c.scan.shard_size},
+        "mine": lambda: {"strategy": c.mining.strategy, "n3": c.mining.n3, "distance": c.mining.distance,
+                         "quantiles": list(c.mining.quantiles), "n": c.mining.n},
+        "ratings": lambda: {"raters": c.ratings.raters, "simulate": loop.simulate},
+        "select": lambda: {"n4": c.ratings.n4, "test_size": c.testset.size, "max_per_class": c.testset.max_per_class},
+        "masks": lambda: {"simulate": loop.simulate},
+        "evaluate": lambda: {},
+        "finetune": lambda: {k: getattr(c.finetune, k) for k in ("lrs", "epochs", "batch_size", "momentum",
+                                                                  "weight_decay", "power", "image_size",
+                                                                  "max_replay", "device")},
+    }[step]()
+
+
+def run_scan(loop: _Loop, i: int, seed: int) -> dict:
+    """Scan the pool with f_t^(i) (and, once, the competitors)."""
+    from blindspots.scan import scan_pool
+    from blindspots.scan.table import load_manifest
+
+    p, c = loop.project, loop.cfg
+    name = target_column(p, i)
+    comps = [g.name for g in c.competitors]
+    scanned = set((load_manifest(p.scan_dir) or {}).get("models", {}))
+    models = {name: loop.segmenter(c.target.name, i)}
+    for g in comps:
+        if g not in scanned or not (p.scan_dir / "models" / g).is_dir():
+            models[g] = loop.segmenter(g, 0)
+    scan_pool(loop.pool, models, p.scan_dir, target=name, competitors=comps, batch_size=c.scan.batch_size,
+              shard_size=c.scan.shard_size, classes=loop.classes, progress=loop.progress)
+    table = loop.score_table(i)
+    return {"target_column": name, "scanned": sorted(models), "reused": sorted(set(comps) - set(models)),
+            "n_images": int(len(table)), "n_errors": int((table["status"] != "ok").sum())}
+
+
+def class_ranges(loop: _Loop) -> np.ndarray:
+    """[p_k, q_k] per class from S0's masks (the paper's content constraint), cached in reports/."""
+    from blindspots.mine.mad import class_area_ranges
+
+    path = loop.project.reports_dir / "class_ranges.json"
+    q = list(loop.cfg.mining.quantiles)
+    if path.is_file():
+        d = json.loads(path.read_text())
+        if d.get("quantiles") == q:
+            return np.asarray(d["ranges"], dtype=np.float64)
+    s0 = loop.labelled_set("train")
+    ranges = class_area_ranges((s0.load(i)[1] for i in s0.ids), loop.classes.num_classes,
+                               ignore_index=loop.classes.ignore_index, quantiles=tuple(q))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"quantiles": q, "ranges": [[None if np.isnan(v) else float(v) for v in r]
+                                                           for r in ranges]}))
+    tmp.replace(path)
+    return ranges
+
+
+def make_sampler(loop: _Loop, i: int, strategy: str | None = None) -> Any:
+    """The configured sampler (or `strategy`) for round i's target column."""
+    from blindspots.mine.entropy import EntropySampler
+    from blindspots.mine.mad import MADSampler
+    from blindspots.mine.random import RandomSampler
+
+    m = loop.cfg.mining
+    strategy = strategy or m.strategy
+    name = target_column(loop.project, i)
+    if strategy == "entropy":
+        return EntropySampler(name)
+    if strategy == "random":
+        return RandomSampler()
+    return MADSampler(name, [g.name for g in loop.cfg.competitors], distance=m.distance, n3=m.n3,
+                      ranges=np.array([[np.nan if v is None else v for v in r] for r in class_ranges(loop)],
+                                      dtype=np.float64), classes=loop.classes)
+
+
+def run_mine(loop: _Loop, i: int, seed: int) -> dict:
+    """M(i+1) from the score table; stored as candidates of kind "M" with their reasons."""
+    table = loop.score_table(i)
+    sampler = make_sampler(loop, i)
+    n = loop.cfg.mining.n
+    if n is None and loop.cfg.mining.strategy != "mad":
+        # Same budget as MAD would use, so baselines compare at equal human effort.
+        n = len(make_sampler(loop, i, "mad").select(table, seed=seed))
+    sel = sampler.select(table, n, seed=seed)
+    loop.project.set_candidates(i, "M", sel)
+    return {"n": int(len(sel)), "sampler": type(sampler).__name__,
+            "params": {k: v for k, v in sampler.get_params().items() if k not in ("ranges", "classes")}}
+
+
+def ratings_progress(loop: _Loop, i: int) -> tuple[list[str], int, int]:
+    """(ids still needing answers, answers in, answers needed) for M(i+1)."""
+    ids = list(loop.project.candidates(i, "M")["id"])
+    r = loop.project.ratings_for_round(i)
+    need = loop.cfg.ratings.raters
+    counts = r.groupby("id").size() if len(r) else pd.Series(dtype=int)
+    ood = set(r.loc[r["out_of_domain"], "id"]) if len(r) else set()
+    missing = [x for x in ids if x not in ood and int(counts.get(x, 0)) < need]
+    have = sum(min(int(counts.get(x, 0)), need) if x not in ood else need for x in ids)
+    return missing, have, need * len(ids)
+
+
+def _ground_truth(loop: _Loop, image_id: str) -> np.ndarray:
+    from PIL import Image
+
+    root = loop.cfg.simulate.ground_truth
+    if not root:
+        raise ProjectError("simulate.ground_truth: expected a folder of true masks to simulate humans, got \"\" "
+                           "(set it in blindspots.toml, or answer with real people)")
+    path = loop.cfg.resolve(root) / Path(image_id).with_suffix(".png")
+    if not path.is_file():
+        raise ProjectError(f"simulate.ground_truth: expected a mask {str(path)!r} for image {image_id!r}, got none")
+    with Image.open(path) as im:
+        return np.asarray(im)
+
+
+def _target_map(loop: _Loop, i: int, image_id: str) -> np.ndarray:
+    from PIL import Image
+
+    path = loop.project.scan_dir / "maps" / target_column(loop.project, i) / (image_id + ".png")
+    if path.is_file():
+        with Image.open(path) as im:
+            return np.asarray(im)
+    proba = loop.segmenter(loop.cfg.target.name, i).predict_proba(loop.pool.load(image_id)[None])
+    return proba[0].argmax(0).astype(np.uint8)
+
+
+def simulate_ratings(loop: _Loop, i: int, ids: list[str], seed: int) -> int:
+    """Simulated raters (`blindspots.human.simulate`) rate f_t^(i) on `ids` from the true IoU."""
+    from blindspots.human.simulate import SimulatedRaters, image_miou
+
+    s = loop.cfg.simulate
+    raters = SimulatedRaters(loop.cfg.ratings.raters, noise=s.noise, bias_sd=s.bias, ood_share=s.ood_share,
+                             seed=seed)
+    k, ign = loop.classes.num_classes, loop.classes.ignore_index
+    iou = np.array([float(image_miou(_target_map(loop, i, x), _ground_truth(loop, x), k, ignore_index=ign)[0])
+                    for x in ids])
+    frame = raters.rate(ids, iou).frame
+    rows = [(i, x, r, "ood" if np.isinf(v) else int(v)) for x, r, v in zip(frame["image_id"], frame["rater"],
+                                                                           frame["score"])]
+    return loop.project.add_ratings(rows)
+
+
+def run_ratings(loop: _Loop, i: int, seed: int) -> dict | Status:
+    missing, have, total = ratings_progress(loop, i)
+    if missing and loop.simulate:
+        simulate_ratings(loop, i, missing, seed)
+        missing, have, total = ratings_progress(loop, i)
+    if missing:
+        return Status("awaiting_ratings", i, "ratings",
+                      f"round {i}: waiting for ratings of M({i + 1}): {len(missing)} of "
+                      f"{len(loop.project.candidates(i, 'M'))} candidates still need answers "
+                      f"({have}/{total} in; {loop.cfg.ratings.raters} raters each, 1-5 or out-of-domain). "
+                      f"Import them with `blindspots ratings import {loop.project.path} FILE.csv` "
+                      "or use the web app, then run `blindspots round` again.",
+                      missing, have, total)
+    r = loop.project.ratings_for_round(i)
+    return {"n_ratings": int(len(r)), "n_raters": int(r["annotator"].nunique()) if len(r) else 0,
+            "n_out_of_domain": int(r.loc[r["out_of_domain"], "id"].nunique()) if len(r) else 0}
+
+
+def _ratings_obj(loop: _Loop, i: int) -> Any:
+    from blindspots.human.ratings import Ratings
+
+    r = loop.project.ratings_for_round(i)
+    return Ratings(zip(r["id"], r["annotator"], ["ood" if o else int(s) for s, o in zip(r["score"], r["out_of_domain"])]))
+
+
+def used_for_finetuning(project: Project, before_round: int) -> list[str]:
+    """Ids of S(1..i): every counterexample of rounds < before_round."""
+    out: list[str] = []
+    for j in range(before_round):
+        out += list(project.candidates(j, "S")["id"])
+    return list(dict.fromkeys(out))
+
+
+def run_select(loop: _Loop, i: int, seed: int) -> dict:
+    from blindspots.mine.testset import build_test_set, main_foreground_class
+
+    p, c = loop.project, loop.cfg
+    m = p.candidates(i, "M")
+    ratings = _ratings_obj(loop, i)
+    last = i >= loop.last_round()
+    if last:
+        s = pd.DataFrame({"id": pd.Series([], dtype=object), "score": [], "reason": []})
+    else:
+        worst = ratings.select_worst(c.ratings.n4, candidates=list(m["id"]), min_raters=1)
+        s = pd.DataFrame({"id": worst["image_id"], "score": worst["mos"],
+                          "reason": [json.dumps({"mos": float(v), "n_ratings": int(k)})
+                                     for v, k in zip(worst["mos"], worst["n_ratings"])]})
+    table = loop.score_table(i)
+    table = table[table["id"].isin(set(m["id"]))]
+    main = main_foreground_class(table, [target_column(p, i)] + [g.name for g in c.competitors])
+    t = build_test_set(m, main_class=main, out_of_domain=ratings.out_of_domain(),
+                       exclude=used_for_finetuning(p, i), size=c.testset.size,
+                       max_per_class=c.testset.max_per_class, seed=seed)
+    p.set_candidates(i, "S", s)
+    p.set_candidates(i, "T", t)
+    return {"n_S": int(len(s)), "n_T": int(len(t)), "n_out_of_domain": len(ratings.out_of_domain()),
+            "last_round": last}
+
+
+def masks_needed(project: Project, i: int) -> list[str]:
+    """S(i+1) ∪ T(i+1), the images that need pixel labels in round i."""
+    ids = list(project.candidates(i, "S")["id"]) + list(project.candidates(i, "T")["id"])
+    return list(dict.fromkeys(ids))
+
+
+def run_masks(loop: _Loop, i: int, seed: int) -> dict | Status:
+    p = loop.project
+    need = masks_needed(p, i)
+    have = set(p.masks_for_round(i)["id"])
+    missing = [x for x in need if x not in have]
+    if missing and loop.simulate:
+        from blindspots.human.simulate import SimulatedAnnotator
+
+        s = loop.cfg.simulate
+        ann = SimulatedAnnotator(boundary_px=s.boundary_px, drop_below=s.drop_below,
+                                 ignore_index=loop.classes.ignore_index, seed=seed)
+        for image_id in missing:
+            p.add_mask(i, image_id, ann.annotate(image_id, _ground_truth(loop, image_id)),
+                       source="simulated", annotator="simulated")
+        missing = []
+    if missing:
+        return Status("awaiting_masks", i, "masks",
+                      f"round {i}: waiting for pixel labels of {len(missing)} of {len(need)} images "
+                      f"(S({i + 1}) ∪ T({i + 1})). Export them with `blindspots export {p.path} --format cvat` "
+                      f"(or labelstudio), then `blindspots masks import {p.path} ...`, or use the web app; "
+                      "then run `blindspots round` again.", missing, len(need) - len(missing), len(need))
+    return {"n_masks": len(need)}
+
+
+def _round_set(loop: _Loop, i: int, kind: str, rounds: range | None = None) -> Any:
+    """Labelled pairs (pool image, stored mask) of candidates `kind` over `rounds` (default: i only)."""
+    from blindspots.finetune.segmentation import PairList
+
+    p = loop.project
+    ids: list[tuple[int, str]] = []
+    for j in (rounds if rounds is not None else [i]):
+        ids += [(j, x) for x in p.candidates(j, kind)["id"]]
+    lookup = {f"{j}:{x}": (j, x) for j, x in ids}
+    return PairList(list(lookup), lambda key: (loop.pool.load(lookup[key][1]), p.load_mask(*lookup[key])))
+
+
+def run_evaluate(loop: _Loop, i: int, seed: int) -> dict:
+    """Table 1, round i: every model's mIoU on T0 and on T(i+1)."""
+    from blindspots.finetune.segmentation import evaluate_segmenter
+
+    p, c = loop.project, loop.cfg
+    t0 = loop.labelled_set("val")
+    ti = _round_set(loop, i, "T")
+    k, ign = loop.classes.num_classes, loop.classes.ignore_index
+    out = {}
+    models = [(c.target.name, i)] + [(g.name, 0) for g in c.competitors]
+    for name, version in models:
+        seg = loop.segmenter(name, version)
+        if p.metric(name, version, "T0") is None:
+            p.set_metric(name, version, "T0", evaluate_segmenter(seg, t0, k, ignore_index=ign), len(t0))
+        miou = evaluate_segmenter(seg, ti, k, ignore_index=ign)
+        p.set_metric(name, version, f"T{i + 1}", miou, len(ti), {"round": i})
+        out[name] = {"T0": p.metric(name, version, "T0"), f"T{i + 1}": miou}
+    write_leaderboard(p)
+    return out
+
+
+def run_finetune(loop: _Loop, i: int, seed: int) -> dict:
+    """f_t^(i+1): fine-tune f_t^(i) on S(1..i+1) ∪ S0, LR chosen by T0 mIoU; register it."""
+    from blindspots.finetune.segmentation import ReplayFinetuner
+    from blindspots.models.zoo import load_checkpoint, save_checkpoint
+
+    p, c = loop.project, loop.cfg
+    if i >= loop.last_round():
+        return {"skipped": "last round: evaluation only"}
+    f = c.finetune
+    rec = p.model(c.target.name, i)
+    module, info = load_checkpoint(rec.path)
+    s = _round_set(loop, i, "S", range(i + 1))
+    ft = ReplayFinetuner(f.lrs, epochs=f.epochs, batch_size=f.batch_size, momentum=f.momentum,
+                         weight_decay=f.weight_decay, power=f.power, max_replay=f.max_replay,
+                         image_size=f.image_size, seed=seed, work_dir=p.checkpoints_dir / f"finetune-r{i}",
+                         device=f.device, ignore_index=loop.classes.ignore_index, progress=loop.progress)
+    ft.fit(module, s, loop.labelled_set("train"), loop.labelled_set("val"), num_classes=loop.classes.num_classes)
+    path = p.checkpoints_dir / f"{c.target.name}-v{i + 1}.pt"
+    meta = {"round": i, "parent_version": i, "lr": ft.lr_, "val_miou": ft.val_miou_, "n_S": len(s),
+            "grid": [{"lr": r.lr, "val_miou": r.val_miou, "losses": r.losses} for r in ft.runs_], "seed": seed}
+    save_checkpoint(path, ft.model_, arch=info["arch"], classes=loop.classes, meta=meta)
+    p.register_model(c.target.name, i + 1, "target", path, round=i, meta=meta)
+    p.set_metric(c.target.name, i + 1, "T0", ft.val_miou_, len(loop.labelled_set("val")))
+    return {"version": i + 1, "path": str(path), "lr": ft.lr_, "val_miou": ft.val_miou_, "n_S": len(s)}
+
+
+STEP_FUNCS: dict[str, Callable[[_Loop, int, int], dict | Status]] = {
+    "scan": run_scan, "mine": run_mine, "ratings": run_ratings, "select": run_select,
+    "masks": run_masks, "evaluate": run_evaluate, "finetune": run_finetune,
+}
+
+
+# ---- driver ----------------------------------------------------------------------------
+
+def current_position(project: Project) -> tuple[int, str] | None:
+    """(round, step) of the first step not done yet, or None when every round is done."""
+    last = project.config.project.rounds
+    for i in range(last + 1):
+        for step in STEPS:
+            st = project.step(i, step)
+            if st is None or st["status"] != "done":
+                return i, step
+    return None
+
+
+def advance(project: Project, *, simulate: bool = False, progress: bool = True,
+            max_steps: int | None = None) -> Status:
+    """Run Algorithm 1 until a human answer is needed (or the last round is done).
+
+    simulate: simulated raters / annotators answer (needs `simulate.ground_truth`).
+    max_steps: stop after this many steps (None: no limit) — for tests and stepping by hand.
+    Returns a Status; re-running after a crash continues with the unfinished step.
+    """
+    loop = _Loop(project, simulate=simulate, progress=progress)
+    seed = project.config.project.seed
+    ran = 0
+    while True:
+        pos = current_position(project)
+        if pos is None:
+            return Status("finished", project.config.project.rounds, "done",
+                          f"all {project.config.project.rounds} rounds are done; see `blindspots leaderboard "
+                          f"{project.path}`")
+        i, step = pos
+        if max_steps is not None and ran >= max_steps:
+            return Status("paused", i, step, f"round {i}: paused before step {step!r}")
+        if project.step(i, step) is None and step == STEPS[0]:
+            project.start_round(i, model_version=i)
+        if project.target_version() < i:
+            raise ProjectError(f"models.{project.config.target.name}: expected version {i} before round {i}, "
+                               f"got version {project.target_version()} (the store is inconsistent)")
+        s = step_seed(seed, i, step)
+        project.begin_step(i, step, _settings(loop, step), model_version=i, seed=s)
+        log.info("round %d: %s", i, step)
+        result = STEP_FUNCS[step](loop, i, s)
+        if isinstance(result, Status):
+            project.log_event("awaiting", {"state": result.state, "missing": len(result.awaited)}, round=i, step=step)
+            return result
+        project.end_step(i, step, result)
+        if step == STEPS[-1]:
+            project.finish_round(i)
+        ran += 1
+
+
+def status(project: Project) -> Status:
+    """Where the loop stands, without running anything (human steps report their progress)."""
+    pos = current_position(project)
+    if pos is None:
+        return Status("finished", project.config.project.rounds, "done", "all rounds are done")
+    i, step = pos
+    loop = _Loop(project, simulate=False, progress=False)
+    st = project.step(i, step)
+    if step == "ratings" and st is not None:
+        missing, have, total = ratings_progress(loop, i)
+        return Status("awaiting_ratings", i, step, f"round {i}: waiting for ratings ({have}/{total} answers in)",
+                      missing, have, total)
+    if step == "masks" and st is not None:
+        need = masks_needed(project, i)
+        have = set(project.masks_for_round(i)["id"])
+        missing = [x for x in need if x not in have]
+        return Status("awaiting_masks", i, step, f"round {i}: waiting for masks ({len(need) - len(missing)}/"
+                      f"{len(need)} in)", missing, len(need) - len(missing), len(need))
+    return Status("ready", i, step, f"round {i}: next step is {step!r}; run `blindspots round {project.path}`")
+
+
+# ---- Table 1 -----------------------------------------------------------------------------
+
+def leaderboard_frame(project: Project) -> pd.DataFrame:
+    """Table 1 of the paper: mIoU on T0 and T(i+1) per round i, competitors then the target
+    (version i in round i). Columns: MultiIndex (round, test set); an empty frame before any
+    evaluation."""
+    from blindspots.mine.testset import leaderboard
+
+    c = project.config
+    results: dict[str, dict] = {g.name: {} for g in c.competitors}
+    results[c.target.name] = {}
+    any_round = False
+    for i in range(c.project.rounds + 1):
+        st = project.step(i, "evaluate")
+        if st is None or st["status"] != "done":
+            continue
+        any_round = True
+        for name, version in [(c.target.name, i)] + [(g.name, 0) for g in c.competitors]:
+            for ts in ("T0", f"T{i + 1}"):
+                v = project.metric(name, version, ts)
+                results[name][(f"round {i}", ts)] = np.nan if v is None else v
+    if not any_round:
+        return pd.DataFrame()
+    return leaderboard(results, target=c.target.name, competitors=[g.name for g in c.competitors])
+
+
+def write_leaderboard(project: Project) -> Path:
+    """reports/leaderboard.csv and .txt from `leaderboard_frame`."""
+    from blindspots.mine.testset import format_leaderboard
+
+    df = leaderboard_frame(project)
+    out = project.reports_dir / "leaderboard.txt"
+    if len(df):
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(format_leaderboard(df) + "\n")
+        tmp.replace(out)
+        df.to_csv(project.reports_dir / "leaderboard.csv")
+    return out
+
+
+# ---- human answers in and out (CSV ratings, mask files, annotation-tool exports) -------------
+
+def _round_arg(project: Project, round: int | None) -> int:
+    """The round to import into: `round`, or the one now in progress."""
+    if round is not None:
+        if project.step(round, "mine") is None:
+            raise ValueError(f"round: expected a round that has candidates, got {round}")
+        return round
+    pos = current_position(project)
+    if pos is None:
+        raise ValueError("round: every round is done; pass --round to import into a past round")
+    return pos[0]
+
+
+def import_ratings(project: Project, path: str | Path, *, round: int | None = None) -> int:
+    """Add the ratings of a CSV (`image_id,rater,score`, score 1..5 or ood) to `round` (default:
+    the current one). Every image must be a candidate of M for that round; returns the count."""
+    from blindspots.human.ratings import Ratings
+
+    i = _round_arg(project, round)
+    frame = Ratings.from_csv(path).frame
+    m = set(project.candidates(i, "M")["id"])
+    unknown = sorted(set(frame["image_id"]) - m)
+    if unknown:
+        raise ValueError(f"path: expected ratings of round {i}'s candidates M({i + 1}), got {len(unknown)} other "
+                         f"image ids (e.g. {unknown[:3]})")
+    rows = [(i, x, r, "ood" if np.isinf(v) else int(v)) for x, r, v in zip(frame["image_id"], frame["rater"],
+                                                                           frame["score"])]
+    n = project.add_ratings(rows)
+    project.log_event("ratings-import", {"path": str(path), "n": n}, round=i, step="ratings")
+    return n
+
+
+def import_masks(project: Project, source: str | Path, *, round: int | None = None,
+                 annotator: str | None = None) -> int:
+    """Add pixel labels for round `round`'s S ∪ T from a folder of index/palette PNGs (named
+    like the image ids, extension .png), a CVAT "Segmentation Mask 1.1" zip, or a Label Studio
+    JSON export. Masks must match their image's size; returns how many were stored."""
+    from blindspots.data.formats import import_cvat, import_labelstudio, read_masks
+
+    i = _round_arg(project, round)
+    loop = _Loop(project, simulate=False, progress=False)
+    need = masks_needed(project, i)
+    if not need:
+        raise ValueError(f"round: expected round {i} to have images awaiting masks (S and T), got none yet")
+    src = Path(source)
+    if src.is_dir():
+        from blindspots.data.formats.masks import mask_filename
+
+        present = [x for x in need if (src / mask_filename(x)).is_file()]
+        masks, kind = read_masks(src, present, classes=loop.classes), "folder"
+    elif src.suffix.lower() == ".zip":
+        masks, kind = import_cvat(src, loop.classes, ids=need), "cvat"
+    elif src.suffix.lower() == ".json":
+        masks, kind = import_labelstudio(src, loop.classes), "labelstudio"
+    else:
+        raise ValueError(f"source: expected a folder of PNG masks, a CVAT .zip or a Label Studio .json, "
+                         f"got {str(source)!r}")
+    unknown = sorted(set(masks) - set(need))
+    if unknown:
+        raise ValueError(f"source: expected masks for round {i}'s S ∪ T, got {len(unknown)} other ids "
+                         f"(e.g. {unknown[:3]})")
+    for image_id, mask in masks.items():
+        shape = loop.pool.load(image_id).shape[:2]
+        if mask.shape != shape:
+            raise ValueError(f"source: expected the mask of {image_id!r} to be {shape[0]}x{shape[1]} like its "
+                             f"image, got {mask.shape[0]}x{mask.shape[1]}")
+        bad = (mask >= loop.classes.num_classes) & (mask != (loop.classes.ignore_index or 255))
+        if bad.any():
+            raise ValueError(f"source: expected class ids 0..{loop.classes.num_classes - 1} or ignore in the mask "
+                             f"of {image_id!r}, got {int(mask[bad][0])}")
+    for image_id, mask in masks.items():
+        project.add_mask(i, image_id, mask, source=kind, annotator=annotator)
+    project.log_event("masks-import", {"source": str(source), "kind": kind, "n": len(masks)}, round=i, step="masks")
+    return len(masks)
+
+
+def export_for_annotation(project: Project, fmt: str, out: str | Path | None = None, *,
+                          round: int | None = None) -> Path:
+    """Export round `round`'s S ∪ T (images without a stored mask) with the target's prediction
+    as a pre-annotation: fmt "cvat" (zip with the images) or "labelstudio" (JSON tasks)."""
+    from blindspots.data.formats import export_cvat, export_labelstudio
+
+    if fmt not in ("cvat", "labelstudio"):
+        raise ValueError(f"format: expected 'cvat' or 'labelstudio', got {fmt!r}")
+    i = _round_arg(project, round)
+    loop = _Loop(project, simulate=False, progress=False)
+    have = set(project.masks_for_round(i)["id"])
+    ids = [x for x in masks_needed(project, i) if x not in have]
+    if not ids:
+        raise ValueError(f"round: expected images awaiting masks in round {i}, got none")
+    preds = {x: _target_map(loop, i, x) for x in ids}
+    default = project.reports_dir / f"round-{i}-{'cvat.zip' if fmt == 'cvat' else 'labelstudio.json'}"
+    path = Path(out) if out is not None else default
+    if fmt == "cvat":
+        return export_cvat(path, preds, loop.classes, images={x: loop.pool.load(x) for x in ids})
+    return export_labelstudio(path, preds, loop.classes, model_version=target_column(project, i))

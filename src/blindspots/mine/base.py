@@ -1,0 +1,156 @@
+"""The sampler interface shared by every selection strategy (MAD, entropy, surprise, random).
+
+A sampler reads only the score table written by `blindspots.scan` (one row per image id;
+see /work/notes/contracts.md) and never decodes an image again. Settings go in the
+constructor (scikit-learn style); `select(table, n=None, *, seed=0)` returns a
+`pandas.DataFrame` with one row per distinct image, in priority order, with at least:
+
+- `id`: str, the image id (path relative to the pool root),
+- `score`: float64, the strategy's score (higher = picked earlier by that strategy),
+- `reason`: str, a short JSON document saying why the image was picked.
+
+Rows whose `status` is not 'ok' (images that failed to decode during the scan) are never
+selected. Column names used by the built-in samplers:
+`frac__{M}__{k}` (pixel fraction of class k in model M's argmax map), `entropy__{M}`,
+`maxprob__{M}`, `dpa__{T}__{G}` (1 - pixel agreement), `dmiou__{T}__{G}` (1 - mIoU).
+"""
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+RESULT_COLUMNS = ("id", "score", "reason")
+_FRAC_RE = re.compile(r"^frac__([a-z0-9_]+?)__(\d+)$")
+_DIST_RE = re.compile(r"^(dpa|dmiou)__([a-z0-9_]+?)__([a-z0-9_]+)$")
+
+
+class Sampler(ABC):
+    """Base class: a selection strategy over the score table.
+
+    Subclasses implement `select`; the helpers below do the common validation.
+    """
+
+    @abstractmethod
+    def select(self, table: pd.DataFrame, n: int | None = None, *, seed: int = 0) -> pd.DataFrame:
+        """Pick images from `table`.
+
+        table: the score table (one row per image id).
+        n: at most this many images (None: the strategy's natural size, or all usable rows).
+        seed: random seed; the same seed and table give the same picks.
+        Returns a DataFrame with columns `id`, `score`, `reason` (+ strategy extras),
+        one row per distinct image, in priority order, index 0..len-1.
+        """
+
+    def get_params(self) -> dict[str, Any]:
+        """Constructor settings, for recording how a selection was made."""
+        return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
+
+
+def check_table(table: Any, required: Iterable[str], name: str = "table") -> pd.DataFrame:
+    """Validate that `table` is a DataFrame with an `id` column and every `required` column."""
+    if not isinstance(table, pd.DataFrame):
+        raise ValueError(f"{name}: expected a pandas.DataFrame (the score table), got {type(table).__name__}")
+    missing = [c for c in ("id", *required) if c not in table.columns]
+    if missing:
+        shown = list(table.columns[:12]) + (["..."] if len(table.columns) > 12 else [])
+        raise ValueError(f"{name}: expected score-table columns {missing}, got columns {shown}")
+    return table
+
+
+def check_n(n: Any, name: str = "n") -> int | None:
+    """n must be None or a non-negative int."""
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"{name}: expected None or an integer >= 0, got {n!r}")
+    return int(n)
+
+
+def usable_mask(table: pd.DataFrame) -> np.ndarray:
+    """bool [N]: rows that may be selected (status 'ok'; all rows if the table has no status)."""
+    if "status" not in table.columns:
+        return np.ones(len(table), dtype=bool)
+    return (table["status"].to_numpy() == "ok")
+
+
+def column(table: pd.DataFrame, name: str, dtype: Any = np.float64) -> np.ndarray:
+    """One column as a numpy array (NaN for nulls), without copying when possible."""
+    col = table[name]
+    return col.to_numpy(dtype=dtype, na_value=np.nan) if col.hasnans else col.to_numpy(dtype=dtype)
+
+
+def frac_models(table: pd.DataFrame) -> dict[str, list[int]]:
+    """Models with `frac__{M}__{k}` columns -> their sorted class ids."""
+    out: dict[str, list[int]] = {}
+    for c in table.columns:
+        m = _FRAC_RE.match(str(c))
+        if m:
+            out.setdefault(m.group(1), []).append(int(m.group(2)))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def distance_pairs(table: pd.DataFrame, kind: str) -> list[tuple[str, str]]:
+    """(target, competitor) pairs with a `{kind}__{T}__{G}` column, in column order."""
+    pairs = []
+    for c in table.columns:
+        m = _DIST_RE.match(str(c))
+        if m and m.group(1) == kind:
+            pairs.append((m.group(2), m.group(3)))
+    return pairs
+
+
+def infer_target(table: pd.DataFrame, kind: str = "dpa") -> str:
+    """The target model: the one name on the left of every distance column."""
+    targets = {t for t, _ in distance_pairs(table, kind)}
+    if len(targets) != 1:
+        raise ValueError(
+            f"target: could not infer the target model from `{kind}__{{T}}__{{G}}` columns "
+            f"(found targets {sorted(targets)}); pass target= explicitly"
+        )
+    return targets.pop()
+
+
+def top_n_indices(values: np.ndarray, n: int, candidates: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the `n` largest finite values, sorted by value desc then index asc.
+
+    Exact and deterministic under ties (ties at the cut keep the lowest indices), O(N) via
+    argpartition, so it matches a brute-force stable sort.
+    values: float [N]; candidates: int64 [M] indices into `values` to choose from (None: all).
+    Returns int64 [min(n, #finite candidates)].
+    """
+    idx = np.arange(len(values)) if candidates is None else np.asarray(candidates, dtype=np.int64)
+    v = values[idx]
+    finite = np.isfinite(v)
+    if not finite.all():
+        idx, v = idx[finite], v[finite]
+    if n <= 0 or len(idx) == 0:
+        return np.empty(0, dtype=np.int64)
+    if len(idx) > n:
+        kth = np.partition(v, len(v) - n)[len(v) - n]  # n-th largest value
+        above = v > kth
+        need = n - int(above.sum())
+        tied = np.flatnonzero(v == kth)[:need]  # idx is ascending, so lowest indices first
+        keep = np.concatenate([np.flatnonzero(above), tied])
+        idx, v = idx[keep], v[keep]
+    order = np.lexsort((idx, -v))
+    return idx[order].astype(np.int64)
+
+
+def result_frame(ids: Sequence[str] | np.ndarray, scores: np.ndarray, reasons: Sequence[str],
+                 **extra: Any) -> pd.DataFrame:
+    """Assemble a selection result: columns id, score, reason, then `extra` columns."""
+    df = pd.DataFrame({"id": np.asarray(ids, dtype=object), "score": np.asarray(scores, dtype=np.float64),
+                       "reason": list(reasons)})
+    for k, v in extra.items():
+        df[k] = v
+    return df.reset_index(drop=True)
+
+
+def dumps_reason(obj: Any) -> str:
+    """Compact, stable JSON for the `reason` column."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)

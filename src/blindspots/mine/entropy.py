@@ -1,0 +1,57 @@
+"""Entropy baseline (paper Appendix A, after Joshi et al. 2009): the images whose target
+prediction has the highest mean per-pixel entropy.
+
+Public API (stable): `EntropySampler(target=None, *, column_prefix="entropy")`,
+`.select(table, n=None, *, seed=0)` -> DataFrame `id, score, reason` (score = mean entropy of
+the target's softmax, nats), highest first; ties keep table order.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from blindspots.mine.base import (
+    Sampler, check_n, check_table, column, dumps_reason, infer_target, result_frame, top_n_indices, usable_mask,
+)
+
+
+class EntropySampler(Sampler):
+    """Highest mean target entropy first.
+
+    target: target model name (None: inferred from the table's distance columns, or the only
+        `entropy__{M}` column).
+    column_prefix: "entropy" (mean entropy, the paper's baseline) or "maxprob" to rank by
+        lowest mean max-probability instead (least-confidence sampling).
+    """
+
+    def __init__(self, target: str | None = None, *, column_prefix: str = "entropy") -> None:
+        self.target = target
+        self.column_prefix = column_prefix
+
+    def _target(self, table: pd.DataFrame) -> str:
+        if self.target is not None:
+            return self.target
+        cols = [c for c in table.columns if str(c).startswith(f"{self.column_prefix}__")]
+        if len(cols) == 1:
+            return str(cols[0]).split("__", 1)[1]
+        return infer_target(table, "dpa")
+
+    def select(self, table: pd.DataFrame, n: int | None = None, *, seed: int = 0) -> pd.DataFrame:
+        """Top-n usable rows by target entropy (n None: every usable row, ranked).
+
+        seed: accepted for the common interface; the ranking is deterministic.
+        """
+        if self.column_prefix not in ("entropy", "maxprob"):
+            raise ValueError(f"column_prefix: expected 'entropy' or 'maxprob', got {self.column_prefix!r}")
+        check_table(table, [])
+        n = check_n(n)
+        target = self._target(table)
+        col = f"{self.column_prefix}__{target}"
+        check_table(table, [col])
+        values = column(table, col)
+        key = values if self.column_prefix == "entropy" else -values  # least confident first
+        cand = np.flatnonzero(usable_mask(table))
+        top = top_n_indices(key, len(cand) if n is None else n, cand)
+        reasons = [dumps_reason({"strategy": self.column_prefix, "target": target, "value": round(float(v), 6)})
+                   for v in values[top]]
+        return result_frame(table["id"].to_numpy(dtype=object)[top], key[top], reasons)

@@ -1,0 +1,255 @@
+"""MAD (maximum discrepancy) selection of candidate failures M — Eq. (2) and Algorithm 1
+(steps 8-15) of "Efficiently troubleshooting image segmentation models with human-in-the-loop".
+
+For each competitor g_j and each class k, the pool is partitioned by the *target's* argmax map:
+image x is in D_{t,k} if class k covers a pixel fraction of f_t(x) inside [p_k, q_k] (and at
+least one pixel). The top n3 images of D_{t,k} by d(f_t(x), g_j(x)) are kept. The same is
+repeated with the roles reversed (partition by g_j's map, same distance). The union over all
+(j, k, direction), de-duplicated, is M; each image keeps every reason it was picked for.
+
+Works only on the score table (contract columns `frac__{M}__{k}`, `dpa__{T}__{G}` /
+`dmiou__{T}__{G}`, `status`), with one argpartition per (pair, class, direction): about a
+second for 10^6 rows x 5 competitors x 20 classes.
+
+Public API (stable):
+- `class_area_ranges(masks, num_classes, *, ignore_index=255, quantiles=(0.25, 0.75))
+   -> float64 [C, 2]`: the paper's default [p_k, q_k] (quartiles of class k's relative area
+   over the training labels; NaN rows for classes never present).
+- `MADSampler(target=None, competitors=None, *, distance="pixel", n3=25, ranges=None,
+   class_ids=None, both_directions=True, classes=None)`; `.fit(masks)` sets `ranges_` from
+   training masks; `.select(table, n=None, *, seed=0)` -> DataFrame with columns
+   `id, score, reason, n_picks, best_rank`; `.picks_` holds the long-form picks
+   (`id, competitor, class_id, direction, distance, rank`) of the last selection.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from blindspots.data.classes import Classes
+from blindspots.mine.base import (
+    Sampler, check_n, check_table, column, distance_pairs, dumps_reason, frac_models,
+    infer_target, result_frame, top_n_indices, usable_mask,
+)
+
+log = logging.getLogger(__name__)
+
+_DISTANCES = {"pixel": "dpa", "dpa": "dpa", "miou": "dmiou", "dmiou": "dmiou"}
+
+
+def class_area_ranges(masks: Iterable[np.ndarray], num_classes: int, *, ignore_index: int | None = 255,
+                      quantiles: tuple[float, float] = (0.25, 0.75), progress: bool = False) -> np.ndarray:
+    """Content-constraint bounds [p_k, q_k] from labelled masks (the paper's default: quartiles).
+
+    masks: iterable of int [H, W] label maps (the target's training labels S0); ignore_index
+        pixels count in the image area (the paper divides by h x w) but never as a class.
+    num_classes: C.
+    quantiles: (lower, upper) quantiles of class k's relative area over the images containing
+        class k; the paper uses the first and third quartiles (0.25, 0.75).
+    Returns float64 [C, 2]; a class never present gives a NaN row (MAD skips it).
+    """
+    if not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
+        raise ValueError(f"num_classes: expected an integer >= 1, got {num_classes!r}")
+    lo, hi = quantiles
+    if not (0.0 <= lo <= hi <= 1.0):
+        raise ValueError(f"quantiles: expected 0 <= lower <= upper <= 1, got {quantiles!r}")
+    areas: list[list[float]] = [[] for _ in range(num_classes)]
+    for i, mask in enumerate(tqdm(masks, desc="class areas", disable=not progress, unit="mask")):
+        m = np.asarray(mask)
+        if m.ndim != 2 or m.size == 0:
+            raise ValueError(f"masks: expected int [H, W] arrays, got shape {m.shape} at position {i}")
+        flat = m.ravel().astype(np.int64)
+        valid = (flat >= 0) & (flat < num_classes)
+        bad = ~valid & (flat != (ignore_index if ignore_index is not None else -1))
+        if bad.any():
+            raise ValueError(f"masks: expected values in 0..{num_classes - 1} or ignore_index={ignore_index}, "
+                             f"got {int(flat[bad][0])} at position {i}")
+        counts = np.bincount(flat[valid], minlength=num_classes)
+        for k in np.flatnonzero(counts):
+            areas[k].append(counts[k] / flat.size)
+    out = np.full((num_classes, 2), np.nan)
+    for k, a in enumerate(areas):
+        if a:
+            out[k] = np.quantile(np.asarray(a), [lo, hi])
+    return out
+
+
+def _as_ranges(ranges: Any, num_classes: int | None = None) -> dict[int, tuple[float, float]]:
+    """ranges given as array [C, 2] or {class_id: (p, q)} -> dict (NaN rows dropped)."""
+    if isinstance(ranges, Mapping):
+        items = [(int(k), v) for k, v in ranges.items()]
+    else:
+        arr = np.asarray(ranges, dtype=np.float64)
+        if arr.ndim != 2 or arr.shape[1] != 2:
+            raise ValueError(f"ranges: expected an array [C, 2] or a dict class_id -> (p, q), got shape {arr.shape}")
+        items = list(enumerate(arr))
+    out: dict[int, tuple[float, float]] = {}
+    for k, v in items:
+        p, q = (float(x) for x in v)
+        if np.isnan(p) or np.isnan(q):
+            continue
+        if not (0.0 <= p <= q <= 1.0):
+            raise ValueError(f"ranges: expected 0 <= p_k <= q_k <= 1 for class {k}, got ({p}, {q})")
+        out[k] = (p, q)
+    return out
+
+
+class MADSampler(Sampler):
+    """Content-aware MAD competition between a target and competitors (paper Eq. 2).
+
+    target: name of the target model f_t in the score table (None: inferred from the distance
+        columns).
+    competitors: names of g_1..g_m (None: every model with a distance column against target).
+    distance: "pixel" (1 - pixel accuracy, `dpa__`) or "miou" (1 - mIoU, `dmiou__`); the paper
+        allows either, default "pixel".
+    n3: images kept per (competitor, class, direction); paper: 25.
+    ranges: [p_k, q_k] per class, float [C, 2] or {k: (p, q)}; None: use `ranges_` from `fit`
+        (the paper's default: quartiles of the training labels), or if not fitted, no size
+        constraint beyond "at least one pixel" (logged as a warning).
+    class_ids: classes to partition by (None: every class with `frac__` columns).
+    both_directions: also partition by each competitor's map (the paper does).
+    classes: optional `Classes`, only to write class names into `reason`.
+    """
+
+    def __init__(self, target: str | None = None, competitors: Sequence[str] | None = None, *,
+                 distance: str = "pixel", n3: int = 25, ranges: Any = None,
+                 class_ids: Sequence[int] | None = None, both_directions: bool = True,
+                 classes: Classes | None = None) -> None:
+        self.target = target
+        self.competitors = None if competitors is None else list(competitors)
+        self.distance = distance
+        self.n3 = n3
+        self.ranges = ranges
+        self.class_ids = None if class_ids is None else [int(k) for k in class_ids]
+        self.both_directions = both_directions
+        self.classes = classes
+
+    def fit(self, masks: Iterable[np.ndarray], num_classes: int | None = None, *,
+            ignore_index: int | None = 255, quantiles: tuple[float, float] = (0.25, 0.75)) -> "MADSampler":
+        """Set `ranges_` to the quartiles of each class's relative area in training masks (paper).
+
+        masks: iterable of int [H, W]; num_classes: C (defaults to len(classes)).
+        """
+        if num_classes is None:
+            if self.classes is None:
+                raise ValueError("num_classes: expected an int (or construct the sampler with classes=), got None")
+            num_classes = self.classes.num_classes
+        self.ranges_ = class_area_ranges(masks, num_classes, ignore_index=ignore_index, quantiles=quantiles)
+        return self
+
+    # -- selection -----------------------------------------------------------------------
+
+    def _resolve(self, table: pd.DataFrame) -> tuple[str, str, list[str], list[int], dict[int, tuple[float, float]]]:
+        if self.distance not in _DISTANCES:
+            raise ValueError(f"distance: expected one of {sorted(_DISTANCES)}, got {self.distance!r}")
+        kind = _DISTANCES[self.distance]
+        if isinstance(self.n3, bool) or not isinstance(self.n3, (int, np.integer)) or self.n3 < 1:
+            raise ValueError(f"n3: expected an integer >= 1, got {self.n3!r}")
+        target = self.target if self.target is not None else infer_target(table, kind)
+        fracs = frac_models(table)
+        if target not in fracs:
+            raise ValueError(f"target: expected `frac__{target}__{{k}}` columns in the table, got models {sorted(fracs)}")
+        pairs = [g for t, g in distance_pairs(table, kind) if t == target]
+        competitors = self.competitors if self.competitors is not None else pairs
+        if not competitors:
+            raise ValueError(f"competitors: expected at least one `{kind}__{target}__{{G}}` column, got none")
+        class_ids = self.class_ids if self.class_ids is not None else fracs[target]
+        need = [f"{kind}__{target}__{g}" for g in competitors]
+        need += [f"frac__{target}__{k}" for k in class_ids]
+        if self.both_directions:
+            need += [f"frac__{g}__{k}" for g in competitors for k in class_ids]
+        check_table(table, need)
+        if self.ranges is not None:
+            ranges = _as_ranges(self.ranges)
+        elif getattr(self, "ranges_", None) is not None:
+            ranges = _as_ranges(self.ranges_)
+        else:
+            log.warning("MAD: no class-size ranges given or fitted; using (0, 1] for every class "
+                        "(the paper uses the quartiles of the training labels: call fit(masks))")
+            ranges = {k: (0.0, 1.0) for k in class_ids}
+        skipped = [k for k in class_ids if k not in ranges]
+        if skipped:
+            log.info("MAD: classes %s have no size range (absent from training labels); skipped", skipped)
+        return kind, target, list(competitors), [k for k in class_ids if k in ranges], ranges
+
+    def select(self, table: pd.DataFrame, n: int | None = None, *, seed: int = 0) -> pd.DataFrame:
+        """Candidate set M from the score table.
+
+        table: score table; only rows with status 'ok' and a finite distance are picked.
+        n: keep at most n images of M (None: all of M, at most 2 * m * C * n3).
+        seed: accepted for the common interface; MAD is deterministic (ties: lower row first).
+        Returns DataFrame in priority order with columns:
+          id (str), score (float64: largest distance among its picks), reason (JSON:
+          {"distance", "target", "picks": [{"competitor", "class", "by", "d", "rank"}, ...]}),
+          n_picks (int), best_rank (int, 0 = top of some sub-problem).
+        Priority: best rank in any sub-problem first (so truncating to n keeps every
+        (competitor, class, direction) represented), then larger distance, then row order.
+        """
+        check_table(table, [])
+        n = check_n(n)
+        kind, target, competitors, class_ids, ranges = self._resolve(table)
+        ok = usable_mask(table)
+        part_cache: dict[tuple[str, int], np.ndarray] = {}
+
+        def members(model: str, k: int) -> np.ndarray:
+            """int64 row indices of D_{model,k}: class k present with fraction in [p_k, q_k]."""
+            key = (model, k)
+            if key not in part_cache:
+                f = column(table, f"frac__{model}__{k}", np.float32)
+                p, q = ranges[k]
+                part_cache[key] = np.flatnonzero(ok & (f > 0) & (f >= np.float32(p)) & (f <= np.float32(q)))
+            return part_cache[key]
+
+        rows, comp, cls, direc, dist, rank = [], [], [], [], [], []
+        for g in tqdm(competitors, desc="MAD", unit="competitor", disable=len(table) < 200_000):
+            d = column(table, f"{kind}__{target}__{g}")
+            parts = [("target", target)] + ([("competitor", g)] if self.both_directions else [])
+            for direction, model in parts:
+                for k in class_ids:
+                    top = top_n_indices(d, int(self.n3), members(model, k))
+                    rows.append(top)
+                    dist.append(d[top])
+                    rank.append(np.arange(len(top)))
+                    comp += [g] * len(top)
+                    cls += [k] * len(top)
+                    direc += [direction] * len(top)
+        row = np.concatenate(rows) if rows else np.empty(0, np.int64)
+        picks = pd.DataFrame({
+            "row": row, "competitor": np.asarray(comp, dtype=object), "class_id": np.asarray(cls, dtype=np.int64),
+            "direction": np.asarray(direc, dtype=object),
+            "distance": np.concatenate(dist) if dist else np.empty(0),
+            "rank": np.concatenate(rank) if rank else np.empty(0, np.int64),
+        })
+        ids = table["id"].to_numpy(dtype=object)
+        picks.insert(0, "id", ids[picks["row"].to_numpy()] if len(picks) else np.empty(0, object))
+        self.picks_ = picks.drop(columns="row")
+        return self._aggregate(picks, kind, target, n)
+
+    def _aggregate(self, picks: pd.DataFrame, kind: str, target: str, n: int | None) -> pd.DataFrame:
+        if picks.empty:
+            return result_frame([], np.empty(0), [], n_picks=np.empty(0, np.int64), best_rank=np.empty(0, np.int64))
+        g = picks.groupby("row", sort=True)
+        agg = pd.DataFrame({"score": g["distance"].max(), "best_rank": g["rank"].min(), "n_picks": g.size()})
+        agg = agg.reset_index().sort_values(["best_rank", "score", "row"], ascending=[True, False, True],
+                                            kind="mergesort")
+        if n is not None:
+            agg = agg.iloc[:n]
+        names = self.classes.names if self.classes is not None else None
+        by_row = {r: sub for r, sub in picks.groupby("row", sort=False)}
+        reasons, ids = [], []
+        for r in agg["row"].to_numpy():
+            sub = by_row[r]
+            ids.append(sub["id"].iloc[0])
+            entries = []
+            for c, k, dr, dv, rk in zip(sub["competitor"], sub["class_id"], sub["direction"], sub["distance"], sub["rank"]):
+                e = {"competitor": c, "class": int(k), "by": dr, "d": round(float(dv), 6), "rank": int(rk)}
+                if names is not None and 0 <= k < len(names):
+                    e["class_name"] = names[k]
+                entries.append(e)
+            reasons.append(dumps_reason({"distance": kind, "target": target, "picks": entries}))
+        return result_frame(ids, agg["score"].to_numpy(), reasons,
+                            n_picks=agg["n_picks"].to_numpy(np.int64), best_rank=agg["best_rank"].to_numpy(np.int64))

@@ -1,0 +1,39 @@
+"""Model fingerprints: tell whether a model name in a scan folder still means the same model."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def model_fingerprint(model: Any) -> str | None:
+    """A content hash of a model, or None when it cannot be known (e.g. a plain callable).
+
+    torch adapters: sha256 over the module's state_dict (names, shapes, bytes); file-based
+    adapters (ONNX, TorchScript): sha256 of the file; precomputed folders: their absolute path.
+    """
+    module = getattr(model, "module", None)
+    if isinstance(module, torch.nn.Module):
+        h = hashlib.sha256(type(module).__name__.encode())
+        for name, t in module.state_dict().items():
+            t = t.detach().cpu().contiguous().reshape(-1)
+            h.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        return "torch:" + h.hexdigest()
+    path = getattr(model, "path", None)
+    if isinstance(path, Path) and path.is_file():
+        return "file:" + _file_digest(path)
+    folder = getattr(model, "folder", None)
+    if isinstance(folder, Path):
+        return "folder:" + hashlib.sha256(str(folder.resolve()).encode()).hexdigest()
+    return None

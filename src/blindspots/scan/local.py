@@ -1,0 +1,465 @@
+"""The local scan engine: stream a pool once through a target and m competitors.
+
+Pipeline (three threads, bounded queues, so decoding, inference and writing overlap):
+  reader  — decodes the images of unfinished shards ahead of time and groups them into batches
+            of one image size (pools with varied sizes are batched per size; or pass `resize`);
+  main    — runs each model's `predict_proba` on a batch, computes the statistics and pair
+            distances (`scan.stats`), assembles shard rows;
+  writer  — saves argmax maps as index PNGs, then the finished shard's Parquet files (in that
+            order, so a shard file on disk implies its maps exist).
+Killed at any moment and started again, the scan redoes only the unfinished shards and ends
+with the same table as an uninterrupted run.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+from PIL import Image
+from tqdm.auto import tqdm
+
+from blindspots.data.classes import Classes
+from blindspots.scan.fingerprint import model_fingerprint
+from blindspots.scan.stats import model_stats, pair_distances
+from blindspots.scan.table import (
+    SCAN_VERSION,
+    ScanLayout,
+    check_model_name,
+    ids_digest,
+    load_manifest,
+    merge_manifest,
+    meta_table,
+    model_table,
+    num_shards,
+    pair_table,
+    save_manifest,
+    write_shard,
+)
+
+log = logging.getLogger(__name__)
+
+PNG_COMPRESS_LEVEL = 1  # fast zlib level: maps are small and written once per image and model
+
+
+@dataclass
+class _ShardPlan:
+    """What is missing for shard k."""
+
+    k: int
+    ids: list[str]
+    need_meta: bool
+    run: list[str]  # models to run on the images
+    pairs: list[str]  # competitors whose (target, competitor) pair shard is missing
+
+    @property
+    def needs_images(self) -> bool:
+        return self.need_meta or bool(self.run)
+
+
+@dataclass
+class _ShardRows:
+    """Rows of one shard, filled batch by batch, keyed by id."""
+
+    status: dict[str, tuple[str, str | None, int | None, int | None]] = field(default_factory=dict)
+    models: dict[str, dict[str, tuple[np.ndarray, float, float]]] = field(default_factory=dict)
+    pairs: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
+
+
+# --- messages from the reader thread ---
+@dataclass
+class _Batch:
+    k: int
+    ids: list[str]
+    images: np.ndarray | None  # uint8 [n, H, W, 3]; None for a map-only shard
+    sizes: list[tuple[int, int]]  # original (H, W) per image
+
+
+@dataclass
+class _Errors:
+    k: int
+    items: list[tuple[str, str]]  # (id, reason)
+
+
+@dataclass
+class _EndShard:
+    k: int
+
+
+_DONE = object()
+
+
+class _Worker(threading.Thread):
+    """A daemon thread that records its exception for the main thread to re-raise."""
+
+    def __init__(self, target: Callable[[], None], name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self._fn = target
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+            self.error = e
+
+
+def _put(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    """Put with a timeout loop so that a stopped consumer never blocks the producer forever."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _validate(pool: Any, models: Mapping[str, Any], target: str, competitors: Sequence[str] | None,
+              batch_size: int, shard_size: int, resize: tuple[int, int] | None, manifest: dict | None) -> list[str]:
+    for attr in ("ids", "iter_items", "root"):
+        if not hasattr(pool, attr):
+            raise ValueError(f"pool: expected an ImagePool (with .ids, .iter_items, .root), got {type(pool).__name__}")
+    if not isinstance(models, Mapping) or not models:
+        raise ValueError(f"models: expected a non-empty dict name -> Segmenter, got {models!r}")
+    for name, m in models.items():
+        check_model_name(name)
+        if not (hasattr(m, "predict_proba") or hasattr(m, "predict_proba_ids")) or not hasattr(m, "num_classes"):
+            raise ValueError(f"models[{name!r}]: expected a Segmenter (num_classes, predict_proba), "
+                             f"got {type(m).__name__}")
+        if resize is not None and hasattr(m, "predict_proba_ids"):
+            raise ValueError(f"resize: expected None when a model reads precomputed probabilities "
+                             f"({name!r}), got {resize}")
+    sizes = {name: int(m.num_classes) for name, m in models.items()}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"models: expected one label space (equal num_classes), got {sizes}")
+    check_model_name(target, "target")
+    if target not in models:
+        raise ValueError(f"target: expected one of the given models {sorted(models)}, got {target!r}")
+    known = set(models) | set((manifest or {}).get("models", {}))
+    comps = [m for m in models if m != target] if competitors is None else list(competitors)
+    for g in comps:
+        check_model_name(g, "competitors")
+        if g == target or g not in known:
+            raise ValueError(f"competitors: expected names of other models given or already scanned into "
+                             f"out_dir {sorted(known - {target})}, got {g!r}")
+    if not comps:
+        log.warning("scan without competitors: only per-model statistics, no pair distances")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size: expected a positive integer, got {batch_size}")
+    if int(shard_size) < 1:
+        raise ValueError(f"shard_size: expected a positive integer, got {shard_size}")
+    if resize is not None and (len(resize) != 2 or min(resize) < 1):
+        raise ValueError(f"resize: expected (height, width) of positive integers or None, got {resize}")
+    return comps
+
+
+def scan_pool(
+    pool: Any,
+    models: Mapping[str, Any],
+    out_dir: str | Path,
+    *,
+    target: str,
+    competitors: Sequence[str] | None = None,
+    batch_size: int = 16,
+    shard_size: int = 256,
+    save_maps: bool = True,
+    resize: tuple[int, int] | None = None,
+    classes: Classes | None = None,
+    prefetch: int = 4,
+    progress: bool = True,
+) -> Path:
+    """Stream `pool` once through the target and its competitors; write the score table.
+
+    pool: an `ImagePool` (or any object with sorted `.ids`, `.iter_items(ids)` and `.root`).
+    models: name -> Segmenter (`predict_proba(uint8 [N, H, W, 3]) -> float32 [N, C, H, W]`, or a
+        precomputed model with `predict_proba_ids(ids)`); names match [a-z0-9_]+ (no "__").
+    target: the model under test, T. competitors: the models it is compared with, G_1..G_m
+        (default: every other model in `models`). A competitor already scanned into `out_dir`
+        may be named without passing the model: its columns and saved maps are reused
+        (Algorithm 1: competitors are run once, line 3; a new target only once, line 7).
+    batch_size: images per forward pass; batches hold images of one size (varied pools are
+        grouped per size within a shard). shard_size: images per Parquet shard (resume unit).
+    save_maps: write each model's argmax map as an index PNG `out_dir/maps/<M>/<id>.png`.
+    resize: (height, width) to resize every image to before inference (maps are at that size;
+        width/height columns keep the original size). None: native size.
+    classes: the label space recorded in scan.json (default: the target's `.classes` if any).
+    Returns out_dir. See `blindspots.scan.table` for the layout and `read_score_table`.
+    """
+    out = Path(out_dir)
+    old = load_manifest(out)
+    comps = _validate(pool, models, target, competitors, batch_size, shard_size, resize, old)
+    ids = sorted(pool.ids)
+    if not ids:
+        raise ValueError(f"pool: expected at least one image, got an empty pool at {pool.root}")
+    num_classes = int(next(iter(models.values())).num_classes)
+    classes = classes or getattr(models[target], "classes", None) or \
+        Classes(tuple(f"class_{k}" for k in range(num_classes)))
+    if classes.num_classes != num_classes:
+        raise ValueError(f"classes: expected {num_classes} classes (the models' num_classes), got {classes.num_classes}")
+    manifest = merge_manifest(old, {
+        "version": SCAN_VERSION, "pool_root": str(Path(pool.root).resolve()), "n_images": len(ids),
+        "ids_sha256": ids_digest(ids), "shard_size": int(shard_size), "n_shards": num_shards(len(ids), shard_size),
+        "num_classes": num_classes, "classes": classes.to_dict(), "save_maps": bool(save_maps),
+        "resize": list(resize) if resize else None, "target": target, "competitors": comps,
+        "models": {name: {"kind": type(m).__name__, "fingerprint": model_fingerprint(m)} for name, m in models.items()},
+    })
+    layout = ScanLayout(out)
+    plans = _plan(layout, ids, int(shard_size), models, target, comps, manifest, save_maps)
+    save_manifest(out, manifest)
+    todo = [p for p in plans if p.need_meta or p.run or p.pairs]
+    done_images = len(ids) - sum(len(p.ids) for p in todo)
+    log.info("scan %s: %d of %d shards to do", out, len(todo), len(plans))
+    with tqdm(total=len(ids), initial=done_images, unit="img", desc=f"scan {target}", disable=not progress) as bar:
+        _run(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps,
+             max(1, int(prefetch)), bar)
+    return out
+
+
+def _plan(layout: ScanLayout, ids: list[str], shard_size: int, models: Mapping[str, Any], target: str,
+          comps: list[str], manifest: dict, save_maps: bool) -> list[_ShardPlan]:
+    plans = []
+    for k in range(manifest["n_shards"]):
+        shard_ids = ids[k * shard_size:(k + 1) * shard_size]
+        run = [m for m in models if not layout.model_shard(m, k).exists()]
+        pairs = [g for g in comps if not layout.pair_shard(target, g, k).exists()]
+        # Pairs against maps that are neither computed now nor saved need the model run again.
+        for m in [target] + pairs if pairs else []:
+            if m not in run and not save_maps:
+                if m not in models:
+                    raise ValueError(f"competitors: {m!r} has no saved maps in out_dir (save_maps=False) and no "
+                                     f"model was given to recompute them; pass it in models")
+                run.append(m)
+        for m in [target] + pairs if pairs else []:
+            if m not in run and m not in models and not layout.model_shard(m, k).exists():
+                raise ValueError(f"competitors: {m!r} is not finished in out_dir (shard {k} missing) and no model "
+                                 f"was given to compute it; pass it in models")
+        plans.append(_ShardPlan(k, shard_ids, not layout.meta_shard(k).exists(), run, pairs))
+    return plans
+
+
+def _reader(pool: Any, plans: list[_ShardPlan], batch_size: int, resize: tuple[int, int] | None,
+            q: queue.Queue, stop: threading.Event) -> None:
+    """Decode shards ahead of the main thread and emit same-size batches, then _EndShard."""
+    for plan in plans:
+        if not plan.needs_images:  # only pair shards missing: the maps are read back, no decoding
+            for s in range(0, len(plan.ids), batch_size):
+                if not _put(q, _Batch(plan.k, plan.ids[s:s + batch_size], None, []), stop):
+                    return
+            if not _put(q, _EndShard(plan.k), stop):
+                return
+            continue
+        pending: dict[tuple[int, int], list[tuple[str, np.ndarray, tuple[int, int]]]] = {}
+        errors: list[tuple[str, str]] = []
+        for item in pool.iter_items(plan.ids):
+            if stop.is_set():
+                return
+            if item.image is None:
+                errors.append((item.id, str(item.error)))
+                continue
+            image = item.image
+            size = image.shape[:2]
+            if resize is not None and tuple(size) != tuple(resize):
+                image = np.asarray(Image.fromarray(image).resize((resize[1], resize[0]), Image.BILINEAR))
+            group = pending.setdefault(image.shape[:2], [])
+            group.append((item.id, image, size))
+            if len(group) == batch_size:
+                del pending[image.shape[:2]]
+                if not _put(q, _make_batch(plan.k, group), stop):
+                    return
+        for shape in sorted(pending):
+            if not _put(q, _make_batch(plan.k, pending[shape]), stop):
+                return
+        if (errors and not _put(q, _Errors(plan.k, errors), stop)) or not _put(q, _EndShard(plan.k), stop):
+            return
+    _put(q, _DONE, stop)
+
+
+def _make_batch(k: int, group: list[tuple[str, np.ndarray, tuple[int, int]]]) -> _Batch:
+    return _Batch(k, [g[0] for g in group], np.stack([g[1] for g in group]), [tuple(g[2]) for g in group])
+
+
+def _writer(q: queue.Queue) -> None:
+    """Run queued write jobs in order until the _DONE sentinel."""
+    while True:
+        job = q.get()
+        if job is _DONE:
+            return
+        job()
+
+
+def _save_maps(layout: ScanLayout, model: str, ids: list[str], maps: np.ndarray) -> None:
+    for image_id, m in zip(ids, maps):
+        path = layout.map_path(model, image_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        img = Image.fromarray(m) if m.dtype == np.uint8 else Image.fromarray(m.astype(np.uint16))
+        img.save(path, compress_level=PNG_COMPRESS_LEVEL)
+
+
+def _load_maps(layout: ScanLayout, model: str, ids: list[str]) -> list[np.ndarray]:
+    out = []
+    for image_id in ids:
+        path = layout.map_path(model, image_id)
+        if not path.exists():
+            raise ValueError(f"out_dir: expected the saved map {path} of a finished shard, got none; "
+                             f"the scan folder is incomplete, delete {layout.root / 'models' / model} to redo {model!r}")
+        with Image.open(path) as im:
+            out.append(np.asarray(im))
+    return out
+
+
+def _run(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[_ShardPlan], target: str,
+         num_classes: int, batch_size: int, resize: tuple[int, int] | None, save_maps: bool, prefetch: int,
+         bar: Any) -> None:
+    if not plans:
+        return
+    stop = threading.Event()
+    batches: queue.Queue = queue.Queue(maxsize=prefetch)
+    jobs: queue.Queue = queue.Queue(maxsize=4 * prefetch)
+    reader = _Worker(lambda: _reader(pool, plans, batch_size, resize, batches, stop), "blindspots-scan-reader")
+    writer = _Worker(lambda: _writer(jobs), "blindspots-scan-writer")
+    reader.start()
+    writer.start()
+    by_k = {p.k: p for p in plans}
+    rows: dict[int, _ShardRows] = {}
+    try:
+        while True:
+            try:
+                msg = batches.get(timeout=0.5)
+            except queue.Empty:
+                if reader.error:
+                    raise reader.error
+                if not reader.is_alive() and batches.empty():
+                    raise RuntimeError("scan reader stopped without finishing")
+                continue
+            if msg is _DONE:
+                break
+            plan = by_k[msg.k]
+            shard = rows.setdefault(msg.k, _ShardRows())
+            if isinstance(msg, _Errors):
+                for image_id, reason in msg.items:
+                    shard.status[image_id] = ("error", reason, None, None)
+                bar.update(len(msg.items))
+            elif isinstance(msg, _Batch):
+                _process_batch(msg, plan, shard, models, layout, target, num_classes, save_maps, jobs, writer)
+                bar.update(len(msg.ids))
+            else:  # _EndShard
+                _finish_shard(plan, rows.pop(msg.k), layout, target, num_classes, jobs, writer)
+    finally:
+        stop.set()  # the reader stops early if we were interrupted
+        # Let the writer finish what is queued (whole shards and their maps), then end it.
+        while writer.is_alive():
+            try:
+                jobs.put(_DONE, timeout=0.5)
+                break
+            except queue.Full:
+                continue
+        writer.join()
+        reader.join(timeout=5)
+    if writer.error:
+        raise writer.error
+
+
+def _submit(jobs: queue.Queue, job: Callable[[], None], writer: _Worker) -> None:
+    """Queue a write job; re-raise the writer's error instead of blocking on a dead writer."""
+    while True:
+        if writer.error:
+            raise writer.error
+        try:
+            jobs.put(job, timeout=0.5)
+            return
+        except queue.Full:
+            continue
+
+
+def _process_batch(msg: _Batch, plan: _ShardPlan, shard: _ShardRows, models: Mapping[str, Any],
+                   layout: ScanLayout, target: str, num_classes: int, save_maps: bool, jobs: queue.Queue,
+                   writer: _Worker) -> None:
+    ids = msg.ids
+    maps: dict[str, np.ndarray] = {}
+    if msg.images is not None:
+        for image_id, (h, w) in zip(ids, msg.sizes):
+            shard.status[image_id] = ("ok", None, w, h)
+        n, hh, ww = msg.images.shape[:3]
+        for name in plan.run:
+            model = models[name]
+            if hasattr(model, "predict_proba_ids"):
+                proba = model.predict_proba_ids(ids, sizes=[(hh, ww)] * n)
+            else:
+                proba = model.predict_proba(msg.images)
+            if proba.shape != (n, num_classes, hh, ww):
+                raise ValueError(f"models[{name!r}]: expected probabilities of shape {(n, num_classes, hh, ww)}, "
+                                 f"got {proba.shape}")
+            st = model_stats(proba)
+            maps[name] = st.argmax
+            table = shard.models.setdefault(name, {})
+            for i, image_id in enumerate(ids):
+                table[image_id] = (st.frac[i], float(st.entropy[i]), float(st.maxprob[i]))
+            if save_maps and not layout.model_shard(name, plan.k).exists():
+                _submit(jobs, lambda name=name, ids=ids, m=st.argmax: _save_maps(layout, name, ids, m), writer)
+    if not plan.pairs:
+        return
+    if msg.images is None:  # map-only shard: undecodable images have no maps
+        status = _read_meta_status(layout, plan.k)
+        ids = [i for i in ids if status.get(i) == "ok"]
+        if not ids:
+            return
+    for name in [target] + plan.pairs:
+        if name not in maps:
+            loaded = _load_maps(layout, name, ids)
+            maps[name] = np.stack(loaded) if len({m.shape for m in loaded}) == 1 else loaded  # type: ignore[assignment]
+    for g in plan.pairs:
+        a, b = maps[target], maps[g]
+        if isinstance(a, list) or isinstance(b, list):  # map-only batch with varied sizes: one image at a time
+            d = [pair_distances(x[None], y[None], num_classes) for x, y in zip(a, b)]
+            dpa, dmiou = np.concatenate([x[0] for x in d]), np.concatenate([x[1] for x in d])
+        else:
+            dpa, dmiou = pair_distances(a, b, num_classes)
+        table = shard.pairs.setdefault(g, {})
+        for i, image_id in enumerate(ids):
+            table[image_id] = (float(dpa[i]), float(dmiou[i]))
+
+
+def _read_meta_status(layout: ScanLayout, k: int) -> dict[str, str]:
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(layout.meta_shard(k), columns=["id", "status"])
+    return dict(zip(t.column("id").to_pylist(), t.column("status").to_pylist()))
+
+
+def _finish_shard(plan: _ShardPlan, shard: _ShardRows, layout: ScanLayout, target: str, num_classes: int,
+                  jobs: queue.Queue, writer: _Worker) -> None:
+    """Queue the shard's Parquet files (after its maps, which were queued earlier)."""
+    ids = plan.ids
+    if plan.need_meta:
+        missing = [i for i in ids if i not in shard.status]
+        if missing:
+            raise RuntimeError(f"scan: shard {plan.k} ended without rows for {missing[:3]}")
+        st = [shard.status[i] for i in ids]
+        table = meta_table(ids, [s[0] for s in st], [s[1] for s in st], [s[2] for s in st], [s[3] for s in st])
+        _submit(jobs, lambda t=table, p=layout.meta_shard(plan.k): write_shard(p, t), writer)
+    nan_frac = np.full(num_classes, np.nan, dtype=np.float32)
+    for name in plan.run:
+        path = layout.model_shard(name, plan.k)
+        if path.exists():  # run only to recompute maps for a pair
+            continue
+        vals = shard.models.get(name, {})
+        got = [vals.get(i, (nan_frac, np.nan, np.nan)) for i in ids]
+        table = model_table(name, ids, np.stack([g[0] for g in got]), np.array([g[1] for g in got], np.float32),
+                            np.array([g[2] for g in got], np.float32))
+        _submit(jobs, lambda t=table, p=path: write_shard(p, t), writer)
+    for g in plan.pairs:
+        vals = shard.pairs.get(g, {})
+        got = [vals.get(i, (np.nan, np.nan)) for i in ids]
+        table = pair_table(target, g, ids, np.array([x[0] for x in got]), np.array([x[1] for x in got]))
+        _submit(jobs, lambda t=table, p=layout.pair_shard(target, g, plan.k): write_shard(p, t), writer)
+
+
+def iter_shard_ids(ids: Sequence[str], shard_size: int) -> Iterator[list[str]]:
+    """The id ranges of the shards: ids[k*S:(k+1)*S] for k = 0, 1, ..."""
+    for s in range(0, len(ids), shard_size):
+        yield list(ids[s:s + shard_size])

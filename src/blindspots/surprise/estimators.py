@@ -1,0 +1,432 @@
+"""Surprise adequacy estimators, one model per class: MDSA, LSA (Kim et al. 2023) and DSA (Kim et al. 2019).
+
+All three follow scikit-learn: settings in the constructor, ``fit(traces, labels)`` returns self,
+``score(traces, classes)`` returns one surprise value per trace.
+
+- traces: float [n, d] activation traces (float32 or float64), finite.
+- labels / classes: int [n] class ids; at fit the *label* class of each trace, at scoring the class
+  whose model scores it (the *predicted* class in the paper).
+
+Degenerate inputs (documented fallbacks, never NaN):
+- NaN / inf features raise ``ValueError`` at fit and at score.
+- A class with fewer than ``min_traces`` traces is not modelled; it is listed in ``skipped_classes_``
+  and scoring a trace of that class raises ``ValueError`` (image-level code leaves such classes out).
+- Neurons whose variance is below ``var_threshold`` in any modelled class are dropped for every class
+  (the union, as in Kim et al.'s LSA); if no neuron is left, ``fit`` raises ``ValueError``.
+- Singular or ill-conditioned covariances (constant features, d larger than the number of traces):
+  MDSA raises eigenvalues below ``reg * largest`` to that floor; LSA adds a ridge of
+  ``reg * mean variance`` to the data covariance only when its Cholesky factorisation fails (then it no
+  longer equals scipy's ``gaussian_kde``, which would raise); both are recorded in ``regularised_``.
+- DSA floors the neighbour's distance to the other classes at ``eps`` so duplicate traces give a large
+  finite value instead of inf.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy.special import logsumexp
+
+from blindspots.surprise._validation import check_labels, check_traces
+
+logger = logging.getLogger(__name__)
+
+#: Neuron variance threshold of Kim et al.'s reference implementation (``var_threshold=1e-5``).
+DEFAULT_VAR_THRESHOLD = 1e-5
+
+
+def _chunks(n: int, size: int):
+    for start in range(0, n, size):
+        yield start, min(n, start + size)
+
+
+class SurpriseEstimator:
+    """Shared per-class machinery: validation, neuron filter, fitting-set statistics, persistence.
+
+    Fitted attributes:
+        classes_: int64 [K] modelled class ids (sorted).
+        n_features_in_: d, features per trace at fit.
+        kept_features_: int64 [d'] features used after the variance filter.
+        skipped_classes_: dict class id -> reason for classes not modelled.
+        regularised_: dict class id -> description of the fallback used for that class.
+        sa_mean_, sa_std_: float64 [K] mean and std of the SA of each class's own fitting traces
+            (the z-score statistics for group SA; std floored at 1e-12).
+    """
+
+    name: ClassVar[str] = "sa"
+
+    def __init__(self, *, var_threshold: float | None = DEFAULT_VAR_THRESHOLD, min_traces: int = 2,
+                 chunk_size: int = 65536) -> None:
+        self.var_threshold = var_threshold
+        self.min_traces = min_traces
+        self.chunk_size = chunk_size
+
+    # ---- public API ----
+    def fit(self, traces: np.ndarray, labels: np.ndarray) -> "SurpriseEstimator":
+        """Fit one model per label class. traces: float [n, d]; labels: int [n]."""
+        self._check_params()
+        x = check_traces(traces)
+        y = check_labels(labels, x.shape[0])
+        self.n_features_in_ = int(x.shape[1])
+        counts = {int(c): int((y == c).sum()) for c in np.unique(y)}
+        self.skipped_classes_ = {c: f"{k} traces < min_traces={self.min_traces}"
+                                 for c, k in counts.items() if k < self.min_traces}
+        for c, why in self.skipped_classes_.items():
+            logger.warning("class %d is not modelled: %s", c, why)
+        classes = np.array(sorted(c for c in counts if c not in self.skipped_classes_), dtype=np.int64)
+        if classes.size == 0:
+            raise ValueError(f"labels: expected at least one class with >= {self.min_traces} traces, "
+                             f"got class counts {counts}")
+        self.classes_ = classes
+        self.kept_features_ = self._variance_filter(x, y, classes)
+        self.regularised_: dict[int, str] = {}
+        self._fit_classes(x[:, self.kept_features_].astype(np.float64), y)
+        self._fit_stats(x, y)
+        return self
+
+    def score(self, traces: np.ndarray, classes: np.ndarray | int) -> np.ndarray:
+        """Surprise of each trace under the model of its class. traces: float [m, d];
+        classes: int [m] (or one int for all). Returns float64 [m], finite."""
+        self._check_fitted()
+        x = check_traces(traces, d=self.n_features_in_)
+        c = check_labels(classes, x.shape[0], name="classes")
+        unknown = sorted(set(np.unique(c).tolist()) - set(self.classes_.tolist()))
+        if unknown:
+            raise ValueError(f"classes: expected ids of modelled classes {self.classes_.tolist()}, got {unknown}"
+                             + (f" (skipped at fit: {self.skipped_classes_})" if self.skipped_classes_ else ""))
+        xk = x[:, self.kept_features_]
+        out = np.empty(x.shape[0], dtype=np.float64)
+        for cls in np.unique(c):
+            idx = np.flatnonzero(c == cls)
+            rows = xk if idx.size == x.shape[0] else xk[idx]
+            for s, e in _chunks(rows.shape[0], self.chunk_size):
+                out[idx[s:e]] = self._score_class(rows[s:e], int(cls))
+        return out
+
+    def class_index(self, cls: int) -> int:
+        """Position of class id `cls` in classes_ (ValueError if not modelled)."""
+        pos = np.searchsorted(self.classes_, cls)
+        if pos >= self.classes_.size or self.classes_[pos] != cls:
+            raise ValueError(f"cls: expected a modelled class {self.classes_.tolist()}, got {cls}")
+        return int(pos)
+
+    # ---- persistence (npz, no pickle) ----
+    def save(self, path: str | Path) -> Path:
+        """Write the fitted estimator to an ``.npz`` file (arrays + JSON settings)."""
+        self._check_fitted()
+        path = Path(path)
+        meta = {"kind": self.name, "params": self._params(), "n_features_in_": self.n_features_in_,
+                "skipped_classes_": {str(k): v for k, v in self.skipped_classes_.items()},
+                "regularised_": {str(k): v for k, v in self.regularised_.items()}}
+        arrays = {"classes_": self.classes_, "kept_features_": self.kept_features_,
+                  "sa_mean_": self.sa_mean_, "sa_std_": self.sa_std_, **self._state()}
+        with open(path, "wb") as fh:
+            np.savez(fh, __meta__=np.array(json.dumps(meta)), **arrays)
+        return path
+
+    # ---- helpers for subclasses ----
+    def _params(self) -> dict[str, Any]:
+        return {"var_threshold": self.var_threshold, "min_traces": self.min_traces, "chunk_size": self.chunk_size}
+
+    def _check_params(self) -> None:
+        if self.var_threshold is not None and not (self.var_threshold >= 0):
+            raise ValueError(f"var_threshold: expected a non-negative float or None, got {self.var_threshold}")
+        if int(self.min_traces) < 1:
+            raise ValueError(f"min_traces: expected an integer >= 1, got {self.min_traces}")
+        if int(self.chunk_size) < 1:
+            raise ValueError(f"chunk_size: expected a positive integer, got {self.chunk_size}")
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "classes_"):
+            raise ValueError(f"{type(self).__name__}: expected a fitted estimator, call fit() first")
+
+    def _variance_filter(self, x: np.ndarray, y: np.ndarray, classes: np.ndarray) -> np.ndarray:
+        d = x.shape[1]
+        if self.var_threshold is None:
+            return np.arange(d, dtype=np.int64)
+        drop = np.zeros(d, dtype=bool)
+        for c in classes:
+            drop |= x[y == c].astype(np.float64).var(axis=0) < self.var_threshold
+        kept = np.flatnonzero(~drop).astype(np.int64)
+        if kept.size == 0:
+            raise ValueError(
+                f"traces: expected some features with variance >= var_threshold={self.var_threshold} in every "
+                "class, got none (all features constant); lower var_threshold or pick another layer"
+            )
+        if drop.any():
+            logger.info("dropped %d of %d low-variance neurons", int(drop.sum()), d)
+        return kept
+
+    def _fit_stats(self, x: np.ndarray, y: np.ndarray) -> None:
+        mean = np.zeros(self.classes_.size)
+        std = np.ones(self.classes_.size)
+        for i, c in enumerate(self.classes_):
+            sa = self.score(x[y == c], int(c))
+            mean[i], std[i] = sa.mean(), max(float(sa.std()), 1e-12)
+        self.sa_mean_, self.sa_std_ = mean, std
+
+    def _fit_classes(self, x: np.ndarray, y: np.ndarray) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _score_class(self, x: np.ndarray, cls: int) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _state(self) -> dict[str, np.ndarray]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _load_state(self, arrays: dict[str, np.ndarray]) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class MDSA(SurpriseEstimator):
+    """Mahalanobis-distance surprise (paper eq. 3): sqrt((a - mu_c)^T S_c^-1 (a - mu_c)).
+
+    S_c is the unbiased (ddof=1) covariance of class c's fitting traces. The whitening matrix
+    W_c = diag(w^-1/2) V^T from S_c = V diag(w) V^T is precomputed, so scoring is one float32 matmul:
+    MDSA = ||(a - mu_c) W_c^T||. Eigenvalues below ``reg * max(w)`` are raised to that floor
+    (singular covariances: constant features, d > n); the default 1e-6 leaves well-conditioned
+    covariances unchanged to float precision.
+
+    var_threshold: neurons below this variance are dropped as for LSA (default 1e-5, Kim et al.;
+        None keeps all). Dead ReLU channels are constant in training and would otherwise dominate.
+    """
+
+    name = "mdsa"
+
+    def __init__(self, *, reg: float = 1e-6, var_threshold: float | None = DEFAULT_VAR_THRESHOLD,
+                 min_traces: int = 2, chunk_size: int = 65536) -> None:
+        super().__init__(var_threshold=var_threshold, min_traces=min_traces, chunk_size=chunk_size)
+        self.reg = reg
+
+    def _params(self) -> dict[str, Any]:
+        return {**super()._params(), "reg": self.reg}
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if not (0 < self.reg < 1):
+            raise ValueError(f"reg: expected a float in (0, 1), got {self.reg}")
+
+    def _fit_classes(self, x: np.ndarray, y: np.ndarray) -> None:
+        k, d = self.classes_.size, x.shape[1]
+        self.means_ = np.zeros((k, d))
+        self.whiten_ = np.zeros((k, d, d), dtype=np.float32)  # W_c^T, so z = (a - mu) @ whiten_[c]
+        for i, c in enumerate(self.classes_):
+            xc = x[y == c]
+            mu = xc.mean(axis=0)
+            cov = np.atleast_2d(np.cov(xc, rowvar=False, ddof=1))
+            w, v = np.linalg.eigh(cov)
+            floor = self.reg * max(float(w.max()), 1e-300)
+            if w.min() < floor:
+                self.regularised_[int(c)] = (f"{int((w < floor).sum())} of {d} covariance eigenvalues raised "
+                                             f"to reg*max={floor:.3g}")
+                w = np.maximum(w, floor)
+            self.means_[i] = mu
+            self.whiten_[i] = (v / np.sqrt(w)).astype(np.float32)
+
+    def _score_class(self, x: np.ndarray, cls: int) -> np.ndarray:
+        i = self.class_index(cls)
+        z = (x - self.means_[i]).astype(np.float32, copy=False) @ self.whiten_[i]
+        return np.sqrt(np.einsum("ij,ij->i", z, z, dtype=np.float64))
+
+    def whitening(self, cls: int) -> tuple[np.ndarray, np.ndarray]:
+        """(mean float64 [d'], W^T float32 [d', d']) of class `cls` over kept_features_; MDSA = ||(a - mean) W^T||."""
+        i = self.class_index(cls)
+        return self.means_[i], self.whiten_[i]
+
+    def _state(self) -> dict[str, np.ndarray]:
+        return {"means_": self.means_, "whiten_": self.whiten_}
+
+    def _load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        self.means_, self.whiten_ = arrays["means_"], arrays["whiten_"]
+
+
+class LSA(SurpriseEstimator):
+    """Likelihood surprise (paper eq. 1-2): -log f(a), f a Gaussian KDE of class c's fitting traces.
+
+    Bandwidth: Scott's rule, the data covariance (ddof=1) times n^(-2/(d+4)) — exactly
+    ``scipy.stats.gaussian_kde(traces.T)``; the value equals ``-gaussian_kde(...).logpdf(a)`` after the
+    union of low-variance neurons is dropped (threshold 1e-5 as in Kim et al.). Computed in float64 and
+    log space: the traces are whitened once by the Cholesky factor, squared distances come from
+    ||a||^2 + ||x||^2 - 2 a.x (one matmul per chunk) and the sum is a logsumexp, so it never underflows.
+    Cost per trace: O(n d); ``chunk_size`` bounds the [chunk, n] distance block.
+    """
+
+    name = "lsa"
+
+    def __init__(self, *, reg: float = 1e-6, var_threshold: float | None = DEFAULT_VAR_THRESHOLD,
+                 min_traces: int = 2, chunk_size: int = 512) -> None:
+        super().__init__(var_threshold=var_threshold, min_traces=min_traces, chunk_size=chunk_size)
+        self.reg = reg
+
+    def _params(self) -> dict[str, Any]:
+        return {**super()._params(), "reg": self.reg}
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if not (0 < self.reg < 1):
+            raise ValueError(f"reg: expected a float in (0, 1), got {self.reg}")
+
+    def _fit_classes(self, x: np.ndarray, y: np.ndarray) -> None:
+        d = x.shape[1]
+        self.chol_: list[np.ndarray] = []   # lower Cholesky factor of the kernel covariance
+        self.white_: list[np.ndarray] = []  # whitened fitting traces float64 [n_c, d]
+        self.sqnorm_: list[np.ndarray] = []
+        self.log_norm_ = np.zeros(self.classes_.size)  # log(n_c) + 0.5 log det(2 pi H_c)
+        for c in self.classes_:
+            xc = x[y == c]
+            n = xc.shape[0]
+            factor = n ** (-1.0 / (d + 4))  # Scott's rule, as scipy.stats.gaussian_kde
+            cov = np.atleast_2d(np.cov(xc, rowvar=False, ddof=1))
+            chol = self._cholesky(cov, int(c)) * factor
+            white = np.linalg.solve(chol, xc.T).T  # L^-1 x for every trace
+            self.chol_.append(chol)
+            self.white_.append(white)
+            self.sqnorm_.append(np.einsum("ij,ij->i", white, white))
+            log_det = 2.0 * np.log(np.diag(chol) * np.sqrt(2 * np.pi)).sum()
+            self.log_norm_[len(self.chol_) - 1] = np.log(n) + 0.5 * log_det
+
+    def _cholesky(self, cov: np.ndarray, cls: int) -> np.ndarray:
+        try:
+            return np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError:
+            ridge = self.reg * max(float(np.trace(cov)) / cov.shape[0], 1e-300)
+            for _ in range(12):
+                try:
+                    chol = np.linalg.cholesky(cov + ridge * np.eye(cov.shape[0]))
+                    self.regularised_[cls] = f"singular covariance; ridge {ridge:.3g} added to the diagonal"
+                    logger.warning("class %d: %s", cls, self.regularised_[cls])
+                    return chol
+                except np.linalg.LinAlgError:
+                    ridge *= 10.0
+            raise ValueError(f"traces: covariance of class {cls} could not be factorised even with a ridge") from None
+
+    def _score_class(self, x: np.ndarray, cls: int) -> np.ndarray:
+        i = self.class_index(cls)
+        a = np.linalg.solve(self.chol_[i], x.astype(np.float64).T).T  # [m, d]
+        a_sq = np.einsum("ij,ij->i", a, a)
+        ref, ref_sq = self.white_[i], self.sqnorm_[i]
+        sq = a @ ref.T
+        sq *= -2.0
+        sq += a_sq[:, None]
+        sq += ref_sq[None, :]
+        np.maximum(sq, 0.0, out=sq)  # rounding can make tiny distances negative
+        sq *= -0.5
+        return self.log_norm_[i] - logsumexp(sq, axis=1)
+
+    def _state(self) -> dict[str, np.ndarray]:
+        state: dict[str, np.ndarray] = {"log_norm_": self.log_norm_}
+        for i in range(self.classes_.size):
+            state[f"chol_{i}"] = self.chol_[i]
+            state[f"white_{i}"] = self.white_[i]
+        return state
+
+    def _load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        k = arrays["classes_"].size
+        self.log_norm_ = arrays["log_norm_"]
+        self.chol_ = [arrays[f"chol_{i}"] for i in range(k)]
+        self.white_ = [arrays[f"white_{i}"] for i in range(k)]
+        self.sqnorm_ = [np.einsum("ij,ij->i", w, w) for w in self.white_]
+
+
+class DSA(SurpriseEstimator):
+    """Distance surprise (Kim et al., ICSE 2019): ||a - x_a|| / ||x_a - x_b||.
+
+    x_a is the nearest fitting trace of the scored class c; x_b is the fitting trace of any other class
+    nearest to x_a. The denominator depends only on x_a, so it is precomputed for every fitting trace at
+    fit. Needs at least two modelled classes. No neuron filter by default (Kim et al. use all neurons).
+
+    eps: floor of the denominator (duplicate traces across classes), so values stay finite.
+    """
+
+    name = "dsa"
+
+    def __init__(self, *, eps: float = 1e-12, var_threshold: float | None = None, min_traces: int = 1,
+                 chunk_size: int = 1024) -> None:
+        super().__init__(var_threshold=var_threshold, min_traces=min_traces, chunk_size=chunk_size)
+        self.eps = eps
+
+    def _params(self) -> dict[str, Any]:
+        return {**super()._params(), "eps": self.eps}
+
+    def _fit_classes(self, x: np.ndarray, y: np.ndarray) -> None:
+        if self.classes_.size < 2:
+            raise ValueError(f"labels: DSA expects traces of at least two classes, got only {self.classes_.tolist()}")
+        keep = np.isin(y, self.classes_)
+        x, y = x[keep], y[keep]
+        self.ref_: list[np.ndarray] = []
+        self.ref_sq_: list[np.ndarray] = []
+        self.other_dist_: list[np.ndarray] = []
+        for c in self.classes_:
+            xc, xo = x[y == c], x[y != c]
+            dist, _ = _nearest(xc, xo, self.chunk_size)
+            self.ref_.append(xc)
+            self.ref_sq_.append(np.einsum("ij,ij->i", xc, xc))
+            self.other_dist_.append(np.maximum(dist, self.eps))
+
+    def _score_class(self, x: np.ndarray, cls: int) -> np.ndarray:
+        i = self.class_index(cls)
+        dist_a, idx = _nearest(x.astype(np.float64), self.ref_[i], self.chunk_size, self.ref_sq_[i])
+        return dist_a / self.other_dist_[i][idx]
+
+    def _state(self) -> dict[str, np.ndarray]:
+        state = {}
+        for i in range(self.classes_.size):
+            state[f"ref_{i}"] = self.ref_[i]
+            state[f"other_dist_{i}"] = self.other_dist_[i]
+        return state
+
+    def _load_state(self, arrays: dict[str, np.ndarray]) -> None:
+        k = arrays["classes_"].size
+        self.ref_ = [arrays[f"ref_{i}"] for i in range(k)]
+        self.other_dist_ = [arrays[f"other_dist_{i}"] for i in range(k)]
+        self.ref_sq_ = [np.einsum("ij,ij->i", r, r) for r in self.ref_]
+
+
+def _nearest(q: np.ndarray, ref: np.ndarray, chunk: int, ref_sq: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Euclidean distance and index of the nearest row of ref float64 [n, d] for each row of q [m, d]."""
+    if ref_sq is None:
+        ref_sq = np.einsum("ij,ij->i", ref, ref)
+    dist = np.empty(q.shape[0])
+    idx = np.empty(q.shape[0], dtype=np.int64)
+    for s, e in _chunks(q.shape[0], chunk):
+        block = q[s:e]
+        sq = ref_sq[None, :] - 2.0 * (block @ ref.T)
+        j = np.argmin(sq, axis=1)
+        # exact distance to the chosen neighbour (the expanded form loses precision for close points)
+        diff = block - ref[j]
+        dist[s:e] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        idx[s:e] = j
+    return dist, idx
+
+
+ESTIMATORS: dict[str, type[SurpriseEstimator]] = {"mdsa": MDSA, "lsa": LSA, "dsa": DSA}
+
+
+def make_estimator(kind: str, **params: Any) -> SurpriseEstimator:
+    """Build an estimator by name ('mdsa', 'lsa', 'dsa') with constructor settings."""
+    if kind not in ESTIMATORS:
+        raise ValueError(f"kind: expected one of {sorted(ESTIMATORS)}, got {kind!r}")
+    return ESTIMATORS[kind](**params)
+
+
+def load_estimator(path: str | Path) -> SurpriseEstimator:
+    """Read an estimator written by ``SurpriseEstimator.save``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path: expected an estimator .npz file, got {str(path)!r} (not found)")
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(str(arrays.pop("__meta__")))
+    est = make_estimator(meta["kind"], **meta["params"])
+    est.n_features_in_ = int(meta["n_features_in_"])
+    est.skipped_classes_ = {int(k): v for k, v in meta["skipped_classes_"].items()}
+    est.regularised_ = {int(k): v for k, v in meta["regularised_"].items()}
+    est.classes_ = arrays["classes_"].astype(np.int64)
+    est.kept_features_ = arrays["kept_features_"].astype(np.int64)
+    est.sa_mean_, est.sa_std_ = arrays["sa_mean_"], arrays["sa_std_"]
+    est._load_state(arrays)
+    return est

@@ -1,0 +1,157 @@
+"""Views (paper Section 5.2, Figure 6): side-by-side panels per image and an MP4 of a frame sequence.
+
+Panel layout (Figure 6): top row input, label, prediction; bottom row the label/prediction difference,
+the pixels whose SA is above a threshold, and the SA heatmap. Without a label the top row shows the
+input and the prediction, the bottom row the thresholded pixels and the heatmap.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+from PIL import Image
+
+from blindspots.data.classes import Classes
+
+NAN_COLOUR = np.array([128, 128, 128], dtype=np.uint8)  # pixels with no SA (class not modelled)
+
+
+def heatmap_rgb(sa: np.ndarray, *, vmin: float | None = None, vmax: float | None = None,
+                cmap: str = "inferno") -> np.ndarray:
+    """SA map float [H, W] -> uint8 RGB [H, W, 3] (NaN grey). vmin/vmax default to the 1st/99th percentile."""
+    from matplotlib import colormaps
+
+    sa = np.asarray(sa, dtype=np.float64)
+    if sa.ndim != 2:
+        raise ValueError(f"sa: expected a 2-D map [H, W], got shape {sa.shape}")
+    finite = np.isfinite(sa)
+    vals = sa[finite]
+    lo = vmin if vmin is not None else (float(np.percentile(vals, 1)) if vals.size else 0.0)
+    hi = vmax if vmax is not None else (float(np.percentile(vals, 99)) if vals.size else 1.0)
+    norm = np.clip((np.where(finite, sa, lo) - lo) / max(hi - lo, 1e-12), 0, 1)
+    rgb = (colormaps[cmap](norm)[..., :3] * 255).round().astype(np.uint8)
+    rgb[~finite] = NAN_COLOUR
+    return rgb
+
+
+def _label_text(img: np.ndarray, text: str) -> np.ndarray:
+    from PIL import ImageDraw
+
+    pil = Image.fromarray(img)
+    draw = ImageDraw.Draw(pil)
+    draw.rectangle([0, 0, 7 * len(text) + 4, 12], fill=(0, 0, 0))
+    draw.text((2, 0), text, fill=(255, 255, 255))
+    return np.asarray(pil)
+
+
+def surprise_panel(image: np.ndarray, pred: np.ndarray, sa: np.ndarray, classes: Classes, *,
+                   label: np.ndarray | None = None, threshold: float | None = None,
+                   vmin: float | None = None, vmax: float | None = None, titles: bool = True) -> np.ndarray:
+    """Figure 6 panel, uint8 RGB [2H, 3W, 3] (with label) or [2H, 2W, 3] (without).
+
+    image: uint8 [H, W, 3]; pred: int [H, W]; sa: float [H, W] (NaN = not scored);
+    label: int [H, W] with classes.ignore_index, optional.
+    threshold: SA above which pixels are shown (default: the 90th percentile of the map).
+    Difference: red = wrong, white = ignored, black = right.
+    """
+    image = np.asarray(image)
+    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+        raise ValueError(f"image: expected uint8 [H, W, 3], got {image.dtype} {image.shape}")
+    h, w = image.shape[:2]
+    for name, arr in (("pred", pred), ("sa", sa), ("label", label)):
+        if arr is not None and np.shape(arr) != (h, w):
+            raise ValueError(f"{name}: expected shape {(h, w)} like the image, got {np.shape(arr)}")
+    sa = np.asarray(sa, dtype=np.float64)
+    finite = np.isfinite(sa)
+    thr = threshold if threshold is not None else (float(np.percentile(sa[finite], 90)) if finite.any() else np.inf)
+    above = np.where((finite & (sa > thr))[..., None], image, (image * 0.15).astype(np.uint8))
+    heat = heatmap_rgb(sa, vmin=vmin, vmax=vmax)
+    pred_rgb = classes.colorize(pred)
+    tiles = [("input", image)]
+    if label is not None:
+        label = np.asarray(label)
+        diff = np.zeros((h, w, 3), dtype=np.uint8)
+        ignored = label == classes.ignore_index if classes.ignore_index is not None else np.zeros((h, w), bool)
+        diff[(label != pred) & ~ignored] = (255, 0, 0)
+        diff[ignored] = (255, 255, 255)
+        tiles += [("label", classes.colorize(label)), ("prediction", pred_rgb),
+                  ("difference", diff), (f"SA > {thr:.3g}", above), ("SA heatmap", heat)]
+        cols = 3
+    else:
+        tiles += [("prediction", pred_rgb), (f"SA > {thr:.3g}", above), ("SA heatmap", heat)]
+        cols = 2
+    if titles:
+        tiles = [(t, _label_text(np.ascontiguousarray(a), t)) for t, a in tiles]
+    rows = [np.concatenate([a for _, a in tiles[r * cols:(r + 1) * cols]], axis=1) for r in range(2)]
+    return np.concatenate(rows, axis=0)
+
+
+def save_png(frame: np.ndarray, path: str | Path) -> Path:
+    """Write uint8 RGB [H, W, 3] to a PNG file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.asarray(frame, dtype=np.uint8)).save(path)
+    return path
+
+
+def write_video(frames: Iterable[np.ndarray], path: str | Path, *, fps: float = 5.0) -> Path:
+    """Encode uint8 RGB frames [H, W, 3] (one size) to an MP4 (H.264) with imageio's bundled ffmpeg.
+
+    Frames are padded at the bottom/right to even sizes (yuv420p needs them) with black.
+    """
+    import imageio.v2 as imageio
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fps <= 0:
+        raise ValueError(f"fps: expected a positive frame rate, got {fps}")
+    writer = None
+    shape = None
+    count = 0
+    try:
+        for frame in frames:
+            frame = np.asarray(frame, dtype=np.uint8)
+            if shape is None:
+                shape = frame.shape
+                writer = imageio.get_writer(str(path), fps=fps, codec="libx264", macro_block_size=1,
+                                            pixelformat="yuv420p", ffmpeg_log_level="error")
+            if frame.shape != shape:
+                raise ValueError(f"frames: expected every frame of shape {shape}, got {frame.shape}")
+            pad_h, pad_w = frame.shape[0] % 2, frame.shape[1] % 2
+            if pad_h or pad_w:
+                frame = np.pad(frame, ((0, pad_h), (0, pad_w), (0, 0)))
+            writer.append_data(frame)
+            count += 1
+    finally:
+        if writer is not None:
+            writer.close()
+    if count == 0:
+        raise ValueError("frames: expected at least one frame, got none")
+    return path
+
+
+def panels_for(images: np.ndarray, preds: np.ndarray, sa_maps: np.ndarray, classes: Classes, *,
+               labels: np.ndarray | None = None, threshold: float | None = None) -> Iterable[np.ndarray]:
+    """Yield a panel per image with one colour scale for the whole sequence (1st/99th percentile)."""
+    vals = np.asarray(sa_maps)[np.isfinite(sa_maps)]
+    vmin, vmax = (float(np.percentile(vals, 1)), float(np.percentile(vals, 99))) if vals.size else (0.0, 1.0)
+    thr = threshold if threshold is not None else (float(np.percentile(vals, 90)) if vals.size else None)
+    for i in range(len(images)):
+        yield surprise_panel(images[i], preds[i], sa_maps[i], classes,
+                             label=None if labels is None else labels[i], threshold=thr, vmin=vmin, vmax=vmax)
+
+
+def read_video_frames(path: str | Path) -> list[np.ndarray]:
+    """Decode an MP4 back to uint8 RGB frames (for checks)."""
+    import imageio.v2 as imageio
+
+    reader = imageio.get_reader(str(path))
+    try:
+        return [np.asarray(f) for f in reader]
+    finally:
+        reader.close()
+
+
+__all__: Sequence[str] = ("heatmap_rgb", "surprise_panel", "save_png", "write_video", "panels_for",
+                          "read_video_frames")

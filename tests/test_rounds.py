@@ -1,0 +1,181 @@
+"""Algorithm 1 as a resumable state machine: every step, human waits, crash + resume, seeds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
+                               ProjectSettings, RatingSettings, ScanSettings, SimulateSettings, TestSetSettings)
+from blindspots.loop import rounds
+from blindspots.loop.project import Project, ProjectError
+
+torch.set_num_threads(1)
+SIZE = 32
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Scenes (pool with held-out truth, S0, T0) and three untrained zoo models of different design."""
+    from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
+    from blindspots.models.zoo import build_model, save_checkpoint
+
+    root = tmp_path_factory.mktemp("world")
+    generate_scene_set(root / "pool", 40, seed=1, distribution="pool", size=SIZE, progress=False)
+    generate_scene_set(root / "train", 8, seed=2, distribution="train", size=SIZE, progress=False)
+    generate_scene_set(root / "val", 4, seed=3, distribution="train", size=SIZE, progress=False)
+    for name, arch in model_archs().items():
+        torch.manual_seed(len(name))
+        save_checkpoint(root / f"{name}.pt", build_model(arch, SCENE_CLASSES.num_classes), arch=arch,
+                        classes=SCENE_CLASSES, meta={"test": True})
+    return root
+
+
+def model_archs() -> dict[str, str]:
+    from blindspots.models.zoo import ZOO
+
+    names = list(ZOO)
+    small = [n for n in names if "unet" in n.lower()] + [n for n in names if "unet" not in n.lower()]
+    return {"target": small[0], "comp_a": small[1 % len(small)], "comp_b": small[2 % len(small)]}
+
+
+def make_config(world: Path, *, seed: int = 0, strategy: str = "mad", n_rounds: int = 1) -> Config:
+    return Config(
+        pool=PoolSettings(root=str(world / "pool" / "images")),
+        target=ModelSettings("target", str(world / "target.pt")),
+        competitors=[ModelSettings("comp_a", str(world / "comp_a.pt")), ModelSettings("comp_b", str(world / "comp_b.pt"))],
+        data=DataSettings(train=str(world / "train"), val=str(world / "val")),
+        project=ProjectSettings(seed=seed, rounds=n_rounds),
+        scan=ScanSettings(batch_size=8, shard_size=16),
+        mining=MiningSettings(strategy=strategy, n3=2, quantiles=[0.0, 1.0]),
+        ratings=RatingSettings(n4=3, raters=2), testset=TestSetSettings(size=4, max_per_class=2),
+        finetune=FinetuneSettings(lrs=[1e-3, 1e-2], epochs=1, batch_size=2, max_replay=4),
+        simulate=SimulateSettings(ground_truth=str(world / "pool" / "masks"), ood_share=0.1),
+        base_dir=world)
+
+
+def selections(p: Project, n_rounds: int) -> dict:
+    return {(i, k): list(p.candidates(i, k)["id"]) for i in range(n_rounds + 1) for k in "MST"}
+
+
+def test_simulated_rounds_run_to_the_end_and_fill_table_1(world: Path, tmp_path: Path) -> None:
+    p = Project.create(tmp_path / "p", make_config(world))
+    st = rounds.advance(p, simulate=True, progress=False)
+    assert st.finished, st.message
+    steps = p.steps()
+    assert set(steps["status"]) == {"done"} and len(steps) == 2 * len(rounds.STEPS)
+    assert steps["seed"].notna().all()
+    # One fine-tuning round: the target has a version 1, registered with its checkpoint and LR.
+    rec = p.model("target")
+    assert rec.version == 1 and rec.path.is_file() and rec.meta["lr"] in (1e-3, 1e-2)
+    # Competitors were scanned once; round 1 reused them and scanned only target_v1.
+    assert p.step(1, "scan")["result"]["scanned"] == ["target_v1"]
+    assert p.step(1, "scan")["result"]["reused"] == ["comp_a", "comp_b"]
+    # M, S and T: S are the lowest-MOS images of M, T ⊂ M avoids S(1) in round 1, last round has no S.
+    m0, s0, t0 = (p.candidates(0, k) for k in "MST")
+    assert 0 < len(s0) <= 3 and set(s0["id"]) <= set(m0["id"]) and set(t0["id"]) <= set(m0["id"])
+    assert len(p.candidates(1, "S")) == 0
+    assert not set(p.candidates(1, "T")["id"]) & set(s0["id"])
+    mos = p.ratings_for_round(0).groupby("id")["score"].mean()
+    worst_rest = mos.drop(index=list(s0["id"]), errors="ignore")
+    assert mos[list(s0["id"])].max() <= worst_rest[np.isfinite(worst_rest)].min()
+    # Masks for S ∪ T of each round; the leaderboard has the layout of Table 1.
+    assert set(p.masks_for_round(0)["id"]) == set(s0["id"]) | set(t0["id"])
+    board = rounds.leaderboard_frame(p)
+    assert list(board.index) == ["comp_a", "comp_b", "target"]
+    assert [c for c in board.columns if c[1] != "role"] == [("round 0", "T0"), ("round 0", "T1"),
+                                                            ("round 1", "T0"), ("round 1", "T2")]
+    # Competitors keep their T0 score; the target's round-1 T0 is its fine-tuned version's.
+    assert board.loc["comp_a", ("round 0", "T0")] == board.loc["comp_a", ("round 1", "T0")]
+    assert board.loc["target", ("round 1", "T0")] == pytest.approx(rec.meta["val_miou"])
+    assert (p.path / "reports" / "leaderboard.txt").is_file()
+    assert rounds.advance(p, simulate=True, progress=False).finished  # nothing left to do
+
+
+def test_crash_mid_round_then_rerun_gives_the_same_selections(world: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    ref = Project.create(tmp_path / "ref", make_config(world, seed=5))
+    assert rounds.advance(ref, simulate=True, progress=False).finished
+    p = Project.create(tmp_path / "crash", make_config(world, seed=5))
+    real = rounds.STEP_FUNCS["select"]
+    calls = {"n": 0}
+
+    def crash_after_writing(loop, i, seed):  # noqa: ANN001, ANN202
+        out = real(loop, i, seed)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("injected crash")
+        return out
+
+    monkeypatch.setitem(rounds.STEP_FUNCS, "select", crash_after_writing)
+    with pytest.raises(RuntimeError, match="injected"):
+        rounds.advance(p, simulate=True, progress=False)
+    assert p.step(0, "select")["status"] == "running"
+    p2 = Project.open(p.path)  # as a new process would
+    assert rounds.advance(p2, simulate=True, progress=False).finished
+    assert selections(p2, 1) == selections(ref, 1)
+    pd.testing.assert_frame_equal(ref.ratings_for_round(0).drop(columns="time"),
+                                  p2.ratings_for_round(0).drop(columns="time"))
+
+
+def test_human_answers_via_csv_and_mask_folder(world: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    p = Project.create(tmp_path / "h", make_config(world))
+    st = rounds.advance(p, progress=False)
+    assert st.state == "awaiting_ratings" and st.round == 0 and st.total == 2 * len(p.candidates(0, "M"))
+    assert set(st.awaited) == set(p.candidates(0, "M")["id"])
+    assert "ratings" in st.message and "blindspots ratings import" in st.message
+    assert rounds.advance(p, progress=False).state == "awaiting_ratings"  # still waiting, nothing lost
+    ids = list(p.candidates(0, "M")["id"])
+    csv = tmp_path / "ratings.csv"
+    rows = [f"{x},ann{r},{1 + (k + r) % 5}" for k, x in enumerate(ids) for r in range(2)]
+    csv.write_text("image_id,rater,score\n" + "\n".join(rows[:-1]) + "\n")
+    rounds.import_ratings(p, csv)
+    st = rounds.advance(p, progress=False)
+    assert st.state == "awaiting_ratings" and st.awaited == [ids[-1]]
+    csv.write_text(f"image_id,rater,score\n{ids[-1]},ann1,ood\n")
+    rounds.import_ratings(p, csv)  # one out-of-domain answer settles an image
+    st = rounds.advance(p, progress=False)
+    assert st.state == "awaiting_masks"
+    need = rounds.masks_needed(p, 0)
+    assert set(st.awaited) == set(need) and ids[-1] not in need
+    folder = tmp_path / "masks"
+    folder.mkdir()
+    for x in need:
+        gt = np.asarray(Image.open(world / "pool" / "masks" / x))
+        Image.fromarray(gt).save(folder / x)
+    (folder / "not_a_candidate.png").write_bytes(b"")
+    assert rounds.import_masks(p, folder, annotator="ann0") == len(need)
+    assert rounds.advance(p, progress=False, max_steps=1).state == "paused"
+    assert p.step(0, "masks")["status"] == "done"
+    with pytest.raises(ValueError, match="other image ids"):
+        csv.write_text("image_id,rater,score\nnope.png,ann1,3\n")
+        rounds.import_ratings(p, csv, round=0)
+
+
+def test_seeds_drive_the_selections(world: Path, tmp_path: Path) -> None:
+    def picks(seed: int, name: str) -> list[str]:
+        p = Project.create(tmp_path / name, make_config(world, seed=seed, strategy="random"))
+        rounds.advance(p, simulate=True, progress=False, max_steps=2)  # scan, mine
+        return list(p.candidates(0, "M")["id"])
+
+    a, b, c = picks(1, "a"), picks(1, "b"), picks(2, "c")
+    assert a == b and a != c
+    assert rounds.step_seed(1, 0, "mine") == rounds.step_seed(1, 0, "mine") != rounds.step_seed(1, 1, "mine")
+
+
+def test_inconsistent_project_is_reported(world: Path, tmp_path: Path) -> None:
+    p = Project.create(tmp_path / "bad", make_config(world))
+    rounds.advance(p, simulate=True, progress=False)
+    p.model("target").path.unlink()
+    with pytest.raises(ProjectError, match="checkpoint"):
+        Project.open(p.path)
+    cfg = make_config(world)
+    cfg.simulate.ground_truth = ""
+    q = Project.create(tmp_path / "nogt", cfg)
+    with pytest.raises(ProjectError, match="simulate.ground_truth"):
+        rounds.advance(q, simulate=True, progress=False)

@@ -1,0 +1,105 @@
+"""Table 3 (Spearman), Figure 9 (label-saving trade-off), RQ3 subsets, the surprise mining sampler."""
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.stats import spearmanr
+
+from blindspots.metrics import per_image_class_iou
+from blindspots.mine.surprise import SurpriseSampler
+from blindspots.surprise.analysis import (group_iou, label_saving_tradeoff, plot_label_saving, retraining_subsets,
+                                          spearman_table)
+
+matplotlib.use("Agg")
+
+
+def test_group_iou_merges_classes():
+    rng = np.random.default_rng(0)
+    pred = rng.integers(0, 4, (3, 16, 16))
+    target = rng.integers(0, 4, (3, 16, 16))
+    target[0, 0] = 255
+    iou, in_label = group_iou(pred, target, 4, {"ab": [0, 1], "c": [2]})
+    merged_p, merged_t = np.where(pred <= 1, 0, np.where(pred == 2, 1, 2)), np.where(target <= 1, 0, np.where(target == 2, 1, 2))
+    merged_t[target == 255] = 255
+    ref = per_image_class_iou(merged_p, merged_t, 3)[:, :2]
+    np.testing.assert_allclose(iou, ref)
+    assert in_label.all()
+    per_class, _ = group_iou(pred, target, 4)
+    np.testing.assert_allclose(per_class, per_image_class_iou(pred, target, 4))
+
+
+def test_spearman_table_matches_scipy():
+    rng = np.random.default_rng(1)
+    iou = rng.random((50, 2))
+    lsa = -iou + rng.normal(0, 0.2, (50, 2))
+    mdsa = lsa.copy()
+    mdsa[:5, 1] = np.nan
+    present = np.ones((50, 2), bool)
+    present[10:20, 0] = False
+    t = spearman_table({"LSA": lsa, "MDSA": mdsa}, iou, ["a", "b"], present)
+    assert t["n_images"].tolist() == [40, 45]
+    use = present[:, 0]
+    ref = spearmanr(lsa[use, 0], iou[use, 0])
+    assert t.loc[0, "rho_LSA"] == pytest.approx(ref.statistic) and t.loc[0, "p_LSA"] == pytest.approx(ref.pvalue)
+    assert (t["rho_MDSA"] < 0).all()
+    with pytest.raises(ValueError, match="iou"):
+        spearman_table({"LSA": lsa}, iou, ["a"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 500), n=st.integers(1, 60))
+def test_tradeoff_matches_brute_force(seed, n):
+    rng = np.random.default_rng(seed)
+    sa, iou = rng.random(n), rng.random(n)
+    t = label_saving_tradeoff(sa, iou, savings=(0.0, 0.3, 1.0))
+    order = np.argsort(sa, kind="stable")
+    for _, row in t.iterrows():
+        k = int(np.floor(row["saving"] * n + 1e-9))
+        skipped = iou[order[:k]]
+        assert row["n_skipped"] == k
+        assert row["inacc@0.5"] == pytest.approx((skipped < 0.5).mean() if k else 0.0)
+        assert row["iou_inacc"] == pytest.approx((1 - skipped).mean() if k else 0.0)
+    assert (np.diff(t["inacc@0.5"].to_numpy()) >= -1).all()
+
+
+def test_plot_label_saving_draws_six_panels(tmp_path):
+    rng = np.random.default_rng(0)
+    curves = {"road": label_saving_tradeoff(rng.random(30), rng.random(30)),
+              "car": label_saving_tradeoff(rng.random(20), rng.random(20))}
+    fig = plot_label_saving(curves)
+    assert len([a for a in fig.axes if a.lines]) == 6
+    fig.savefig(tmp_path / "f9.png")
+    assert (tmp_path / "f9.png").stat().st_size > 1000
+
+
+def test_retraining_subsets_levels_and_sizes():
+    sa = np.arange(100, dtype=float)
+    sa[0] = np.nan
+    subsets = retraining_subsets(sa, 60, seed=0)
+    assert {k: v.size for k, v in subsets.items()}[("H", "L")] == 18
+    assert subsets[("H", "S")].min() >= 70 and subsets[("L", "M")].max() <= 30
+    assert 0 not in np.concatenate(list(subsets.values()))
+    again = retraining_subsets(sa, 60, seed=0)
+    assert all(np.array_equal(subsets[k], again[k]) for k in subsets)
+    with pytest.raises(ValueError, match="needs"):
+        retraining_subsets(sa, 1000)
+
+
+def test_surprise_sampler():
+    table = pd.DataFrame({"id": ["a", "b", "c", "d"], "status": ["ok", "ok", "error", "ok"],
+                          "surprise_mdsa__unet": [0.1, 3.0, 9.0, np.nan],
+                          "surprise_mdsa__unet__2": [5.0, np.nan, 1.0, 2.0]})
+    top = SurpriseSampler().select(table)
+    assert top["id"].tolist() == ["b", "a"] and top["score"].tolist() == [3.0, 0.1]
+    low = SurpriseSampler(order="low").select(table, 1)
+    assert low["id"].tolist() == ["a"]
+    cls = SurpriseSampler("unet", class_id=2).select(table)
+    assert cls["id"].tolist() == ["a", "d"]
+    assert '"kind":"mdsa"' in cls["reason"][0]
+    with pytest.raises(ValueError, match="kind"):
+        SurpriseSampler(kind="xx").select(table)
+    with pytest.raises(ValueError, match="surprise_lsa"):
+        SurpriseSampler(kind="lsa").select(table)

@@ -1,0 +1,168 @@
+"""MDSA, LSA and DSA against reference computations, and their degenerate inputs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.stats import gaussian_kde
+
+from blindspots.surprise.estimators import DSA, LSA, MDSA, load_estimator, make_estimator
+
+
+def data(n=400, d=5, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d))
+    x[:, 1] += 0.8 * x[:, 0]
+    y = rng.integers(0, k, n)
+    x += y[:, None] * 0.7
+    q = rng.normal(size=(40, d)) * 1.5
+    qc = rng.integers(0, k, 40)
+    return x, y, q, qc
+
+
+def test_lsa_equals_scipy_gaussian_kde():
+    x, y, q, qc = data()
+    got = LSA().fit(x, y).score(q, qc)
+    ref = np.array([-gaussian_kde(x[y == c].T).logpdf(p[:, None])[0] for p, c in zip(q, qc)])
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
+def test_lsa_drops_union_of_low_variance_neurons_like_kim():
+    x, y, q, qc = data(d=6)
+    x[y == 0, 2] = 1.0  # constant in class 0 only -> dropped for every class
+    x[:, 5] = 3.0       # constant everywhere
+    est = LSA().fit(x, y)
+    assert est.kept_features_.tolist() == [0, 1, 3, 4]
+    keep = [0, 1, 3, 4]
+    ref = np.array([-gaussian_kde(x[y == c][:, keep].T).logpdf(p[keep, None])[0] for p, c in zip(q, qc)])
+    np.testing.assert_allclose(est.score(q, qc), ref, rtol=1e-6)
+
+
+def test_lsa_far_points_do_not_underflow():
+    x, y, _, _ = data()
+    far = np.full((2, 5), 1e3)
+    sa = LSA().fit(x, y).score(far, [0, 1])
+    assert np.all(np.isfinite(sa)) and np.all(sa > 1e4)  # scipy's pdf is 0 here; -log in log space is finite
+
+
+def test_mdsa_equals_direct_formula():
+    x, y, q, qc = data()
+    got = MDSA().fit(x, y).score(q, qc)
+    ref = []
+    for p, c in zip(q, qc):
+        xc = x[y == c]
+        delta = p - xc.mean(axis=0)
+        ref.append(np.sqrt(delta @ np.linalg.inv(np.cov(xc, rowvar=False)) @ delta))
+    np.testing.assert_allclose(got, ref, rtol=1e-4)
+
+
+def test_dsa_equals_kim_definition():
+    x, y, q, qc = data(n=150)
+    got = DSA().fit(x, y).score(q, qc)
+    for p, c, g in zip(q, qc, got):
+        same, other = x[y == c], x[y != c]
+        da = np.linalg.norm(same - p, axis=1)
+        xa = same[np.argmin(da)]
+        db = np.linalg.norm(other - xa, axis=1).min()
+        assert g == pytest.approx(da.min() / db, rel=1e-9)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), shift=st.floats(-50, 50), scale=st.floats(0.1, 10))
+def test_mdsa_invariant_to_affine_maps_and_lsa_shift_invariant(seed, shift, scale):
+    x, y, q, qc = data(n=200, d=4, seed=seed)
+    m = MDSA().fit(x, y).score(q, qc)
+    m2 = MDSA().fit(x * scale + shift, y).score(q * scale + shift, qc)
+    np.testing.assert_allclose(m, m2, rtol=1e-3, atol=1e-3)
+    s = LSA().fit(x, y).score(q, qc)
+    s2 = LSA().fit(x + shift, y).score(q + shift, qc)
+    np.testing.assert_allclose(s, s2, rtol=1e-6, atol=1e-6)
+    assert np.all(m >= 0)
+
+
+@pytest.mark.parametrize("kind", ["mdsa", "lsa", "dsa"])
+def test_nan_features_raise(kind):
+    x, y, q, qc = data()
+    bad = x.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="traces: expected finite"):
+        make_estimator(kind).fit(bad, y)
+    est = make_estimator(kind).fit(x, y)
+    q[0, 0] = np.inf
+    with pytest.raises(ValueError, match="traces: expected finite"):
+        est.score(q, qc)
+
+
+@pytest.mark.parametrize("kind", ["mdsa", "lsa"])
+def test_class_with_one_trace_is_skipped_with_clear_error(kind):
+    x, y, q, qc = data()
+    y = y.copy()
+    y[0] = 7  # a class with a single trace
+    est = make_estimator(kind).fit(x, y)
+    assert 7 in est.skipped_classes_ and 7 not in est.classes_
+    with pytest.raises(ValueError, match="classes: expected ids of modelled classes"):
+        est.score(q[:1], [7])
+    assert np.isfinite(est.score(q, qc)).all()
+
+
+@pytest.mark.parametrize("kind", ["mdsa", "lsa", "dsa"])
+def test_d_larger_than_n_and_constant_features_never_nan(kind):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(12, 30))   # d = 30 > 6 traces per class
+    x[:, 4] = 2.0                   # a constant feature
+    x[:, 5] = x[:, 6] * 2           # collinear features
+    y = np.repeat([0, 1], 6)
+    est = make_estimator(kind).fit(x, y)
+    sa = est.score(rng.normal(size=(20, 30)), rng.integers(0, 2, 20))
+    assert np.isfinite(sa).all()
+    if kind != "dsa":
+        assert est.regularised_  # the fallback was used and recorded
+
+
+def test_all_constant_features_raise():
+    x = np.ones((20, 3))
+    with pytest.raises(ValueError, match="var_threshold"):
+        MDSA().fit(x, np.repeat([0, 1], 10))
+
+
+def test_dsa_needs_two_classes_and_duplicates_stay_finite():
+    x, _, q, _ = data()
+    with pytest.raises(ValueError, match="two classes"):
+        DSA().fit(x, np.zeros(len(x), dtype=int))
+    x2 = np.vstack([x[:5], x[:5]])
+    sa = DSA().fit(x2, np.repeat([0, 1], 5)).score(q, np.zeros(len(q), dtype=int))
+    assert np.isfinite(sa).all()
+
+
+def test_bad_arguments():
+    x, y, q, qc = data()
+    with pytest.raises(ValueError, match="traces: expected a 2-D"):
+        MDSA().fit(x[0], y)
+    with pytest.raises(ValueError, match="labels: expected an integer array"):
+        MDSA().fit(x, y[:-1])
+    with pytest.raises(ValueError, match="fitted"):
+        MDSA().score(q, qc)
+    with pytest.raises(ValueError, match="features per trace"):
+        MDSA().fit(x, y).score(q[:, :3], qc)
+    with pytest.raises(ValueError, match="reg"):
+        MDSA(reg=0).fit(x, y)
+    with pytest.raises(ValueError, match="kind"):
+        make_estimator("xsa")
+
+
+@pytest.mark.parametrize("kind", ["mdsa", "lsa", "dsa"])
+def test_save_load_roundtrip(tmp_path, kind):
+    x, y, q, qc = data()
+    est = make_estimator(kind).fit(x, y)
+    back = load_estimator(est.save(tmp_path / f"{kind}.npz"))
+    np.testing.assert_allclose(back.score(q, qc), est.score(q, qc), rtol=1e-12)
+    np.testing.assert_allclose(back.sa_mean_, est.sa_mean_)
+
+
+def test_fitting_statistics_are_the_class_sa_of_fitting_traces():
+    x, y, _, _ = data()
+    est = MDSA().fit(x, y)
+    for i, c in enumerate(est.classes_):
+        sa = est.score(x[y == c], c)
+        assert est.sa_mean_[i] == pytest.approx(sa.mean())
+        assert est.sa_std_[i] == pytest.approx(sa.std())

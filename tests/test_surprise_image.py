@@ -1,0 +1,135 @@
+"""Fitting traces, class / group SA, heatmaps (fused MDSA == direct) and score-table columns."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from blindspots.surprise import LSA, MDSA, TraceExtractor, class_surprise, collect_fit_traces, group_surprise
+from blindspots.surprise.image import surprise_columns, surprise_heatmaps
+from test_surprise_models import images, seg_model
+
+torch.set_num_threads(1)
+
+
+def labelled(n=6, size=32, seed=0):
+    imgs = images(n, size, seed)
+    masks = (imgs[..., 0] // 86).astype(np.uint8)  # 3 classes from the red channel
+    masks[:, :2, :2] = 255
+    return list(zip(imgs, masks))
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    ex = TraceExtractor(seg_model(d=8))
+    x, y = collect_fit_traces(ex, labelled(), per_class=40, cap=100, seed=0, progress=False)
+    return ex, x, y
+
+
+def test_collect_fit_traces_caps_and_is_seeded(fitted):
+    ex, x, y = fitted
+    assert x.shape[1] == 8 and x.dtype == np.float32
+    assert set(y.tolist()) <= {0, 1, 2} and np.bincount(y).max() <= 100
+    x2, y2 = collect_fit_traces(ex, labelled(), per_class=40, cap=100, seed=0, progress=False)
+    assert np.array_equal(x, x2) and np.array_equal(y, y2)
+
+
+def test_collect_fit_traces_resumes_from_checkpoint(tmp_path, fitted):
+    ex, x, y = fitted
+    data = labelled()
+
+    class Boom(Exception):
+        pass
+
+    class Flaky(list):
+        def __getitem__(self, i):
+            if i >= 4:
+                raise Boom
+            return list.__getitem__(self, i)
+
+    ckpt = tmp_path / "traces.npz"
+    with pytest.raises(Boom):
+        collect_fit_traces(ex, Flaky(data), per_class=40, cap=100, seed=0, checkpoint=ckpt, progress=False)
+    assert ckpt.is_file()
+    x2, y2 = collect_fit_traces(ex, data, per_class=40, cap=100, seed=0, checkpoint=ckpt, progress=False)
+    assert np.array_equal(x, x2) and np.array_equal(y, y2)
+
+
+def test_class_surprise_is_mean_of_pixel_sa(fitted):
+    ex, x, y = fitted
+    est = MDSA().fit(x, y)
+    imgs = images(3, seed=5)
+    res = class_surprise(ex, est, imgs, per_class=None)
+    traces, proba = ex.extract(imgs)
+    pred = proba.argmax(1)
+    assert np.array_equal(res.pred, pred)
+    for i in range(3):
+        for c in range(3):
+            sel = pred[i] == c
+            if not sel.any():
+                assert np.isnan(res.class_sa[i, c])
+                continue
+            sa = est.score(traces[i][:, sel].T, c)
+            assert res.class_sa[i, c] == pytest.approx(sa.mean(), rel=1e-5)
+            assert res.pixel_counts[i, c] == sel.sum()
+    sampled = class_surprise(ex, est, imgs, per_class=5, seed=3)
+    again = class_surprise(ex, est, imgs, per_class=5, seed=3)
+    np.testing.assert_array_equal(sampled.class_sa, again.class_sa)
+
+
+def test_group_surprise_z_scores_with_fitting_statistics(fitted):
+    _, x, y = fitted
+    est = MDSA().fit(x, y)
+    class_sa = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan]])
+    g = group_surprise(class_sa, est, {"a": [0, 2], "b": [1]})
+    z0 = (1.0 - est.sa_mean_[0]) / est.sa_std_[0]
+    z2 = (3.0 - est.sa_mean_[2]) / est.sa_std_[2]
+    assert g[0, 0] == pytest.approx((z0 + z2) / 2)
+    assert np.isnan(g[0, 1]) and np.isnan(g[1]).all()
+    with pytest.raises(ValueError, match="groups"):
+        group_surprise(class_sa, est, {"bad": [5]})
+
+
+def test_fused_mdsa_heatmap_equals_direct_scoring(fitted):
+    ex, x, y = fitted
+    est = MDSA().fit(x, y)
+    imgs = images(2, seed=7)
+    sa, pred = surprise_heatmaps(ex, est, imgs)
+    traces, _ = ex.extract(imgs)
+    for i in range(2):
+        flat = traces[i].reshape(8, -1).T
+        ref = est.score(flat, pred[i].ravel()).reshape(32, 32)
+        np.testing.assert_allclose(sa[i], ref, rtol=1e-3, atol=1e-3)
+
+
+def test_lsa_heatmap_and_unmodelled_class_is_nan(fitted):
+    ex, x, y = fitted
+    keep = y != 2
+    est = LSA().fit(x[keep], y[keep])
+    sa, pred = surprise_heatmaps(ex, est, images(2, seed=9))
+    assert sa.shape == (2, 32, 32)
+    assert np.isnan(sa[pred == 2]).all() and np.isfinite(sa[pred != 2]).all()
+
+
+def test_surprise_columns(fitted):
+    ex, x, y = fitted
+    est = MDSA().fit(x, y)
+    cols = surprise_columns(ex, est, images(3, seed=2), "tiny", per_class=50)
+    assert set(cols) == {"surprise_mdsa__tiny", "surprise_mdsa__tiny__0", "surprise_mdsa__tiny__1",
+                         "surprise_mdsa__tiny__2"}
+    assert all(v.shape == (3,) and v.dtype == np.float32 for v in cols.values())
+    assert np.isfinite(cols["surprise_mdsa__tiny"]).all()
+
+
+@pytest.mark.parametrize("interp,align", [("bilinear", False), ("bilinear", True), ("nearest", False),
+                                          ("bicubic", False)])
+def test_every_interpolation_heatmap_equals_direct(fitted, interp, align):
+    _, x, y = fitted
+    ex = TraceExtractor(seg_model(d=8), interpolation=interp, align_corners=align)
+    est = MDSA().fit(x, y)
+    imgs = images(2, size=36, seed=11)  # 36 -> 9: a non-integer-friendly scale at the borders
+    sa, pred = surprise_heatmaps(ex, est, imgs)
+    traces, _ = ex.extract(imgs)
+    for i in range(2):
+        ref = est.score(traces[i].reshape(8, -1).T, pred[i].ravel()).reshape(36, 36)
+        np.testing.assert_allclose(sa[i], ref, rtol=1e-3, atol=1e-3)
