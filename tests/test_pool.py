@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from blindspots.data.pool import ImageDecodeError, ImagePool, PoolItem, decode_image, pillow_extensions
@@ -120,6 +122,10 @@ def test_palette_png_expanded(tmp_path, write_image):
     out = decode_image(path)
     lut = np.array([[0, 0, 0], [255, 0, 0], [0, 255, 0], [0, 0, 255], [9, 9, 9]], dtype=np.uint8)
     assert np.array_equal(out, lut[idx])
+    # a transparent palette index (as in GIFs) is composited over white like any alpha
+    path = write_image(tmp_path / "t.gif", img, transparency=4)
+    lut[4] = 255
+    assert np.array_equal(decode_image(path), lut[idx])
 
 
 def test_real_photographs_decode():
@@ -319,3 +325,31 @@ def test_real_photos_pool(tmp_path):
     imgs = [it.image for it in pool.iter_items()]
     assert all(im is not None and im.shape == (427, 640, 3) for im in imgs)
     assert not pool.errors
+
+
+def _encoded(fmt: str) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(blocks(32, 32, seed=5)).save(buf, format=fmt)
+    return buf.getvalue()
+
+
+_VALID = {fmt: _encoded(fmt) for fmt in ("PNG", "JPEG", "GIF", "BMP", "TIFF", "WEBP")}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(sorted(_VALID)), st.data())
+def test_damaged_files_never_raise_anything_but_decode_error(fmt, data):
+    """Truncation or byte flips of a valid file: either a valid RGB image or ImageDecodeError."""
+    raw = bytearray(_VALID[fmt])
+    cut = data.draw(st.integers(0, len(raw)), label="cut")
+    flips = data.draw(st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(0, 255)), max_size=4),
+                      label="flips")
+    for pos, val in flips:
+        raw[pos] = val
+    damaged = bytes(raw[:cut])
+    try:
+        out = decode_image(damaged, max_pixels=1_000_000)
+    except ImageDecodeError as exc:
+        assert exc.reason
+    else:
+        assert out.dtype == np.uint8 and out.ndim == 3 and out.shape[2] == 3 and out.size <= 3_000_000

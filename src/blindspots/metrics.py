@@ -9,13 +9,15 @@ Conventions:
 - IoU of class k = TP / (TP + FP + FN); it is NaN when class k is absent from both the
   prediction and the label (0 / 0), so it never drags a mean down.
 - mIoU is the mean IoU over the classes present in the prediction *or* the label (the
-  non-NaN entries), the usual PASCAL VOC convention used by the MAD paper's tables.
+  non-NaN entries; the common nan-mean convention, e.g. mmsegmentation's). The MAD paper's
+  tables report mIoU over a test set: accumulate one ConfusionMatrix over the set, then
+  `mean_iou(cm.compute())`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-DEFAULT_IGNORE_INDEX = 255
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 __all__ = [
     "ConfusionMatrix",

@@ -89,6 +89,8 @@ def _composite_over_white(rgba: np.ndarray) -> np.ndarray:
 def _to_rgb(img: Image.Image) -> np.ndarray:
     """Any Pillow image -> uint8 [H, W, 3] (rules in the module docstring)."""
     mode = img.mode
+    if mode in _ALPHA_MODES or (mode in ("P", "L", "RGB") and "transparency" in img.info):
+        return _composite_over_white(np.asarray(img.convert("RGBA"), dtype=np.uint8))
     if mode == "RGB":
         return np.asarray(img, dtype=np.uint8)
     if mode in _SIXTEEN_BIT_MODES:
@@ -97,9 +99,6 @@ def _to_rgb(img: Image.Image) -> np.ndarray:
         return np.repeat(grey[..., None], 3, axis=2)
     if mode == "F":
         return np.asarray(img.convert("L").convert("RGB"), dtype=np.uint8)
-    if mode in _ALPHA_MODES or (mode == "P" and "transparency" in img.info) or \
-            (mode in ("L", "RGB") and "transparency" in img.info):
-        return _composite_over_white(np.asarray(img.convert("RGBA"), dtype=np.uint8))
     return np.asarray(img.convert("RGB"), dtype=np.uint8)
 
 
