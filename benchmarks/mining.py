@@ -110,36 +110,26 @@ def bench_timing(rows: int, competitors: int, classes: int, seed: int) -> dict:
 # ----------------------------------------------------------------------------- 2. data + models
 
 def scene_sets(work: Path, args: argparse.Namespace) -> dict:
+    """On-disk scene sets (resumable): the pool, T0 and the held-out hard set; S0 as the zoo's."""
     from blindspots.data.scenes import generate_scene_set
 
-    spec = {"train": (args.n_train, "train", 1), "val": (args.n_val, "train", 2),
-            "broad": (args.n_broad, "broad", 3), "pool": (args.pool, "pool", 4), "hard": (args.n_hard, "hard", 5)}
-    return {name: generate_scene_set(work / "scenes" / name, n, seed=args.seed * 100 + s, distribution=dist,
-                                     size=args.size, progress=True)
-            for name, (n, dist, s) in spec.items()}
+    # S0 = the target's training scenes: train_zoo renders "train" scenes with seed=args.seed
+    spec = {"train": (args.n_train, "train", args.seed), "val": (args.n_val, "train", 1000 + args.seed),
+            "pool": (args.pool, "pool", 2000 + args.seed), "hard": (args.n_hard, "hard", 3000 + args.seed)}
+    return {name: generate_scene_set(work / "scenes" / name, n, seed=seed, distribution=dist, size=args.size,
+                                     progress=True)
+            for name, (n, dist, seed) in spec.items()}
 
 
-def train_models(work: Path, sets: dict, args: argparse.Namespace) -> dict[str, Path]:
-    from blindspots.data.scenes import SCENE_CLASSES
-    from blindspots.models.train import train_segmenter
-    from blindspots.models.zoo import ZOO, build_model, save_checkpoint
+def train_models(work: Path, args: argparse.Namespace) -> tuple[str, dict[str, Path]]:
+    """The scenes helper's demo zoo (`train_zoo`): target on "train", competitors on "broad"."""
+    from blindspots.models.train import DEFAULT_COMPETITORS, DEFAULT_TARGET, train_zoo
 
-    archs = list(ZOO)
-    target_arch = args.target_arch or archs[0]
-    comp_archs = args.competitor_archs.split(",") if args.competitor_archs else [a for a in archs if a != target_arch][:3]
-    plan = {"target": (target_arch, "train")} | {f"g_{a.lower().replace('-', '_')}": (a, "broad") for a in comp_archs}
-    paths = {}
-    for name, (arch, data) in plan.items():
-        final = work / "models" / f"{name}.pt"
-        paths[name] = final
-        if final.is_file():
-            continue
-        final.parent.mkdir(parents=True, exist_ok=True)
-        model = build_model(arch, SCENE_CLASSES.num_classes)
-        model = train_segmenter(model, sets[data], epochs=args.epochs, batch_size=16, lr=args.lr, seed=args.seed,
-                                checkpoint_path=work / "models" / f"{name}.train.pt", resume=True)
-        save_checkpoint(final, model, arch=arch, classes=SCENE_CLASSES, meta={"data": data, "epochs": args.epochs})
-    return paths
+    target = args.target_arch or DEFAULT_TARGET
+    comps = tuple(args.competitor_archs.split(",")) if args.competitor_archs else DEFAULT_COMPETITORS
+    train_zoo(work / "zoo", target=target, competitors=comps, n_train=args.n_train, size=args.size,
+              epochs=args.epochs, seed=args.seed, progress=True)
+    return target, {name: work / "zoo" / f"{name}.pt" for name in (target, *comps)}
 
 
 # ----------------------------------------------------------------------------- 3. mining quality
@@ -175,6 +165,32 @@ def evaluate_selection(name: str, ids: list[str], true_iou: pd.Series, conds: di
             "S": s_ids}
 
 
+def mad_competition(a, b, pool, gt: dict, num_classes: int, n: int) -> dict:
+    """Appendix A / Table 2: the n pool images where two fine-tuned targets disagree most
+    (1 - pixel agreement), and each model's mIoU on them against the held-out ground truth."""
+    from blindspots.metrics import ConfusionMatrix, mean_iou
+    from blindspots.models.adapters import TorchSegmenter
+
+    ids = list(gt)
+    sa, sb = (TorchSegmenter(m, num_classes, batch_size=64) for m in (a, b))
+    pa, pb = [], []
+    for s in range(0, len(ids), 256):
+        imgs = np.stack([pool.load(i) for i in ids[s:s + 256]])
+        pa.append(sa.predict_proba(imgs).argmax(1))
+        pb.append(sb.predict_proba(imgs).argmax(1))
+    pa_, pb_ = np.concatenate(pa), np.concatenate(pb)
+    d = (pa_ != pb_).reshape(len(ids), -1).mean(1)
+    top = np.argsort(-d, kind="stable")[:n]
+    res = {}
+    for name, p in (("MAD-tuned", pa_), ("entropy-tuned", pb_)):
+        cm = ConfusionMatrix(num_classes)
+        cm.update(p[top], np.stack([gt[ids[j]] for j in top]).astype(np.int64))
+        res[name] = mean_iou(cm.compute())
+    print(f"\n== Table 2 (MAD competition, {n} most-disagreed pool images): mIoU MAD-tuned "
+          f"{res['MAD-tuned']:.4f} vs entropy-tuned {res['entropy-tuned']:.4f} ==")
+    return res
+
+
 def _scene_id(image_id: str) -> str:
     return Path(image_id).with_suffix("").as_posix()
 
@@ -187,11 +203,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=64, help="scene side in pixels")
     ap.add_argument("--n-train", type=int, default=600, help="S0: the target's training scenes ('train')")
     ap.add_argument("--n-val", type=int, default=200, help="T0: in-distribution validation scenes")
-    ap.add_argument("--n-broad", type=int, default=1200, help="competitors' training scenes ('broad')")
     ap.add_argument("--n-hard", type=int, default=1000, help="held-out hard scenes")
-    ap.add_argument("--epochs", type=int, default=8, help="training epochs of the zoo models")
-    ap.add_argument("--lr", type=float, default=1e-3, help="training learning rate of the zoo models")
-    ap.add_argument("--target-arch", default=None, help="zoo architecture of the target (default: first in ZOO)")
+    ap.add_argument("--epochs", type=int, default=6, help="training epochs of the zoo models")
+    ap.add_argument("--target-arch", default=None, help="zoo architecture of the target (default: train_zoo's)")
     ap.add_argument("--competitor-archs", default=None, help="comma-separated zoo architectures of the competitors")
     ap.add_argument("--n3", type=int, default=25, help="MAD: images per (competitor, class, direction); paper 25")
     ap.add_argument("--n4", type=int, default=100, help="|S|: lowest-MOS images kept; paper 100")
@@ -199,6 +213,8 @@ def main() -> None:
     ap.add_argument("--ft-lrs", default="1e-3,5e-3", help="fine-tuning LR grid (paper: 1e-5,5e-5,1e-4 over 80 epochs "
                     "from a pretrained model; larger here to fit a CPU budget)")
     ap.add_argument("--max-replay", type=int, default=300, help="S0 images replayed while fine-tuning")
+    ap.add_argument("--n-competition", type=int, default=30,
+                    help="Table 2: images of the pool on which the MAD- and entropy-tuned models disagree most")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timing-rows", type=int, default=1_000_000)
     ap.add_argument("--timing-only", action="store_true", help="only the 10^6-row selection timing")
@@ -218,20 +234,22 @@ def main() -> None:
     from blindspots.human.simulate import SimulatedAnnotator, image_miou
     from blindspots.models.zoo import load_segmenter
     from blindspots.scan import read_score_table, scan_pool
+    from blindspots.scan.table import ScanLayout
 
     work = args.work
     sets = scene_sets(work, args)
-    paths = train_models(work, sets, args)
+    target, paths = train_models(work, args)
     models = {name: load_segmenter(p, batch_size=32) for name, p in paths.items()}
     pool_dir = work / "scenes" / "pool"
     pool = ImagePool(pool_dir / "images")
     scan_dir = work / "scan"
-    scan_pool(pool, models, scan_dir, target="target", batch_size=32)
+    scan_pool(pool, models, scan_dir, target=target, batch_size=32, classes=SCENE_CLASSES)
     table = read_score_table(scan_dir)
     conds = read_conditions(pool_dir)
+    layout = ScanLayout(scan_dir)
     # held-out ground truth: only the evaluation and the simulated humans read it
-    gt = {i: read_mask(pool_dir / "masks" / Path(i).with_suffix(".png").name) for i in table["id"]}
-    pred = {i: read_mask(scan_dir / "maps" / "target" / Path(i).with_suffix(".png")) for i in table["id"]}
+    gt = {i: read_mask(pool_dir / "masks" / (_scene_id(i) + ".png")) for i in table["id"]}
+    pred = {i: read_mask(layout.map_path(target, i)) for i in table["id"]}
     k = SCENE_CLASSES.num_classes
     true_iou = pd.Series({i: float(image_miou(pred[i], gt[i], k)[0]) for i in table["id"]})
     pool_fail = set().union(*[failure_conditions(conds[_scene_id(i)]) for i in table["id"] if true_iou[i] < 0.5])
@@ -239,10 +257,10 @@ def main() -> None:
 
     s0 = sets["train"]
     ranges = class_area_ranges((s0.load(i)[1] for i in s0.ids), k)
-    mad = MADSampler("target", distance="pixel", n3=args.n3, ranges=ranges, classes=SCENE_CLASSES).select(table)
+    mad = MADSampler(target, distance="pixel", n3=args.n3, ranges=ranges, classes=SCENE_CLASSES).select(table)
     budget = len(mad)
     picks = {"MAD": list(mad["id"]),
-             "entropy": list(EntropySampler("target").select(table, budget)["id"]),
+             "entropy": list(EntropySampler(target).select(table, budget)["id"]),
              "random": list(RandomSampler().select(table, budget, seed=args.seed)["id"])}
     rows = [evaluate_selection(n, ids, true_iou, conds, args.n4, args.seed, pool_fail) for n, ids in picks.items()]
     print(f"\n== mining quality: pool {len(table)} scenes at {args.size}px, base failure rate (true mIoU < 0.5) "
@@ -259,10 +277,11 @@ def main() -> None:
         from blindspots.finetune.segmentation import PairList, ReplayFinetuner, evaluate_module
         from blindspots.models.zoo import load_checkpoint
 
-        module0, _ = load_checkpoint(paths["target"])
+        module0, _ = load_checkpoint(paths[target])
         ann = SimulatedAnnotator(seed=args.seed)
         before = {"T0": evaluate_module(module0, sets["val"], k), "hard": evaluate_module(module0, sets["hard"], k)}
         ft_rows = [{"strategy": "before", **before}]
+        tuned: dict = {}
         for r in rows:
             s_ids = r["S"]
             pairs = PairList(s_ids, lambda i: (pool.load(i), ann.annotate(i, gt[i])))
@@ -270,12 +289,14 @@ def main() -> None:
                                  max_replay=args.max_replay, seed=args.seed,
                                  work_dir=work / "finetune" / r["strategy"]).fit(module0, pairs, s0, sets["val"],
                                                                                  num_classes=k)
+            tuned[r["strategy"]] = ft.model_
             ft_rows.append({"strategy": r["strategy"], "T0": evaluate_module(ft.model_, sets["val"], k),
                             "hard": evaluate_module(ft.model_, sets["hard"], k), "lr": ft.lr_})
         ftd = pd.DataFrame(ft_rows).set_index("strategy")
         print("\n== after one fine-tuning round (target mIoU) ==")
         print(ftd.to_string(float_format=lambda v: f"{v:.4f}"))
         out["finetune"] = ftd.reset_index().to_dict(orient="records")
+        out["table2"] = mad_competition(tuned["MAD"], tuned["entropy"], pool, gt, k, args.n_competition)
     (work / "results.json").write_text(json.dumps(out, indent=1, default=str))
     print(f"\nresults: {work / 'results.json'}")
 

@@ -55,10 +55,10 @@ def test_random_same_seed_same_picks() -> None:
 
 def test_random_is_roughly_uniform() -> None:
     t = table(40)
-    counts = pd.concat([RandomSampler().select(t, 5, seed=s)["id"] for s in range(400)]).value_counts()
+    counts = pd.concat([RandomSampler().select(t, 5, seed=s)["id"] for s in range(150)]).value_counts()
     ok = (t["status"] == "ok").sum()
     assert len(counts) == ok
-    assert counts.max() < 3 * counts.mean()
+    assert counts.max() < 3.5 * counts.mean()
 
 
 @pytest.mark.parametrize("sampler", [EntropySampler("tgt"), RandomSampler(), MADSampler("tgt", ranges=np.tile([0, 1], (1, 1)))])

@@ -109,7 +109,7 @@ def test_agreement_perfect_and_ood_share() -> None:
     assert ag["n_raters"] == 3
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 9), st.integers(0, 3), st.integers(1, 5)), min_size=1, max_size=60),
        st.integers(0, 12))
 def test_selection_invariants(rows: list, n4: int) -> None:

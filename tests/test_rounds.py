@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
-                               ProjectSettings, RatingSettings, ScanSettings, SimulateSettings, TestSetSettings)
+                               ProjectSettings, RatingSettings, ScanSettings, SimulateSettings)
+from blindspots import config as C
 from blindspots.loop import rounds
 from blindspots.loop.project import Project, ProjectError
 
@@ -21,25 +22,25 @@ SIZE = 32
 def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Scenes (pool with held-out truth, S0, T0) and three untrained zoo models of different design."""
     from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
+    from blindspots.models.train import train_segmenter
     from blindspots.models.zoo import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp("world")
     generate_scene_set(root / "pool", 40, seed=1, distribution="pool", size=SIZE, progress=False)
-    generate_scene_set(root / "train", 8, seed=2, distribution="train", size=SIZE, progress=False)
+    s0 = generate_scene_set(root / "train", 8, seed=2, distribution="train", size=SIZE, progress=False)
     generate_scene_set(root / "val", 4, seed=3, distribution="train", size=SIZE, progress=False)
-    for name, arch in model_archs().items():
-        torch.manual_seed(len(name))
-        save_checkpoint(root / f"{name}.pt", build_model(arch, SCENE_CLASSES.num_classes), arch=arch,
-                        classes=SCENE_CLASSES, meta={"test": True})
+    for k, (name, arch) in enumerate(model_archs().items()):
+        torch.manual_seed(k)
+        # A few quick epochs, so that predictions vary and MAD finds disagreements.
+        model = build_model(arch, SCENE_CLASSES.num_classes)
+        train_segmenter(model, s0, epochs=3, batch_size=4, seed=k, progress=False)  # in place
+        save_checkpoint(root / f"{name}.pt", model, arch=arch, classes=SCENE_CLASSES, meta={"test": True})
     return root
 
 
 def model_archs() -> dict[str, str]:
-    from blindspots.models.zoo import ZOO
-
-    names = list(ZOO)
-    small = [n for n in names if "unet" in n.lower()] + [n for n in names if "unet" not in n.lower()]
-    return {"target": small[0], "comp_a": small[1 % len(small)], "comp_b": small[2 % len(small)]}
+    """Light zoo members of different design (a U-Net target, an FCN and an LR-ASPP)."""
+    return {"target": "tiny_unet", "comp_a": "small_fcn", "comp_b": "lraspp_mnv3"}
 
 
 def make_config(world: Path, *, seed: int = 0, strategy: str = "mad", n_rounds: int = 1) -> Config:
@@ -51,7 +52,7 @@ def make_config(world: Path, *, seed: int = 0, strategy: str = "mad", n_rounds: 
         project=ProjectSettings(seed=seed, rounds=n_rounds),
         scan=ScanSettings(batch_size=8, shard_size=16),
         mining=MiningSettings(strategy=strategy, n3=2, quantiles=[0.0, 1.0]),
-        ratings=RatingSettings(n4=3, raters=2), testset=TestSetSettings(size=4, max_per_class=2),
+        ratings=RatingSettings(n4=3, raters=2), testset=C.TestSetSettings(size=4, max_per_class=2),
         finetune=FinetuneSettings(lrs=[1e-3, 1e-2], epochs=1, batch_size=2, max_replay=4),
         simulate=SimulateSettings(ground_truth=str(world / "pool" / "masks"), ood_share=0.1),
         base_dir=world)
@@ -169,13 +170,20 @@ def test_seeds_drive_the_selections(world: Path, tmp_path: Path) -> None:
 
 
 def test_inconsistent_project_is_reported(world: Path, tmp_path: Path) -> None:
-    p = Project.create(tmp_path / "bad", make_config(world))
-    rounds.advance(p, simulate=True, progress=False)
-    p.model("target").path.unlink()
-    with pytest.raises(ProjectError, match="checkpoint"):
+    import shutil
+
+    cfg = make_config(world)
+    shutil.copy(world / "comp_b.pt", tmp_path / "comp_b.pt")
+    cfg.competitors[1].path = str(tmp_path / "comp_b.pt")
+    p = Project.create(tmp_path / "bad", cfg)
+    (tmp_path / "comp_b.pt").unlink()
+    with pytest.raises(ProjectError, match="comp_b.*checkpoint"):
         Project.open(p.path)
+    with pytest.raises(ProjectError, match="checkpoint"):
+        rounds.advance(p, simulate=True, progress=False)  # a project opened earlier fails clearly too
     cfg = make_config(world)
     cfg.simulate.ground_truth = ""
     q = Project.create(tmp_path / "nogt", cfg)
     with pytest.raises(ProjectError, match="simulate.ground_truth"):
         rounds.advance(q, simulate=True, progress=False)
+    assert q.step(0, "scan")["status"] == "done" and q.step(0, "ratings")["status"] == "running"

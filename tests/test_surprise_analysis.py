@@ -103,3 +103,32 @@ def test_surprise_sampler():
         SurpriseSampler(kind="xx").select(table)
     with pytest.raises(ValueError, match="surprise_lsa"):
         SurpriseSampler(kind="lsa").select(table)
+
+
+def test_run_retraining_through_the_finetuner_and_resumes(tmp_path):
+    import torch
+
+    from blindspots.finetune.segmentation import ReplayFinetuner
+    from blindspots.surprise.analysis import run_retraining
+    from test_surprise_models import TinySeg
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+
+    def pairs(n, seed):
+        r = np.random.default_rng(seed)
+        imgs = r.integers(0, 256, (n, 16, 16, 3), dtype=np.uint8)
+        return [(im, (im[..., 0] // 128).astype(np.uint8)) for im in imgs]
+
+    base, cands, val, test = pairs(10, 1), pairs(12, 2), pairs(3, 3), pairs(4, 4)
+    sa = rng.random(12)
+    make = lambda: ReplayFinetuner(lrs=[1e-3], epochs=1, batch_size=4, flip=False, progress=False)  # noqa: E731
+    table = run_retraining(TinySeg(num_classes=2, d=4), base, cands, sa, val, test, num_classes=2, class_id=1,
+                           finetuner=make, work_dir=tmp_path, sizes={"S": 0.1, "L": 0.3})
+    assert table["dataset"].tolist()[0] == "T'r[B]" and len(table) == 1 + 3 * 2
+    assert table.loc[table["size"] == "L", "n_added"].tolist() == [3, 3, 3]
+    assert table["class_iou"].between(0, 1).all()
+    # a rerun reads the finished runs instead of training again
+    again = run_retraining(None, base, cands, sa, val, test, num_classes=2, class_id=1, finetuner=make,
+                           work_dir=tmp_path, sizes={"S": 0.1, "L": 0.3})
+    pd.testing.assert_frame_equal(table, again)

@@ -166,3 +166,12 @@ def test_fitting_statistics_are_the_class_sa_of_fitting_traces():
         sa = est.score(x[y == c], c)
         assert est.sa_mean_[i] == pytest.approx(sa.mean())
         assert est.sa_std_[i] == pytest.approx(sa.std())
+
+
+def test_lsa_float32_mode_is_close_to_scipy():
+    x, y, q, qc = data(d=8)
+    x = x + 100.0  # a large offset: centring keeps float32 accurate
+    q = q + 100.0
+    got = LSA(dtype="float32").fit(x, y).score(q, qc)
+    ref = np.array([-gaussian_kde(x[y == c].T).logpdf(p[:, None])[0] for p, c in zip(q, qc)])
+    np.testing.assert_allclose(got, ref, rtol=1e-5)

@@ -1,1 +1,7 @@
-"""blindspots.app."""
+"""blindspots.app: the web app for ratings, pixel labels, scenario votes and label-issue review.
+
+`create_app(project_path)` builds the FastAPI app; `blindspots serve PROJECT` runs it.
+"""
+from blindspots.app.server import create_app
+
+__all__ = ["create_app"]

@@ -19,8 +19,15 @@ app = typer.Typer(
 
 # --- command groups (one line each) ---
 COMMAND_GROUPS: list[str] = [
+    "web",
+    "defuse",
+    "demo",
+    "labels",
     "loop",
     "scan",
+    "scenes",
+    "surprise",
+    "zoo",
 ]
 # --- end command groups ---
 

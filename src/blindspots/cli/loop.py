@@ -104,6 +104,8 @@ def round_(
     except ValueError as e:
         _fail(e)
     typer.echo(st.message)
+    if st.finished:
+        leaderboard(project)
     if st.awaited:
         shown = ", ".join(st.awaited[:10]) + (" ..." if len(st.awaited) > 10 else "")
         typer.echo(f"awaiting {len(st.awaited)} images: {shown}")

@@ -287,11 +287,11 @@ class _Canvas:
 def _smooth_noise(rng: np.random.Generator, n: int, cells: int) -> np.ndarray:
     """Bilinearly upsampled Gaussian noise, float32 [n, n], about unit variance, `cells` bumps across."""
     g = rng.standard_normal((cells + 2, cells + 2)).astype(np.float32)
-    t = (np.arange(n, dtype=np.float32) + 0.5) * (cells / n)
+    t = (np.arange(n, dtype=np.float32) + np.float32(0.5)) * np.float32(cells / n)
     i = t.astype(np.int64)
-    f = (t - i)[:, None]
+    f = (t - i.astype(np.float32))[:, None]
     rows = g[i] * (1 - f) + g[i + 1] * f              # [n, cells+2]
-    fc = (t - i)[None, :]
+    fc = f.T
     return rows[:, i] * (1 - fc) + rows[:, i + 1] * fc
 
 
@@ -480,7 +480,7 @@ class _Street:
                     objs.append(self._tree(X, z))
                 z += rng.uniform(*gap)
             z = rng.uniform(6.0, 25.0)
-            while z < 70:
+            while z < 50:
                 objs.append(self._pole(s * (self.xr + 0.4), z, lamp=rng.random() < 0.6))
                 z += rng.uniform(18.0, 35.0)
         for _ in range(c.clutter):
@@ -489,15 +489,15 @@ class _Street:
                 parked = rng.random() < 0.4
                 lane = int(rng.choice([-1, 1]))
                 X = lane * (self.xr - 1.2) if parked else lane * self.xr / 2 + rng.uniform(-0.3, 0.3)
-                objs.append(self._car(X, rng.uniform(5.0, 50.0), facing=(lane < 0 and not parked)))
+                objs.append(self._car(X, rng.uniform(5.0, 45.0), facing=(lane < 0 and not parked)))
             elif u < 0.9:
                 if rng.random() < 0.12:
                     X = rng.uniform(-self.xr, self.xr)
                 else:
                     X = float(rng.choice([-1, 1])) * rng.uniform(self.xr + 0.4, self.xf - 0.3)
-                objs.append(self._person(X, rng.uniform(4.0, 30.0)))
+                objs.append(self._person(X, rng.uniform(4.0, 20.0)))
             else:
-                objs.append(self._pole(float(rng.choice([-1, 1])) * (self.xr + 0.5), rng.uniform(5.0, 40.0),
+                objs.append(self._pole(float(rng.choice([-1, 1])) * (self.xr + 0.5), rng.uniform(5.0, 30.0),
                                        lamp=False))
         return objs
 
@@ -530,7 +530,7 @@ class _Street:
         def draw() -> None:
             cv, p = self.cv, _F / Z
             x, yb = self.sx(X, Z), self.sy(0.0, Z)
-            w = 0.09 * k * p
+            w = 0.12 * k * p
             cv.rect(x - w, yb - h * p, x + w, yb, POLE, col)
             if lamp:
                 arm = 1.3 * k * p
@@ -610,7 +610,7 @@ class _Street:
         lobes = rng.uniform(0, 1, (7, 3))
         near_kind = rng.random()
         near_x = rng.uniform(0.05, 0.35)
-        if o <= 0:
+        if o < 1e-3:  # nothing to draw (and keeps the near-object depth finite)
             return
         foliage = 0.6 * o
         r = math.sqrt(foliage / (7 * math.pi)) * 1.6
@@ -706,8 +706,9 @@ def render_scene(
     for ch in range(3):
         img[ch] *= np.where(sky, np.float32(1.0), np.float32(gain * tint[ch]))
     cloud_col = {"day": 240.0, "dusk": 200.0, "night": 35.0}[c.lighting]
-    amount = np.clip(low - 0.3, 0, 1) * np.float32(street.cloudiness * 0.7) * sky   # clouds
-    img += (np.float32(cloud_col) - img) * amount[None]
+    if street.cloudiness > 0 and sky.any():  # clouds: where the low-frequency field is high
+        amount = np.maximum(low - np.float32(0.3), np.float32(0.0)) * np.float32(street.cloudiness * 0.7) * sky
+        img += (np.float32(cloud_col) - img) * np.minimum(amount, np.float32(1.0))[None]
     img += cv.glow
     if c.color_shift != 0.0:
         img = np.tensordot(_hue_rotation(c.color_shift), img, axes=1)
@@ -715,7 +716,9 @@ def render_scene(
     if n != size:
         img, mask = _rotate_crop(img, mask, size, c.tilt)
     img += _fast_noise(tex, img.shape) * np.float32(noise)
-    image = np.ascontiguousarray(np.clip(img + 0.5, 0, 255).astype(np.uint8).transpose(1, 2, 0))
+    np.maximum(img, np.float32(0.0), out=img)
+    np.minimum(img, np.float32(255.0), out=img)
+    image = np.ascontiguousarray((img + np.float32(0.5)).astype(np.uint8).transpose(1, 2, 0))
     return Scene(image=image, mask=np.ascontiguousarray(mask, dtype=np.uint8), conditions=c, seed=seed)
 
 

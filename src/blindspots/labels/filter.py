@@ -19,14 +19,16 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from blindspots.labels.inputs import PROB_ATOL, ArrayBatches, as_batches, check_ignore_index, check_positive_int
 from blindspots.labels.pixels import sortable_key, upsample_mask
 from blindspots.labels.stats import ArrayStats, CachedStats, PixelStats
-from blindspots.models.adapters import Segmenter
+
+if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
+    from blindspots.models.adapters import Segmenter
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,17 @@ def open_stats(labels: Any = None, pred_probs: Any = None, *, model: Segmenter |
     if isinstance(src, ArrayBatches):
         return ArrayStats(src, **kw)
     return CachedStats(src, cache_dir=cache_dir, **kw)
+
+
+def _add_class_sums(s: PixelStats, sums: np.ndarray, counts: np.ndarray) -> None:
+    """Accumulate per given class the sum and count of self-confidence over labelled pixels."""
+    k = len(sums)
+    if s.valid.all():  # common case: no ignored pixel, skip the boolean gathers
+        lab, sc = s.labels.ravel(), s.score.ravel()
+    else:
+        lab, sc = s.labels[s.valid], s.score[s.valid]
+    sums += np.bincount(lab, weights=sc, minlength=k)[:k]
+    counts += np.bincount(lab, minlength=k)[:k]
 
 
 class LabelIssueFinder:
@@ -92,19 +105,30 @@ class LabelIssueFinder:
                                  model_batch_size=model_batch_size, ignore_index=self.ignore_index,
                                  downsample=self.downsample, batch_size=self.batch_size, verbose=self.verbose,
                                  atol=self.atol, cache_dir=self.cache_dir)
-        st = self._stats
+        self._mask = None
+        if isinstance(self._stats, ArrayStats) and self.downsample == 1:
+            self._fit_in_memory(self._stats)
+        else:
+            self._fit_streaming(self._stats)
+        return self
+
+    def _set_thresholds(self, sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Confident thresholds from per-class sums/counts of self-confidence; returns them minus the
+        fuzzy margin, as cleanlab compares."""
+        thr = np.divide(sums, counts, out=np.zeros(len(sums)), where=counts > 0)
+        self.confident_thresholds_ = np.clip(thr, CONFIDENT_THRESHOLDS_LOWER_BOUND, None)
+        self.class_counts_ = counts
+        return self.confident_thresholds_ - FLOATING_POINT_COMPARISON
+
+    def _fit_streaming(self, st: ArrayStats | CachedStats) -> None:
+        """Multi-pass fit with memory flat in N (iterables, models, downsampling)."""
         k = st.num_classes
         # pass 1: confident thresholds (mean self-confidence per given class)
         sums = np.zeros(k, dtype=np.float64)
         counts = np.zeros(k, dtype=np.int64)
         for s, _ in st.passes("estimating thresholds", need_pred=False):
-            lab = s.labels[s.valid]
-            sums += np.bincount(lab, weights=s.score[s.valid], minlength=k)[:k]
-            counts += np.bincount(lab, minlength=k)[:k]
-        thr = np.divide(sums, counts, out=np.zeros(k), where=counts > 0)
-        self.confident_thresholds_ = np.clip(thr, CONFIDENT_THRESHOLDS_LOWER_BOUND, None)
-        self.class_counts_ = counts
-        adj = self.confident_thresholds_ - FLOATING_POINT_COMPARISON
+            _add_class_sums(s, sums, counts)
+        adj = self._set_thresholds(sums, counts)
         # pass 2: number of issues and a histogram of self-confidence (top 16 bits) for exact selection
         num = 0
         hist = np.zeros(1 << 16, dtype=np.int64)
@@ -112,35 +136,105 @@ class LabelIssueFinder:
             mism = s.valid & (s.pred != s.labels)
             num += int(np.count_nonzero(s.maxprob[mism] >= adj[s.pred[mism]]))
             hist += np.bincount(sortable_key(s.score[s.valid]), minlength=1 << 16)
+        self._finish_count(st, num, hist)
+        if self.num_issues_ > 0:
+            # pass 3: exact cut-off value inside the histogram bin that holds the num_issues_-th score
+            b, _ = self._cutoff_bin(hist)
+            parts = []
+            for s, _ in st.passes("selecting cut-off", need_pred=False):
+                sc = s.score[s.valid]
+                parts.append(sc[sortable_key(sc) == b])
+            self._set_cutoff(hist, parts)
+
+    def _fit_in_memory(self, st: ArrayStats) -> None:
+        """One pass over pred_probs for arrays at full resolution: keeps the self-confidence (its dtype,
+        +inf where ignored) and the argmax != label flag per pixel, i.e. 5 bytes per pixel for float32,
+        plus (pred, maxprob) of mismatched pixels for the count."""
+        k, n, h, w = st.num_classes, st.n, st.h, st.w
+        score = np.empty((n, h, w), dtype=st.dtype)
+        mask = np.empty((n, h, w), dtype=bool)
+        sums = np.zeros(k, dtype=np.float64)
+        counts = np.zeros(k, dtype=np.int64)
+        mm_pred, mm_max = [], []
+        for s, _ in st.passes("scoring pixels", need_pred=True):
+            sl = slice(s.start, s.start + len(s))
+            _add_class_sums(s, sums, counts)
+            mm = s.valid & (s.pred != s.labels)
+            mask[sl] = mm
+            mm_pred.append(s.pred[mm])
+            mm_max.append(s.maxprob[mm])
+            sc = s.score
+            sc[~s.valid] = np.inf  # never among the lowest: fewer issues than labelled pixels
+            score[sl] = sc
+        adj = self._set_thresholds(sums, counts)
+        pred_mm, max_mm = np.concatenate(mm_pred), np.concatenate(mm_max)
+        num = int(np.count_nonzero(max_mm >= adj[pred_mm]))
+        del pred_mm, max_mm, mm_pred, mm_max
+        flat, fmask = score.reshape(-1), mask.reshape(-1)
+        step = 1 << 22
+        hist = np.zeros(1 << 16, dtype=np.int64)
+        for a in range(0, flat.size, step):
+            hist += np.bincount(sortable_key(flat[a:a + step]), minlength=1 << 16)
+        inf_bin = int(sortable_key(np.array([np.inf], dtype=score.dtype))[0])
+        hist[inf_bin] -= int(np.count_nonzero(np.isinf(flat)))  # ignored pixels
+        self._finish_count(st, num, hist)
+        if self.num_issues_ == 0:
+            mask[:] = False
+        else:
+            b, _ = self._cutoff_bin(hist)
+            parts = []
+            for a in range(0, flat.size, step):
+                c = flat[a:a + step]
+                parts.append(c[sortable_key(c) == b])
+            self._set_cutoff(hist, parts)
+            v, taken = self._cutoff_value, 0
+            for a in range(0, flat.size, step):
+                c = flat[a:a + step]
+                sel = c < v
+                if taken < self._take_ties:
+                    ties = np.flatnonzero(c == v)[: self._take_ties - taken]
+                    sel[ties] = True
+                    taken += len(ties)
+                fmask[a:a + step] &= sel
+        self._mask = mask
+
+    def _finish_count(self, st: ArrayStats | CachedStats, num: int, hist: np.ndarray) -> None:
         n_valid = int(hist.sum())
         self.num_issues_ = min(num, n_valid)
         self.n_images_, self.shape_ = st.n, (st.h, st.w)
         self.n_valid_pixels_ = n_valid
         self.cutoff_, self._take_ties = None, 0
-        if self.num_issues_ > 0:
-            self._select_cutoff(hist)
-        return self
 
-    def _select_cutoff(self, hist: np.ndarray) -> None:
-        """pass 3: exact value of the num_issues_-th lowest self-confidence and how many ties to take."""
-        k = self.num_issues_
+    def _cutoff_bin(self, hist: np.ndarray) -> tuple[int, int]:
+        """(bin holding the num_issues_-th lowest score, number of scores in lower bins)."""
         cum = np.cumsum(hist)
-        b = int(np.searchsorted(cum, k))  # first bin whose cumulative count reaches k
-        below = int(cum[b - 1]) if b > 0 else 0
-        parts = []
-        for s, _ in self._stats.passes("selecting cut-off", need_pred=False):  # type: ignore[union-attr]
-            sc = s.score[s.valid]
-            parts.append(sc[sortable_key(sc) == b])
+        b = int(np.searchsorted(cum, self.num_issues_))
+        return b, int(cum[b - 1]) if b > 0 else 0
+
+    def _set_cutoff(self, hist: np.ndarray, parts: list[np.ndarray]) -> None:
+        """Exact value of the num_issues_-th lowest score and how many of its ties are taken."""
+        _, below = self._cutoff_bin(hist)
+        k = self.num_issues_
         vals = np.sort(np.concatenate(parts))
         v = vals[k - below - 1]
         self.cutoff_ = float(v)
         self._cutoff_value = v
         self._take_ties = int(k - below - np.searchsorted(vals, v, side="left"))
 
-    def iter_batches(self) -> Iterator[tuple[int, np.ndarray, PixelStats]]:
-        """Yields (start, issues bool [b, H, W], full-resolution PixelStats with pred) chunk by chunk."""
+    def iter_batches(self, with_stats: bool = True) -> Iterator[tuple[int, np.ndarray, PixelStats | None]]:
+        """Yields (start, issues bool [b, H, W], full-resolution PixelStats with pred, or None when
+        with_stats is False) chunk by chunk."""
         if self._stats is None or not hasattr(self, "num_issues_"):
             raise ValueError("self: expected a fitted LabelIssueFinder; call fit() first")
+        if self._mask is not None:  # in-memory fit: the mask is already complete
+            if not with_stats:
+                step = self._stats.chunk
+                for a in range(0, self.n_images_, step):
+                    yield a, self._mask[a:a + step], None
+                return
+            for s, _ in self._stats.passes("reading statistics", need_pred=True):
+                yield s.start, self._mask[s.start:s.start + len(s)], s
+            return
         f = self.downsample
         taken = 0
         for s, full in self._stats.passes("checking labels", need_pred=f == 1, full=True):
@@ -179,7 +273,7 @@ class LabelIssueFinder:
             if getattr(res, "shape", None) != (n, h, w) or getattr(res, "dtype", None) != np.bool_:
                 raise ValueError(f"out: expected a bool array of shape {(n, h, w)}, got "
                                  f"{getattr(res, 'dtype', type(res).__name__)} {getattr(res, 'shape', '')}")
-        for start, mask, _ in self.iter_batches():
+        for start, mask, _ in self.iter_batches(with_stats=False):
             res[start:start + len(mask)] = mask
         if isinstance(res, np.memmap):
             res.flush()
@@ -234,4 +328,6 @@ def find_label_issues(labels: Any = None, pred_probs: Any = None, *, batch_size:
     with finder:
         finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
         log.info("estimated %d label issues over %d images", finder.num_issues_, finder.n_images_)
+        if out is None and finder._mask is not None:
+            return finder._mask  # the finder is discarded: hand over its mask without a copy
         return finder.transform(out)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -19,7 +19,9 @@ from blindspots.labels.filter import LabelIssueFinder
 from blindspots.labels.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index, check_positive_int,
                                       check_values, chunk_images)
 from blindspots.labels.pixels import label_probs
-from blindspots.models.adapters import Segmenter
+
+if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
+    from blindspots.models.adapters import Segmenter
 
 #: cleanlab.internal.constants.EPSILON: lower bound of the softmax temperature
 _EPSILON = 1e-6

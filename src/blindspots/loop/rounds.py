@@ -232,6 +232,9 @@ def run_mine(loop: _Loop, i: int, seed: int) -> dict:
         # Same budget as MAD would use, so baselines compare at equal human effort.
         n = len(make_sampler(loop, i, "mad").select(table, seed=seed))
     sel = sampler.select(table, n, seed=seed)
+    if not len(sel):
+        log.warning("round %d: %s selected no candidates; the round will have empty M, S and T",
+                    i, type(sampler).__name__)
     loop.project.set_candidates(i, "M", sel)
     return {"n": int(len(sel)), "sampler": type(sampler).__name__,
             "params": {k: v for k, v in sampler.get_params().items() if k not in ("ranges", "classes")}}

@@ -75,13 +75,21 @@ def usable_mask(table: pd.DataFrame) -> np.ndarray:
     """bool [N]: rows that may be selected (status 'ok'; all rows if the table has no status)."""
     if "status" not in table.columns:
         return np.ones(len(table), dtype=bool)
-    return (table["status"].to_numpy() == "ok")
+    # compare in pandas (vectorised for Arrow strings too), then one bool array out
+    return (table["status"] == "ok").to_numpy(dtype=bool, na_value=False)
 
 
 def column(table: pd.DataFrame, name: str, dtype: Any = np.float64) -> np.ndarray:
-    """One column as a numpy array (NaN for nulls), without copying when possible."""
+    """One numeric column as a numpy array (NaN for nulls), without a copy when it is already `dtype`."""
     col = table[name]
-    return col.to_numpy(dtype=dtype, na_value=np.nan) if col.hasnans else col.to_numpy(dtype=dtype)
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind == "f":
+        return col.to_numpy(dtype=dtype, copy=False)  # numpy floats: NaN already marks nulls
+    return col.to_numpy(dtype=dtype, na_value=np.nan)
+
+
+def ids_at(table: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """object [len(rows)]: the `id` of the given row positions (converts only those rows)."""
+    return table["id"].iloc[np.asarray(rows, dtype=np.int64)].astype(str).to_numpy(dtype=object)
 
 
 def frac_models(table: pd.DataFrame) -> dict[str, list[int]]:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from blindspots.mine.base import (
-    Sampler, check_n, check_table, column, dumps_reason, infer_target, result_frame, top_n_indices, usable_mask,
+    Sampler, ids_at, check_n, check_table, column, dumps_reason, infer_target, result_frame, top_n_indices, usable_mask,
 )
 
 
@@ -54,4 +54,4 @@ class EntropySampler(Sampler):
         top = top_n_indices(key, len(cand) if n is None else n, cand)
         reasons = [dumps_reason({"strategy": self.column_prefix, "target": target, "value": round(float(v), 6)})
                    for v in values[top]]
-        return result_frame(table["id"].to_numpy(dtype=object)[top], key[top], reasons)
+        return result_frame(ids_at(table, top), key[top], reasons)

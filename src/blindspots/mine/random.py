@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.base import Sampler, check_n, check_table, dumps_reason, result_frame, usable_mask
+from blindspots.mine.base import Sampler, check_n, ids_at, check_table, dumps_reason, result_frame, usable_mask
 
 
 class RandomSampler(Sampler):
@@ -26,4 +26,4 @@ class RandomSampler(Sampler):
         order = order[np.argsort(keys[order], kind="stable")]
         rows = cand[order]
         reason = dumps_reason({"strategy": "random", "seed": int(seed)})
-        return result_frame(table["id"].to_numpy(dtype=object)[rows], keys[order], [reason] * len(rows))
+        return result_frame(ids_at(table, rows), keys[order], [reason] * len(rows))

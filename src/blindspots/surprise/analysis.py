@@ -248,3 +248,55 @@ def run_retraining(model: Any, base: Any, candidates: Any, sa: np.ndarray, val: 
         logger.info("retraining %s: class %d IoU %.4f", name, class_id, done[name]["class_iou"])
     rows = [{"dataset": f"T'r[{k}]", **v} for k, v in done.items()]
     return pd.DataFrame(rows, columns=["dataset", "level", "size", "n_added", "class_iou", "miou"])
+
+
+def sa_and_iou(extractor: Any, estimators: Mapping[str, Any], dataset: Any, *,
+               groups: Mapping[str, Sequence[int]] | None = None, per_class: int | None = 1000, seed: int = 0,
+               ignore_index: int | None = 255, chunk: int = 64, progress: bool = False
+               ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """Image-level group SA of every estimator and the group IoU of the model on a labelled set.
+
+    dataset: ``len()`` and ``[i] -> (image uint8 [H, W, 3], mask int [H, W])``; read `chunk` images at a
+    time (consecutive equal-size images are batched together).
+    groups: name -> class ids (None: one group per class). A single-class group's SA is the raw class SA
+    (comparable to the paper's per-class LSA/MDSA); a multi-class group's SA is the mean of z-scored class
+    SAs (Section 5.1).
+    Returns (sa: name -> float64 [N, G], iou float64 [N, G], in_label bool [N, G], pred int64 [N, H, W]
+    for equal-size sets else an empty array).
+    """
+    from tqdm.auto import tqdm
+
+    from blindspots.surprise.image import class_surprise, group_surprise
+
+    c = extractor.num_classes
+    groups = _groups(groups, c)
+    out_sa: dict[str, list[np.ndarray]] = {k: [] for k in estimators}
+    ious, labs, preds = [], [], []
+    n = len(dataset)
+    for s in tqdm(range(0, n, chunk), desc="SA vs IoU", disable=not progress):
+        items = [dataset[i] for i in range(s, min(n, s + chunk))]
+        shapes: dict[tuple, list[int]] = {}
+        for j, (im, _) in enumerate(items):
+            shapes.setdefault(np.shape(im), []).append(j)
+        if len(shapes) != 1:
+            raise ValueError(f"dataset: expected images of one size within a chunk, got shapes {sorted(shapes)}")
+        imgs = np.stack([np.asarray(im) for im, _ in items])
+        masks = np.stack([np.asarray(mk) for _, mk in items]).astype(np.int64)
+        pred = None
+        for name, est in estimators.items():
+            res = class_surprise(extractor, est, imgs, per_class=per_class, seed=seed + s)
+            pred = res.pred
+            cols = []
+            for members in groups.values():
+                if len(members) == 1:
+                    cols.append(res.class_sa[:, members[0]])
+                else:
+                    cols.append(group_surprise(res.class_sa, est, {"g": members})[:, 0])
+            out_sa[name].append(np.stack(cols, axis=1))
+        iou, in_label = group_iou(pred, masks, c, groups, ignore_index=ignore_index)
+        ious.append(iou)
+        labs.append(in_label)
+        preds.append(pred)
+    same = len({p.shape[1:] for p in preds}) == 1
+    return ({k: np.concatenate(v) for k, v in out_sa.items()}, np.concatenate(ious), np.concatenate(labs),
+            np.concatenate(preds) if same else np.zeros(0, dtype=np.int64))

@@ -67,22 +67,33 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
     a = {"00": ((1 - ly)[:, None] * (1 - lx)[None, :]).reshape(-1), "01": ((1 - ly)[:, None] * lx[None, :]).reshape(-1),
          "10": (ly[:, None] * (1 - lx)[None, :]).reshape(-1), "11": (ly[:, None] * lx[None, :]).reshape(-1)}
     f = features.index_select(1, torch.from_numpy(estimator.kept_features_)).permute(0, 2, 3, 1)
-    out = torch.full((n, h * w), float("nan"))
-    flat_pred = pred_t.reshape(n, -1)
-    for cls in torch.unique(pred_t).tolist():
+    x1 = torch.clamp(x0 + 1, max=w0 - 1)
+    y1 = torch.clamp(y0 + 1, max=h0 - 1)
+    out = torch.full((n * h * w,), float("nan"))
+    flat_pred = pred_t.reshape(-1)
+    pix_all = torch.arange(h * w).repeat(n)
+    img_all = torch.arange(n).repeat_interleave(h * w)
+    cells = (h0 + 1) * wp
+    for cls in torch.unique(flat_pred).tolist():
         if cls not in estimator.classes_:
             continue
+        sel = torch.nonzero(flat_pred == cls).flatten()
+        pix, img = pix_all[sel], img_all[sel]
+        # whiten only the low-resolution cells some pixel of this class reads (usually a small share)
+        need = torch.zeros(n, h0, w0, dtype=torch.bool)
+        py, px = pix // w, pix % w
+        for yy in (y0[py], y1[py]):
+            for xx in (x0[px], x1[px]):
+                need[img, yy, xx] = True
         mu, wt = estimator.whitening(int(cls))
-        has = torch.nonzero((flat_pred == cls).any(dim=1)).flatten()
-        z = (f[has] - torch.from_numpy(mu).float()) @ torch.from_numpy(wt)  # [k, h0, w0, d']
-        t = {name: tab.reshape(tab.shape[0], -1) for name, tab in _neighbour_dots(z).items()}
-        for j, img in enumerate(has.tolist()):
-            pix = torch.nonzero(flat_pred[img] == cls).flatten()
-            c = base[pix]
-            w00, w01, w10, w11 = a["00"][pix], a["01"][pix], a["10"][pix], a["11"][pix]
-            nt, ht, vt, dt, at = t["n"][j], t["h"][j], t["v"][j], t["dg"][j], t["ad"][j]
-            sq = (w00 * w00 * nt[c] + w01 * w01 * nt[c + 1] + w10 * w10 * nt[c + wp] + w11 * w11 * nt[c + wp + 1]
-                  + 2 * (w00 * w01 * ht[c] + w10 * w11 * ht[c + wp] + w00 * w10 * vt[c] + w01 * w11 * vt[c + 1]
-                         + w00 * w11 * dt[c] + w01 * w10 * at[c]))
-            out[img, pix] = torch.sqrt(torch.clamp(sq, min=0.0))
+        z = torch.zeros(n, h0, w0, wt.shape[1])
+        z[need] = (f[need] - torch.from_numpy(mu).float()) @ torch.from_numpy(wt)
+        t = {name: tab.reshape(-1) for name, tab in _neighbour_dots(z).items()}
+        c = img * cells + base[pix]
+        w00, w01, w10, w11 = a["00"][pix], a["01"][pix], a["10"][pix], a["11"][pix]
+        nt, ht, vt, dt, at = t["n"], t["h"], t["v"], t["dg"], t["ad"]
+        sq = (w00 * w00 * nt[c] + w01 * w01 * nt[c + 1] + w10 * w10 * nt[c + wp] + w11 * w11 * nt[c + wp + 1]
+              + 2 * (w00 * w01 * ht[c] + w10 * w11 * ht[c + wp] + w00 * w10 * vt[c] + w01 * w11 * vt[c + 1]
+                     + w00 * w11 * dt[c] + w01 * w10 * at[c]))
+        out[sel] = torch.sqrt(torch.clamp(sq, min=0.0))
     return out.reshape(n, h, w).numpy()

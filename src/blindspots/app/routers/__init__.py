@@ -1,0 +1,1 @@
+"""Small routers, one per page, each with its JSON endpoints under /api."""

@@ -1,0 +1,121 @@
+"""Sign-in/out, who am I, annotators (admin), loop status, attached sets (admin)."""
+from __future__ import annotations
+
+import secrets
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from pydantic import BaseModel, Field
+
+from blindspots.app.auth import SESSION_COOKIE, Principal, identify, require_admin, require_user
+from blindspots.app.server import page
+
+router = APIRouter()
+
+
+class SignIn(BaseModel):
+    token: str = Field(min_length=8, max_length=256, description="The personal token of the sign-in link.")
+
+
+def _start_session(request: Request, token: str, response: Response) -> dict:
+    st = request.app.state
+    who = st.project.annotator_for_token(token)
+    if who is None:
+        raise HTTPException(401, "token: expected a valid annotator token, got an unknown one")
+    sid, csrf = st.store.create_session(who["name"])
+    response.set_cookie(SESSION_COOKIE, sid, httponly=True, samesite="strict", secure=st.secure_cookies,
+                        max_age=12 * 3600, path="/")
+    return {"name": who["name"], "role": who["role"], "csrf": csrf}
+
+
+@router.get("/signin", response_class=HTMLResponse, include_in_schema=False)
+def signin_page(request: Request, error: str = "") -> Response:
+    return page(request, "signin.html", None, error=error[:200])
+
+
+@router.post("/signin", include_in_schema=False)
+def signin_form(request: Request, token: str = Form(..., min_length=1, max_length=256)) -> Response:
+    resp = RedirectResponse("/", status_code=303)
+    try:
+        _start_session(request, token, resp)
+    except HTTPException:
+        return RedirectResponse("/signin?error=unknown+token", status_code=303)
+    return resp
+
+
+@router.post("/api/signin", tags=["auth"])
+def api_signin(body: SignIn, request: Request, response: Response) -> dict:
+    """Exchange a personal token for a cookie session; returns the session's CSRF token."""
+    return _start_session(request, body.token, response)
+
+
+@router.post("/api/signout", tags=["auth"])
+def api_signout(request: Request, who: Principal = Depends(require_user)) -> JSONResponse:
+    """End the cookie session (bearer tokens stay valid until the annotator is removed)."""
+    sid = request.cookies.get(SESSION_COOKIE)
+    if sid:
+        request.app.state.store.end_session(sid)
+    resp = JSONResponse({"ok": True})
+    resp.delete_cookie(SESSION_COOKIE, path="/")
+    return resp
+
+
+@router.get("/", include_in_schema=False)
+def home(request: Request) -> Response:
+    who = identify(request)
+    if who is None:
+        return RedirectResponse("/signin", status_code=303)
+    return RedirectResponse("/dashboard" if who.is_admin else "/rate", status_code=303)
+
+
+@router.get("/api/me", tags=["auth"])
+def me(who: Principal = Depends(require_user)) -> dict:
+    """The signed-in annotator: name, role and how they signed in."""
+    return {"name": who.name, "role": who.role, "via": who.via}
+
+
+# ---- annotators (admin) ---------------------------------------------------------------------------
+
+class NewAnnotator(BaseModel):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@-]+$")
+    role: Literal["annotator", "admin"] = "annotator"
+
+
+@router.get("/api/annotators", tags=["annotators"])
+def list_annotators(request: Request, who: Principal = Depends(require_admin)) -> list[dict]:
+    """Every annotator: name, role, created (tokens are never shown again)."""
+    return request.app.state.project.annotators().to_dict(orient="records")
+
+
+@router.post("/api/annotators", tags=["annotators"], status_code=201)
+def add_annotator(body: NewAnnotator, request: Request, who: Principal = Depends(require_admin)) -> dict:
+    """Create (or re-key) an annotator; the token is returned once, only its hash is stored."""
+    token = secrets.token_urlsafe(24)
+    request.app.state.project.add_annotator(body.name, token, body.role)
+    request.app.state.store.end_sessions_of(body.name)
+    return {"name": body.name, "role": body.role, "token": token, "link": f"/signin#token={token}"}
+
+
+@router.delete("/api/annotators/{name}", tags=["annotators"])
+def remove_annotator(name: str, request: Request, who: Principal = Depends(require_admin)) -> dict:
+    """Remove an annotator (their answers stay; their token and sessions stop working)."""
+    if name == who.name:
+        raise HTTPException(400, "name: expected another annotator than yourself")
+    if not request.app.state.project.remove_annotator(name):
+        raise HTTPException(404, f"name: expected a registered annotator, got {name!r}")
+    request.app.state.store.end_sessions_of(name)
+    return {"removed": name}
+
+
+# ---- loop status ------------------------------------------------------------------------------------
+
+@router.get("/api/status", tags=["loop"])
+def loop_status(request: Request, who: Principal = Depends(require_user)) -> dict:
+    """Where the loop stands and what it waits for (awaited ids only for admins)."""
+    st = request.app.state.view.status()
+    out = {"state": st.state, "round": st.round, "step": st.step, "message": st.message, "done": st.done,
+           "total": st.total}
+    if who.is_admin:
+        out["awaited"] = list(st.awaited)
+    return out

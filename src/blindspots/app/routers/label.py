@@ -1,0 +1,170 @@
+"""Label page (MAD Figure 9): a mask editor that starts from the model's prediction; saves index
+PNGs into the store. Also mask file upload and the CVAT / Label Studio export for other tools."""
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+from typing import Literal
+
+import numpy as np
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
+from fastapi.responses import FileResponse, HTMLResponse, Response
+from pydantic import BaseModel, Field
+
+from blindspots.app.auth import Principal, page_user, require_user
+from blindspots.app.server import page
+
+router = APIRouter()
+MAX_UPLOAD_BYTES = 8 * 1024 * 1024
+
+
+class MaskIn(BaseModel):
+    kind: Literal["round", "fix"] = Field(description="'round': S ∪ T of the loop; 'fix': a confirmed label error.")
+    ref: str = Field(min_length=1, max_length=64, description="The round number, or the review set's name.")
+    image_id: str = Field(min_length=1, max_length=1024)
+    width: int = Field(gt=0, le=16384)
+    height: int = Field(gt=0, le=16384)
+    mask: str = Field(description="base64 of the uint8 [height, width] class ids, row-major (255 = ignore).")
+
+
+def _target(request: Request, kind: str, ref: str, image_id: str) -> tuple[int, int]:
+    """Check that (kind, ref, image_id) awaits a mask; returns the image's (height, width)."""
+    view = request.app.state.view
+    if kind == "round":
+        try:
+            rnd = int(ref)
+        except ValueError:
+            raise HTTPException(400, f"ref: expected a round number for kind 'round', got {ref!r}") from None
+        if view.mask_round() != rnd:
+            raise HTTPException(409, f"ref: expected the round now taking masks ({view.mask_round()}), got {rnd}")
+        if image_id not in view.masks_needed(rnd):
+            raise HTTPException(404, f"image_id: expected an image of S ∪ T of round {rnd}, got {image_id!r}")
+        return view.pool_image(image_id).shape[:2]
+    if kind == "fix":
+        if (ref, image_id) not in set(view.confirmed_errors()):
+            raise HTTPException(404, f"image_id: expected an image with a confirmed label error in set {ref!r}, "
+                                f"got {image_id!r}")
+        return view.review_layer(ref, image_id, "image").shape[:2]
+    raise HTTPException(400, f"kind: expected 'round' or 'fix', got {kind!r}")
+
+
+def _check_values(request: Request, mask: np.ndarray) -> np.ndarray:
+    from blindspots.data.formats.masks import check_mask
+
+    return check_mask(mask, request.app.state.view.classes, name="mask")
+
+
+def _save(request: Request, kind: str, ref: str, image_id: str, mask: np.ndarray, who: Principal,
+          source: str) -> dict:
+    st = request.app.state
+    if kind == "round":
+        st.project.add_mask(int(ref), image_id, mask, source=source, annotator=who.name)
+    else:
+        st.store.add_fix(ref, image_id, mask, who.name)
+    counts = np.bincount(mask.ravel(), minlength=256)
+    return {"ok": True, "kind": kind, "ref": ref, "image_id": image_id,
+            "pixels": {str(k): int(c) for k, c in enumerate(counts) if c}}
+
+
+@router.get("/label", response_class=HTMLResponse, include_in_schema=False)
+def label_page(request: Request, who: Principal = Depends(page_user)) -> Response:
+    return page(request, "label.html", who)
+
+
+@router.get("/api/labels/queue", tags=["labels"])
+def label_queue(request: Request, who: Principal = Depends(require_user)) -> dict:
+    """Images awaiting pixel labels: S ∪ T of the round in its masks step, and confirmed label errors."""
+    out = request.app.state.view.label_queue()
+    out["classes"] = request.app.state.view.classes_json()
+    return out
+
+
+@router.get("/api/labels/start", tags=["labels"])
+def label_start(request: Request, kind: Literal["round", "fix"], ref: str = Query(max_length=64),
+                image_id: str = Query(alias="id", min_length=1, max_length=1024),
+                who: Principal = Depends(require_user)) -> dict:
+    """The mask to start editing from: the stored one if any, else the target's prediction (round)
+    or the given label (fix); base64 uint8 [height, width]."""
+    view = request.app.state.view
+    h, w = _target(request, kind, ref, image_id)
+    mask, source = None, "empty"
+    if kind == "round":
+        mask = view.stored_mask(int(ref), image_id)
+        source = "stored" if mask is not None else "prediction"
+        if mask is None:
+            mask = view.prediction(int(ref), image_id)
+    else:
+        fixes = {f["id"]: f["path"] for f in request.app.state.store.fixes(ref)}
+        if image_id in fixes and fixes[image_id].is_file():
+            from blindspots.app.sources import read_index_png
+
+            mask, source = read_index_png(fixes[image_id]), "stored"
+        else:
+            mask, source = view.review_layer(ref, image_id, "given"), "given"
+    if mask is None or mask.shape != (h, w):
+        mask, source = np.full((h, w), 255, np.uint8), "empty"
+    return {"kind": kind, "ref": ref, "image_id": image_id, "width": w, "height": h, "source": source,
+            "mask": base64.b64encode(np.ascontiguousarray(mask, dtype=np.uint8).tobytes()).decode("ascii")}
+
+
+@router.post("/api/labels", tags=["labels"])
+def save_mask(body: MaskIn, request: Request, who: Principal = Depends(require_user)) -> dict:
+    """Save a painted mask as an index PNG (committed before the answer returns; saving again replaces it)."""
+    h, w = _target(request, body.kind, body.ref, body.image_id)
+    if (body.height, body.width) != (h, w):
+        raise HTTPException(422, f"mask: expected {h}x{w} (height x width, the image's size), "
+                            f"got {body.height}x{body.width}")
+    try:
+        raw = base64.b64decode(body.mask, validate=True)
+    except (binascii.Error, ValueError):
+        raise HTTPException(422, "mask: expected base64 of the raw uint8 class ids, got invalid base64") from None
+    if len(raw) != h * w:
+        raise HTTPException(422, f"mask: expected {h * w} bytes ({h}x{w}), got {len(raw)}")
+    mask = _check_values(request, np.frombuffer(raw, np.uint8).reshape(h, w))
+    return _save(request, body.kind, body.ref, body.image_id, mask, who, "app")
+
+
+@router.post("/api/labels/upload", tags=["labels"])
+async def upload_mask(request: Request, kind: Literal["round", "fix"] = Form(...), ref: str = Form(max_length=64),
+                      image_id: str = Form(min_length=1, max_length=1024), file: UploadFile = File(...),
+                      who: Principal = Depends(require_user)) -> dict:
+    """Upload a mask file (index/palette PNG, or RGB in the class palette) of the image's size."""
+    from blindspots.data.formats.masks import read_mask
+    from PIL import Image
+
+    data = await file.read(MAX_UPLOAD_BYTES + 1)
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise HTTPException(413, f"file: expected at most {MAX_UPLOAD_BYTES} bytes, got more")
+    if not data:
+        raise HTTPException(422, "file: expected a PNG mask, got an empty file")
+    h, w = _target(request, kind, ref, image_id)
+    try:  # check the declared size before decoding pixels (no decompression bombs)
+        with Image.open(io.BytesIO(data)) as im:
+            size = im.size
+    except Exception:  # noqa: BLE001 - Pillow raises many types for junk
+        raise HTTPException(422, "file: expected a PNG mask image, got unreadable data") from None
+    if size != (w, h):
+        raise HTTPException(422, f"file: expected a {w}x{h} (width x height) mask like the image, "
+                            f"got {size[0]}x{size[1]}")
+    try:
+        mask = read_mask(data, classes=request.app.state.view.classes)
+    except ValueError as e:
+        raise HTTPException(422, f"file: {e}") from None
+    return _save(request, kind, ref, image_id, mask, who, "upload")
+
+
+@router.get("/api/labels/export", tags=["labels"])
+def export(request: Request, format: Literal["cvat", "labelstudio"],
+           who: Principal = Depends(require_user)) -> FileResponse:
+    """The images awaiting masks with the target's prediction as a pre-annotation, for CVAT (zip)
+    or Label Studio (JSON) (`blindspots export`)."""
+    from blindspots.loop.rounds import export_for_annotation
+
+    view = request.app.state.view
+    rnd = view.mask_round()
+    if rnd is None:
+        raise HTTPException(409, "round: expected a round awaiting masks, got none")
+    path = export_for_annotation(request.app.state.project, format, round=rnd)
+    return FileResponse(path, filename=path.name,
+                        media_type="application/zip" if format == "cvat" else "application/json")

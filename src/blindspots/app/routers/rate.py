@@ -1,0 +1,77 @@
+"""Rate page (MAD Figure 8): the image beside the target's prediction, ACR 1-5 or out-of-domain."""
+from __future__ import annotations
+
+from typing import Union
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
+from pydantic import BaseModel, Field, StrictInt, field_validator
+
+from blindspots.app.auth import Principal, page_user, require_user
+from blindspots.app.server import page
+from blindspots.human.ratings import ACR_LABELS
+
+router = APIRouter()
+
+
+class RatingIn(BaseModel):
+    round: int = Field(ge=0, description="The loop round i whose candidates M(i+1) are rated.")
+    image_id: str = Field(min_length=1, max_length=1024)
+    score: Union[StrictInt, str] = Field(description="1..5 (bad, poor, fair, good, excellent) or 'ood'.")
+
+    @field_validator("score")
+    @classmethod
+    def _score(cls, v: int | str) -> int | str:
+        if isinstance(v, str):
+            if v.strip().lower() in ("ood", "out-of-domain"):
+                return "ood"
+            raise ValueError(f"expected an integer 1..5 or 'ood', got {v!r}")
+        if not 1 <= v <= 5:
+            raise ValueError(f"expected an integer 1..5 or 'ood', got {v}")
+        return v
+
+
+class RatingKey(BaseModel):
+    round: int = Field(ge=0)
+    image_id: str = Field(min_length=1, max_length=1024)
+
+
+def _check_open(request: Request, round: int, image_id: str) -> None:
+    view = request.app.state.view
+    open_round = view.rating_round()
+    if open_round is None or round != open_round:
+        raise HTTPException(409, f"round: expected the round now taking ratings ({open_round}), got {round}")
+    if not view.is_candidate(round, image_id):
+        raise HTTPException(404, f"image_id: expected a candidate of M({round + 1}), got {image_id!r}")
+
+
+@router.get("/rate", response_class=HTMLResponse, include_in_schema=False)
+def rate_page(request: Request, who: Principal = Depends(page_user)) -> Response:
+    return page(request, "rate.html", who, labels=ACR_LABELS)
+
+
+@router.get("/api/ratings/queue", tags=["ratings"])
+def rating_queue(request: Request, who: Principal = Depends(require_user)) -> dict:
+    """The caller's rating queue: round, every candidate of M in rank order with the caller's
+    answer (or null), done / total, and the label space for the overlay legend."""
+    out = request.app.state.view.rate_queue(who.name)
+    out["classes"] = request.app.state.view.classes_json() if out["round"] is not None else None
+    return out
+
+
+@router.post("/api/ratings", tags=["ratings"])
+def submit_rating(body: RatingIn, request: Request, who: Principal = Depends(require_user)) -> dict:
+    """Record the caller's rating; committed before the answer returns. Sending it again (or a
+    new score) replaces the earlier answer: one rating per annotator and candidate."""
+    _check_open(request, body.round, body.image_id)
+    request.app.state.project.add_rating(body.round, body.image_id, who.name, body.score)
+    done = request.app.state.view.rating_count(body.round, who.name)
+    return {"ok": True, "round": body.round, "image_id": body.image_id, "score": body.score, "done": done}
+
+
+@router.post("/api/ratings/undo", tags=["ratings"])
+def undo_rating(body: RatingKey, request: Request, who: Principal = Depends(require_user)) -> dict:
+    """Withdraw the caller's rating of one candidate (the U key)."""
+    _check_open(request, body.round, body.image_id)
+    removed = request.app.state.store.delete_rating(body.round, body.image_id, who.name)
+    return {"ok": True, "removed": removed, "done": request.app.state.view.rating_count(body.round, who.name)}

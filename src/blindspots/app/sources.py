@@ -1,0 +1,367 @@
+"""What the pages show, read from the project by id only.
+
+`ProjectView` turns ids into pixels and work queues: pool images (through `ImagePool`, which
+only knows ids it listed and refuses links that leave the pool root), the target's argmax
+maps saved by the scan, stored masks, attached vote sets and label-issue review sets. No
+request value is ever joined into a file path before it has been found in one of these id
+lists, and every resolved path is checked to stay inside its root (symlinks included).
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from blindspots.app.store import AppStore
+from blindspots.data.classes import Classes
+from blindspots.loop.project import Project
+
+log = logging.getLogger(__name__)
+
+
+class NotFound(LookupError):
+    """An id, round or set that is not known (the API answers 404)."""
+
+
+def inside(path: Path, root: Path) -> bool:
+    """True if `path` resolves (links followed) to `root` or below it."""
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except (ValueError, OSError):
+        return False
+
+
+def png_bytes(array: np.ndarray, mode: str | None = None) -> bytes:
+    """Encode uint8 [H, W] or [H, W, 3|4] as PNG (fast zlib level: small images, sent once)."""
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(array), mode=mode).save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def overlay_rgba(mask: np.ndarray, classes: Classes) -> np.ndarray:
+    """Index mask uint8 [H, W] -> uint8 [H, W, 4] in the class palette; ignored pixels transparent."""
+    rgba = np.zeros(mask.shape + (4,), dtype=np.uint8)
+    valid = mask < classes.num_classes
+    rgba[valid, :3] = classes.palette[mask[valid]]
+    rgba[valid, 3] = 255
+    return rgba
+
+
+def read_index_png(path: Path) -> np.ndarray:
+    with Image.open(path) as im:
+        return np.asarray(im).astype(np.uint8)
+
+
+class _LRU:
+    """A small thread-safe LRU of encoded images (a person flips back and forth)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size, self._d, self._lock = size, OrderedDict(), threading.Lock()
+
+    def get(self, key: Any, make: Any) -> Any:
+        with self._lock:
+            if key in self._d:
+                self._d.move_to_end(key)
+                return self._d[key]
+        value = make()
+        with self._lock:
+            self._d[key] = value
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+        return value
+
+
+class ProjectView:
+    """Read access for the app (one per app, shared by request threads)."""
+
+    def __init__(self, project: Project, store: AppStore) -> None:
+        self.project = project
+        self.store = store
+        self._pool: Any = None
+        self._classes: Classes | None = None
+        self._lock = threading.Lock()
+        self._cache = _LRU()
+        self._tables: dict[tuple[str, float], pd.DataFrame] = {}
+
+    # ---- project basics -----------------------------------------------------------------------
+    @property
+    def pool(self) -> Any:
+        with self._lock:
+            if self._pool is None:
+                from blindspots.data.pool import ImagePool
+
+                c = self.project.config
+                lf = None if c.pool.list_file is None else c.resolve(c.pool.list_file)
+                self._pool = ImagePool(c.resolve(c.pool.root), list_file=lf)
+            return self._pool
+
+    @property
+    def classes(self) -> Classes:
+        """The target's label space: from the scan manifest, else from its checkpoint."""
+        with self._lock:
+            if self._classes is None:
+                from blindspots.scan.table import load_manifest
+
+                man = load_manifest(self.project.scan_dir) or {}
+                if isinstance(man.get("classes"), dict):
+                    self._classes = Classes.from_dict(man["classes"])
+                else:
+                    from blindspots.models.zoo import load_checkpoint
+
+                    _, info = load_checkpoint(self.project.model(self.project.config.target.name, 0).path)
+                    cl = info.get("classes")
+                    self._classes = Classes.from_dict(cl) if isinstance(cl, dict) else cl
+            return self._classes
+
+    def classes_json(self) -> dict:
+        c = self.classes
+        return {"names": list(c.names), "ignore_index": c.ignore_index,
+                "palette": ["#%02x%02x%02x" % tuple(int(v) for v in p) for p in c.palette]}
+
+    def status(self) -> Any:
+        from blindspots.loop.rounds import status
+
+        return status(self.project)
+
+    # ---- rounds and queues ----------------------------------------------------------------------
+    def rating_round(self) -> int | None:
+        """The round whose candidates M take ratings now: mined, and S not formed yet."""
+        db = self.project.db
+        for (rnd,) in db.execute("SELECT round FROM steps WHERE step='mine' AND status='done' ORDER BY round DESC"):
+            row = db.execute("SELECT status FROM steps WHERE round=? AND step='select'", (rnd,)).fetchone()
+            if row is None or row[0] != "done":
+                return int(rnd)
+            return None
+        return None
+
+    def is_candidate(self, round: int, image_id: str) -> bool:
+        return self.project.db.execute("SELECT 1 FROM candidates WHERE round=? AND kind='M' AND image_id=?",
+                                       (round, image_id)).fetchone() is not None
+
+    def rate_queue(self, annotator: str) -> dict:
+        """{round, total, done, items: [{id, score}]}: every candidate of M, in rank order, with this
+        annotator's answer (1..5, "ood" or None)."""
+        rnd = self.rating_round()
+        if rnd is None:
+            return {"round": None, "total": 0, "done": 0, "items": []}
+        db = self.project.db
+        mine = {i: ("ood" if o else s) for i, s, o in db.execute(
+            "SELECT image_id, score, out_of_domain FROM ratings WHERE round=? AND annotator=?", (rnd, annotator))}
+        ids = [r[0] for r in db.execute("SELECT image_id FROM candidates WHERE round=? AND kind='M' ORDER BY rank",
+                                        (rnd,))]
+        items = [{"id": i, "score": mine.get(i)} for i in ids]
+        return {"round": rnd, "total": len(ids), "done": sum(1 for i in ids if i in mine), "items": items}
+
+    def rating_count(self, round: int, annotator: str) -> int:
+        return int(self.project.db.execute("SELECT COUNT(*) FROM ratings r JOIN candidates c ON c.round=r.round "
+                                           "AND c.kind='M' AND c.image_id=r.image_id WHERE r.round=? AND "
+                                           "r.annotator=?", (round, annotator)).fetchone()[0])
+
+    def mask_round(self) -> int | None:
+        """The latest round with S or T formed whose masks step is not done."""
+        db = self.project.db
+        row = db.execute("SELECT round FROM steps WHERE step='select' AND status='done' ORDER BY round DESC").fetchone()
+        if row is None:
+            return None
+        st = db.execute("SELECT status FROM steps WHERE round=? AND step='masks'", (row[0],)).fetchone()
+        return None if st is not None and st[0] == "done" else int(row[0])
+
+    def masks_needed(self, round: int) -> list[str]:
+        from blindspots.loop.rounds import masks_needed
+
+        return masks_needed(self.project, round)
+
+    def label_queue(self) -> dict:
+        """Round masks (S ∪ T) and confirmed label errors to fix, each with whether it is done."""
+        rnd = self.mask_round()
+        items: list[dict] = []
+        if rnd is not None:
+            have = set(self.project.masks_for_round(rnd)["id"])
+            items = [{"kind": "round", "ref": str(rnd), "id": i, "done": i in have} for i in self.masks_needed(rnd)]
+        fixed = {(f["set"], f["id"]) for f in self.store.fixes()}
+        for s, i in self.confirmed_errors():
+            items.append({"kind": "fix", "ref": s, "id": i, "done": (s, i) in fixed})
+        return {"round": rnd, "items": items, "done": sum(x["done"] for x in items), "total": len(items)}
+
+    # ---- pool images and maps --------------------------------------------------------------------
+    def pool_image(self, image_id: str) -> np.ndarray:
+        """uint8 [H, W, 3] of a pool image; NotFound for an id the pool does not list."""
+        pool = self.pool
+        if not isinstance(image_id, str) or image_id not in pool:
+            raise NotFound(f"id: expected an image id of the pool, got {image_id!r}")
+        try:
+            return pool.load(image_id)
+        except ValueError as e:  # includes ImageDecodeError and links that now leave the root
+            raise NotFound(f"id: image {image_id!r} cannot be read ({e})") from None
+
+    def pool_png(self, image_id: str) -> bytes:
+        return self._cache.get(("pool", image_id), lambda: png_bytes(self.pool_image(image_id)))
+
+    def prediction(self, round: int, image_id: str) -> np.ndarray | None:
+        """The target f_t^(round)'s argmax map uint8 [H, W] saved by the scan, or None."""
+        from blindspots.loop.rounds import target_column
+
+        if image_id not in self.pool:
+            raise NotFound(f"id: expected an image id of the pool, got {image_id!r}")
+        root = self.project.scan_dir / "maps" / target_column(self.project, round)
+        path = root / (image_id + ".png")
+        if not path.is_file() or not inside(path, self.project.scan_dir):
+            return None
+        return read_index_png(path)
+
+    def prediction_png(self, round: int, image_id: str) -> bytes:
+        def make() -> bytes:
+            m = self.prediction(round, image_id)
+            if m is None:
+                raise NotFound(f"id: no saved prediction of round {round} for {image_id!r} (scan with save_maps)")
+            return png_bytes(overlay_rgba(m, self.classes))
+        return self._cache.get(("pred", round, image_id), make)
+
+    def stored_mask(self, round: int, image_id: str) -> np.ndarray | None:
+        row = self.project.db.execute("SELECT path FROM masks WHERE round=? AND image_id=?",
+                                      (round, image_id)).fetchone()
+        if row is None:
+            return None
+        path = self.project.path / row[0]
+        return read_index_png(path) if path.is_file() and inside(path, self.project.path) else None
+
+    # ---- vote sets (Defuse scenario review folders) -----------------------------------------------
+    def _csv(self, path: Path) -> pd.DataFrame:
+        key = (str(path), path.stat().st_mtime)
+        if key not in self._tables:
+            self._tables[key] = pd.read_csv(path, dtype={"item_id": str, "id": str})
+        return self._tables[key]
+
+    def vote_set(self, name: str) -> dict:
+        for s in self.store.sets("vote"):
+            if s["name"] == name:
+                return s
+        raise NotFound(f"set: expected an attached vote set, got {name!r}")
+
+    def vote_items(self, name: str) -> pd.DataFrame:
+        """items.csv of a vote set: item_id, scenario, prediction (hidden from annotators)."""
+        return self._csv(self.vote_set(name)["path"] / "items.csv")
+
+    def vote_class_names(self, name: str) -> list[str]:
+        return list(json.loads((self.vote_set(name)["path"] / "classes.json").read_text())["class_names"])
+
+    def vote_queue(self, annotator: str) -> dict:
+        mine = {i: lab for i, lab in self.project.db.execute(
+            "SELECT item_id, label FROM votes WHERE annotator=?", (annotator,))}
+        sets = []
+        for s in self.store.sets("vote"):
+            ids = list(self.vote_items(s["name"])["item_id"])
+            sets.append({"set": s["name"], "classes": self.vote_class_names(s["name"]),
+                         "items": [{"id": i, "done": i in mine, "label": mine.get(i)} for i in ids]})
+        total = sum(len(s["items"]) for s in sets)
+        done = sum(x["done"] for s in sets for x in s["items"])
+        return {"sets": sets, "total": total, "done": done}
+
+    def vote_png(self, name: str, item_id: str) -> bytes:
+        s = self.vote_set(name)
+        if item_id not in set(self.vote_items(name)["item_id"]):
+            raise NotFound(f"id: expected an item of vote set {name!r}, got {item_id!r}")
+        path = s["path"] / "images" / f"{item_id}.png"
+        if not path.is_file() or not inside(path, s["path"]):
+            raise NotFound(f"id: the image of item {item_id!r} is missing or leaves its set folder")
+
+        def make() -> bytes:
+            from blindspots.data.pool import decode_image
+
+            return png_bytes(decode_image(path))
+        return self._cache.get(("vote", name, item_id), make)
+
+    # ---- label-issue review sets -----------------------------------------------------------------
+    def review_set(self, name: str) -> dict:
+        for s in self.store.sets("review"):
+            if s["name"] == name:
+                return s
+        raise NotFound(f"set: expected an attached review set, got {name!r}")
+
+    def review_regions(self, name: str) -> pd.DataFrame:
+        """regions.csv of a `blindspots label-issues` output (id, region, kind, bbox, score...)."""
+        return self._csv(self.review_set(name)["path"] / "regions.csv")
+
+    def review_images(self, name: str) -> list[str]:
+        """Image ids with at least one region, worst first (images.csv order)."""
+        s = self.review_set(name)
+        regs = self.review_regions(name)
+        with_regions = set(regs["id"].astype(str))
+        order = list(self._csv(s["path"] / "images.csv")["id"].astype(str)) if (s["path"] / "images.csv").is_file() \
+            else sorted(with_regions)
+        return [i for i in order if i in with_regions]
+
+    def review_file(self, name: str, image_id: str, layer: str) -> Path:
+        """The file of one layer ("image", "given", "pred") of a review image, checked by id."""
+        s = self.review_set(name)
+        if image_id not in set(self.review_images(name)):
+            raise NotFound(f"id: expected an image of review set {name!r}, got {image_id!r}")
+        meta = s["meta"]
+        key = {"image": "images", "given": "masks", "pred": "predictions"}.get(layer)
+        if key is None:
+            raise ValueError(f"layer: expected 'image', 'given' or 'pred', got {layer!r}")
+        root = Path(meta[key])
+        stem = image_id.rsplit(".", 1)[0] if layer != "image" else image_id
+        cands = [root / image_id] if layer == "image" else [root / f"{stem}.png", root / f"{image_id}.png"]
+        if layer == "image" and not cands[0].is_file():
+            cands = sorted(root.glob(f"{image_id}.*"))
+        for p in cands:
+            if p.is_file() and inside(p, root):
+                return p
+        raise NotFound(f"id: no {layer} file for {image_id!r} in review set {name!r}")
+
+    def review_layer(self, name: str, image_id: str, layer: str) -> np.ndarray:
+        from blindspots.data.formats.masks import read_mask
+        from blindspots.data.pool import decode_image
+
+        p = self.review_file(name, image_id, layer)
+        return decode_image(p) if layer == "image" else read_mask(p, classes=self.classes)
+
+    def review_png(self, name: str, image_id: str, layer: str) -> bytes:
+        def make() -> bytes:
+            arr = self.review_layer(name, image_id, layer)
+            return png_bytes(arr if layer == "image" else overlay_rgba(arr, self.classes))
+        return self._cache.get(("review", name, image_id, layer), make)
+
+    def review_queue(self, annotator: str) -> dict:
+        mine = {(i, r): v for i, r, v in self.project.db.execute(
+            "SELECT image_id, region_id, verdict FROM reviews WHERE annotator=?", (annotator,))}
+        sets = []
+        for s in self.store.sets("review"):
+            regs = self.review_regions(s["name"])
+            images = []
+            for i in self.review_images(s["name"]):
+                rr = regs[regs["id"].astype(str) == i]
+                regions = [{"region": str(int(r.region)), "kind": r.kind, "given": int(r.given_label),
+                            "predicted": int(r.predicted_label), "area": int(r.area),
+                            "box": [int(r.x0), int(r.y0), int(r.x1), int(r.y1)], "score": float(r.score),
+                            "verdict": mine.get((f"{s['name']}/{i}", str(int(r.region))))}
+                           for r in rr.itertuples()]
+                images.append({"id": i, "regions": regions, "done": all(x["verdict"] for x in regions)})
+            sets.append({"set": s["name"], "images": images})
+        total = sum(len(s["images"]) for s in sets)
+        return {"sets": sets, "total": total, "done": sum(x["done"] for s in sets for x in s["images"])}
+
+    def has_region(self, name: str, image_id: str, region: str) -> bool:
+        regs = self.review_regions(name)
+        rr = regs[(regs["id"].astype(str) == image_id)]
+        return region in {str(int(r)) for r in rr["region"]}
+
+    def confirmed_errors(self) -> list[tuple[str, str]]:
+        """(set, image id) of review images with at least one region confirmed as an error."""
+        out = []
+        for (key,) in self.project.db.execute(
+                "SELECT DISTINCT image_id FROM reviews WHERE verdict='error' ORDER BY image_id"):
+            s, _, i = key.partition("/")
+            if s in {x["name"] for x in self.store.sets("review")}:
+                out.append((s, i))
+        return out

@@ -1,0 +1,51 @@
+// Vote page (Defuse Figure 15): one generated image, a button per class and "none of the above".
+"use strict";
+(() => {
+  const $ = (id) => document.getElementById(id);
+  let flat = [], idx = 0, done = 0;
+  function progress() { $("progress").textContent = `${done} / ${flat.length}`; }
+  function show() {
+    if (!flat.length) { $("empty").hidden = false; $("vote-view").hidden = true; return; }
+    idx = Math.max(0, Math.min(idx, flat.length - 1));
+    const it = flat[idx];
+    $("vote-img").src = `/api/images/vote?${BS.q({ set: it.set, id: it.id })}`;
+    $("item").textContent = `${it.set} · ${it.id}`;
+    const box = $("choices"); box.replaceChildren();
+    it.classes.forEach((n, k) => box.append(button(n, k < 10 ? String(k % 10) : "", it.label === n)));
+    box.append(button("none", "N", it.done && it.label === null, "None of the above"));
+    progress();
+    const nxt = flat[idx + 1];
+    if (nxt) { const im = new Image(); im.src = `/api/images/vote?${BS.q({ set: nxt.set, id: nxt.id })}`; }
+    document.body.dataset.index = String(idx);
+  }
+  function button(label, key, chosen, text) {
+    const b = document.createElement("button");
+    b.className = "choice" + (chosen ? " chosen" : ""); b.dataset.label = label;
+    b.textContent = (text || label) + (key ? ` (${key})` : "");
+    b.addEventListener("click", () => vote(label));
+    return b;
+  }
+  async function vote(label) {
+    const it = flat[idx];
+    const r = await BS.api("POST", "/api/votes", { set: it.set, item_id: it.id, label });
+    it.done = true; it.label = label === "none" ? null : label; done = r.done;
+    $("saved").textContent = `saved ${it.id}`;
+    const nxt = flat.findIndex((x, j) => j > idx && !x.done);
+    idx = nxt >= 0 ? nxt : idx; show();
+  }
+  document.addEventListener("keydown", (e) => {
+    if (BS.typing(e) || e.ctrlKey || e.metaKey || e.altKey || !flat.length) return;
+    const it = flat[idx], k = e.key;
+    if (k >= "0" && k <= "9") { const c = Number(k); if (c < it.classes.length) vote(it.classes[c]); }
+    else if (k === "n" || k === "N") vote("none");
+    else if (k === "ArrowRight") { idx += 1; show(); }
+    else if (k === "ArrowLeft") { idx -= 1; show(); }
+  });
+  document.addEventListener("DOMContentLoaded", async () => {
+    const q = await BS.api("GET", "/api/votes/queue");
+    flat = q.sets.flatMap((s) => s.items.map((x) => ({ ...x, set: s.set, classes: s.classes })));
+    done = q.done;
+    const first = flat.findIndex((x) => !x.done); idx = first >= 0 ? first : 0;
+    show(); document.body.dataset.ready = "1";
+  });
+})();

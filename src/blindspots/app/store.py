@@ -1,0 +1,161 @@
+"""The web app's own tables in the project store (same SQLite file, WAL): sessions, attached
+vote and review sets, and fixed masks of confirmed label issues.
+
+The loop's tables (annotators, ratings, masks, votes, reviews) belong to
+`blindspots.loop.project.Project`; answers go through its methods. This module adds only what
+the app needs besides them, with `CREATE TABLE IF NOT EXISTS`, so an old project gains them on
+first use and the loop never sees them.
+
+Tables::
+
+    app_sessions  (id_hash PK, annotator, csrf, created, expires)   cookie sessions; the
+                  session id is stored hashed like tokens, the CSRF token is per session
+    app_sets      (kind, name, path, meta, created; PK (kind, name)) attached vote sets
+                  (kind "vote": a `scenarios.export_review` folder) and label-issue review
+                  sets (kind "review": a `blindspots label-issues` output folder + images,
+                  masks and predicted masks)
+    app_fixes     (set, image_id, path, annotator, time; PK (set, image_id)) corrected masks of
+                  images with a confirmed label error
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import secrets
+import threading
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from blindspots.loop.project import Project, _check_id, hash_token, now
+
+SESSION_HOURS = 12
+SET_KINDS = ("vote", "review")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS app_sessions (
+    id_hash TEXT PRIMARY KEY, annotator TEXT NOT NULL, csrf TEXT NOT NULL, created TEXT NOT NULL,
+    expires TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS app_sets (
+    kind TEXT NOT NULL, name TEXT NOT NULL, path TEXT NOT NULL, meta TEXT NOT NULL, created TEXT NOT NULL,
+    PRIMARY KEY (kind, name));
+CREATE TABLE IF NOT EXISTS app_fixes (
+    "set" TEXT NOT NULL, image_id TEXT NOT NULL, path TEXT NOT NULL, annotator TEXT, time TEXT NOT NULL,
+    PRIMARY KEY ("set", image_id));
+"""
+
+
+def _utc(hours: float = 0.0) -> str:
+    t = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(hours=hours)
+    return t.isoformat(timespec="milliseconds")
+
+
+def check_set_name(name: str) -> str:
+    """A set name: 1-64 characters of [A-Za-z0-9_-] (it appears in URLs and file names)."""
+    import re
+
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+        raise ValueError(f"name: expected 1-64 characters of letters, digits, '_' or '-', got {name!r}")
+    return name
+
+
+class AppStore:
+    """The app's tables beside a `Project` (one per app; thread-safe through the project's
+    per-thread connections)."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self._lock = threading.Lock()
+        self.project.db.executescript(_SCHEMA)
+
+    # ---- sessions --------------------------------------------------------------------------
+    def create_session(self, annotator: str, *, hours: float = SESSION_HOURS) -> tuple[str, str]:
+        """A new cookie session for `annotator`: returns (session id, CSRF token). Only the
+        SHA-256 of the session id is stored."""
+        sid, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        with self.project.transaction() as db:
+            db.execute("DELETE FROM app_sessions WHERE expires < ?", (_utc(),))
+            db.execute("INSERT INTO app_sessions VALUES (?,?,?,?,?)",
+                       (hash_token(sid), annotator, csrf, now(), _utc(hours)))
+        return sid, csrf
+
+    def session(self, sid: str) -> dict | None:
+        """{name, role, csrf} of a live session (its annotator still registered), or None."""
+        try:
+            h = hash_token(sid)
+        except ValueError:
+            return None
+        row = self.project.db.execute(
+            "SELECT a.name, a.role, s.csrf FROM app_sessions s JOIN annotators a ON a.name = s.annotator "
+            "WHERE s.id_hash = ? AND s.expires > ?", (h, _utc())).fetchone()
+        return None if row is None else {"name": row[0], "role": row[1], "csrf": row[2]}
+
+    def end_session(self, sid: str) -> None:
+        try:
+            h = hash_token(sid)
+        except ValueError:
+            return
+        with self.project.transaction() as db:
+            db.execute("DELETE FROM app_sessions WHERE id_hash = ?", (h,))
+
+    def end_sessions_of(self, annotator: str) -> None:
+        with self.project.transaction() as db:
+            db.execute("DELETE FROM app_sessions WHERE annotator = ?", (annotator,))
+
+    # ---- ratings: undo ----------------------------------------------------------------------
+    def delete_rating(self, round: int, image_id: str, annotator: str) -> bool:
+        """Withdraw one annotator's rating (the rate page's undo). True if there was one."""
+        with self.project.transaction() as db:
+            n = db.execute("DELETE FROM ratings WHERE round=? AND image_id=? AND annotator=?",
+                           (int(round), image_id, annotator)).rowcount
+        return n > 0
+
+    # ---- attached sets ----------------------------------------------------------------------
+    def attach_set(self, kind: str, name: str, path: str | Path, meta: dict | None = None) -> None:
+        if kind not in SET_KINDS:
+            raise ValueError(f"kind: expected one of {list(SET_KINDS)}, got {kind!r}")
+        check_set_name(name)
+        p = Path(path).resolve()
+        if not p.is_dir():
+            raise ValueError(f"path: expected an existing folder, got {str(path)!r}")
+        with self.project.transaction() as db:
+            db.execute("INSERT INTO app_sets VALUES (?,?,?,?,?) ON CONFLICT (kind, name) DO UPDATE SET "
+                       "path=excluded.path, meta=excluded.meta", (kind, name, str(p), json.dumps(meta or {}), now()))
+
+    def detach_set(self, kind: str, name: str) -> bool:
+        with self.project.transaction() as db:
+            return db.execute("DELETE FROM app_sets WHERE kind=? AND name=?", (kind, name)).rowcount > 0
+
+    def sets(self, kind: str) -> list[dict]:
+        """[{name, path (Path), meta}] of one kind, by name."""
+        rows = self.project.db.execute("SELECT name, path, meta FROM app_sets WHERE kind=? ORDER BY name", (kind,))
+        return [{"name": n, "path": Path(p), "meta": json.loads(m)} for n, p, m in rows]
+
+    # ---- fixed masks of confirmed label issues ----------------------------------------------
+    def fix_path(self, set_name: str, image_id: str) -> Path:
+        return self.project.path / "masks" / "fixes" / check_set_name(set_name) / (_check_id(image_id) + ".png")
+
+    def add_fix(self, set_name: str, image_id: str, mask: np.ndarray, annotator: str | None) -> Path:
+        """Store a corrected mask (uint8 [H, W]) as an index PNG; written atomically, then committed."""
+        path = self.fix_path(set_name, image_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}.{threading.get_ident()}")
+        Image.fromarray(np.asarray(mask, dtype=np.uint8), mode="L").save(tmp, format="PNG")
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        rel = path.relative_to(self.project.path).as_posix()
+        with self.project.transaction() as db:
+            db.execute('INSERT INTO app_fixes VALUES (?,?,?,?,?) ON CONFLICT ("set", image_id) DO UPDATE SET '
+                       "path=excluded.path, annotator=excluded.annotator, time=excluded.time",
+                       (set_name, image_id, rel, annotator, now()))
+        return path
+
+    def fixes(self, set_name: str | None = None) -> list[dict]:
+        q = 'SELECT "set", image_id, path, annotator, time FROM app_fixes'
+        rows = self.project.db.execute(q + (' WHERE "set"=?' if set_name else "") + " ORDER BY 1, 2",
+                                       (set_name,) if set_name else ())
+        return [{"set": s, "id": i, "path": self.project.path / p, "annotator": a, "time": t}
+                for s, i, p, a, t in rows]

@@ -1,0 +1,233 @@
+"""`blindspots surprise fit|score|analyze|view`: surprise adequacy (LSA, MDSA, DSA) from the command line."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+surprise_app = typer.Typer(help="Surprise adequacy (LSA, MDSA, DSA): fit per-class SA models on a labelled set, "
+                           "score pools, reproduce Table 3 / Figure 9, draw Figure 6 panels and videos.",
+                           no_args_is_help=True)
+
+
+def _extractor(model: str, layer: Optional[str], interpolation: str, batch_size: int):
+    from blindspots.models.load import load_model
+    from blindspots.surprise.traces import TraceExtractor
+
+    return TraceExtractor(load_model(model, batch_size=batch_size), layer, interpolation=interpolation)
+
+
+def _sidecar(estimator: Path) -> dict:
+    path = estimator.with_suffix(".json")
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _parse_groups(values: list[str]) -> dict[str, list[int]] | None:
+    if not values:
+        return None
+    groups = {}
+    for v in values:
+        name, sep, ids = v.partition("=")
+        try:
+            groups[name] = [int(i) for i in ids.split(",") if i.strip()]
+        except ValueError:
+            raise typer.BadParameter(f"expected NAME=ID,ID,... (e.g. lanes=1,2,3), got {v!r}",
+                                     param_hint="--group") from None
+        if not sep or not name or not groups[name]:
+            raise typer.BadParameter(f"expected NAME=ID,ID,... (e.g. lanes=1,2,3), got {v!r}", param_hint="--group")
+    return groups
+
+
+def _fail(e: Exception) -> None:
+    typer.echo(f"error: {e}", err=True)
+    raise typer.Exit(2)
+
+
+@surprise_app.command("fit")
+def fit(
+    model: str = typer.Argument(..., help="Segmentation model spec with reachable layers (a zoo .pt checkpoint)."),
+    images: Path = typer.Option(..., help="Folder of training images."),
+    masks: Path = typer.Option(..., help="Folder of index-PNG masks matching the images."),
+    out: Path = typer.Option(..., "--out", "-o", help="Estimator file to write (.npz; settings go to a .json beside it)."),
+    kind: str = typer.Option("mdsa", help="Estimator: mdsa (default), lsa or dsa."),
+    layer: Optional[str] = typer.Option(None, help="Module name for traces (default: input of the final classifier)."),
+    interpolation: str = typer.Option("bilinear", help="How features are upsampled to output pixels (as the logits)."),
+    max_images: int = typer.Option(10_000, help="Training images sampled (paper: 10,000)."),
+    per_class: int = typer.Option(100, help="Pixels per label class per image (paper: 100)."),
+    cap: int = typer.Option(10_000, help="Traces kept per class (paper: 10,000)."),
+    seed: int = typer.Option(0, help="Random seed for image and pixel sampling."),
+    batch_size: int = typer.Option(16, help="Images per forward pass."),
+) -> None:
+    """Fit one SA model per class on traces sampled from a labelled training set (resumable)."""
+    from blindspots.data.segsets import SegmentationSet
+    from blindspots.surprise.estimators import make_estimator
+    from blindspots.surprise.image import collect_fit_traces
+
+    try:
+        ex = _extractor(model, layer, interpolation, batch_size)
+        data = SegmentationSet(images, masks)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        x, y = collect_fit_traces(ex, data, max_images=max_images, per_class=per_class, cap=cap, seed=seed,
+                                  checkpoint=out.with_suffix(".traces.npz"))
+        est = make_estimator(kind).fit(x, y)
+        est.save(out)
+    except ValueError as e:
+        _fail(e)
+    out.with_suffix(".json").write_text(json.dumps({"model": model, "layer": ex.layer, "interpolation": interpolation,
+                                                    "kind": kind, "traces": int(len(y))}, indent=1))
+    typer.echo(f"fitted {kind} on {len(y)} traces of {len(est.classes_)} classes (layer {ex.layer}) -> {out}")
+
+
+@surprise_app.command("score")
+def score(
+    pool: Path = typer.Argument(..., help="Folder of unlabeled images."),
+    estimator: Path = typer.Option(..., "--estimator", "-e", help="Estimator .npz written by `surprise fit`."),
+    out: Path = typer.Option(..., "--out", "-o", help="Parquet file of surprise columns (id + surprise_*)."),
+    model: Optional[str] = typer.Option(None, help="Model spec (default: the one recorded at fit)."),
+    name: str = typer.Option("target", help="Model name used in the column names surprise_{kind}__{name}[__{k}]."),
+    per_class: int = typer.Option(1000, help="Pixels scored per predicted class per image (paper: 1,000)."),
+    seed: int = typer.Option(0, help="Random seed for pixel sampling."),
+    batch_size: int = typer.Option(16, help="Images per forward pass."),
+) -> None:
+    """Score every image of a pool: image SA and class SA columns for the score table."""
+    import numpy as np
+    import pandas as pd
+
+    from blindspots.data.pool import ImagePool
+    from blindspots.surprise.estimators import load_estimator
+    from blindspots.surprise.image import surprise_columns
+
+    try:
+        est = load_estimator(estimator)
+        meta = _sidecar(estimator)
+        ex = _extractor(model or meta.get("model", ""), meta.get("layer"), meta.get("interpolation", "bilinear"),
+                        batch_size)
+        image_pool = ImagePool(pool)
+        rows: list[pd.DataFrame] = []
+        items = [it for it in image_pool.iter_items()]
+        ok = [it for it in items if it.image is not None]
+        by_shape: dict[tuple, list] = {}
+        for it in ok:
+            by_shape.setdefault(it.image.shape, []).append(it)
+        for group in by_shape.values():
+            cols = surprise_columns(ex, est, np.stack([it.image for it in group]), name, per_class=per_class,
+                                    seed=seed)
+            rows.append(pd.DataFrame({"id": [it.id for it in group], "status": "ok", **cols}))
+        bad = [it for it in items if it.image is None]
+        if bad:
+            rows.append(pd.DataFrame({"id": [it.id for it in bad], "status": "error"}))
+        table = pd.concat(rows, ignore_index=True).sort_values("id").reset_index(drop=True)
+    except ValueError as e:
+        _fail(e)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    table.to_parquet(out, index=False)
+    typer.echo(f"scored {len(ok)} images ({len(items) - len(ok)} unreadable) -> {out}")
+
+
+@surprise_app.command("analyze")
+def analyze(
+    images: Path = typer.Option(..., help="Folder of labelled test images."),
+    masks: Path = typer.Option(..., help="Folder of index-PNG masks."),
+    estimator: list[Path] = typer.Option(..., "--estimator", "-e", help="Estimator .npz; repeat (e.g. LSA and MDSA)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for table3.csv, figure9.png and the trade-off CSV."),
+    model: Optional[str] = typer.Option(None, help="Model spec (default: the one recorded at fit)."),
+    group: list[str] = typer.Option([], help="Class group NAME=ID,ID,... (repeat); default: one group per class."),
+    per_class: int = typer.Option(1000, help="Pixels scored per predicted class per image (paper: 1,000)."),
+    seed: int = typer.Option(0, help="Random seed for pixel sampling."),
+    batch_size: int = typer.Option(16, help="Images per forward pass."),
+) -> None:
+    """Table 3 (Spearman SA vs IoU with p-values) and Figure 9 (label-saving trade-off, first estimator)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from blindspots.data.segsets import SegmentationSet
+    from blindspots.surprise.analysis import label_saving_tradeoff, plot_label_saving, sa_and_iou, spearman_table
+    from blindspots.surprise.estimators import load_estimator
+
+    try:
+        ests = {}
+        for path in estimator:
+            est = load_estimator(path)
+            ests[est.name.upper() if est.name.upper() not in ests else f"{est.name.upper()}_{len(ests)}"] = est
+        meta = _sidecar(estimator[0])
+        ex = _extractor(model or meta.get("model", ""), meta.get("layer"), meta.get("interpolation", "bilinear"),
+                        batch_size)
+        groups = _parse_groups(group)
+        data = SegmentationSet(images, masks)
+        sa, iou, in_label, _ = sa_and_iou(ex, ests, data, groups=groups, per_class=per_class, seed=seed,
+                                          progress=True)
+        names = list(groups) if groups else [str(k) for k in range(ex.num_classes)]
+        table = spearman_table(sa, iou, names, in_label)
+        first = next(iter(sa))
+        curves = {}
+        for g, nm in enumerate(names):
+            use = in_label[:, g]
+            if use.sum():
+                curves[nm] = label_saving_tradeoff(sa[first][use, g], iou[use, g])
+    except ValueError as e:
+        _fail(e)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "table3.csv", index=False)
+    pd.concat([df.assign(group=k) for k, df in curves.items()]).to_csv(out / "figure9.csv", index=False)
+    plot_label_saving(curves, title=f"{first} label-saving trade-off").savefig(out / "figure9.png", dpi=120)
+    typer.echo(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    typer.echo(f"-> {out / 'table3.csv'}, {out / 'figure9.png'}")
+
+
+@surprise_app.command("view")
+def view(
+    images: Path = typer.Argument(..., help="Folder of images (frames are taken in id order)."),
+    estimator: Path = typer.Option(..., "--estimator", "-e", help="Estimator .npz written by `surprise fit`."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for one PNG panel per image (Figure 6)."),
+    masks: Optional[Path] = typer.Option(None, help="Folder of label masks (adds label and difference tiles)."),
+    video: Optional[Path] = typer.Option(None, help="Also write the panels as an MP4 video to this file."),
+    model: Optional[str] = typer.Option(None, help="Model spec (default: the one recorded at fit)."),
+    threshold: Optional[float] = typer.Option(None, help="SA threshold for the 'above' tile (default: 90th pct)."),
+    limit: int = typer.Option(200, help="At most this many images."),
+    fps: float = typer.Option(5.0, help="Video frame rate."),
+    batch_size: int = typer.Option(16, help="Images per forward pass."),
+) -> None:
+    """Draw Figure 6 panels (input, label, prediction, difference, SA above threshold, SA heatmap)."""
+    import numpy as np
+
+    from blindspots.data.classes import Classes
+    from blindspots.data.pool import ImagePool
+    from blindspots.data.segsets import SegmentationSet
+    from blindspots.surprise.estimators import load_estimator
+    from blindspots.surprise.image import surprise_heatmaps
+    from blindspots.surprise.views import panels_for, save_png, write_video
+
+    try:
+        est = load_estimator(estimator)
+        meta = _sidecar(estimator)
+        ex = _extractor(model or meta.get("model", ""), meta.get("layer"), meta.get("interpolation", "bilinear"),
+                        batch_size)
+        classes = getattr(ex.model, "classes", None) or Classes(tuple(f"class{k}" for k in range(ex.num_classes)))
+        if masks is not None:
+            data = SegmentationSet(images, masks)
+            ids = data.ids[:limit]
+            pairs = [data.load(i) for i in ids]
+            imgs = np.stack([p[0] for p in pairs])
+            labels = np.stack([p[1] for p in pairs])
+        else:
+            pool = ImagePool(images)
+            ids = pool.ids[:limit]
+            imgs = np.stack([pool.load(i) for i in ids])
+            labels = None
+        sa, pred = surprise_heatmaps(ex, est, imgs, progress=True)
+        frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
+    except ValueError as e:
+        _fail(e)
+    for i, frame in zip(ids, frames):
+        save_png(frame, out / (Path(i).with_suffix(".png")))
+    if video is not None:
+        write_video(frames, video, fps=fps)
+    typer.echo(f"wrote {len(frames)} panels -> {out}" + (f" and {video}" if video else ""))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `surprise` command group."""
+    app.add_typer(surprise_app, name="surprise")

@@ -1,0 +1,184 @@
+"""`blindspots serve | annotators add/list/remove | web attach-votes/attach-review/sample`:
+the web app for ratings, pixel labels, scenario votes and label-issue review."""
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+annotators_app = typer.Typer(help="People who answer in the web app (tokens are stored hashed).",
+                             no_args_is_help=True)
+app_app = typer.Typer(help="Web-app extras: attach vote / label-issue review sets, build a sample project.",
+                      no_args_is_help=True)
+
+
+def _open(project: Path):  # noqa: ANN202 - Project
+    from blindspots.loop.project import Project
+
+    try:
+        return Project.open(project)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+
+
+def serve(
+    project: Path = typer.Argument(..., help="Project folder (made by `blindspots init`)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: loopback only)."),
+    port: int = typer.Option(8000, "--port", help="TCP port."),
+    secure_cookies: bool = typer.Option(False, "--secure-cookies", help="Mark the session cookie Secure "
+                                        "(when served over HTTPS behind a proxy)."),
+) -> None:
+    """Serve the web app (rate, label, vote, review, dashboard; JSON API under /api)."""
+    import uvicorn
+
+    from blindspots.app import create_app
+
+    _open(project)
+    try:
+        web = create_app(project, secure_cookies=secure_cookies)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"serving {project} on http://{host}:{port}/  (sign-in links: `blindspots annotators add`)")
+    uvicorn.run(web, host=host, port=port, log_level="warning")
+
+
+@annotators_app.command("add")
+def annotators_add(
+    project: Path = typer.Argument(..., help="Project folder."),
+    name: str = typer.Argument(..., help="Annotator name (letters, digits, _ . @ -)."),
+    admin: bool = typer.Option(False, "--admin", help="Give the admin role (dashboard, results, annotators)."),
+    url: str = typer.Option("http://127.0.0.1:8000", "--url", help="Base URL of the app for the sign-in link."),
+) -> None:
+    """Create an annotator (or give an existing one a new token) and print their sign-in link."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", name):
+        typer.echo(f"error: name: expected 1-64 letters, digits or _ . @ -, got {name!r}", err=True)
+        raise typer.Exit(2)
+    proj = _open(project)
+    token = secrets.token_urlsafe(24)
+    proj.add_annotator(name, token, "admin" if admin else "annotator")
+    from blindspots.app.store import AppStore
+
+    AppStore(proj).end_sessions_of(name)
+    typer.echo(f"{name} ({'admin' if admin else 'annotator'}): {url.rstrip('/')}/signin#token={token}")
+    typer.echo("the token is shown only now; run `add` again to replace it")
+
+
+@annotators_app.command("list")
+def annotators_list(project: Path = typer.Argument(..., help="Project folder.")) -> None:
+    """List annotators with their role and creation time."""
+    df = _open(project).annotators()
+    if not len(df):
+        typer.echo("no annotators yet; add one with `blindspots annotators add PROJECT NAME`")
+    for r in df.itertuples():
+        typer.echo(f"{r.name}\t{r.role}\t{r.created}")
+
+
+@annotators_app.command("remove")
+def annotators_remove(
+    project: Path = typer.Argument(..., help="Project folder."),
+    name: str = typer.Argument(..., help="Annotator to remove (their answers are kept)."),
+) -> None:
+    """Remove an annotator: their token and sessions stop working; their answers stay."""
+    proj = _open(project)
+    if not proj.remove_annotator(name):
+        typer.echo(f"error: name: expected a registered annotator, got {name!r}", err=True)
+        raise typer.Exit(2)
+    from blindspots.app.store import AppStore
+
+    AppStore(proj).end_sessions_of(name)
+    typer.echo(f"removed {name}")
+
+
+@app_app.command("attach-votes")
+def attach_votes(
+    project: Path = typer.Argument(..., help="Project folder."),
+    folder: Path = typer.Argument(..., help="A scenario review folder (`blindspots defuse export-review`): "
+                                  "items.csv, classes.json, images/<item_id>.png."),
+    name: str = typer.Option("scenarios", "--name", help="Set name shown in the app."),
+) -> None:
+    """Offer a Defuse scenario review set on the vote page."""
+    import pandas as pd
+
+    from blindspots.app.store import AppStore
+
+    proj = _open(project)
+    try:
+        for f in ("items.csv", "classes.json"):
+            if not (folder / f).is_file():
+                raise ValueError(f"folder: expected {f} (from export_review) in {str(folder)!r}, got none")
+        ids = set(pd.read_csv(folder / "items.csv", dtype={"item_id": str})["item_id"])
+        store = AppStore(proj)
+        for s in store.sets("vote"):
+            if s["name"] != name:
+                other = set(pd.read_csv(s["path"] / "items.csv", dtype={"item_id": str})["item_id"])
+                if ids & other:
+                    raise ValueError(f"folder: expected item ids unlike those of vote set {s['name']!r}, got "
+                                     f"{len(ids & other)} shared (votes are keyed by item id)")
+        store.attach_set("vote", name, folder)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"attached vote set {name!r} ({len(ids)} items)")
+
+
+@app_app.command("attach-review")
+def attach_review(
+    project: Path = typer.Argument(..., help="Project folder."),
+    folder: Path = typer.Argument(..., help="Output of `blindspots label-issues` (images.csv, regions.csv)."),
+    images: Path = typer.Option(..., "--images", help="Folder of the images (ids as in regions.csv)."),
+    masks: Path = typer.Option(..., "--masks", help="Folder of the given masks (<stem>.png)."),
+    predictions: Path = typer.Option(..., "--predictions", help="Folder of the model's predicted index masks "
+                                     "(<stem>.png)."),
+    name: str = typer.Option("labels", "--name", help="Set name shown in the app."),
+) -> None:
+    """Offer a label-issue review set on the review page."""
+    from blindspots.app.store import AppStore
+
+    proj = _open(project)
+    try:
+        if not (folder / "regions.csv").is_file():
+            raise ValueError(f"folder: expected regions.csv (from blindspots label-issues) in {str(folder)!r}, got none")
+        for opt, p in (("--images", images), ("--masks", masks), ("--predictions", predictions)):
+            if not p.is_dir():
+                raise ValueError(f"{opt}: expected an existing folder, got {str(p)!r}")
+        AppStore(proj).attach_set("review", name, folder, {"images": str(images.resolve()), "masks": str(masks.resolve()),
+                                                          "predictions": str(predictions.resolve())})
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"attached review set {name!r}")
+
+
+@app_app.command("sample")
+def sample(
+    out: Path = typer.Argument(..., help="New folder for the sample (the project is OUT/project)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the scenes, models and picks."),
+    n_pool: int = typer.Option(40, "--pool-size", help="Images in the pool."),
+    size: int = typer.Option(64, "--size", help="Image side in pixels."),
+    candidates: int = typer.Option(12, "--candidates", help="Candidates M to rate."),
+) -> None:
+    """Build a small sample project (scenes, untrained models, a vote set, a review set) waiting for ratings."""
+    from blindspots.app.sample import make_sample_project
+
+    token = secrets.token_urlsafe(24)
+    try:
+        p = make_sample_project(out, n_pool=n_pool, size=size, seed=seed, n_candidates=candidates,
+                                annotators={"admin": ("admin", token)})
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"sample project: {p.path}\nserve it: blindspots serve {p.path}\n"
+               f"admin sign-in: http://127.0.0.1:8000/signin#token={token}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `serve`, `annotators` and `web` to the root `blindspots` app."""
+    app.command("serve")(serve)
+    app.add_typer(annotators_app, name="annotators")
+    app.add_typer(app_app, name="web")

@@ -1,0 +1,55 @@
+"""`blindspots zoo list | train`: reference architectures and a demo target + competitors."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+zoo_app = typer.Typer(help="Reference segmentation architectures (no pretrained weights) and demo training.",
+                      no_args_is_help=True)
+
+
+@zoo_app.command("list")
+def list_models() -> None:
+    """List the zoo architectures."""
+    from blindspots.models.zoo import ZOO, ZOO_DESCRIPTIONS
+
+    for name in ZOO:
+        typer.echo(f"{name:16s} {ZOO_DESCRIPTIONS.get(name, '')}")
+
+
+@zoo_app.command("train")
+def train(
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder: <arch>.pt checkpoints and zoo.json."),
+    target: Optional[str] = typer.Option(None, "--target", help="Target architecture (trained on the narrow "
+                                         "'train' slice of scene conditions). Default: lraspp_mnv3."),
+    competitors: Optional[str] = typer.Option(None, "--competitors", help="Comma-separated competitor "
+                                              "architectures (trained on 'broad' conditions). "
+                                              "Default: pspnet_r18,tiny_unet,small_fcn."),
+    n_train: int = typer.Option(600, "--n-train", min=2, help="Training scenes per model."),
+    n_val: int = typer.Option(150, "--n-val", min=1, help="Validation scenes (in-distribution and hard each)."),
+    size: int = typer.Option(64, "--size", min=16, max=1024, help="Scene side in pixels."),
+    epochs: int = typer.Option(6, "--epochs", min=1, help="Training epochs per model."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed for scenes, weight init and batches."),
+    restart: bool = typer.Option(False, "--restart", help="Ignore existing checkpoints instead of resuming."),
+) -> None:
+    """Train a target and competitors on procedural scenes (resumable) and report their mIoU."""
+    from blindspots.models.train import DEFAULT_COMPETITORS, DEFAULT_TARGET, train_zoo
+
+    comps = DEFAULT_COMPETITORS if competitors is None else tuple(c.strip() for c in competitors.split(",") if c.strip())
+    try:
+        summary = train_zoo(out, target=target or DEFAULT_TARGET, competitors=comps, n_train=n_train, n_val=n_val,
+                            size=size, epochs=epochs, seed=seed, resume=not restart)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{'model':16s} {'role':10s} {'mIoU in':>8s} {'mIoU hard':>9s} {'train s':>8s}")
+    for name, m in summary["models"].items():
+        typer.echo(f"{name:16s} {m['role']:10s} {m['metrics']['val_in']['miou']:8.3f} "
+                   f"{m['metrics']['val_hard']['miou']:9.3f} {m['train_seconds']:8.0f}")
+    typer.echo(f"wrote {out / 'zoo.json'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(zoo_app, name="zoo")

@@ -1,0 +1,101 @@
+"""One pass that produces what a reviewer needs: ranked images, typed regions, issue masks.
+
+`review_label_issues` runs `LabelIssueFinder` once over any input (arrays, .npy files, model +
+dataset) and, in its final streaming pass, scores every image (softmin, T = 0.1), counts its flagged
+pixels and groups them into typed regions. Memory stays flat in N on the streaming paths; issue masks
+can be written to PNG as they are produced.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from blindspots.labels.filter import LabelIssueFinder
+from blindspots.labels.rank import softmin_pool
+from blindspots.labels.regions import IssueRegion, image_regions, regions_frame
+
+if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
+    from blindspots.models.adapters import Segmenter
+
+IMAGE_COLUMNS = ["id", "rank", "image_score", "issue_pixels", "issue_fraction", "regions"]
+
+
+@dataclass
+class LabelReview:
+    """images: one row per image (IMAGE_COLUMNS), sorted worst first; regions: one row per region
+    (regions.COLUMNS plus `id`); thresholds: float64 [K]; num_issues: estimated count."""
+
+    images: pd.DataFrame
+    regions: pd.DataFrame
+    thresholds: np.ndarray
+    num_issues: int
+
+
+def review_label_issues(labels: Any = None, pred_probs: Any = None, *, model: Segmenter | None = None,
+                        dataset: Any = None, ids: Sequence[str] | None = None, downsample: int = 1,
+                        ignore_index: int | None = 255, temperature: float = 0.1, background: Sequence[int] = (0,),
+                        min_area: int = 1, ignored_regions: bool = True, batch_size: int | None = None,
+                        model_batch_size: int = 8, cache_dir: str | os.PathLike | None = None,
+                        verbose: bool = True, on_mask: Callable[[int, np.ndarray], None] | None = None
+                        ) -> LabelReview:
+    """Rank images and find typed issue regions (inputs as in `find_label_issues`).
+
+    ids: one string per image (default "0", "1", ...; for a dataset with `.ids`, those).
+    on_mask(index, issues bool [H, W]) is called for every image as its mask is ready (e.g. to save it).
+    ignored_regions: also report ignored areas confidently predicted as an object ("missing", given =
+    ignore_index). Defaults: the paper's softmin temperature 0.1 and cleanlab's downsample 1.
+    """
+    if ids is None and dataset is not None and hasattr(dataset, "ids"):
+        ids = list(dataset.ids)
+    finder = LabelIssueFinder(downsample=downsample, ignore_index=ignore_index, batch_size=batch_size,
+                              verbose=verbose, cache_dir=cache_dir)
+    rows: list[dict[str, Any]] = []
+    regions: list[IssueRegion] = []
+    with finder:
+        finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
+        if ids is not None and len(ids) != finder.n_images_:
+            raise ValueError(f"ids: expected {finder.n_images_} ids (one per image), got {len(ids)}")
+        thr = finder.confident_thresholds_ if ignored_regions else None
+        for start, mask, full in finder.iter_batches():
+            img_scores = softmin_pool(full.score, full.valid, temperature)
+            for j in range(len(mask)):
+                i = start + j
+                regs = image_regions(mask[j], full.labels[j], full.pred[j], full.score[j], full.maxprob[j],
+                                     image=i, background=background, ignore_index=ignore_index,
+                                     min_area=min_area, ignored_thresholds=thr)
+                regions += regs
+                n_issue, n_valid = int(mask[j].sum()), int(full.valid[j].sum())
+                rows.append({"id": ids[i] if ids is not None else str(i), "image_score": float(img_scores[j]),
+                             "issue_pixels": n_issue, "issue_fraction": n_issue / n_valid if n_valid else 0.0,
+                             "regions": len(regs)})
+                if on_mask is not None:
+                    on_mask(i, mask[j])
+    images = pd.DataFrame(rows, columns=[c for c in IMAGE_COLUMNS if c != "rank"])
+    images = images.sort_values(["image_score", "issue_pixels"], ascending=[True, False], kind="stable")
+    images.insert(1, "rank", np.arange(1, len(images) + 1))
+    reg = regions_frame(regions)
+    reg.insert(0, "id", [ids[i] if ids is not None else str(i) for i in reg["image"]] if len(reg) else [])
+    return LabelReview(images.reset_index(drop=True), reg, finder.confident_thresholds_, finder.num_issues_)
+
+
+def mask_png_writer(out_dir: str | os.PathLike, ids: Sequence[str] | None = None
+                    ) -> Callable[[int, np.ndarray], None]:
+    """on_mask callback writing `out_dir/<id>.png` (L mode: 255 = issue, 0 = fine)."""
+    root = Path(out_dir)
+
+    def write(i: int, mask: np.ndarray) -> None:
+        name = ids[i] if ids is not None else f"{i:06d}"
+        path = (root / f"{name}.png").resolve()
+        if root.resolve() not in path.parents:
+            raise ValueError(f"ids: expected ids that stay inside {root}, got {name!r}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.where(mask, 255, 0).astype(np.uint8), mode="L").save(path)
+
+    return write

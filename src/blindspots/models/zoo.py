@@ -1,0 +1,241 @@
+"""Reference segmentation architectures of different design, for demos, tests and benchmarks.
+
+MAD (../shared/papers/mad-troubleshooting-segmentation.txt) compares a target model with
+competitors *of different design*; the zoo gives small CPU-trainable members of the families the
+paper uses (DeepLabV3, pyramid pooling, encoder-decoders) plus light custom nets. All are built
+offline with random initialisation (`weights=None`, `weights_backbone=None`,
+`encoder_weights=None`); nothing is downloaded.
+
+Every zoo module maps float [N, 3, H, W] (ImageNet-normalised, see `TorchPreprocess`) to logits
+float [N, C, H, W] for any H, W: inputs are padded to the network's stride and the output is
+cropped back, and torchvision's {"out": ...} dicts are unwrapped.
+
+Checkpoints (`save_checkpoint`) are torch files holding arch, num_classes, classes (dict),
+state_dict and meta (training data, epochs, seed, metrics, ...), written atomically.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from blindspots.data.classes import Classes
+from blindspots.models.adapters import TorchSegmenter
+
+CHECKPOINT_FORMAT = "blindspots.segmenter/1"
+
+
+class PadCrop(nn.Module):
+    """Pads the input (reflect) to a multiple of `multiple`, runs `net`, crops the logits back.
+
+    Also unwraps torchvision's dict output ("out"), so the module always returns a tensor
+    float [N, C, H, W].
+    """
+
+    def __init__(self, net: nn.Module, multiple: int) -> None:
+        super().__init__()
+        self.net = net
+        self.multiple = int(multiple)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2:]
+        ph, pw = (-h) % self.multiple, (-w) % self.multiple
+        if ph or pw:
+            mode = "reflect" if (ph < h and pw < w) else "replicate"
+            x = F.pad(x, (0, pw, 0, ph), mode=mode)
+        y = self.net(x)
+        if isinstance(y, dict):
+            y = y["out"]
+        if y.shape[-2:] != x.shape[-2:]:
+            y = F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return y[..., :h, :w]
+
+
+def _conv_bn(cin: int, cout: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+
+class TinyUNet(nn.Module):
+    """A light U-Net (Ronneberger et al., 2015): 3 down / 3 up stages, `width` channels at full res."""
+
+    def __init__(self, num_classes: int, width: int = 16) -> None:
+        super().__init__()
+        w = width
+        self.enc = nn.ModuleList([
+            nn.Sequential(_conv_bn(3, w), _conv_bn(w, w)),
+            nn.Sequential(_conv_bn(w, 2 * w), _conv_bn(2 * w, 2 * w)),
+            nn.Sequential(_conv_bn(2 * w, 4 * w), _conv_bn(4 * w, 4 * w)),
+            nn.Sequential(_conv_bn(4 * w, 8 * w), _conv_bn(8 * w, 8 * w)),
+        ])
+        self.up = nn.ModuleList([nn.ConvTranspose2d(c, c // 2, 2, stride=2) for c in (8 * w, 4 * w, 2 * w)])
+        self.dec = nn.ModuleList([
+            nn.Sequential(_conv_bn(8 * w, 4 * w), _conv_bn(4 * w, 4 * w)),
+            nn.Sequential(_conv_bn(4 * w, 2 * w), _conv_bn(2 * w, 2 * w)),
+            nn.Sequential(_conv_bn(2 * w, w), _conv_bn(w, w)),
+        ])
+        self.head = nn.Conv2d(w, num_classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skips = []
+        for i, stage in enumerate(self.enc):
+            x = stage(x if i == 0 else F.max_pool2d(x, 2))
+            skips.append(x)
+        x = skips.pop()
+        for up, dec in zip(self.up, self.dec):
+            x = dec(torch.cat([up(x), skips.pop()], dim=1))
+        return self.head(x)
+
+
+class SmallFCN(nn.Module):
+    """A plain fully convolutional net (Long et al., 2015) with dilated context, stride 4, no skips."""
+
+    def __init__(self, num_classes: int, width: int = 32) -> None:
+        super().__init__()
+        w = width
+        self.body = nn.Sequential(
+            _conv_bn(3, w), nn.MaxPool2d(2), _conv_bn(w, 2 * w), nn.MaxPool2d(2), _conv_bn(2 * w, 2 * w),
+            nn.Conv2d(2 * w, 2 * w, 3, padding=2, dilation=2, bias=False), nn.BatchNorm2d(2 * w), nn.ReLU(inplace=True),
+            nn.Conv2d(2 * w, 2 * w, 3, padding=4, dilation=4, bias=False), nn.BatchNorm2d(2 * w), nn.ReLU(inplace=True),
+            nn.Conv2d(2 * w, num_classes, 1),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.interpolate(self.body(x), size=x.shape[-2:], mode="bilinear", align_corners=False)
+
+
+def _lraspp(c: int) -> nn.Module:
+    from torchvision.models.segmentation import lraspp_mobilenet_v3_large
+    return PadCrop(lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=c), 32)
+
+
+def _deeplabv3_mnv3(c: int) -> nn.Module:
+    from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large
+    return PadCrop(deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=c,
+                                                aux_loss=False), 32)
+
+
+def _smp(kind: str, encoder: str, multiple: int, **kw: Any) -> Callable[[int], nn.Module]:
+    def build(c: int) -> nn.Module:
+        import segmentation_models_pytorch as smp
+        return PadCrop(getattr(smp, kind)(encoder_name=encoder, encoder_weights=None, classes=c, **kw), multiple)
+    return build
+
+
+ZOO: dict[str, Callable[[int], nn.Module]] = {
+    "lraspp_mnv3": _lraspp,                                   # torchvision LR-ASPP, MobileNetV3-Large
+    "deeplabv3_mnv3": _deeplabv3_mnv3,                        # torchvision DeepLabV3 (ASPP), MobileNetV3-Large
+    "pspnet_r18": _smp("PSPNet", "resnet18", 8),              # smp PSPNet (pyramid pooling), ResNet-18
+    "fpn_r18": _smp("FPN", "resnet18", 32),                   # smp FPN (feature pyramid), ResNet-18
+    "unet_mnv2": _smp("Unet", "mobilenet_v2", 32),            # smp U-Net, MobileNetV2 encoder
+    "tiny_unet": lambda c: PadCrop(TinyUNet(c), 8),           # light custom U-Net (fast on CPU)
+    "small_fcn": lambda c: PadCrop(SmallFCN(c), 4),           # plain dilated FCN, no skips
+}
+"""Architecture name -> builder(num_classes) -> nn.Module (logits [N, C, H, W])."""
+
+ZOO_DESCRIPTIONS: dict[str, str] = {
+    "lraspp_mnv3": "torchvision LR-ASPP with a MobileNetV3-Large backbone",
+    "deeplabv3_mnv3": "torchvision DeepLabV3 (ASPP) with a MobileNetV3-Large backbone",
+    "pspnet_r18": "segmentation-models-pytorch PSPNet with a ResNet-18 encoder",
+    "fpn_r18": "segmentation-models-pytorch FPN with a ResNet-18 encoder",
+    "unet_mnv2": "segmentation-models-pytorch U-Net with a MobileNetV2 encoder",
+    "tiny_unet": "light custom U-Net (16 channels at full resolution)",
+    "small_fcn": "plain dilated fully convolutional net, stride 4, no skip connections",
+}
+
+
+def build_model(name: str, num_classes: int) -> nn.Module:
+    """A freshly initialised zoo model (no pretrained weights). Returns an nn.Module mapping
+    float [N, 3, H, W] to logits float [N, num_classes, H, W]."""
+    if name not in ZOO:
+        raise ValueError(f"name: expected one of {sorted(ZOO)}, got {name!r}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"num_classes: expected an int >= 2, got {num_classes!r}")
+    return ZOO[name](num_classes)
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def save_checkpoint(
+    path: str | Path,
+    module: nn.Module,
+    *,
+    arch: str | None,
+    classes: Classes | None,
+    meta: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write a checkpoint atomically (tmp file + os.replace).
+
+    Holds arch (a ZOO name), num_classes, classes (Classes.to_dict()), state_dict, meta
+    (JSON-like: training data, epochs, seed, metrics) and `extra` (e.g. optimizer state for resume).
+    arch=None and classes=None write a training-state file for a module outside the zoo
+    (resumable by `models.train`, not loadable by `load_checkpoint`).
+    """
+    if arch is not None and arch not in ZOO:
+        raise ValueError(f"arch: expected one of {sorted(ZOO)} (or None), got {arch!r}")
+    if classes is not None and not isinstance(classes, Classes):
+        raise ValueError(f"classes: expected a blindspots Classes (or None), got {type(classes).__name__}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "arch": arch,
+        "num_classes": None if classes is None else classes.num_classes,
+        "classes": None if classes is None else classes.to_dict(),
+        "state_dict": {k: v.detach().cpu() for k, v in module.state_dict().items()},
+        "meta": dict(meta or {}),
+    }
+    if extra:
+        payload.update(extra)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The raw checkpoint dict (weights_only load: no code runs from the file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path: expected an existing checkpoint file, got {str(path)!r}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for a bad file
+        raise ValueError(f"path: expected a blindspots checkpoint, got an unreadable file {str(path)!r} ({exc})") from exc
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"path: expected a blindspots checkpoint ({CHECKPOINT_FORMAT}), got {str(path)!r}")
+    return ckpt
+
+
+def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
+    """Rebuild the model of a checkpoint. Returns (module in eval mode, info) where info holds
+    arch, num_classes, classes (a Classes), meta."""
+    ckpt = read_checkpoint(path)
+    if ckpt.get("arch") is None or ckpt.get("classes") is None:
+        raise ValueError(f"path: expected a zoo checkpoint with arch and classes, got a training-state file "
+                         f"{str(path)!r} (save it with save_checkpoint(..., arch=..., classes=...))")
+    module = build_model(ckpt["arch"], int(ckpt["num_classes"]))
+    module.load_state_dict(ckpt["state_dict"])
+    module.eval()
+    info = {"arch": ckpt["arch"], "num_classes": int(ckpt["num_classes"]),
+            "classes": Classes.from_dict(ckpt["classes"]), "meta": ckpt.get("meta", {})}
+    return module, info
+
+
+def load_segmenter(path: str | Path, *, batch_size: int = 16, device: str = "cpu") -> TorchSegmenter:
+    """A checkpoint as a Segmenter: predict_proba(uint8 [N, H, W, 3]) -> float32 [N, C, H, W].
+
+    The returned adapter also carries `.classes` and `.info` (arch, meta) for reports.
+    """
+    module, info = load_checkpoint(path)
+    seg = TorchSegmenter(module, info["num_classes"], output="logits", batch_size=batch_size, device=device)
+    seg.classes = info["classes"]  # type: ignore[attr-defined]
+    seg.info = info  # type: ignore[attr-defined]
+    return seg

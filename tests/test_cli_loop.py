@@ -1,0 +1,99 @@
+"""`blindspots init | round | status | ratings import | export | masks import | leaderboard`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from typer.testing import CliRunner
+
+from blindspots.cli import app
+
+torch.set_num_threads(1)
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
+    from blindspots.models.train import train_segmenter
+    from blindspots.models.zoo import build_model, save_checkpoint
+
+    root = tmp_path_factory.mktemp("cliworld")
+    generate_scene_set(root / "pool", 30, seed=11, distribution="pool", size=32, progress=False)
+    s0 = generate_scene_set(root / "train", 6, seed=12, distribution="train", size=32, progress=False)
+    generate_scene_set(root / "val", 4, seed=13, distribution="train", size=32, progress=False)
+    for k, (name, arch) in enumerate((("target", "tiny_unet"), ("comp", "small_fcn"))):
+        torch.manual_seed(k)
+        model = build_model(arch, SCENE_CLASSES.num_classes)
+        train_segmenter(model, s0, epochs=3, batch_size=3, seed=k, progress=False)  # in place
+        save_checkpoint(root / f"{name}.pt", model, arch=arch, classes=SCENE_CLASSES, meta={})
+    return root
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    res = runner.invoke(app, [str(a) for a in args])
+    return res.exit_code, res.output + (res.stderr if res.stderr_bytes is not None else "")
+
+
+def init(world: Path, proj: Path, *extra: str) -> tuple[int, str]:
+    return invoke("init", proj, "--pool", world / "pool" / "images", "--target", f"target={world / 'target.pt'}",
+                  "--competitor", f"comp={world / 'comp.pt'}", "--train-data", world / "train",
+                  "--val-data", world / "val", "--ground-truth", world / "pool" / "masks", "--rounds", "1",
+                  "--n3", "2", "--n4", "2", "--raters", "1", "--test-size", "3", "--epochs", "1",
+                  "--lrs", "0.01", *extra)
+
+
+def test_a_project_from_init_to_leaderboard(world: Path, tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    code, out = init(world, proj)
+    assert code == 0, out
+    assert (proj / "blindspots.toml").is_file() and (proj / "store.sqlite").is_file()
+    code, out = invoke("round", proj)
+    assert code == 0 and "waiting for ratings" in out, out
+    from blindspots.loop.project import Project
+
+    ids = list(Project.open(proj).candidates(0, "M")["id"])
+    csv = tmp_path / "r.csv"
+    csv.write_text("image_id,rater,score\n" + "".join(f"{x},alice,{1 + k % 5}\n" for k, x in enumerate(ids)))
+    code, out = invoke("ratings", "import", proj, csv)
+    assert code == 0 and f"imported {len(ids)} ratings" in out, out
+    code, out = invoke("round", proj)
+    assert code == 0 and "waiting for pixel labels" in out, out
+    code, out = invoke("status", proj)
+    assert code == 0 and "waiting for masks" in out and "round 0  mine" in out, out
+    code, out = invoke("export", proj, "--format", "cvat", "--out", tmp_path / "cvat.zip")
+    assert code == 0 and (tmp_path / "cvat.zip").is_file(), out
+    code, out = invoke("export", proj, "--format", "labelstudio")
+    assert code == 0 and "labelstudio.json" in out, out
+    code, out = invoke("export", proj, "--format", "coco")
+    assert code == 2 and "format" in out
+    # Masks come back through the CVAT round trip (here: the pre-annotation itself).
+    code, out = invoke("masks", "import", proj, tmp_path / "cvat.zip", "--annotator", "bob")
+    assert code == 0 and "imported" in out, out
+    code, out = invoke("round", proj, "--simulate")
+    assert code == 0 and "all 1 rounds are done" in out, out
+    code, out = invoke("leaderboard", proj)
+    assert code == 0 and "target" in out and "T2" in out and "comp" in out, out
+    masks = Project.open(proj).masks_for_round(0)
+    assert set(masks["source"]) == {"cvat"} and set(masks["annotator"]) == {"bob"}
+
+
+def test_clear_errors(world: Path, tmp_path: Path) -> None:
+    code, out = invoke("round", tmp_path / "missing")
+    assert code == 2 and "project folder" in out
+    code, out = invoke("init", tmp_path / "p", "--pool", tmp_path / "nopool", "--target", world / "target.pt",
+                       "--competitor", f"comp={world / 'comp.pt'}", "--train-data", world / "train",
+                       "--val-data", world / "val")
+    assert code == 2 and "--pool" in out
+    code, out = init(world, tmp_path / "q", "--strategy", "best")
+    assert code == 2 and "mining.strategy" in out
+    assert init(world, tmp_path / "r")[0] == 0
+    code, out = init(world, tmp_path / "r")
+    assert code == 2 and "already" in out
+    (tmp_path / "bad.csv").write_text("image_id,rater,score\nx.png,alice,9\n")
+    invoke("round", tmp_path / "r")
+    code, out = invoke("ratings", "import", tmp_path / "r", tmp_path / "bad.csv")
+    assert code == 2 and "score" in out

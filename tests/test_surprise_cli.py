@@ -1,0 +1,84 @@
+"""`blindspots surprise fit|score|analyze|view` end to end on a tiny zoo checkpoint."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+from typer.testing import CliRunner
+
+from blindspots.cli import app
+from blindspots.data.classes import Classes
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    from blindspots.models.zoo import build_model, save_checkpoint
+
+    root = tmp_path_factory.mktemp("sa_cli")
+    torch.manual_seed(0)
+    ckpt = save_checkpoint(root / "m.pt", build_model("small_fcn", 3), arch="small_fcn",
+                           classes=Classes(("a", "b", "c")))
+    rng = np.random.default_rng(0)
+    (root / "images").mkdir()
+    (root / "masks").mkdir()
+    for i in range(6):
+        img = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+        Image.fromarray(img).save(root / "images" / f"im{i}.png")
+        Image.fromarray((img[..., 0] // 86).astype(np.uint8), mode="L").save(root / "masks" / f"im{i}.png")
+    (root / "images_bad").mkdir()
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(root / "images_bad" / f"p{i}.png")
+    (root / "images_bad" / "broken.png").write_bytes(b"not an image")
+    return root, ckpt
+
+
+def test_fit_score_analyze_view(workspace):
+    root, ckpt = workspace
+    runner = CliRunner()
+    est = root / "sa" / "mdsa.npz"
+    r = runner.invoke(app, ["surprise", "fit", str(ckpt), "--images", str(root / "images"), "--masks",
+                            str(root / "masks"), "--out", str(est), "--per-class", "30"])
+    assert r.exit_code == 0, r.output
+    assert est.is_file() and est.with_suffix(".json").is_file()
+    r = runner.invoke(app, ["surprise", "fit", str(ckpt), "--images", str(root / "images"), "--masks",
+                            str(root / "masks"), "--out", str(root / "sa" / "lsa.npz"), "--kind", "lsa",
+                            "--per-class", "30"])
+    assert r.exit_code == 0, r.output
+
+    table = root / "scores.parquet"
+    r = runner.invoke(app, ["surprise", "score", str(root / "images_bad"), "-e", str(est), "-o", str(table),
+                            "--name", "fcn", "--per-class", "50"])
+    assert r.exit_code == 0, r.output
+    df = pd.read_parquet(table)
+    assert len(df) == 4 and (df["status"] == "error").sum() == 1
+    assert np.isfinite(df.loc[df.status == "ok", "surprise_mdsa__fcn"]).all()
+
+    out = root / "analysis"
+    r = runner.invoke(app, ["surprise", "analyze", "--images", str(root / "images"), "--masks", str(root / "masks"),
+                            "-e", str(root / "sa" / "lsa.npz"), "-e", str(est), "-o", str(out),
+                            "--group", "ab=0,1", "--group", "c=2"])
+    assert r.exit_code == 0, r.output
+    t3 = pd.read_csv(out / "table3.csv")
+    assert t3["group"].tolist() == ["ab", "c"] and {"rho_LSA", "rho_MDSA"} <= set(t3.columns)
+    assert (out / "figure9.png").stat().st_size > 1000
+
+    r = runner.invoke(app, ["surprise", "view", str(root / "images"), "-e", str(est), "-o", str(root / "views"),
+                            "--masks", str(root / "masks"), "--video", str(root / "views" / "v.mp4"), "--limit", "3"])
+    assert r.exit_code == 0, r.output
+    pngs = sorted((root / "views").glob("*.png"))
+    assert len(pngs) == 3 and Image.open(pngs[0]).size == (96, 64)
+    assert (root / "views" / "v.mp4").stat().st_size > 0
+
+
+def test_errors_are_reported(workspace):
+    root, ckpt = workspace
+    r = CliRunner().invoke(app, ["surprise", "fit", str(ckpt), "--images", str(root / "images"), "--masks",
+                                 str(root / "masks"), "--out", str(root / "x.npz"), "--kind", "nope"])
+    assert r.exit_code == 2 and "kind" in r.output
+    r = CliRunner().invoke(app, ["surprise", "analyze", "--images", str(root / "images"), "--masks",
+                                 str(root / "masks"), "-e", str(root / "missing.npz"), "-o", str(root / "a")])
+    assert r.exit_code == 2 and "path" in r.output
