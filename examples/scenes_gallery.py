@@ -26,7 +26,8 @@ def main() -> None:
 
     cols = min(args.n, 8)
     rows = (args.n + cols - 1) // cols
-    fig, axes = plt.subplots(2 * rows, cols, figsize=(2.2 * cols, 4.9 * rows), squeeze=False)
+    fig, axes = plt.subplots(2 * rows, cols, figsize=(2.2 * cols, 5.6 * rows), squeeze=False,
+                             gridspec_kw={"hspace": 0.05, "height_ratios": [1, 1.45] * rows})
     for ax in axes.ravel():
         ax.axis("off")
     for i, s in enumerate(scene_seeds(args.n, args.seed)):
@@ -34,13 +35,16 @@ def main() -> None:
         r, c = 2 * (i // cols), i % cols
         axes[r, c].imshow(sc.image)
         axes[r + 1, c].imshow(SCENE_CLASSES.colorize(sc.mask))
+        axes[r + 1, c].set_anchor("N")
         cd = sc.conditions
-        text = (f"{cd.lighting} scale {cd.scale:.2f}\nhue {cd.color_shift:+.0f} occl {cd.occlusion:.2f}\n"
-                f"clutter {cd.clutter} hor {cd.horizon:.2f}\ntilt {cd.tilt:+.1f}")
-        axes[r + 1, c].set_title(text, fontsize=7, color="red" if cd.is_hard else "black", y=-0.42)
+        text = (f"{cd.lighting}  scale {cd.scale:.2f}\nhue {cd.color_shift:+.0f}  occl {cd.occlusion:.2f}\n"
+                f"clutter {cd.clutter}  horizon {cd.horizon:.2f}\ntilt {cd.tilt:+.1f}"
+                + (f"\nhard: {', '.join(cd.hard_factors)}" if cd.is_hard else ""))
+        axes[r + 1, c].text(0.5, -0.04, text, transform=axes[r + 1, c].transAxes, ha="center", va="top",
+                            fontsize=7, color="red" if cd.is_hard else "black")
     handles = [plt.Rectangle((0, 0), 1, 1, color=SCENE_CLASSES.palette[k] / 255) for k in range(len(SCENE_CLASSES))]
     fig.legend(handles, SCENE_CLASSES.names, loc="lower center", ncol=len(SCENE_CLASSES), fontsize=8)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.subplots_adjust(left=0.01, right=0.99, top=0.99, bottom=0.04, wspace=0.05)
     fig.savefig(args.out, dpi=110)
 
 

@@ -32,6 +32,7 @@ from blindspots.models.adapters import TorchSegmenter  # noqa: E402
 from blindspots.models.train import fit_segmenter  # noqa: E402
 from blindspots.models.zoo import build_model, load_checkpoint  # noqa: E402
 from blindspots.surprise import LSA, MDSA, TraceExtractor, collect_fit_traces, surprise_heatmaps  # noqa: E402
+from blindspots.surprise.sampler import cap_per_class  # noqa: E402
 from blindspots.surprise.analysis import (label_saving_tradeoff, plot_label_saving, sa_and_iou,  # noqa: E402
                                           spearman_table)
 from blindspots.surprise.image import class_surprise  # noqa: E402
@@ -72,7 +73,7 @@ def main() -> None:
     # 2. SA models from training traces (paper: 100 px per label class per image, 10,000 per class)
     x, y = collect_fit_traces(ex, list(zip(train_imgs, train_masks)), seed=args.seed, progress=False)
     mdsa = MDSA().fit(x, y)
-    keep = np.concatenate([np.flatnonzero(y == k)[:args.lsa_cap] for k in np.unique(y)])
+    keep = cap_per_class(y, args.lsa_cap, np.random.default_rng(args.seed))  # random subset per class
     lsa = LSA().fit(x[keep], y[keep])
     print(f"target {args.arch}: layer {ex.layer}, d = {x.shape[1]} ({mdsa.kept_features_.size} kept), "
           f"{len(y)} MDSA / {keep.size} LSA traces; regularised classes: MDSA {sorted(mdsa.regularised_)}, "

@@ -126,7 +126,7 @@ def test_onnx_export_matches_torch(tmp_path, images):
 
 def test_onnx_zoo_model(tmp_path, images):
     zoo = pytest.importorskip("blindspots.models.zoo", reason="the zoo is written by another helper")
-    name = sorted(zoo.ZOO)[0]
+    name = "lraspp_mnv3" if "lraspp_mnv3" in zoo.ZOO else sorted(zoo.ZOO)[0]
     module = zoo.build_model(name, 6).eval()
     imgs = np.random.default_rng(1).integers(0, 256, (2, 64, 64, 3), dtype=np.uint8)
     ref = TorchSegmenter(module, 6).predict_proba(imgs)
@@ -319,3 +319,17 @@ def test_load_model_specs(tmp_path, images, monkeypatch):
     (tmp_path / "x.txt").write_text("hi")
     with pytest.raises(ValueError, match="expected a folder of .npy"):
         load_model(str(tmp_path / "x.txt"))
+
+
+def test_load_model_zoo_checkpoint(tmp_path, images):
+    zoo = pytest.importorskip("blindspots.models.zoo", reason="the zoo is written by another helper")
+    from blindspots.data.classes import Classes
+
+    name = "small_fcn" if "small_fcn" in zoo.ZOO else sorted(zoo.ZOO)[0]
+    module = zoo.build_model(name, 3).eval()
+    classes = Classes(("a", "b", "c"))
+    path = zoo.save_checkpoint(tmp_path / "m.pt", module, arch=name, classes=classes)
+    assert not is_torchscript_archive(path)
+    seg = load_model(str(path))
+    assert isinstance(seg, TorchSegmenter) and seg.num_classes == 3 and seg.classes == classes
+    np.testing.assert_allclose(seg.predict_proba(images), TorchSegmenter(module, 3).predict_proba(images), atol=1e-5)

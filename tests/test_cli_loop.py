@@ -97,3 +97,22 @@ def test_clear_errors(world: Path, tmp_path: Path) -> None:
     invoke("round", tmp_path / "r")
     code, out = invoke("ratings", "import", tmp_path / "r", tmp_path / "bad.csv")
     assert code == 2 and "score" in out
+
+
+def test_demo_runs_end_to_end_on_tiny_sizes_and_resumes(tmp_path: Path) -> None:
+    from blindspots.cli.demo import run_demo
+
+    sizes = {"size": 32, "n_train": 12, "n_val": 6, "n_pool": 40, "zoo_epochs": 1, "target": "tiny_unet",
+             "competitors": ("small_fcn",), "rounds": 1, "n3": 2, "n4": 3, "raters": 2, "test_size": 4,
+             "ft_epochs": 1, "ft_lrs": [1e-3], "max_replay": 4}
+    lines: list[str] = []
+    res = run_demo(tmp_path / "demo", sizes=sizes, progress=False, echo=lines.append)
+    assert res["status"].finished
+    board = res["leaderboard"]
+    assert list(board.index) == ["small_fcn", "target"] and ("round 1", "T2") in board.columns
+    assert (tmp_path / "demo" / "project" / "reports" / "leaderboard.txt").is_file()
+    # Re-running reuses everything: the project is resumed, no step runs again.
+    again = run_demo(tmp_path / "demo", sizes=sizes, progress=False, echo=lines.append)
+    assert any("resuming" in line for line in lines) and again["status"].finished
+    with pytest.raises(ValueError, match="sizes"):
+        run_demo(tmp_path / "x", sizes={"bogus": 1})

@@ -79,6 +79,18 @@ def test_matches_brute_force(ties: bool) -> None:
         assert s == pytest.approx(max(float(row.at[i, f"dpa__tgt__{g}"]) for g in comps))
 
 
+@pytest.mark.parametrize("ties", [False, True])
+def test_head_cut_and_fallback_match_brute_force(monkeypatch: pytest.MonkeyPatch, ties: bool) -> None:
+    import blindspots.mine.mad as mad
+
+    monkeypatch.setattr(mad, "HEAD_MIN", 8)  # a short sorted head: rare classes need the fallback
+    table = make_table(2000, seed=11, ties=ties, errors=30)
+    ranges = np.array([[0.05, 0.6], [0.0, 1.0], [0.2, 0.21], [0.1, 0.9]])
+    res = MADSampler("tgt", n3=3, ranges=ranges).select(table)
+    expected = brute_force(table, ranges, 3)
+    assert {i: sorted(v) for i, v in as_picks(res).items()} == {i: sorted(v) for i, v in expected.items()}
+
+
 def test_miou_distance_and_single_direction() -> None:
     table = make_table(200, seed=3)
     ranges = np.tile([0.0, 1.0], (4, 1))

@@ -214,3 +214,13 @@ def test_cli_generate(tmp_path) -> None:
     assert len(list((tmp_path / "s" / "masks").glob("*.png"))) == 3
     res = CliRunner().invoke(app, ["scenes", "generate", str(tmp_path / "t"), "--n", "3", "--distribution", "x"])
     assert res.exit_code != 0 and "distribution" in res.output
+
+
+def test_parallel_rendering_gives_the_same_scenes(tmp_path) -> None:
+    a = render_scene_arrays(40, seed=9, distribution="broad", size=24)
+    b = render_scene_arrays(40, seed=9, distribution="broad", size=24, n_jobs=2)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert a[2] == b[2]
+    with pytest.raises(ValueError, match="n_jobs"):
+        render_scene_arrays(4, seed=0, distribution="train", size=24, n_jobs=0)

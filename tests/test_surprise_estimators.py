@@ -175,3 +175,21 @@ def test_lsa_float32_mode_is_close_to_scipy():
     got = LSA(dtype="float32").fit(x, y).score(q, qc)
     ref = np.array([-gaussian_kde(x[y == c].T).logpdf(p[:, None])[0] for p, c in zip(q, qc)])
     np.testing.assert_allclose(got, ref, rtol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 8), d=st.integers(1, 12), kind=st.sampled_from(["mdsa", "lsa", "dsa"]),
+       const=st.integers(0, 12), scale=st.sampled_from([1e-3, 1.0, 1e4]))
+def test_degenerate_inputs_give_finite_scores_or_clear_errors(seed, n, d, kind, const, scale):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(2 * n, d)) * scale
+    x[:, :min(const, d)] = 1.5                   # some constant features
+    y = np.repeat([0, 1], n)
+    try:
+        est = make_estimator(kind).fit(x, y)
+    except ValueError as e:
+        assert any(w in str(e) for w in ("var_threshold", "labels:", "two classes"))
+        return
+    q = rng.normal(size=(5, d)) * scale
+    sa = est.score(q, est.classes_[rng.integers(0, est.classes_.size, 5)])
+    assert np.isfinite(sa).all() and (sa >= 0).all() | (kind == "lsa")

@@ -133,3 +133,22 @@ def test_every_interpolation_heatmap_equals_direct(fitted, interp, align):
     for i in range(2):
         ref = est.score(traces[i].reshape(8, -1).T, pred[i].ravel()).reshape(36, 36)
         np.testing.assert_allclose(sa[i], ref, rtol=1e-3, atol=1e-3)
+
+
+def test_classification_traces_dsa_and_class_sa():
+    from blindspots.models.adapters import TorchClassifier
+    from blindspots.surprise import DSA
+    from test_surprise_models import TinyCls
+
+    clf = TorchClassifier(TinyCls(), 3, batch_size=4)
+    ex = TraceExtractor(clf)
+    imgs = images(9, size=16, seed=4)
+    labels = np.arange(9) % 3
+    x, y = collect_fit_traces(ex, list(zip(imgs, labels)), progress=False)
+    assert x.shape == (9, 6) and np.array_equal(np.sort(y), np.sort(labels))
+    est = DSA().fit(x, y)
+    res = class_surprise(ex, est, imgs[:4])
+    traces, proba = ex.extract(imgs[:4])
+    pred = proba.argmax(1)
+    np.testing.assert_allclose(res.class_sa[np.arange(4), pred], est.score(traces, pred), rtol=1e-6)
+    assert np.isnan(res.class_sa).sum() == 4 * 2  # one class per image

@@ -162,9 +162,9 @@ class ProjectView:
         return {"round": rnd, "total": len(ids), "done": sum(1 for i in ids if i in mine), "items": items}
 
     def rating_count(self, round: int, annotator: str) -> int:
-        return int(self.project.db.execute("SELECT COUNT(*) FROM ratings r JOIN candidates c ON c.round=r.round "
-                                           "AND c.kind='M' AND c.image_id=r.image_id WHERE r.round=? AND "
-                                           "r.annotator=?", (round, annotator)).fetchone()[0])
+        # Only candidates of M can be rated through the app, so no join with candidates is needed.
+        return int(self.project.db.execute("SELECT COUNT(*) FROM ratings WHERE round=? AND annotator=?",
+                                           (round, annotator)).fetchone()[0])
 
     def mask_round(self) -> int | None:
         """The latest round with S or T formed whose masks step is not done."""

@@ -27,13 +27,17 @@ DEMO = {
     "size": 64, "n_train": 400, "n_val": 100, "n_pool": 1500, "zoo_epochs": 5,
     "target": "lraspp_mnv3", "competitors": ("pspnet_r18", "tiny_unet", "small_fcn"),
     "rounds": 2, "n3": 4, "n4": 40, "raters": 3, "test_size": 30,
-    "ft_epochs": 2, "ft_batch": 2, "ft_lrs": [1e-4, 5e-4, 1e-3], "max_replay": 120,
+    "ft_epochs": 2, "ft_batch": 2, "ft_lrs": [1e-3, 5e-3, 1e-2], "max_replay": 120,
 }
 
 
 def run_demo(out: Path, *, seed: int = 0, pool_size: int | None = None, progress: bool = True,
-             echo=print) -> dict:  # noqa: ANN001 - echo is print-like
-    """Run (or resume) the demo under `out`; returns {"project": path, "leaderboard": DataFrame, ...}."""
+             echo=print, sizes: dict | None = None) -> dict:  # noqa: ANN001 - echo is print-like
+    """Run (or resume) the demo under `out`.
+
+    sizes: overrides of `DEMO` (e.g. smaller sets for a quick check); unknown keys are an error.
+    Returns {"project": path, "status": Status, "leaderboard": DataFrame, "zoo": summary, "times": dict}.
+    """
     from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings,
                                    PoolSettings, ProjectSettings, RatingSettings, ScanSettings, SimulateSettings,
                                    TestSetSettings)
@@ -43,6 +47,10 @@ def run_demo(out: Path, *, seed: int = 0, pool_size: int | None = None, progress
     from blindspots.models.train import train_zoo
 
     d = dict(DEMO)
+    unknown = sorted(set(sizes or {}) - set(DEMO))
+    if unknown:
+        raise ValueError(f"sizes: expected keys among {sorted(DEMO)}, got {unknown}")
+    d.update(sizes or {})
     if pool_size is not None:
         d["n_pool"] = int(pool_size)
     out = Path(out)

@@ -18,12 +18,13 @@ def generate(
                                       "pool (mostly in-distribution, ~5% hard), hard (only shifted)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Set seed; the same seed gives the same scenes."),
     size: int = typer.Option(128, "--size", min=16, max=2048, help="Scene side in pixels."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Worker processes (-1: all cores); output does not depend on it."),
 ) -> None:
     """Render N scenes (resumable: scenes already on disk are kept)."""
     from blindspots.data.scenes import generate_scene_set, read_conditions
 
     try:
-        generate_scene_set(out, n, seed=seed, distribution=distribution, size=size)
+        generate_scene_set(out, n, seed=seed, distribution=distribution, size=size, n_jobs=jobs)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None

@@ -105,10 +105,11 @@ def attach_votes(
     """Offer a Defuse scenario review set on the vote page."""
     import pandas as pd
 
-    from blindspots.app.store import AppStore
+    from blindspots.app.store import AppStore, check_set_name
 
     proj = _open(project)
     try:
+        check_set_name(name)
         for f in ("items.csv", "classes.json"):
             if not (folder / f).is_file():
                 raise ValueError(f"folder: expected {f} (from export_review) in {str(folder)!r}, got none")

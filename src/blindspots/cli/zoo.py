@@ -33,6 +33,7 @@ def train(
     epochs: int = typer.Option(6, "--epochs", min=1, help="Training epochs per model."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed for scenes, weight init and batches."),
     restart: bool = typer.Option(False, "--restart", help="Ignore existing checkpoints instead of resuming."),
+    jobs: int = typer.Option(-1, "--jobs", "-j", help="Processes rendering the scenes (-1: all cores)."),
 ) -> None:
     """Train a target and competitors on procedural scenes (resumable) and report their mIoU."""
     from blindspots.models.train import DEFAULT_COMPETITORS, DEFAULT_TARGET, train_zoo
@@ -40,7 +41,7 @@ def train(
     comps = DEFAULT_COMPETITORS if competitors is None else tuple(c.strip() for c in competitors.split(",") if c.strip())
     try:
         summary = train_zoo(out, target=target or DEFAULT_TARGET, competitors=comps, n_train=n_train, n_val=n_val,
-                            size=size, epochs=epochs, seed=seed, resume=not restart)
+                            size=size, epochs=epochs, seed=seed, resume=not restart, n_jobs=jobs)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None

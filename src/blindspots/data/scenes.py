@@ -438,33 +438,38 @@ class _Street:
         if not valid.any():
             return
         jv = np.nonzero(valid)[0]
-        Zv = Zc[jv]
+        j0, j1 = int(jv[0]), int(jv[-1]) + 1               # Z is monotonic in x: one column range
+        Zv = Zc[j0:j1]
         blk = np.minimum(np.searchsorted(ends, Zv), nb - 1)
         Hb = heights[blk]
         ytop = self.hy + _F * (_CAM_H - Hb) / Zv
         ybot = self.hy + _F * _CAM_H / Zv
-        y = cv.ys                                           # [n, 1]
-        region = (y >= ytop[None, :]) & (y < ybot[None, :])  # [n, len(jv)]
-        Yh = _CAM_H - (y - self.hy) * Zv[None, :] / _F       # height on the facade, m
+        s_, o_ = cv.size, cv.off
+        i0 = max(int(math.floor(float(ytop.min()) * s_ + o_)), 0)
+        i1 = min(int(math.ceil(float(ybot.max()) * s_ + o_)) + 1, cv.n)
+        if i0 >= i1:
+            return
+        y = cv.ys[i0:i1]                                    # [h, 1]
+        region = (y >= ytop[None, :]) & (y < ybot[None, :])  # [h, w]
+        Yh = _CAM_H - (y - self.hy) * (Zv / _F)[None, :]     # height on the facade, m
         fz = np.mod(Zv / win_w[blk], 1.0)[None, :]
-        fy = np.mod(Yh / 3.2, 1.0)
+        fy = np.mod(Yh / np.float32(3.2), np.float32(1.0))
         win = region & (fz > 0.3) & (fz < 0.75) & (fy > 0.35) & (fy < 0.8) & (Yh > 3.0) & (Yh < Hb[None, :] - 1.0)
         # block edges: thin darker seams between buildings
         seam = np.mod(np.searchsorted(ends, Zv * 1.015) - blk, 2).astype(bool)
-        shade = np.where(seam, 0.7, 1.0).astype(np.float32)
-        rr, cc = np.nonzero(region)
-        colors = cols[blk[cc]] * shade[cc, None]
-        w = win[rr, cc]
-        colors[w] = win_col
-        cv.albedo[:, rr, jv[cc]] = colors.T
-        cv.mask[rr, jv[cc]] = BUILDING
+        colors = (cols[blk] * np.where(seam, 0.7, 1.0)[:, None]).T.astype(np.float32)   # [3, w]
+        alb = cv.albedo[:, i0:i1, j0:j1]
+        alb[...] = np.where(region[None], colors[:, None, :], alb)
+        alb[...] = np.where(win[None], win_col[:, None, None], alb)
+        msk = cv.mask[i0:i1, j0:j1]
+        msk[region] = BUILDING
         if self.night_p > 0:
             iz = np.floor(Zv / win_w[blk]).astype(np.int64)[None, :]
-            iy = np.floor(Yh / 3.2).astype(np.int64)
+            iy = np.floor(Yh / np.float32(3.2)).astype(np.int64)
             h = (iz * 73856093) ^ (iy * 19349663) ^ lit_seed
             lit = win & ((h % 1000) < self.night_p * 1000)
-            lr, lc = np.nonzero(lit)
-            cv.glow[:, lr, jv[lc]] = np.array([255, 215, 140], np.float32)[:, None] * 0.8
+            g = cv.glow[:, i0:i1, j0:j1]
+            g[...] = np.where(lit[None], np.array([204, 172, 112], np.float32)[:, None, None], g)
 
     # -- objects ------------------------------------------------------------------------
     def _objects(self) -> list[tuple[float, Callable[[], None]]]:
@@ -746,23 +751,83 @@ def scene_set_conditions(n: int, *, seed: int, distribution: str) -> list[SceneC
     return [sample_conditions(np.random.default_rng([int(s), 0]), distribution) for s in scene_seeds(n, seed)]
 
 
+def _check_jobs(n_jobs: Any) -> int:
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1:
+        raise ValueError(f"n_jobs: expected a positive int or -1 (all cores), got {n_jobs!r}")
+    return (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
+
+
+def _render_chunk(seeds: list[int], size: int, distribution: str) -> list[tuple[np.ndarray, np.ndarray, SceneConditions]]:
+    out = []
+    for s in seeds:
+        sc = render_scene(s, size, distribution=distribution)
+        out.append((sc.image, sc.mask, sc.conditions))
+    return out
+
+
+def _write_chunk(items: list[tuple[int, int]], out: str, size: int, distribution: str) -> list[SceneConditions]:
+    conds = []
+    for i, s in items:
+        sc = render_scene(s, size, distribution=distribution)
+        _save_png_atomic(sc.image, Path(out) / "images" / f"{_scene_id(i)}.png")
+        _save_png_atomic(sc.mask, Path(out) / "masks" / f"{_scene_id(i)}.png")
+        conds.append(sc.conditions)
+    return conds
+
+
+def _run_chunks(fn: Callable[..., list], chunks: list[list], args: tuple, n_jobs: int, bar: Any) -> list[list]:
+    """fn(chunk, *args) for every chunk, in order; in `n_jobs` processes when > 1 (results are
+    identical: every scene depends only on its own seed)."""
+    if n_jobs <= 1 or len(chunks) <= 1:
+        results = []
+        for ch in chunks:
+            results.append(fn(ch, *args))
+            bar.update(len(ch))
+        return results
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # forkserver: workers never inherit a parent's torch/BLAS thread pools mid-use
+    with ProcessPoolExecutor(max_workers=n_jobs, mp_context=multiprocessing.get_context("forkserver")) as ex:
+        futures = [ex.submit(fn, ch, *args) for ch in chunks]
+        try:
+            results = []
+            for ch, fut in zip(chunks, futures):
+                results.append(fut.result())
+                bar.update(len(ch))
+        except BaseException:  # interrupted: drop queued work; finished files stay (resumable)
+            ex.shutdown(wait=False, cancel_futures=True)
+            raise
+    return results
+
+
+def _chunked(items: list, n_jobs: int) -> list[list]:
+    size = 32 if n_jobs > 1 else max(len(items), 1)
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
 def render_scene_arrays(
-    n: int, *, seed: int, distribution: str, size: int = 128, progress: bool = False
+    n: int, *, seed: int, distribution: str, size: int = 128, progress: bool = False, n_jobs: int = 1
 ) -> tuple[np.ndarray, np.ndarray, list[SceneConditions]]:
     """Render a set in memory: images uint8 [n, size, size, 3], masks uint8 [n, size, size], conditions.
 
     Scene i equals scene i of `generate_scene_set(..., seed=seed, distribution=distribution, size=size)`.
+    n_jobs: worker processes (-1: all cores); the result does not depend on it.
     """
     if distribution not in DISTRIBUTIONS:
         raise ValueError(f"distribution: expected one of {list(DISTRIBUTIONS)}, got {distribution!r}")
-    seeds = scene_seeds(n, seed)
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 16 <= size <= 2048:
+        raise ValueError(f"size: expected an int in [16, 2048], got {size!r}")
+    jobs = _check_jobs(n_jobs)
+    seeds = [int(s) for s in scene_seeds(n, seed)]
     images = np.empty((len(seeds), size, size, 3), np.uint8)
     masks = np.empty((len(seeds), size, size), np.uint8)
     conds: list[SceneConditions] = []
-    for i, s in enumerate(tqdm(seeds, desc=f"scenes ({distribution})", disable=not progress, leave=False)):
-        sc = render_scene(int(s), size, distribution=distribution)
-        images[i], masks[i] = sc.image, sc.mask
-        conds.append(sc.conditions)
+    with tqdm(total=len(seeds), desc=f"scenes ({distribution})", disable=not progress, leave=False) as bar:
+        results = _run_chunks(_render_chunk, _chunked(seeds, jobs), (int(size), distribution), jobs, bar)
+    for i, (img, msk, cond) in enumerate(r for chunk in results for r in chunk):
+        images[i], masks[i] = img, msk
+        conds.append(cond)
     return images, masks, conds
 
 
@@ -770,6 +835,10 @@ def _save_png_atomic(arr: np.ndarray, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     Image.fromarray(arr).save(tmp, format="PNG")
     os.replace(tmp, path)
+
+
+def _scene_id(i: int) -> str:
+    return f"scene_{i:06d}"
 
 
 CONDITIONS_CSV = "conditions.csv"
@@ -783,6 +852,7 @@ def generate_scene_set(
     distribution: str,
     size: int = 128,
     progress: bool = True,
+    n_jobs: int = 1,
 ) -> "SegmentationSet":
     """Write a labelled scene set and return it as a SegmentationSet.
 
@@ -790,6 +860,7 @@ def generate_scene_set(
     and `out_dir/conditions.csv` (id, seed, every condition field, is_hard, hard_factors).
     ids are `scene_000000`, ... Resumable: scenes whose image and mask already exist are skipped
     (files are written atomically), so an interrupted run continues where it stopped.
+    n_jobs: worker processes (-1: all cores); the files do not depend on it.
     """
     from blindspots.data.segsets import SegmentationSet
 
@@ -797,27 +868,23 @@ def generate_scene_set(
         raise ValueError(f"distribution: expected one of {list(DISTRIBUTIONS)}, got {distribution!r}")
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 16 <= size <= 2048:
         raise ValueError(f"size: expected an int in [16, 2048], got {size!r}")
+    jobs = _check_jobs(n_jobs)
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "masks").mkdir(parents=True, exist_ok=True)
-    seeds = scene_seeds(n, seed)
+    seeds = [int(s) for s in scene_seeds(n, seed)]
+    todo = [(i, s) for i, s in enumerate(seeds)
+            if not ((out / "images" / f"{_scene_id(i)}.png").exists() and (out / "masks" / f"{_scene_id(i)}.png").exists())]
+    if len(todo) < len(seeds):
+        logger.info("generate_scene_set: %d of %d scenes already on disk, kept", len(seeds) - len(todo), len(seeds))
+    with tqdm(total=len(seeds), initial=len(seeds) - len(todo), desc=f"scenes ({distribution})",
+              disable=not progress) as bar:
+        _run_chunks(_write_chunk, _chunked(todo, jobs), (str(out), int(size), distribution), jobs, bar)
     rows = []
-    skipped = 0
-    for i, s in enumerate(tqdm(seeds, desc=f"scenes ({distribution})", disable=not progress)):
-        sid = f"scene_{i:06d}"
-        ip, mp = out / "images" / f"{sid}.png", out / "masks" / f"{sid}.png"
-        if ip.exists() and mp.exists():
-            cond = sample_conditions(np.random.default_rng([int(s), 0]), distribution)
-            skipped += 1
-        else:
-            sc = render_scene(int(s), size, distribution=distribution)
-            _save_png_atomic(sc.image, ip)
-            _save_png_atomic(sc.mask, mp)
-            cond = sc.conditions
-        rows.append({"id": sid, "seed": int(s), **cond.to_dict(), "is_hard": cond.is_hard,
+    for i, s in enumerate(seeds):
+        cond = sample_conditions(np.random.default_rng([s, 0]), distribution)  # cheap; same draw as rendering
+        rows.append({"id": _scene_id(i), "seed": s, **cond.to_dict(), "is_hard": cond.is_hard,
                      "hard_factors": "|".join(cond.hard_factors)})
-    if skipped:
-        logger.info("generate_scene_set: %d of %d scenes already on disk, kept", skipped, len(seeds))
     tmp = out / (CONDITIONS_CSV + ".tmp")
     with open(tmp, "w", newline="") as fh:
         names = ["id", "seed"] + [f.name for f in fields(SceneConditions)] + ["is_hard", "hard_factors"]

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from blindspots.defuse.distill import Scenarios
 from blindspots.defuse.vae import BetaVAE
-from blindspots.finetune.classification import accuracy, train_classifier
+from blindspots.finetune.classification import predict_labels, train_classifier
 from blindspots.scenarios.sampling import sample_codes
 
 # The paper's λ sweep (appendix B.2-B.4).
@@ -129,9 +129,16 @@ def correct(
                                    optimizer="adam", seed=seed, extra_images=extra[0], extra_labels=extra[1],
                                    extra_weight=float(lam), val_images=val[0], val_labels=val[1], select="val",
                                    progress=False, desc=f"λ={lam:g}")
-            row = {"lambda": float(lam), "best_epoch": fit.best_epoch, "val_acc": accuracy(m, *val),
-                   "extra_acc": accuracy(m, *extra),
-                   **{f"{name}_acc": accuracy(m, *data) for name, data in evaluate.items()}}
+            preds: dict[int, np.ndarray] = {}  # one forward pass per distinct image array
+            for data in [val, extra, *evaluate.values()]:
+                if id(data[0]) not in preds:
+                    preds[id(data[0])] = predict_labels(m, data[0])
+
+            def acc(data: tuple[np.ndarray, np.ndarray]) -> float:
+                return float((preds[id(data[0])] == np.asarray(data[1])).mean()) if len(data[1]) else float("nan")
+
+            row = {"lambda": float(lam), "best_epoch": fit.best_epoch, "val_acc": acc(val), "extra_acc": acc(extra),
+                   **{f"{name}_acc": acc(data) for name, data in evaluate.items()}}
             state = m.state_dict()
             if row_path is not None:
                 torch.save(state, state_path)

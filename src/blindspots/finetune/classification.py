@@ -48,7 +48,8 @@ def accuracy(module: nn.Module, images: np.ndarray, labels: np.ndarray, batch_si
 
 @dataclass
 class TrainResult:
-    """history: one dict per epoch (epoch, loss, train_acc, val_acc); best_epoch: the one kept."""
+    """history: one dict per epoch (epoch, loss, val_acc if a validation set is given, train_acc if
+    select="train"); best_epoch: the one kept."""
 
     module: nn.Module
     history: list[dict] = field(default_factory=list)
@@ -163,11 +164,13 @@ def train_classifier(
                 opt.step()
                 total += float(loss.detach()) * len(idx)
                 count += len(idx)
-        record = {"epoch": epoch, "loss": total / count, "train_acc": accuracy(module, images, labels)}
+        record = {"epoch": epoch, "loss": total / count}
+        if select == "train":  # a full pass over D costs as much as an epoch; only when it selects
+            record["train_acc"] = accuracy(module, images, labels)
         if val_images is not None and val_labels is not None:
             record["val_acc"] = accuracy(module, val_images, val_labels)
         result.history.append(record)
-        score = {"last": float(epoch), "val": record.get("val_acc", -1.0), "train": record["train_acc"]}[select]
+        score = {"last": float(epoch), "val": record.get("val_acc", -1.0), "train": record.get("train_acc", -1.0)}[select]
         if score > best_score:
             best_score, result.best_epoch = score, epoch
             best_state = copy.deepcopy(module.state_dict())

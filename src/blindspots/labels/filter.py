@@ -167,16 +167,18 @@ class LabelIssueFinder:
             sc[~s.valid] = np.inf  # never among the lowest: fewer issues than labelled pixels
             score[sl] = sc
         adj = self._set_thresholds(sums, counts)
-        pred_mm, max_mm = np.concatenate(mm_pred), np.concatenate(mm_max)
-        num = int(np.count_nonzero(max_mm >= adj[pred_mm]))
-        del pred_mm, max_mm, mm_pred, mm_max
+        num = 0
+        while mm_pred:  # count chunk by chunk, freeing as we go (no concatenated copy)
+            pc, mc = mm_pred.pop(), mm_max.pop()
+            num += int(np.count_nonzero(mc >= adj[pc]))
         flat, fmask = score.reshape(-1), mask.reshape(-1)
-        step = 1 << 22
+        step = 1 << 18  # small steps keep temporaries (bincount casts keys to intp) at a few MB
         hist = np.zeros(1 << 16, dtype=np.int64)
-        for a in range(0, flat.size, step):
-            hist += np.bincount(sortable_key(flat[a:a + step]), minlength=1 << 16)
         inf_bin = int(sortable_key(np.array([np.inf], dtype=score.dtype))[0])
-        hist[inf_bin] -= int(np.count_nonzero(np.isinf(flat)))  # ignored pixels
+        for a in range(0, flat.size, step):
+            c = flat[a:a + step]
+            hist += np.bincount(sortable_key(c), minlength=1 << 16)
+            hist[inf_bin] -= int(np.count_nonzero(c == np.inf))  # ignored pixels
         self._finish_count(st, num, hist)
         if self.num_issues_ == 0:
             mask[:] = False

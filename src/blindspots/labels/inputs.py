@@ -18,8 +18,8 @@ if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
 
 
-#: default number of probability values per chunk (~16 MB of float32)
-DEFAULT_CHUNK_VALUES = 1 << 22
+#: default number of probability values per chunk (~8 MB of float32)
+DEFAULT_CHUNK_VALUES = 1 << 21
 #: tolerance for probabilities summing to 1 over the class axis
 PROB_ATOL = 1e-3
 

@@ -29,24 +29,26 @@ METHODS = ("softmin", "num_pixel_issues")
 
 
 def softmin_pool(scores: np.ndarray, valid: np.ndarray | None = None, temperature: float = 0.1) -> np.ndarray:
-    """Softmin pooling per image.
+    """Softmin pooling per image, in float64 like cleanlab: sum_i s_i w_i with w = softmax((1 - s)/T).
 
     scores: float [b, H, W] in [0, 1]; valid: bool [b, H, W] or None -> float64 [b].
-    Rows with no valid pixel give 1.0.
+    Rows with no valid pixel give 1.0. Uses (1 - s)/T - max = (min s - s)/T (the same shift cleanlab
+    applies), one image at a time so temporaries stay at one image.
     """
     b = scores.shape[0]
-    s = scores.reshape(b, -1).astype(np.float64)
-    x = (1.0 - s) / max(temperature, _EPSILON)
-    if valid is not None:
-        v = valid.reshape(b, -1)
-        x = np.where(v, x, -np.inf)
-    mx = x.max(axis=1, keepdims=True)
-    empty = ~np.isfinite(mx[:, 0])
-    mx[empty] = 0.0
-    e = np.exp(x - mx)
-    w = e / np.maximum(e.sum(axis=1, keepdims=True), np.finfo(np.float64).tiny)
-    out = np.einsum("ij,ij->i", np.where(np.isfinite(x), s, 0.0), w)
-    out[empty] = 1.0
+    s2 = scores.reshape(b, -1)
+    v2 = None if valid is None else valid.reshape(b, -1)
+    inv_t = 1.0 / max(temperature, _EPSILON)
+    out = np.ones(b, dtype=np.float64)
+    for i in range(b):
+        si = s2[i] if v2 is None or v2[i].all() else s2[i][v2[i]]
+        if si.size == 0:
+            continue
+        si = si.astype(np.float64)
+        e = si.min() - si
+        e *= inv_t
+        np.exp(e, out=e)
+        out[i] = np.dot(si, e) / e.sum()
     return out
 
 

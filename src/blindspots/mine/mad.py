@@ -41,6 +41,7 @@ from blindspots.mine.base import (
 log = logging.getLogger(__name__)
 
 _DISTANCES = {"pixel": "dpa", "dpa": "dpa", "miou": "dmiou", "dmiou": "dmiou"}
+HEAD_MIN = 65_536  # rows kept sorted per competitor; larger costs a little time, never changes picks
 
 
 def class_area_ranges(masks: Iterable[np.ndarray], num_classes: int, *, ignore_index: int | None = 255,
@@ -238,7 +239,7 @@ class MADSampler(Sampler):
             return part_cache[key]
 
         # sub-problems take their top n3 from the head of each competitor's distance order
-        head_size = min(len(table), max(65_536, 8 * int(self.n3) * max(1, len(class_ids))))
+        head_size = min(len(table), max(HEAD_MIN, 8 * int(self.n3) * max(1, len(class_ids))))
         rows, comp, cls, direc, dist, rank = [], [], [], [], [], []
         for g in tqdm(competitors, desc="MAD", unit="competitor", disable=len(table) < 200_000):
             d = column(table, f"{kind}__{target}__{g}")

@@ -334,6 +334,7 @@ def train_zoo(
     seed: int = 0,
     resume: bool = True,
     progress: bool = True,
+    n_jobs: int = 1,
 ) -> dict[str, Any]:
     """Train a target and competitors of different design on procedural scenes; write `zoo.json`.
 
@@ -341,10 +342,11 @@ def train_zoo(
     conditions (with brightness/contrast jitter), so they are clearly better on shifted ("hard")
     scenes — the setting in which MAD's disagreements point at the target's failures.
     Writes `out_dir/<name>.pt` (name = architecture) and `out_dir/zoo.json` with each model's
-    mIoU on an in-distribution and a hard validation set and the share of pool-like scenes whose
-    per-image mIoU is below 0.5. Resumable: finished epochs are kept in the checkpoints.
+    mIoU on an in-distribution and a hard validation set, the share of scenes whose per-image mIoU
+    is below 0.5 in each, and the share expected in a "pool" (5% hard). Resumable: finished
+    epochs are kept in the checkpoints. n_jobs: processes rendering the scenes (-1: all cores).
     """
-    from blindspots.data.scenes import SCENE_CLASSES, render_scene_arrays
+    from blindspots.data.scenes import POOL_HARD_FRACTION, SCENE_CLASSES, render_scene_arrays
     from blindspots.models.zoo import ZOO, build_model
 
     names = [target, *competitors]
@@ -356,12 +358,10 @@ def train_zoo(
                          f"got {names}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    data = {
-        "train": render_scene_arrays(n_train, seed=seed, distribution="train", size=size, progress=progress),
-        "broad": render_scene_arrays(n_train, seed=seed + 1, distribution="broad", size=size, progress=progress),
-        "val_in": render_scene_arrays(n_val, seed=seed + 2, distribution="train", size=size, progress=progress),
-        "val_hard": render_scene_arrays(n_val, seed=seed + 3, distribution="hard", size=size, progress=progress),
-    }
+    plan = {"train": (n_train, "train", seed), "broad": (n_train, "broad", seed + 1),
+            "val_in": (n_val, "train", seed + 2), "val_hard": (n_val, "hard", seed + 3)}
+    data = {key: render_scene_arrays(n, seed=s, distribution=dist, size=size, progress=progress, n_jobs=n_jobs)
+            for key, (n, dist, s) in plan.items()}
     summary: dict[str, Any] = {"target": target, "competitors": list(competitors), "size": size, "seed": seed,
                                "n_train": n_train, "n_val": n_val, "classes": SCENE_CLASSES.to_dict(),
                                "models": {}}
@@ -385,6 +385,9 @@ def train_zoo(
             metrics[key] = {"miou": e["miou"], "pixel_acc": e["pixel_acc"],
                             "mean_image_miou": float(np.nanmean(e["per_image_miou"])),
                             "frac_image_miou_below_0.5": e["frac_below_0.5"]}
+        # a "pool" scene is hard with probability POOL_HARD_FRACTION: the expected failure share there
+        metrics["pool_estimate"] = {"frac_image_miou_below_0.5": (1 - POOL_HARD_FRACTION) * metrics["val_in"][
+            "frac_image_miou_below_0.5"] + POOL_HARD_FRACTION * metrics["val_hard"]["frac_image_miou_below_0.5"]}
         summary["models"][name] = {"role": role, "arch": name, "checkpoint": f"{name}.pt", "epochs": ep,
                                    "train_distribution": dist, "train_seconds": time.perf_counter() - t0,
                                    "final_loss": res.history[-1]["loss"] if res.history else None,

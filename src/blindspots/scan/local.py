@@ -17,7 +17,7 @@ import queue
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from PIL import Image
@@ -457,9 +457,3 @@ def _finish_shard(plan: _ShardPlan, shard: _ShardRows, layout: ScanLayout, targe
         got = [vals.get(i, (np.nan, np.nan)) for i in ids]
         table = pair_table(target, g, ids, np.array([x[0] for x in got]), np.array([x[1] for x in got]))
         _submit(jobs, lambda t=table, p=layout.pair_shard(target, g, plan.k): write_shard(p, t), writer)
-
-
-def iter_shard_ids(ids: Sequence[str], shard_size: int) -> Iterator[list[str]]:
-    """The id ranges of the shards: ids[k*S:(k+1)*S] for k = 0, 1, ..."""
-    for s in range(0, len(ids), shard_size):
-        yield list(ids[s:s + shard_size])

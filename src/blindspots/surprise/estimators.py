@@ -426,6 +426,7 @@ def _nearest(q: np.ndarray, ref: np.ndarray, chunk: int, ref_sq: np.ndarray | No
         ref_sq = np.einsum("ij,ij->i", ref, ref)
     dist = np.empty(q.shape[0])
     idx = np.empty(q.shape[0], dtype=np.int64)
+    chunk = max(1, min(chunk, 4_000_000 // max(ref.shape[0], 1)))  # keep the [chunk, n] block near 32 MB
     for s, e in _chunks(q.shape[0], chunk):
         block = q[s:e]
         sq = ref_sq[None, :] - 2.0 * (block @ ref.T)

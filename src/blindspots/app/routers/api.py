@@ -92,7 +92,8 @@ def list_annotators(request: Request, who: Principal = Depends(require_admin)) -
 def add_annotator(body: NewAnnotator, request: Request, who: Principal = Depends(require_admin)) -> dict:
     """Create (or re-key) an annotator; the token is returned once, only its hash is stored."""
     token = secrets.token_urlsafe(24)
-    request.app.state.project.add_annotator(body.name, token, body.role)
+    with request.app.state.store.write_lock:
+        request.app.state.project.add_annotator(body.name, token, body.role)
     request.app.state.store.end_sessions_of(body.name)
     return {"name": body.name, "role": body.role, "token": token, "link": f"/signin#token={token}"}
 
@@ -102,7 +103,9 @@ def remove_annotator(name: str, request: Request, who: Principal = Depends(requi
     """Remove an annotator (their answers stay; their token and sessions stop working)."""
     if name == who.name:
         raise HTTPException(400, "name: expected another annotator than yourself")
-    if not request.app.state.project.remove_annotator(name):
+    with request.app.state.store.write_lock:
+        removed = request.app.state.project.remove_annotator(name)
+    if not removed:
         raise HTTPException(404, f"name: expected a registered annotator, got {name!r}")
     request.app.state.store.end_sessions_of(name)
     return {"removed": name}

@@ -59,7 +59,8 @@ def _save(request: Request, kind: str, ref: str, image_id: str, mask: np.ndarray
           source: str) -> dict:
     st = request.app.state
     if kind == "round":
-        st.project.add_mask(int(ref), image_id, mask, source=source, annotator=who.name)
+        with st.store.write_lock:
+            st.project.add_mask(int(ref), image_id, mask, source=source, annotator=who.name)
     else:
         st.store.add_fix(ref, image_id, mask, who.name)
     counts = np.bincount(mask.ravel(), minlength=256)

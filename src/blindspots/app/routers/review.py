@@ -45,7 +45,8 @@ def submit_review(body: ReviewIn, request: Request, who: Principal = Depends(req
         raise HTTPException(404, f"image_id: expected an image of review set {body.set!r}, got {body.image_id!r}")
     if not view.has_region(body.set, body.image_id, body.region):
         raise HTTPException(404, f"region: expected a flagged region of {body.image_id!r}, got {body.region!r}")
-    request.app.state.project.add_review(f"{body.set}/{body.image_id}", body.region, body.verdict, who.name)
+    with request.app.state.store.write_lock:
+        request.app.state.project.add_review(f"{body.set}/{body.image_id}", body.region, body.verdict, who.name)
     out = {"ok": True, "set": body.set, "image_id": body.image_id, "region": body.region, "verdict": body.verdict}
     if body.verdict == "error":
         out["fix_url"] = "/label?" + urlencode({"kind": "fix", "ref": body.set, "id": body.image_id})

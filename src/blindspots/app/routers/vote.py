@@ -40,6 +40,7 @@ def submit_vote(body: VoteIn, request: Request, who: Principal = Depends(require
         raise HTTPException(404, f"item_id: expected an item of vote set {body.set!r}, got {body.item_id!r}")
     if body.label != NONE_LABEL and body.label not in names:
         raise HTTPException(422, f"label: expected one of {names} or 'none', got {body.label!r}")
-    request.app.state.project.add_vote(body.item_id, who.name, None if body.label == NONE_LABEL else body.label)
+    with request.app.state.store.write_lock:
+        request.app.state.project.add_vote(body.item_id, who.name, None if body.label == NONE_LABEL else body.label)
     q = view.vote_queue(who.name)
     return {"ok": True, "item_id": body.item_id, "label": body.label, "done": q["done"], "total": q["total"]}

@@ -21,7 +21,7 @@
   function button(label, key, chosen, text) {
     const b = document.createElement("button");
     b.className = "choice" + (chosen ? " chosen" : ""); b.dataset.label = label;
-    b.textContent = (text || label) + (key ? ` (${key})` : "");
+    b.textContent = (text || label) + (key && key !== label ? ` (${key})` : "");
     b.addEventListener("click", () => vote(label));
     return b;
   }
