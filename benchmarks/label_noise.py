@@ -26,6 +26,7 @@ Deterministic per seed; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from dataclasses import dataclass
 
@@ -34,8 +35,12 @@ from scipy import ndimage
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import average_precision_score
 
+from threadpoolctl import threadpool_limits
+
 from blindspots.labels import find_label_issues, get_label_quality_scores
 from blindspots.labels.regions import find_issue_regions
+
+log = logging.getLogger("label_noise")
 
 
 @dataclass
@@ -178,7 +183,10 @@ def evaluate(ds: LabelledSet, frac: float, seed: int) -> None:
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     noisy, flags, events = corrupt(ds, frac, rng)
-    probs = out_of_fold_probs(ds.images, noisy, ds.num_classes, seed)
+    log.info("%s: corrupted in %.1f s; training out-of-fold models", ds.name, time.perf_counter() - t0)
+    with threadpool_limits(1):  # OpenMP threads spin badly on shared machines; one thread is predictable
+        probs = out_of_fold_probs(ds.images, noisy, ds.num_classes, seed)
+    log.info("%s: predictions ready after %.1f s", ds.name, time.perf_counter() - t0)
     t_model = time.perf_counter() - t0
     pred = probs.argmax(1)
     n = len(noisy)
@@ -242,7 +250,9 @@ def main() -> None:
     ap.add_argument("--frac", type=float, default=0.15, help="share of images with corrupted masks")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sets", default="scenes,mri", help="comma list of: scenes, mri")
+    ap.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     a = ap.parse_args()
+    logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING, format="%(asctime)s %(message)s")
     for name in a.sets.split(","):
         if name == "scenes":
             ds = scenes_set(a.n, a.size, a.seed)

@@ -83,6 +83,10 @@ def test_resume_after_interruption(setup, tmp_path):
     with pytest.raises(ValueError, match="out_dir: expected a run with the same settings"):
         identify(vae, clf, data.images, data.labels, settings=IdentifySettings(seed=6, **FAST),
                  out_dir=tmp_path / "run", progress=False)
+    other = data.images.copy()
+    other[0, 0, 0, 0] ^= 1  # different images, same settings: resuming would mix runs
+    with pytest.raises(ValueError, match="out_dir: expected a run with the same settings"):
+        identify(vae, clf, other, data.labels, settings=s, out_dir=tmp_path / "run", progress=False)
 
 
 def test_wrong_number_of_classes(setup):

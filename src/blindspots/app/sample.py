@@ -2,10 +2,11 @@
 
 `make_sample_project(path)` builds, from the project's procedural street scenes:
 
-- a pool, S0 and T0 (`data.scenes.generate_scene_set`) and three untrained zoo models of
-  different design (a U-Net target and two competitors; weights are random, so the
-  predictions are poor — which is what a rater should see), a project (`Project.create`), and
-  runs the real loop (`loop.rounds.advance`) until it waits for ratings;
+- a pool, S0 and T0 (`data.scenes.generate_scene_set`) and three untrained light zoo models
+  (a tiny U-Net target; a small FCN and a second tiny U-Net with other weights as
+  competitors; weights are random, so the predictions are poor — which is what a rater should
+  see), a project (`Project.create`), and runs the real loop (`loop.rounds.advance`, mining
+  with the "random" strategy) until it waits for ratings;
 - optionally a Defuse-style vote set (`scenarios.export_review` layout) of real handwritten
   digits (scikit-learn's 8x8 digits, upscaled) with a logistic-regression classifier's
   predictions (hidden from voters);

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
@@ -25,11 +25,22 @@ HERE = Path(__file__).parent
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a full-HD mask as base64 JSON is ~3 MB; uploads are PNGs
 
 
-class BodyLimit:
-    """ASGI middleware: 413 for request bodies over `limit` bytes (declared or streamed)."""
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; script-src 'self'; "
+                               "style-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+}
+
+
+class Guard:
+    """Pure ASGI middleware (cheaper than `@app.middleware`): security headers on every
+    response, and 413 for request bodies over `limit` bytes (declared or streamed)."""
 
     def __init__(self, app, limit: int) -> None:  # noqa: ANN001 - ASGI app
         self.app, self.limit = app, limit
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
 
     async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
         if scope["type"] != "http":
@@ -43,6 +54,7 @@ class BodyLimit:
                 if too_big:
                     return await self._reject(send)
         seen = 0
+        started = False
 
         async def limited():  # noqa: ANN202
             nonlocal seen
@@ -53,15 +65,25 @@ class BodyLimit:
                     raise _TooLarge()
             return msg
 
+        async def with_headers(msg) -> None:  # noqa: ANN001
+            nonlocal started
+            if msg["type"] == "http.response.start":
+                started = True
+                have = {k.lower() for k, _ in msg.get("headers", [])}
+                msg = {**msg, "headers": list(msg.get("headers", [])) + [h for h in self.headers if h[0] not in have]}
+            await send(msg)
+
         try:
-            await self.app(scope, limited, send)
+            await self.app(scope, limited, with_headers)
         except _TooLarge:
-            await self._reject(send)
+            if not started:
+                await self._reject(send)
 
     async def _reject(self, send) -> None:  # noqa: ANN001
         body = (b'{"detail":"body: expected at most %d bytes, got more (upload too large)"}' % self.limit)
         await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                    + self.headers})
         await send({"type": "http.response.body", "body": body})
 
 
@@ -69,13 +91,6 @@ class _TooLarge(Exception):
     pass
 
 
-SECURITY_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; script-src 'self'; "
-                               "style-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
-}
 
 
 def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES,
@@ -98,14 +113,7 @@ def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES
     app.state.secure_cookies = bool(secure_cookies)
     app.state.max_body_bytes = max_body_bytes
 
-    @app.middleware("http")
-    async def _headers(request: Request, call_next):  # noqa: ANN202
-        resp = await call_next(request)
-        for k, v in SECURITY_HEADERS.items():
-            resp.headers.setdefault(k, v)
-        return resp
-
-    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(Guard, limit=max_body_bytes)
 
     @app.exception_handler(NeedsSignIn)
     async def _signin(request: Request, exc: NeedsSignIn) -> RedirectResponse:
@@ -146,7 +154,3 @@ def page(request: Request, template: str, who, **context) -> object:  # noqa: AN
     return request.app.state.templates.TemplateResponse(
         request, template, {"who": who, "csrf": who.csrf if who else "",
                             "project": request.app.state.project.config.project.name, **context})
-
-
-def http_error(status: int, message: str) -> HTTPException:
-    return HTTPException(status, message)

@@ -338,14 +338,14 @@ class ProjectView:
         sets = []
         for s in self.store.sets("review"):
             regs = self.review_regions(s["name"])
+            by_image = {str(k): g for k, g in regs.groupby(regs["id"].astype(str), sort=False)}
             images = []
             for i in self.review_images(s["name"]):
-                rr = regs[regs["id"].astype(str) == i]
                 regions = [{"region": str(int(r.region)), "kind": r.kind, "given": int(r.given_label),
                             "predicted": int(r.predicted_label), "area": int(r.area),
                             "box": [int(r.x0), int(r.y0), int(r.x1), int(r.y1)], "score": float(r.score),
                             "verdict": mine.get((f"{s['name']}/{i}", str(int(r.region))))}
-                           for r in rr.itertuples()]
+                           for r in by_image[i].itertuples()]
                 images.append({"id": i, "regions": regions, "done": all(x["verdict"] for x in regions)})
             sets.append({"set": s["name"], "images": images})
         total = sum(len(s["images"]) for s in sets)

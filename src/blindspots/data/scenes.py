@@ -260,8 +260,10 @@ class _Canvas:
             self._put((slice(i0, i1), slice(j0, j1)), None, cls, color, glow)
 
     def ellipse(self, cx, cy, rx, ry, cls, color, glow=None) -> None:
+        if rx < 1e-6 or ry < 1e-6:  # sub-pixel: nothing to draw (and no overflow below)
+            return
         b = self.box(cx - rx, cy - ry, cx + rx, cy + ry)
-        if b is not None and rx > 0 and ry > 0:
+        if b is not None:
             sl, y, x = b
             m = ((x - cx) / rx) ** 2 + ((y - cy) / ry) ** 2 <= 1.0
             self._put(sl, m, cls, color, glow)

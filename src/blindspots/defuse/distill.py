@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import BayesianGaussianMixture
+from threadpoolctl import threadpool_limits
 
 from blindspots.defuse.identify import Identified
 
@@ -68,10 +69,14 @@ class Distiller:
     Settings (paper defaults): n_components K = 100, covariance_type "full", weight_threshold
     ε = 0.01, max_codes 10,000 (paper 50,000; lowered for CPU fit time), max_iter 100 (sklearn's
     default, as in the paper), random_state for downsampling and the mixture's initialisation.
+    blas_threads: BLAS threads during the fit (default 1: the matrices are small (D x D), and
+    multi-threaded BLAS spin-waits on a busy CPU — measured 7x slower on a shared 2-core machine);
+    None leaves the process setting.
     """
 
     def __init__(self, n_components: int = 100, covariance_type: str = "full", weight_threshold: float = 0.01,
-                 max_codes: int = 10_000, max_iter: int = 100, n_init: int = 1, random_state: int = 0):
+                 max_codes: int = 10_000, max_iter: int = 100, n_init: int = 1, random_state: int = 0,
+                 blas_threads: int | None = 1):
         self.n_components = n_components
         self.covariance_type = covariance_type
         self.weight_threshold = weight_threshold
@@ -79,6 +84,7 @@ class Distiller:
         self.max_iter = max_iter
         self.n_init = n_init
         self.random_state = random_state
+        self.blas_threads = blas_threads
         self.mixture_: BayesianGaussianMixture | None = None
         self.scenarios_: Scenarios | None = None
 
@@ -105,7 +111,7 @@ class Distiller:
             weight_concentration_prior_type="dirichlet_process", max_iter=self.max_iter, n_init=self.n_init,
             random_state=self.random_state)
         t0 = time.perf_counter()
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, threadpool_limits(self.blas_threads):
             warnings.simplefilter("always", ConvergenceWarning)
             gmm.fit(codes)
         seconds = time.perf_counter() - t0

@@ -17,14 +17,15 @@ import queue
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
-from PIL import Image
 from tqdm.auto import tqdm
 
 from blindspots.data.classes import Classes
 from blindspots.scan.fingerprint import model_fingerprint
+from blindspots.scan import maps as map_files
+from blindspots.scan.pipeline import DONE, Batch, Errors, Worker, read_batches, run_jobs, submit
 from blindspots.scan.stats import model_stats, pair_distances
 from blindspots.scan.table import (
     SCAN_VERSION,
@@ -42,8 +43,6 @@ from blindspots.scan.table import (
 )
 
 log = logging.getLogger(__name__)
-
-PNG_COMPRESS_LEVEL = 1  # fast zlib level: maps are small and written once per image and model
 
 
 @dataclass
@@ -68,55 +67,6 @@ class _ShardRows:
     status: dict[str, tuple[str, str | None, int | None, int | None]] = field(default_factory=dict)
     models: dict[str, dict[str, tuple[np.ndarray, float, float]]] = field(default_factory=dict)
     pairs: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
-
-
-# --- messages from the reader thread ---
-@dataclass
-class _Batch:
-    k: int
-    ids: list[str]
-    images: np.ndarray | None  # uint8 [n, H, W, 3]; None for a map-only shard
-    sizes: list[tuple[int, int]]  # original (H, W) per image
-
-
-@dataclass
-class _Errors:
-    k: int
-    items: list[tuple[str, str]]  # (id, reason)
-
-
-@dataclass
-class _EndShard:
-    k: int
-
-
-_DONE = object()
-
-
-class _Worker(threading.Thread):
-    """A daemon thread that records its exception for the main thread to re-raise."""
-
-    def __init__(self, target: Callable[[], None], name: str) -> None:
-        super().__init__(name=name, daemon=True)
-        self._fn = target
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self._fn()
-        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
-            self.error = e
-
-
-def _put(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
-    """Put with a timeout loop so that a stopped consumer never blocks the producer forever."""
-    while not stop.is_set():
-        try:
-            q.put(item, timeout=0.1)
-            return True
-        except queue.Full:
-            continue
-    return False
 
 
 def _validate(pool: Any, models: Mapping[str, Any], target: str, competitors: Sequence[str] | None,
@@ -242,76 +192,6 @@ def _plan(layout: ScanLayout, ids: list[str], shard_size: int, models: Mapping[s
     return plans
 
 
-def _reader(pool: Any, plans: list[_ShardPlan], batch_size: int, resize: tuple[int, int] | None,
-            q: queue.Queue, stop: threading.Event) -> None:
-    """Decode shards ahead of the main thread and emit same-size batches, then _EndShard."""
-    for plan in plans:
-        if not plan.needs_images:  # only pair shards missing: the maps are read back, no decoding
-            for s in range(0, len(plan.ids), batch_size):
-                if not _put(q, _Batch(plan.k, plan.ids[s:s + batch_size], None, []), stop):
-                    return
-            if not _put(q, _EndShard(plan.k), stop):
-                return
-            continue
-        pending: dict[tuple[int, int], list[tuple[str, np.ndarray, tuple[int, int]]]] = {}
-        errors: list[tuple[str, str]] = []
-        for item in pool.iter_items(plan.ids):
-            if stop.is_set():
-                return
-            if item.image is None:
-                errors.append((item.id, str(item.error)))
-                continue
-            image = item.image
-            size = image.shape[:2]
-            if resize is not None and tuple(size) != tuple(resize):
-                image = np.asarray(Image.fromarray(image).resize((resize[1], resize[0]), Image.BILINEAR))
-            group = pending.setdefault(image.shape[:2], [])
-            group.append((item.id, image, size))
-            if len(group) == batch_size:
-                del pending[image.shape[:2]]
-                if not _put(q, _make_batch(plan.k, group), stop):
-                    return
-        for shape in sorted(pending):
-            if not _put(q, _make_batch(plan.k, pending[shape]), stop):
-                return
-        if (errors and not _put(q, _Errors(plan.k, errors), stop)) or not _put(q, _EndShard(plan.k), stop):
-            return
-    _put(q, _DONE, stop)
-
-
-def _make_batch(k: int, group: list[tuple[str, np.ndarray, tuple[int, int]]]) -> _Batch:
-    return _Batch(k, [g[0] for g in group], np.stack([g[1] for g in group]), [tuple(g[2]) for g in group])
-
-
-def _writer(q: queue.Queue) -> None:
-    """Run queued write jobs in order until the _DONE sentinel."""
-    while True:
-        job = q.get()
-        if job is _DONE:
-            return
-        job()
-
-
-def _save_maps(layout: ScanLayout, model: str, ids: list[str], maps: np.ndarray) -> None:
-    for image_id, m in zip(ids, maps):
-        path = layout.map_path(model, image_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        img = Image.fromarray(m) if m.dtype == np.uint8 else Image.fromarray(m.astype(np.uint16))
-        img.save(path, compress_level=PNG_COMPRESS_LEVEL)
-
-
-def _load_maps(layout: ScanLayout, model: str, ids: list[str]) -> list[np.ndarray]:
-    out = []
-    for image_id in ids:
-        path = layout.map_path(model, image_id)
-        if not path.exists():
-            raise ValueError(f"out_dir: expected the saved map {path} of a finished shard, got none; "
-                             f"the scan folder is incomplete, delete {layout.root / 'models' / model} to redo {model!r}")
-        with Image.open(path) as im:
-            out.append(np.asarray(im))
-    return out
-
-
 def _run(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[_ShardPlan], target: str,
          num_classes: int, batch_size: int, resize: tuple[int, int] | None, save_maps: bool, prefetch: int,
          bar: Any) -> None:
@@ -320,8 +200,8 @@ def _run(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[_
     stop = threading.Event()
     batches: queue.Queue = queue.Queue(maxsize=prefetch)
     jobs: queue.Queue = queue.Queue(maxsize=4 * prefetch)
-    reader = _Worker(lambda: _reader(pool, plans, batch_size, resize, batches, stop), "blindspots-scan-reader")
-    writer = _Worker(lambda: _writer(jobs), "blindspots-scan-writer")
+    reader = Worker(lambda: read_batches(pool, plans, batch_size, resize, batches, stop), "blindspots-scan-reader")
+    writer = Worker(lambda: run_jobs(jobs), "blindspots-scan-writer")
     reader.start()
     writer.start()
     by_k = {p.k: p for p in plans}
@@ -336,25 +216,25 @@ def _run(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[_
                 if not reader.is_alive() and batches.empty():
                     raise RuntimeError("scan reader stopped without finishing")
                 continue
-            if msg is _DONE:
+            if msg is DONE:
                 break
             plan = by_k[msg.k]
             shard = rows.setdefault(msg.k, _ShardRows())
-            if isinstance(msg, _Errors):
+            if isinstance(msg, Errors):
                 for image_id, reason in msg.items:
                     shard.status[image_id] = ("error", reason, None, None)
                 bar.update(len(msg.items))
-            elif isinstance(msg, _Batch):
+            elif isinstance(msg, Batch):
                 _process_batch(msg, plan, shard, models, layout, target, num_classes, save_maps, jobs, writer)
                 bar.update(len(msg.ids))
-            else:  # _EndShard
+            else:  # EndShard
                 _finish_shard(plan, rows.pop(msg.k), layout, target, num_classes, jobs, writer)
     finally:
         stop.set()  # the reader stops early if we were interrupted
         # Let the writer finish what is queued (whole shards and their maps), then end it.
         while writer.is_alive():
             try:
-                jobs.put(_DONE, timeout=0.5)
+                jobs.put(DONE, timeout=0.5)
                 break
             except queue.Full:
                 continue
@@ -364,21 +244,9 @@ def _run(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[_
         raise writer.error
 
 
-def _submit(jobs: queue.Queue, job: Callable[[], None], writer: _Worker) -> None:
-    """Queue a write job; re-raise the writer's error instead of blocking on a dead writer."""
-    while True:
-        if writer.error:
-            raise writer.error
-        try:
-            jobs.put(job, timeout=0.5)
-            return
-        except queue.Full:
-            continue
-
-
-def _process_batch(msg: _Batch, plan: _ShardPlan, shard: _ShardRows, models: Mapping[str, Any],
+def _process_batch(msg: Batch, plan: _ShardPlan, shard: _ShardRows, models: Mapping[str, Any],
                    layout: ScanLayout, target: str, num_classes: int, save_maps: bool, jobs: queue.Queue,
-                   writer: _Worker) -> None:
+                   writer: Worker) -> None:
     ids = msg.ids
     maps: dict[str, np.ndarray] = {}
     if msg.images is not None:
@@ -400,7 +268,7 @@ def _process_batch(msg: _Batch, plan: _ShardPlan, shard: _ShardRows, models: Map
             for i, image_id in enumerate(ids):
                 table[image_id] = (st.frac[i], float(st.entropy[i]), float(st.maxprob[i]))
             if save_maps and not layout.model_shard(name, plan.k).exists():
-                _submit(jobs, lambda name=name, ids=ids, m=st.argmax: _save_maps(layout, name, ids, m), writer)
+                submit(jobs, lambda name=name, ids=ids, m=st.argmax: map_files.save_maps(layout, name, ids, m), writer)
     if not plan.pairs:
         return
     if msg.images is None:  # map-only shard: undecodable images have no maps
@@ -410,7 +278,7 @@ def _process_batch(msg: _Batch, plan: _ShardPlan, shard: _ShardRows, models: Map
             return
     for name in [target] + plan.pairs:
         if name not in maps:
-            loaded = _load_maps(layout, name, ids)
+            loaded = map_files.load_maps(layout, name, ids)
             maps[name] = np.stack(loaded) if len({m.shape for m in loaded}) == 1 else loaded  # type: ignore[assignment]
     for g in plan.pairs:
         a, b = maps[target], maps[g]
@@ -432,7 +300,7 @@ def _read_meta_status(layout: ScanLayout, k: int) -> dict[str, str]:
 
 
 def _finish_shard(plan: _ShardPlan, shard: _ShardRows, layout: ScanLayout, target: str, num_classes: int,
-                  jobs: queue.Queue, writer: _Worker) -> None:
+                  jobs: queue.Queue, writer: Worker) -> None:
     """Queue the shard's Parquet files (after its maps, which were queued earlier)."""
     ids = plan.ids
     if plan.need_meta:
@@ -441,7 +309,7 @@ def _finish_shard(plan: _ShardPlan, shard: _ShardRows, layout: ScanLayout, targe
             raise RuntimeError(f"scan: shard {plan.k} ended without rows for {missing[:3]}")
         st = [shard.status[i] for i in ids]
         table = meta_table(ids, [s[0] for s in st], [s[1] for s in st], [s[2] for s in st], [s[3] for s in st])
-        _submit(jobs, lambda t=table, p=layout.meta_shard(plan.k): write_shard(p, t), writer)
+        submit(jobs, lambda t=table, p=layout.meta_shard(plan.k): write_shard(p, t), writer)
     nan_frac = np.full(num_classes, np.nan, dtype=np.float32)
     for name in plan.run:
         path = layout.model_shard(name, plan.k)
@@ -451,9 +319,9 @@ def _finish_shard(plan: _ShardPlan, shard: _ShardRows, layout: ScanLayout, targe
         got = [vals.get(i, (nan_frac, np.nan, np.nan)) for i in ids]
         table = model_table(name, ids, np.stack([g[0] for g in got]), np.array([g[1] for g in got], np.float32),
                             np.array([g[2] for g in got], np.float32))
-        _submit(jobs, lambda t=table, p=path: write_shard(p, t), writer)
+        submit(jobs, lambda t=table, p=path: write_shard(p, t), writer)
     for g in plan.pairs:
         vals = shard.pairs.get(g, {})
         got = [vals.get(i, (np.nan, np.nan)) for i in ids]
         table = pair_table(target, g, ids, np.array([x[0] for x in got]), np.array([x[1] for x in got]))
-        _submit(jobs, lambda t=table, p=layout.pair_shard(target, g, plan.k): write_shard(p, t), writer)
+        submit(jobs, lambda t=table, p=layout.pair_shard(target, g, plan.k): write_shard(p, t), writer)

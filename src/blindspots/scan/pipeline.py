@@ -1,0 +1,123 @@
+"""The scan's threads: a reader that decodes images ahead into same-size batches, and a writer
+that runs file writes in order. Bounded queues keep memory flat; every blocking put checks a
+stop flag (or the writer's health) so that an interrupted scan never hangs.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from PIL import Image
+
+
+@dataclass
+class Batch:
+    k: int
+    ids: list[str]
+    images: np.ndarray | None  # uint8 [n, H, W, 3]; None for a map-only shard
+    sizes: list[tuple[int, int]]  # original (H, W) per image
+
+
+@dataclass
+class Errors:
+    k: int
+    items: list[tuple[str, str]]  # (id, reason)
+
+
+@dataclass
+class EndShard:
+    k: int
+
+
+DONE = object()
+
+
+class Worker(threading.Thread):
+    """A daemon thread that records its exception for the main thread to re-raise."""
+
+    def __init__(self, target: Callable[[], None], name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self._fn = target
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+            self.error = e
+
+
+def put_until_stopped(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    """Put with a timeout loop so that a stopped consumer never blocks the producer forever."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple[int, int] | None,
+            q: queue.Queue, stop: threading.Event) -> None:
+    """Decode shards ahead of the main thread and emit same-size batches, then EndShard."""
+    for plan in plans:
+        if not plan.needs_images:  # only pair shards missing: the maps are read back, no decoding
+            for s in range(0, len(plan.ids), batch_size):
+                if not put_until_stopped(q, Batch(plan.k, plan.ids[s:s + batch_size], None, []), stop):
+                    return
+            if not put_until_stopped(q, EndShard(plan.k), stop):
+                return
+            continue
+        pending: dict[tuple[int, int], list[tuple[str, np.ndarray, tuple[int, int]]]] = {}
+        errors: list[tuple[str, str]] = []
+        for item in pool.iter_items(plan.ids):
+            if stop.is_set():
+                return
+            if item.image is None:
+                errors.append((item.id, str(item.error)))
+                continue
+            image = item.image
+            size = image.shape[:2]
+            if resize is not None and tuple(size) != tuple(resize):
+                image = np.asarray(Image.fromarray(image).resize((resize[1], resize[0]), Image.BILINEAR))
+            group = pending.setdefault(image.shape[:2], [])
+            group.append((item.id, image, size))
+            if len(group) == batch_size:
+                del pending[image.shape[:2]]
+                if not put_until_stopped(q, make_batch(plan.k, group), stop):
+                    return
+        for shape in sorted(pending):
+            if not put_until_stopped(q, make_batch(plan.k, pending[shape]), stop):
+                return
+        if (errors and not put_until_stopped(q, Errors(plan.k, errors), stop)) or not put_until_stopped(q, EndShard(plan.k), stop):
+            return
+    put_until_stopped(q, DONE, stop)
+
+
+def make_batch(k: int, group: list[tuple[str, np.ndarray, tuple[int, int]]]) -> Batch:
+    return Batch(k, [g[0] for g in group], np.stack([g[1] for g in group]), [tuple(g[2]) for g in group])
+
+
+def run_jobs(q: queue.Queue) -> None:
+    """Run queued write jobs in order until the DONE sentinel."""
+    while True:
+        job = q.get()
+        if job is DONE:
+            return
+        job()
+
+
+def submit(jobs: queue.Queue, job: Callable[[], None], writer: Worker) -> None:
+    """Queue a write job; re-raise the writer's error instead of blocking on a dead writer."""
+    while True:
+        if writer.error:
+            raise writer.error
+        try:
+            jobs.put(job, timeout=0.5)
+            return
+        except queue.Full:
+            continue
