@@ -4,8 +4,8 @@
    decode + classify loop of the same β-VAE decoder and classifier on the same codes, batch size
    and thread count (target >= 0.9). Runs alternate A/B and the median of `--repeats` is kept.
 2. Distillation (DP-GMM, K = 100, full covariance) fit time and convergence at 10,000 and
-   50,000 codes, with scikit-learn's plain GaussianMixture (EM, same K) on the same codes as the
-   side-by-side peer. Codes: real identified codes from `--codes identified.npz` (e.g. from
+   50,000 codes, with scikit-learn's plain GaussianMixture (EM, same K, same BLAS threads) on the
+   same codes as the side-by-side peer (`--peer-sizes`). Codes: real identified codes from `--codes identified.npz` (e.g. from
    examples/defuse_mnist.py) resampled with replacement, else a synthetic 10-D mixture.
 
     .venv/bin/python benchmarks/defuse.py [--codes runs/defuse_mnist/identify/identified.npz]
@@ -67,8 +67,9 @@ def bench_identify(n_sources: int, q: int, batch: int, repeats: int) -> None:
     print(f"  ratio identify / bare = {tb / ti:.3f}  (target >= 0.9)")
 
 
-def bench_distill(sizes: list[int], codes_path: str | None, max_iter: int) -> None:
+def bench_distill(sizes: list[int], codes_path: str | None, max_iter: int, peer_sizes: set[int]) -> None:
     from sklearn.mixture import GaussianMixture
+    from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(0)
     if codes_path:
@@ -85,14 +86,17 @@ def bench_distill(sizes: list[int], codes_path: str | None, max_iter: int) -> No
             codes = codes + rng.normal(0, 1e-3, codes.shape)
         d = Distiller(max_codes=n, max_iter=max_iter, random_state=0).fit(codes)
         fit = d.scenarios_.fit
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t0 = time.perf_counter()
-            gm = GaussianMixture(100, covariance_type="full", max_iter=max_iter, random_state=0).fit(codes)
-            tg = time.perf_counter() - t0
-        print(f"  n={n:6d}: DP-GMM {fit['seconds']:7.1f} s, converged={fit['converged']}, n_iter={fit['n_iter']}, "
-              f"kept {fit['n_kept']} (weight > 0.01) | plain GMM {tg:7.1f} s, converged={gm.converged_}, "
-              f"n_iter={gm.n_iter_} | time ratio DP/plain = {fit['seconds'] / tg:.2f}")
+        line = (f"  n={n:6d}: DP-GMM {fit['seconds']:7.1f} s, converged={fit['converged']}, n_iter={fit['n_iter']}, "
+                f"kept {fit['n_kept']} (weight > 0.01)")
+        if n in peer_sizes:
+            with warnings.catch_warnings(), threadpool_limits(1):
+                warnings.simplefilter("ignore")
+                t0 = time.perf_counter()
+                gm = GaussianMixture(100, covariance_type="full", max_iter=max_iter, random_state=0).fit(codes)
+                tg = time.perf_counter() - t0
+            line += (f" | plain GMM {tg:7.1f} s, converged={gm.converged_}, n_iter={gm.n_iter_}"
+                     f" | time ratio DP/plain = {fit['seconds'] / tg:.2f}")
+        print(line, flush=True)
 
 
 def main() -> None:
@@ -103,6 +107,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sizes", default="10000,50000")
     ap.add_argument("--codes", default=None)
+    ap.add_argument("--peer-sizes", default="10000,50000", help="sizes at which the plain-GMM peer also runs")
     ap.add_argument("--max-iter", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--skip-identify", action="store_true")
@@ -112,7 +117,8 @@ def main() -> None:
     if not args.skip_identify:
         bench_identify(args.sources, args.q, args.batch, args.repeats)
     if not args.skip_distill:
-        bench_distill([int(s) for s in args.sizes.split(",")], args.codes, args.max_iter)
+        bench_distill([int(s) for s in args.sizes.split(",")], args.codes, args.max_iter,
+                      {int(s) for s in args.peer_sizes.split(",") if s})
 
 
 if __name__ == "__main__":

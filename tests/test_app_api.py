@@ -268,6 +268,42 @@ def test_concurrent_submissions_are_neither_lost_nor_duplicated(world: dict, cli
     assert sorted(got) == sorted((n, iid, 1 + (j % 5)) for n in tokens for j, iid in enumerate(ids))
 
 
+# ---- invariant: the store holds the last answer per image, whatever the sequence -------------------
+
+def test_store_matches_last_answer_model(world: dict) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    p: Project = world["project"]
+    p.add_annotator("hyp", "hyptoken-0001")
+    c = TestClient(world["app"])
+    rnd = c.get("/api/ratings/queue", headers=bearer("hyptoken-0001")).json()["round"]
+    assert rnd is not None  # runs before the test that closes the ratings
+    ids = [x["id"] for x in c.get("/api/ratings/queue", headers=bearer("hyptoken-0001")).json()["items"]][:4]
+    action = st.tuples(st.sampled_from(ids), st.one_of(st.integers(1, 5), st.just("ood"), st.just("undo")))
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(action, max_size=12))
+    def run(actions: list) -> None:
+        p.db.execute("DELETE FROM ratings WHERE annotator='hyp'")
+        model: dict = {}
+        for iid, a in actions:
+            if a == "undo":
+                r = c.post("/api/ratings/undo", json={"round": rnd, "image_id": iid}, headers=bearer("hyptoken-0001"))
+                assert r.json()["removed"] == (iid in model)
+                model.pop(iid, None)
+            else:
+                r = c.post("/api/ratings", json={"round": rnd, "image_id": iid, "score": a},
+                           headers=bearer("hyptoken-0001"))
+                model[iid] = a
+            assert r.status_code == 200 and r.json()["done"] == len(model)
+        rows = p.db.execute("SELECT image_id, score, out_of_domain FROM ratings WHERE annotator='hyp'").fetchall()
+        assert {i: ("ood" if o else s) for i, s, o in rows} == model
+
+    run()
+    p.db.execute("DELETE FROM ratings WHERE annotator='hyp'")
+
+
 # ---- votes ---------------------------------------------------------------------------------------
 
 def test_votes(world: dict, client: TestClient) -> None:
@@ -439,39 +475,3 @@ def test_dashboard_and_openapi(world: dict, client: TestClient) -> None:
     st = client.get("/api/status", headers=bearer(ANN)).json()
     assert "awaited" not in st and "state" in st
 
-
-# ---- invariant: the store holds the last answer per image, whatever the sequence -------------------
-
-def test_store_matches_last_answer_model(world: dict) -> None:
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
-
-    p: Project = world["project"]
-    p.add_annotator("hyp", "hyptoken-0001")
-    c = TestClient(world["app"])
-    rnd = c.get("/api/ratings/queue", headers=bearer("hyptoken-0001")).json()["round"]
-    if rnd is None:
-        pytest.skip("ratings closed by an earlier test in this module")
-    ids = [x["id"] for x in c.get("/api/ratings/queue", headers=bearer("hyptoken-0001")).json()["items"]][:4]
-    action = st.tuples(st.sampled_from(ids), st.one_of(st.integers(1, 5), st.just("ood"), st.just("undo")))
-
-    @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(st.lists(action, max_size=12))
-    def run(actions: list) -> None:
-        p.db.execute("DELETE FROM ratings WHERE annotator='hyp'")
-        model: dict = {}
-        for iid, a in actions:
-            if a == "undo":
-                r = c.post("/api/ratings/undo", json={"round": rnd, "image_id": iid}, headers=bearer("hyptoken-0001"))
-                assert r.json()["removed"] == (iid in model)
-                model.pop(iid, None)
-            else:
-                r = c.post("/api/ratings", json={"round": rnd, "image_id": iid, "score": a},
-                           headers=bearer("hyptoken-0001"))
-                model[iid] = a
-            assert r.status_code == 200 and r.json()["done"] == len(model)
-        rows = p.db.execute("SELECT image_id, score, out_of_domain FROM ratings WHERE annotator='hyp'").fetchall()
-        assert {i: ("ood" if o else s) for i, s, o in rows} == model
-
-    run()
-    p.db.execute("DELETE FROM ratings WHERE annotator='hyp'")

@@ -242,6 +242,28 @@ def test_partial_table_and_precomputed_model_and_resize(tmp_path):
     assert np.asarray(Image.open(ScanLayout(out2).map_path("t", pool.ids[0]))).shape == (16, 20)
 
 
+def test_interrupt_in_process_then_resume(tmp_path):
+    pool = ImagePool(make_pool(tmp_path / "pool", n=14, bad=False))
+    net = TorchSegmenter(tiny_net(0), C)
+    calls = {"n": 0}
+
+    def flaky(images):
+        calls["n"] += 1
+        if calls["n"] == 3:  # Ctrl-C while the third batch runs
+            raise KeyboardInterrupt
+        return net.predict_proba(images)
+    out = tmp_path / "scan"
+    with pytest.raises(KeyboardInterrupt):
+        scan_pool(pool, {"t": CallableSegmenter(flaky, C)}, out, target="t", batch_size=2, shard_size=4,
+                  progress=False)
+    done = sorted(p.name for p in (out / "models" / "t").glob("*.parquet"))
+    assert done == ["shard-00000.parquet"]  # batches 1-2 = shard 0, finished and written before the interrupt
+    scan_pool(pool, {"t": CallableSegmenter(net.predict_proba, C)}, out, target="t", batch_size=2, shard_size=4,
+              progress=False)
+    fresh = scan_pool(pool, {"t": net}, tmp_path / "fresh", target="t", batch_size=2, shard_size=4, progress=False)
+    pd.testing.assert_frame_equal(read_score_table(out), read_score_table(fresh))
+
+
 # --- resume after SIGKILL ----------------------------------------------------------------------
 
 RESUME_SCRIPT = textwrap.dedent("""

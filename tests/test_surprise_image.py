@@ -152,3 +152,15 @@ def test_classification_traces_dsa_and_class_sa():
     pred = proba.argmax(1)
     np.testing.assert_allclose(res.class_sa[np.arange(4), pred], est.score(traces, pred), rtol=1e-6)
     assert np.isnan(res.class_sa).sum() == 4 * 2  # one class per image
+
+
+def test_image_sa_is_mean_z_over_present_classes(fitted):
+    _, x, y = fitted
+    from blindspots.surprise.image import ImageSurprise
+
+    est = MDSA().fit(x, y)
+    class_sa = np.array([[np.nan, 2.0, 4.0], [1.0, np.nan, np.nan]])
+    res = ImageSurprise(class_sa=class_sa, pixel_counts=np.ones((2, 3), int), pred=np.zeros(2, int))
+    z = (class_sa - est.sa_mean_) / est.sa_std_
+    np.testing.assert_allclose(res.image_sa(est), [np.mean(z[0, 1:]), z[1, 0]])
+    np.testing.assert_allclose(res.image_sa(est, {"g": [2]}), [z[0, 2], np.nan])

@@ -7,6 +7,7 @@ Run it with `blindspots serve PROJECT` (uvicorn, 127.0.0.1:8000 by default).
 from __future__ import annotations
 
 import logging
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -16,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from blindspots.app.auth import NeedsSignIn
+from blindspots.app.batching import GroupWriter
 from blindspots.app.sources import NotFound, ProjectView
 from blindspots.app.store import AppStore
 from blindspots.loop.project import Project
@@ -93,6 +95,12 @@ class _TooLarge(Exception):
 
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI):  # noqa: ANN202
+    yield
+    app.state.writer.close()
+
+
 def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES,
                secure_cookies: bool = False) -> FastAPI:
     """A FastAPI app for the project at `project_path` (opened with `Project.open`).
@@ -105,10 +113,11 @@ def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES
     project = Project.open(project_path)
     store = AppStore(project)
     app = FastAPI(title="blindspots", summary="Ratings, pixel labels, scenario votes and label-issue review.",
-                  openapi_url="/api/openapi.json", docs_url="/api/docs", redoc_url=None)
+                  lifespan=_lifespan, openapi_url="/api/openapi.json", docs_url="/api/docs", redoc_url=None)
     app.state.project = project
     app.state.store = store
     app.state.view = ProjectView(project, store)
+    app.state.writer = GroupWriter(project, store.write_lock)
     app.state.templates = Jinja2Templates(directory=str(HERE / "templates"))
     app.state.secure_cookies = bool(secure_cookies)
     app.state.max_body_bytes = max_body_bytes

@@ -1,12 +1,12 @@
 """The local scan engine: stream a pool once through a target and m competitors.
 
-Pipeline (three threads, bounded queues, so decoding, inference and writing overlap):
+Pipeline (three threads, bounded queues, so decoding, inference and bookkeeping overlap):
   reader  — decodes the images of unfinished shards ahead of time and groups them into batches
             of one image size (pools with varied sizes are batched per size; or pass `resize`);
-  main    — runs each model's `predict_proba` on a batch, computes the statistics and pair
-            distances (`scan.stats`), assembles shard rows;
-  writer  — saves argmax maps as index PNGs, then the finished shard's Parquet files (in that
-            order, so a shard file on disk implies its maps exist).
+  main    — runs each model's `predict_proba` on a batch, nothing else;
+  writer  — computes the statistics and pair distances (`scan.stats`), saves the argmax maps as
+            index PNGs, then writes the finished shard's Parquet files, in order (so a shard file
+            on disk implies its maps exist).
 Killed at any moment and started again, the scan redoes only the unfinished shards and ends
 with the same table as an uninterrupted run.
 """
@@ -150,7 +150,8 @@ def scan_pool(
     classes = classes or getattr(models[target], "classes", None) or \
         Classes(tuple(f"class_{k}" for k in range(num_classes)))
     if classes.num_classes != num_classes:
-        raise ValueError(f"classes: expected {num_classes} classes (the models' num_classes), got {classes.num_classes}")
+        raise ValueError(f"classes: expected {num_classes} classes (the models' num_classes), "
+                         f"got {classes.num_classes}")
     manifest = merge_manifest(old, {
         "version": SCAN_VERSION, "pool_root": str(Path(pool.root).resolve()), "n_images": len(ids),
         "ids_sha256": ids_digest(ids), "shard_size": int(shard_size), "n_shards": num_shards(len(ids), shard_size),
@@ -195,17 +196,19 @@ def _plan(layout: ScanLayout, ids: list[str], shard_size: int, models: Mapping[s
 def _run(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[_ShardPlan], target: str,
          num_classes: int, batch_size: int, resize: tuple[int, int] | None, save_maps: bool, prefetch: int,
          bar: Any) -> None:
+    """Main thread: forward passes only. The writer thread gets each batch's probabilities and
+    computes the statistics, saves the maps and writes finished shards, in order."""
     if not plans:
         return
     stop = threading.Event()
     batches: queue.Queue = queue.Queue(maxsize=prefetch)
-    jobs: queue.Queue = queue.Queue(maxsize=4 * prefetch)
+    jobs: queue.Queue = queue.Queue(maxsize=2)  # a job holds a batch's probabilities: keep few in flight
     reader = Worker(lambda: read_batches(pool, plans, batch_size, resize, batches, stop), "blindspots-scan-reader")
     writer = Worker(lambda: run_jobs(jobs), "blindspots-scan-writer")
     reader.start()
     writer.start()
     by_k = {p.k: p for p in plans}
-    rows: dict[int, _ShardRows] = {}
+    rows: dict[int, _ShardRows] = {}  # touched by the writer thread only
     try:
         while True:
             try:
@@ -221,14 +224,16 @@ def _run(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[_
             plan = by_k[msg.k]
             shard = rows.setdefault(msg.k, _ShardRows())
             if isinstance(msg, Errors):
-                for image_id, reason in msg.items:
-                    shard.status[image_id] = ("error", reason, None, None)
+                submit(jobs, lambda msg=msg, shard=shard: _error_rows(msg, shard), writer)
                 bar.update(len(msg.items))
             elif isinstance(msg, Batch):
-                _process_batch(msg, plan, shard, models, layout, target, num_classes, save_maps, jobs, writer)
+                probas = _forward(msg, plan, models, num_classes)
+                submit(jobs, lambda msg=msg, plan=plan, shard=shard, probas=probas: _batch_rows(
+                    msg, plan, shard, probas, layout, target, num_classes, save_maps), writer)
                 bar.update(len(msg.ids))
             else:  # EndShard
-                _finish_shard(plan, rows.pop(msg.k), layout, target, num_classes, jobs, writer)
+                submit(jobs, lambda plan=plan, shard=rows.pop(msg.k): _finish_shard(
+                    plan, shard, layout, target, num_classes), writer)
     finally:
         stop.set()  # the reader stops early if we were interrupted
         # Let the writer finish what is queued (whole shards and their maps), then end it.
@@ -244,31 +249,46 @@ def _run(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[_
         raise writer.error
 
 
-def _process_batch(msg: Batch, plan: _ShardPlan, shard: _ShardRows, models: Mapping[str, Any],
-                   layout: ScanLayout, target: str, num_classes: int, save_maps: bool, jobs: queue.Queue,
-                   writer: Worker) -> None:
+def _forward(msg: Batch, plan: _ShardPlan, models: Mapping[str, Any], num_classes: int) -> dict[str, np.ndarray]:
+    """Probabilities float32 [n, C, H, W] of each model that runs on this batch (main thread)."""
+    if msg.images is None:
+        return {}
+    n, h, w = msg.images.shape[:3]
+    out = {}
+    for name in plan.run:
+        model = models[name]
+        if hasattr(model, "predict_proba_ids"):
+            proba = model.predict_proba_ids(msg.ids, sizes=[(h, w)] * n)
+        else:
+            proba = model.predict_proba(msg.images)
+        if proba.shape != (n, num_classes, h, w):
+            raise ValueError(f"models[{name!r}]: expected probabilities of shape {(n, num_classes, h, w)}, "
+                             f"got {proba.shape}")
+        out[name] = proba
+    return out
+
+
+def _error_rows(msg: Errors, shard: _ShardRows) -> None:
+    for image_id, reason in msg.items:
+        shard.status[image_id] = ("error", reason, None, None)
+
+
+def _batch_rows(msg: Batch, plan: _ShardPlan, shard: _ShardRows, probas: dict[str, np.ndarray],
+                layout: ScanLayout, target: str, num_classes: int, save_maps: bool) -> None:
+    """Writer thread: statistics, maps and pair distances of one batch into the shard's rows."""
     ids = msg.ids
     maps: dict[str, np.ndarray] = {}
     if msg.images is not None:
         for image_id, (h, w) in zip(ids, msg.sizes):
             shard.status[image_id] = ("ok", None, w, h)
-        n, hh, ww = msg.images.shape[:3]
-        for name in plan.run:
-            model = models[name]
-            if hasattr(model, "predict_proba_ids"):
-                proba = model.predict_proba_ids(ids, sizes=[(hh, ww)] * n)
-            else:
-                proba = model.predict_proba(msg.images)
-            if proba.shape != (n, num_classes, hh, ww):
-                raise ValueError(f"models[{name!r}]: expected probabilities of shape {(n, num_classes, hh, ww)}, "
-                                 f"got {proba.shape}")
-            st = model_stats(proba)
-            maps[name] = st.argmax
-            table = shard.models.setdefault(name, {})
-            for i, image_id in enumerate(ids):
-                table[image_id] = (st.frac[i], float(st.entropy[i]), float(st.maxprob[i]))
-            if save_maps and not layout.model_shard(name, plan.k).exists():
-                submit(jobs, lambda name=name, ids=ids, m=st.argmax: map_files.save_maps(layout, name, ids, m), writer)
+    for name, proba in probas.items():
+        st = model_stats(proba)
+        maps[name] = st.argmax
+        table = shard.models.setdefault(name, {})
+        for i, image_id in enumerate(ids):
+            table[image_id] = (st.frac[i], float(st.entropy[i]), float(st.maxprob[i]))
+        if save_maps and not layout.model_shard(name, plan.k).exists():
+            map_files.save_maps(layout, name, ids, st.argmax)
     if not plan.pairs:
         return
     if msg.images is None:  # map-only shard: undecodable images have no maps
@@ -299,17 +319,16 @@ def _read_meta_status(layout: ScanLayout, k: int) -> dict[str, str]:
     return dict(zip(t.column("id").to_pylist(), t.column("status").to_pylist()))
 
 
-def _finish_shard(plan: _ShardPlan, shard: _ShardRows, layout: ScanLayout, target: str, num_classes: int,
-                  jobs: queue.Queue, writer: Worker) -> None:
-    """Queue the shard's Parquet files (after its maps, which were queued earlier)."""
+def _finish_shard(plan: _ShardPlan, shard: _ShardRows, layout: ScanLayout, target: str, num_classes: int) -> None:
+    """Writer thread: write the shard's Parquet files (its maps were saved by earlier jobs)."""
     ids = plan.ids
     if plan.need_meta:
         missing = [i for i in ids if i not in shard.status]
         if missing:
             raise RuntimeError(f"scan: shard {plan.k} ended without rows for {missing[:3]}")
         st = [shard.status[i] for i in ids]
-        table = meta_table(ids, [s[0] for s in st], [s[1] for s in st], [s[2] for s in st], [s[3] for s in st])
-        submit(jobs, lambda t=table, p=layout.meta_shard(plan.k): write_shard(p, t), writer)
+        write_shard(layout.meta_shard(plan.k),
+                    meta_table(ids, [s[0] for s in st], [s[1] for s in st], [s[2] for s in st], [s[3] for s in st]))
     nan_frac = np.full(num_classes, np.nan, dtype=np.float32)
     for name in plan.run:
         path = layout.model_shard(name, plan.k)
@@ -317,11 +336,11 @@ def _finish_shard(plan: _ShardPlan, shard: _ShardRows, layout: ScanLayout, targe
             continue
         vals = shard.models.get(name, {})
         got = [vals.get(i, (nan_frac, np.nan, np.nan)) for i in ids]
-        table = model_table(name, ids, np.stack([g[0] for g in got]), np.array([g[1] for g in got], np.float32),
-                            np.array([g[2] for g in got], np.float32))
-        submit(jobs, lambda t=table, p=path: write_shard(p, t), writer)
+        write_shard(path, model_table(name, ids, np.stack([g[0] for g in got]),
+                                      np.array([g[1] for g in got], np.float32),
+                                      np.array([g[2] for g in got], np.float32)))
     for g in plan.pairs:
         vals = shard.pairs.get(g, {})
         got = [vals.get(i, (np.nan, np.nan)) for i in ids]
-        table = pair_table(target, g, ids, np.array([x[0] for x in got]), np.array([x[1] for x in got]))
-        submit(jobs, lambda t=table, p=layout.pair_shard(target, g, plan.k): write_shard(p, t), writer)
+        write_shard(layout.pair_shard(target, g, plan.k),
+                    pair_table(target, g, ids, np.array([x[0] for x in got]), np.array([x[1] for x in got])))

@@ -25,7 +25,8 @@ def load_maps(layout: ScanLayout, model: str, ids: list[str]) -> list[np.ndarray
         path = layout.map_path(model, image_id)
         if not path.exists():
             raise ValueError(f"out_dir: expected the saved map {path} of a finished shard, got none; "
-                             f"the scan folder is incomplete, delete {layout.root / 'models' / model} to redo {model!r}")
+                             f"the scan folder is incomplete, delete {layout.root / 'models' / model} "
+                             f"to redo {model!r}")
         with Image.open(path) as im:
             out.append(np.asarray(im))
     return out

@@ -15,6 +15,8 @@ from PIL import Image
 
 @dataclass
 class Batch:
+    """Images of one size from shard k; `sizes` are the sizes before any resize."""
+
     k: int
     ids: list[str]
     images: np.ndarray | None  # uint8 [n, H, W, 3]; None for a map-only shard
@@ -23,16 +25,20 @@ class Batch:
 
 @dataclass
 class Errors:
+    """Ids of shard k that could not be decoded, with the reason."""
+
     k: int
     items: list[tuple[str, str]]  # (id, reason)
 
 
 @dataclass
 class EndShard:
+    """Every image of shard k has been sent."""
+
     k: int
 
 
-DONE = object()
+DONE = object()  # sentinel: no more messages / jobs
 
 
 class Worker(threading.Thread):
@@ -62,8 +68,13 @@ def put_until_stopped(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
 
 
 def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple[int, int] | None,
-            q: queue.Queue, stop: threading.Event) -> None:
-    """Decode shards ahead of the main thread and emit same-size batches, then EndShard."""
+                 q: queue.Queue, stop: threading.Event) -> None:
+    """Reader thread: decode each planned shard's images and put same-size Batch messages, then
+    the shard's Errors (undecodable ids) and EndShard, then DONE.
+
+    plans: objects with .k, .ids and .needs_images; shards that need no images get Batch
+    messages without pixels (images=None). resize: (H, W) to resize to (bilinear), or None.
+    """
     for plan in plans:
         if not plan.needs_images:  # only pair shards missing: the maps are read back, no decoding
             for s in range(0, len(plan.ids), batch_size):
@@ -93,7 +104,9 @@ def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple
         for shape in sorted(pending):
             if not put_until_stopped(q, make_batch(plan.k, pending[shape]), stop):
                 return
-        if (errors and not put_until_stopped(q, Errors(plan.k, errors), stop)) or not put_until_stopped(q, EndShard(plan.k), stop):
+        if errors and not put_until_stopped(q, Errors(plan.k, errors), stop):
+            return
+        if not put_until_stopped(q, EndShard(plan.k), stop):
             return
     put_until_stopped(q, DONE, stop)
 

@@ -105,7 +105,8 @@ def load_manifest(out_dir: str | Path) -> dict | None:
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise ValueError(f"out_dir: expected a valid {MANIFEST} in {str(path.parent)!r}, got unreadable JSON: {e}") from None
+        raise ValueError(f"out_dir: expected a valid {MANIFEST} in {str(path.parent)!r}, "
+                         f"got unreadable JSON: {e}") from None
 
 
 def save_manifest(out_dir: str | Path, manifest: dict) -> None:

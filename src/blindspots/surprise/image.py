@@ -123,10 +123,13 @@ class ImageSurprise:
 
     def image_sa(self, estimator: SurpriseEstimator, groups: Mapping[str, Sequence[int]] | None = None
                  ) -> np.ndarray:
-        """One value per image float64 [N]: mean z-scored class SA over the classes present (group SA of
-        the group of all classes, or of the union of ``groups``)."""
-        members = sorted({int(c) for g in groups.values() for c in g}) if groups else None
-        return group_surprise(self.class_sa, estimator, {"all": members} if members else None)[:, 0]
+        """One value per image float64 [N]: mean z-scored class SA over the modelled classes present (the
+        group SA of all classes, or of the union of ``groups``); NaN only where the image shows none."""
+        if groups:
+            members = sorted({int(c) for g in groups.values() for c in g})
+        else:
+            members = [int(c) for c in estimator.classes_ if c < self.class_sa.shape[1]]
+        return group_surprise(self.class_sa, estimator, {"all": members})[:, 0]
 
 
 def class_surprise(extractor: TraceExtractor, estimator: SurpriseEstimator,

@@ -64,8 +64,8 @@ def submit_rating(body: RatingIn, request: Request, who: Principal = Depends(req
     """Record the caller's rating; committed before the answer returns. Sending it again (or a
     new score) replaces the earlier answer: one rating per annotator and candidate."""
     _check_open(request, body.round, body.image_id)
-    with request.app.state.store.write_lock:
-        request.app.state.project.add_rating(body.round, body.image_id, who.name, body.score)
+    # Committed (group commit with other raters' answers) before this returns.
+    request.app.state.writer.submit((body.round, body.image_id, who.name, body.score))
     done = request.app.state.view.rating_count(body.round, who.name)
     return {"ok": True, "round": body.round, "image_id": body.image_id, "score": body.score, "done": done}
 
