@@ -13,7 +13,9 @@ shuffled order. Printed:
 3. the peer, measured in the same run: the same 5,000 answers written straight into a copy of
    the store by `Project.add_rating` from 20 threads queued on one lock as the app's writers
    are (no HTTP, no auth, no validation); the ratio app / direct shows what the web layer
-   costs. Every rating is its own durable transaction (WAL, synchronous=FULL) in both.
+   costs. The peer commits each answer in its own durable transaction (WAL,
+   synchronous=FULL); the app group-commits answers that arrive together
+   (`blindspots.app.batching`), each acknowledged only after its transaction committed.
 
 Run: ``.venv/bin/python benchmarks/app_load.py [--annotators 20] [--ratings 5000] [--workdir DIR]``.
 Prints; asserts nothing about time. On a machine shared with other jobs times are noisy;

@@ -23,14 +23,14 @@ def list_models() -> None:
 def train(
     out: Path = typer.Option(..., "--out", "-o", help="Output folder: <arch>.pt checkpoints and zoo.json."),
     target: Optional[str] = typer.Option(None, "--target", help="Target architecture (trained on the narrow "
-                                         "'train' slice of scene conditions). Default: lraspp_mnv3."),
+                                         "'train' slice of scene conditions). Default: tiny_unet."),
     competitors: Optional[str] = typer.Option(None, "--competitors", help="Comma-separated competitor "
                                               "architectures (trained on 'broad' conditions). "
-                                              "Default: pspnet_r18,tiny_unet,small_fcn."),
+                                              "Default: pspnet_r18,lraspp_mnv3,small_fcn."),
     n_train: int = typer.Option(600, "--n-train", min=2, help="Training scenes per model."),
     n_val: int = typer.Option(150, "--n-val", min=1, help="Validation scenes (in-distribution and hard each)."),
     size: int = typer.Option(64, "--size", min=16, max=1024, help="Scene side in pixels."),
-    epochs: int = typer.Option(6, "--epochs", min=1, help="Training epochs per model."),
+    epochs: int = typer.Option(8, "--epochs", min=1, help="Training epochs per model."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed for scenes, weight init and batches."),
     restart: bool = typer.Option(False, "--restart", help="Ignore existing checkpoints instead of resuming."),
     jobs: int = typer.Option(-1, "--jobs", "-j", help="Processes rendering the scenes (-1: all cores)."),

@@ -69,6 +69,10 @@ class Distiller:
     Settings (paper defaults): n_components K = 100, covariance_type "full", weight_threshold
     ε = 0.01, max_codes 10,000 (paper 50,000; lowered for CPU fit time), max_iter 100 (sklearn's
     default, as in the paper), random_state for downsampling and the mixture's initialisation.
+    tol_per_code: convergence threshold on the change of the variational lower bound, per code.
+    scikit-learn's BayesianGaussianMixture compares its *total* (not per-sample) lower bound to
+    `tol` (default 1e-3), which almost never converges for 10^4 codes; we pass
+    tol = tol_per_code · n_codes, i.e. GaussianMixture's per-sample 1e-3 criterion.
     blas_threads: BLAS threads during the fit (default 1: the matrices are small (D x D), and
     multi-threaded BLAS spin-waits on a busy CPU — measured 7x slower on a shared 2-core machine);
     None leaves the process setting.
@@ -76,7 +80,7 @@ class Distiller:
 
     def __init__(self, n_components: int = 100, covariance_type: str = "full", weight_threshold: float = 0.01,
                  max_codes: int = 10_000, max_iter: int = 100, n_init: int = 1, random_state: int = 0,
-                 blas_threads: int | None = 1):
+                 tol_per_code: float = 1e-3, blas_threads: int | None = 1):
         self.n_components = n_components
         self.covariance_type = covariance_type
         self.weight_threshold = weight_threshold
@@ -84,6 +88,7 @@ class Distiller:
         self.max_iter = max_iter
         self.n_init = n_init
         self.random_state = random_state
+        self.tol_per_code = tol_per_code
         self.blas_threads = blas_threads
         self.mixture_: BayesianGaussianMixture | None = None
         self.scenarios_: Scenarios | None = None
@@ -109,7 +114,7 @@ class Distiller:
         gmm = BayesianGaussianMixture(
             n_components=k, covariance_type=self.covariance_type,
             weight_concentration_prior_type="dirichlet_process", max_iter=self.max_iter, n_init=self.n_init,
-            random_state=self.random_state)
+            tol=self.tol_per_code * len(codes), random_state=self.random_state)
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught, threadpool_limits(self.blas_threads):
             warnings.simplefilter("always", ConvergenceWarning)
@@ -131,7 +136,7 @@ class Distiller:
             gmm.means_[keep].copy(), np.asarray(covs)[keep].copy(), gmm.weights_[keep].copy(), keep.astype(np.int64),
             {"n_codes": int(len(codes)), "n_components": int(k), "seconds": round(seconds, 3),
              "converged": bool(gmm.converged_), "n_iter": int(gmm.n_iter_), "lower_bound": float(gmm.lower_bound_),
-             "max_iter": int(self.max_iter), "weight_threshold": float(self.weight_threshold),
+             "max_iter": int(self.max_iter), "tol": float(self.tol_per_code * len(codes)), "weight_threshold": float(self.weight_threshold),
              "n_kept": int(len(keep)), "convergence_warnings": len(caught)})
         return self
 

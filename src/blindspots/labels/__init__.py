@@ -1,11 +1,17 @@
 """Label issues in segmentation data: confident learning for segmentation, cleanlab-2.x compatible.
 
 `rank.get_label_quality_scores`, `rank.issues_from_scores`, `filter.find_label_issues` and the
-`summary` functions keep cleanlab's names and meanings; `regions` groups flagged pixels into typed
-objects for review. Inputs may be arrays, memory-mapped `.npy` files, iterables of batches or a
-`Segmenter` plus a dataset.
+`summary` functions keep cleanlab's names and meanings (switch with one import:
+`from blindspots.labels import filter, rank, summary`); `regions` groups flagged pixels into typed
+objects for review and `review.review_label_issues` does everything in one streaming pass. Inputs may
+be arrays, memory-mapped `.npy` files, iterables of (labels, pred_probs) batches or a `Segmenter`
+plus a dataset. Pixels labelled `ignore_index` (255) are never flagged and never counted.
 """
 from blindspots.labels.filter import LabelIssueFinder, find_label_issues
 from blindspots.labels.rank import get_label_quality_scores, issues_from_scores
+from blindspots.labels.regions import find_issue_regions
+from blindspots.labels.review import review_label_issues
+from blindspots.labels.summary import common_label_issues, display_issues, filter_by_class
 
-__all__ = ["LabelIssueFinder", "find_label_issues", "get_label_quality_scores", "issues_from_scores"]
+__all__ = ["LabelIssueFinder", "common_label_issues", "display_issues", "filter_by_class", "find_issue_regions",
+           "find_label_issues", "get_label_quality_scores", "issues_from_scores", "review_label_issues"]

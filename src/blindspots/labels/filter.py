@@ -65,9 +65,14 @@ class LabelIssueFinder:
     """Confident-learning label-issue finder for segmentation, streaming and resumable.
 
     Settings (defaults = cleanlab 2.x / the paper): downsample=1, ignore_index=255 (None: no ignore
-    index), batch_size = probability values per chunk (None: ~4M), verbose (progress bars),
+    index), batch_size = probability values per chunk (None: ~2M), verbose (progress bars),
     cache_dir (for one-shot inputs; an explicit folder makes the model pass resumable), atol (tolerance
     for probabilities summing to 1).
+
+    Memory: arrays at downsample=1 take one pass over pred_probs and keep ~5 bytes per pixel (the
+    self-confidence in pred_probs' dtype and a flag) plus (class, probability) of pixels whose argmax
+    differs from the label; every other input (iterables, models, downsample > 1) keeps nothing of
+    size N in memory: per-pixel statistics go to flat files in cache_dir and are re-read in chunks.
 
     After `fit`: confident_thresholds_ float64 [K], num_issues_ (estimated count, at the analysis
     resolution), cutoff_ (self-confidence of the last flagged candidate, or None), n_images_, shape_ (H, W).
@@ -82,6 +87,7 @@ class LabelIssueFinder:
         self.cache_dir = cache_dir
         self.atol = atol
         self._stats: ArrayStats | CachedStats | None = None
+        self._mask: np.ndarray | None = None
 
     def _check_settings(self) -> None:
         check_positive_int(self.downsample, "downsample")

@@ -315,8 +315,10 @@ def _resume(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, sche
 
 # ----------------------------------------------------------------------------- the demo zoo
 
-DEFAULT_TARGET = "lraspp_mnv3"
-DEFAULT_COMPETITORS = ("pspnet_r18", "tiny_unet", "small_fcn")
+# A full-resolution U-Net target learns the small classes (people, poles) at 64 px within minutes, so
+# it is good in-distribution; competitors are other designs (pyramid pooling, LR-ASPP, a plain FCN).
+DEFAULT_TARGET = "tiny_unet"
+DEFAULT_COMPETITORS = ("pspnet_r18", "lraspp_mnv3", "small_fcn")
 
 
 def train_zoo(
@@ -327,7 +329,7 @@ def train_zoo(
     n_train: int = 600,
     n_val: int = 150,
     size: int = 64,
-    epochs: int = 6,
+    epochs: int = 8,
     competitor_epochs: int | None = None,
     batch_size: int = 16,
     lr: float = 2e-3,
