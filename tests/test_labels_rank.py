@@ -86,3 +86,15 @@ def test_issues_from_scores():
             issues_from_scores(img, threshold=bad)
     with pytest.raises(ValueError, match="image_scores"):
         issues_from_scores(None)
+
+
+def test_model_and_dataset_scores_match_arrays():
+    from test_labels_filter import _model_set
+
+    model, dataset, images, labels = _model_set(n=5)
+    p = model.predict_proba(images)
+    for method in ("softmin", "num_pixel_issues"):
+        a, pa = get_label_quality_scores(labels, p, verbose=False, method=method)
+        b, pb = get_label_quality_scores(model=model, dataset=dataset, model_batch_size=2, verbose=False, method=method)
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(pa, pb)

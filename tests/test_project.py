@@ -53,6 +53,7 @@ def test_config_round_trip_and_paper_defaults(tmp_path: Path) -> None:
     (lambda d: d["mining"].__setitem__("bogus", 1), "mining.bogus: unknown key"),
     (lambda d: d.__setitem__("competitors", []), "competitors"),
     (lambda d: d["ratings"].__setitem__("n4", "many"), "ratings.n4"),
+    (lambda d: d["testset"].__setitem__("background", [0]), "testset.background"),
 ])
 def test_config_errors_name_the_key(tmp_path: Path, edit, key: str) -> None:
     import tomllib

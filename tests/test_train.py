@@ -9,6 +9,7 @@ import torch
 
 from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set, render_scene_arrays
 from blindspots.models.train import (
+    balanced_class_weights,
     evaluate_segmentation,
     fit_segmenter,
     predict_labels,
@@ -120,3 +121,18 @@ def test_cli_zoo_train(tmp_path) -> None:
     res = CliRunner().invoke(app, ["zoo", "train", "--out", str(out), "--target", "small_fcn",
                                    "--competitors", "small_fcn"])
     assert res.exit_code != 0 and "competitors" in res.output
+
+
+def test_balanced_class_weights(data) -> None:
+    masks = np.zeros((1, 10, 10), np.uint8)
+    masks[0, :2] = 1
+    masks[0, 0, 0] = 255
+    w = balanced_class_weights(masks, 3)
+    assert w.dtype == np.float32 and w.shape == (3,)
+    assert w[1] > w[0] and w[2] == 1.0  # rarer class weighs more; an absent class keeps 1
+    model = train_segmenter(fresh(), data, epochs=1, batch_size=4, seed=0, progress=False, class_weights="balanced")
+    assert not model.training
+    with pytest.raises(ValueError, match="class_weights"):
+        train_segmenter(fresh(), data, epochs=1, batch_size=4, class_weights="inverse")
+    with pytest.raises(ValueError, match="class_weights"):
+        train_segmenter(fresh(), data, epochs=1, batch_size=4, class_weights=[1.0, 2.0])

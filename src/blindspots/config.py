@@ -17,7 +17,7 @@ Layout of the file (all tables but [pool], [target], [data] optional)::
     [mining]    strategy ("mad" | "entropy" | "random"), n3, distance ("dmiou" | "dpa"),
                 quantiles (p, q of class areas over S0), n (budget for entropy/random)
     [ratings]   n4, raters
-    [testset]   size, max_per_class
+    [testset]   size, max_per_class, background
     [finetune]  lrs, epochs, batch_size, momentum, weight_decay, power, image_size,
                 max_replay, device
     [simulate]  ground_truth, noise, bias, ood_share, boundary_px, drop_below
@@ -108,10 +108,13 @@ class RatingSettings:
 
 @dataclass
 class TestSetSettings:
-    """size: |T(i)| (paper: 30); max_per_class: images per main foreground class (paper: 4)."""
+    """size: |T(i)| (paper: 30); max_per_class: images per main foreground class (paper: 4);
+    background: class names that never count as an image's main foreground object (None: class
+    id 0, PASCAL VOC's "background"; for street scenes e.g. sky, road, building)."""
 
     size: int = 30
     max_per_class: int = 4
+    background: list[str] | None = None
 
 
 @dataclass
@@ -251,6 +254,9 @@ def validate(cfg: Config) -> None:
     _need(_int(t.size) and t.size >= 1, "testset.size", "an integer >= 1", t.size)
     _need(_int(t.max_per_class) and t.max_per_class >= 1, "testset.max_per_class", "an integer >= 1",
           t.max_per_class)
+    _need(t.background is None or (isinstance(t.background, (list, tuple))
+                                   and all(isinstance(b, str) and b for b in t.background)),
+          "testset.background", "a list of class names (or absent)", t.background)
     f = cfg.finetune
     _need(isinstance(f.lrs, (list, tuple)) and len(f.lrs) >= 1 and all(_num(x) and x > 0 for x in f.lrs),
           "finetune.lrs", "a non-empty list of positive learning rates", f.lrs)

@@ -156,7 +156,8 @@ def _settings(loop: _Loop, step: str) -> dict:
         "mine": lambda: {"strategy": c.mining.strategy, "n3": c.mining.n3, "distance": c.mining.distance,
                          "quantiles": list(c.mining.quantiles), "n": c.mining.n},
         "ratings": lambda: {"raters": c.ratings.raters, "simulate": loop.simulate},
-        "select": lambda: {"n4": c.ratings.n4, "test_size": c.testset.size, "max_per_class": c.testset.max_per_class},
+        "select": lambda: {"n4": c.ratings.n4, "test_size": c.testset.size, "max_per_class": c.testset.max_per_class,
+                           "background": c.testset.background},
         "masks": lambda: {"simulate": loop.simulate},
         "evaluate": lambda: {},
         "finetune": lambda: {k: getattr(c.finetune, k) for k in ("lrs", "epochs", "batch_size", "momentum",
@@ -342,7 +343,8 @@ def run_select(loop: _Loop, i: int, seed: int) -> dict:
                                      for v, k in zip(worst["mos"], worst["n_ratings"])]})
     table = loop.score_table(i)
     table = table[table["id"].isin(set(m["id"]))]
-    main = main_foreground_class(table, [target_column(p, i)] + [g.name for g in c.competitors])
+    bg = [0] if c.testset.background is None else [loop.classes.index(b) for b in c.testset.background]
+    main = main_foreground_class(table, [target_column(p, i)] + [g.name for g in c.competitors], background=bg)
     t = build_test_set(m, main_class=main, out_of_domain=ratings.out_of_domain(),
                        exclude=used_for_finetuning(p, i), size=c.testset.size,
                        max_per_class=c.testset.max_per_class, seed=seed)

@@ -95,12 +95,13 @@ def train_epoch(
     device: str | torch.device = "cpu",
     progress: bool = False,
     desc: str = "epoch",
+    class_weights: torch.Tensor | None = None,
 ) -> float:
     """One pass over (images uint8 [N, H, W, 3], masks int [N, H, W]); returns the mean loss.
 
     scheduler: stepped after every optimizer step (e.g. a poly LambdaLR). augment: random
     horizontal flips. color_jitter: per-image brightness/contrast jitter amplitude (0 = off).
-    Batches, flips and jitter come from `rng`.
+    Batches, flips and jitter come from `rng`. class_weights: float [C] cross-entropy weights.
     """
     if len(images) < 2:
         raise ValueError(f"images: expected at least 2 examples (BatchNorm), got {len(images)}")
@@ -124,7 +125,8 @@ def train_epoch(
         logits = model(x)
         if isinstance(logits, dict):
             logits = logits["out"]
-        loss = F.cross_entropy(logits, y, ignore_index=ignore_index)
+        weight = None if class_weights is None else class_weights.to(logits.device)
+        loss = F.cross_entropy(logits, y, weight=weight, ignore_index=ignore_index)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -134,6 +136,22 @@ def train_epoch(
         count += len(idx)
         bar.set_postfix(loss=f"{total / count:.3f}")
     return total / max(count, 1)
+
+
+def balanced_class_weights(masks: np.ndarray, num_classes: int, ignore_index: int = IGNORE_INDEX) -> np.ndarray:
+    """Square-root median-frequency weights, float32 [C]: sqrt(median(freq) / freq_k).
+
+    A softened form of SegNet's median-frequency balancing, so rare thin classes (people, poles)
+    are learned within a few CPU epochs without flooding the maps with them. Absent classes get 1.
+    """
+    m = masks[masks != ignore_index] if ignore_index is not None else masks.ravel()
+    counts = np.bincount(m.ravel().astype(np.int64), minlength=num_classes)[:num_classes].astype(np.float64)
+    freq = counts / max(counts.sum(), 1.0)
+    present = freq > 0
+    w = np.ones(num_classes)
+    if present.any():
+        w[present] = np.sqrt(np.median(freq[present]) / freq[present])
+    return w.astype(np.float32)
 
 
 def poly_lambda(total_steps: int, power: float = 0.9) -> Callable[[int], float]:
@@ -214,6 +232,7 @@ def fit_segmenter(
     device: str = "cpu",
     progress: bool = True,
     on_epoch_end: Callable[[dict[str, float]], None] | None = None,
+    class_weights: str | Sequence[float] | np.ndarray | None = None,
 ) -> TrainResult:
     """Train `model` in place with AdamW + poly decay and cross-entropy; checkpoint every epoch.
 
@@ -224,6 +243,8 @@ def fit_segmenter(
         without, a training-state file. With resume=True an existing checkpoint is loaded and
         training continues after its last epoch (settings must match; `epochs` may grow).
     on_epoch_end: called with each epoch's record after its checkpoint is written.
+    class_weights: None (plain cross-entropy), "balanced" (`balanced_class_weights` of the
+        training masks) or float [C].
     Returns a TrainResult (model, per-epoch history, epoch resumed from).
     Defaults (AdamW lr 2e-3, weight decay 1e-4, batch 16, poly 0.9) were picked to converge in a
     few CPU minutes at 64 px.
@@ -241,13 +262,14 @@ def fit_segmenter(
     if len(images) < 2:
         raise ValueError(f"train_set: expected at least 2 examples, got {len(images)}")
     val = as_arrays(val_set, "val_set") if val_set is not None else None
+    cw = _class_weights(class_weights, masks, _num_classes(model, classes), ignore_index)
     model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     steps_per_epoch = len(_batches(len(images), batch_size, np.random.default_rng(0)))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, poly_lambda(epochs * steps_per_epoch))
     config = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "seed": seed,
               "n_train": int(len(images)), "size": list(images.shape[1:3]), "augment": augment,
-              "color_jitter": color_jitter}
+              "color_jitter": color_jitter, "class_weights": None if cw is None else [float(v) for v in cw]}
     result = TrainResult(model=model)
     start = 0
     ckpt_path = Path(checkpoint_path) if checkpoint_path is not None else None
@@ -260,7 +282,8 @@ def fit_segmenter(
             loss = train_epoch(model, images, masks, optimizer, batch_size=batch_size,
                                rng=np.random.default_rng([seed, epoch]), scheduler=scheduler, augment=augment,
                                color_jitter=color_jitter, ignore_index=ignore_index, device=device,
-                               progress=progress, desc=f"{arch or 'model'} epoch {epoch + 1}/{epochs}")
+                               progress=progress, desc=f"{arch or 'model'} epoch {epoch + 1}/{epochs}",
+                               class_weights=None if cw is None else torch.from_numpy(cw))
         rec: dict[str, float] = {"epoch": epoch + 1, "loss": loss, "lr": optimizer.param_groups[0]["lr"],
                                  "seconds": time.perf_counter() - t0}
         if val is not None:
@@ -279,6 +302,19 @@ def fit_segmenter(
             on_epoch_end(rec)
     model.eval()
     return result
+
+
+def _class_weights(spec: Any, masks: np.ndarray, num_classes: int, ignore_index: int) -> np.ndarray | None:
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        if spec != "balanced":
+            raise ValueError(f"class_weights: expected None, 'balanced' or {num_classes} floats, got {spec!r}")
+        return balanced_class_weights(masks, num_classes, ignore_index)
+    w = np.asarray(spec, dtype=np.float32)
+    if w.shape != (num_classes,) or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"class_weights: expected {num_classes} non-negative floats, got shape {w.shape}")
+    return w
 
 
 def _num_classes(model: nn.Module, classes: Classes | None) -> int:
