@@ -105,7 +105,7 @@ def main() -> None:
 
     curves = {}
     for k, name in enumerate(classes.names):
-        use = in_label[:, k]
+        use = in_label[:, k] & np.isfinite(sa["MDSA"][:, k])  # in the label and predicted somewhere
         if use.sum() >= 10:
             curves[name] = label_saving_tradeoff(sa["MDSA"][use, k], iou[use, k])
     plot_label_saving(curves, title="MRI slices: MDSA label-saving trade-off").savefig(out / "figure9.png", dpi=110)

@@ -141,6 +141,7 @@ def analyze(
     """Table 3 (Spearman SA vs IoU with p-values) and Figure 9 (label-saving trade-off, first estimator)."""
     import matplotlib
     matplotlib.use("Agg")
+    import numpy as np
     import pandas as pd
 
     from blindspots.data.segsets import SegmentationSet
@@ -164,9 +165,11 @@ def analyze(
         first = next(iter(sa))
         curves = {}
         for g, nm in enumerate(names):
-            use = in_label[:, g]
+            use = in_label[:, g] & np.isfinite(sa[first][:, g])
             if use.sum():
                 curves[nm] = label_saving_tradeoff(sa[first][use, g], iou[use, g])
+        if not curves:
+            raise ValueError("masks: expected some images whose label and prediction share a group, got none")
     except ValueError as e:
         _fail(e)
     out.mkdir(parents=True, exist_ok=True)

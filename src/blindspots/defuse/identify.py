@@ -140,8 +140,15 @@ class DecodeClassify:
 
     @torch.no_grad()
     def __call__(self, z: np.ndarray) -> np.ndarray:
-        """float32 [n, D] -> int64 [n] predicted classes."""
-        images = to_uint8(self.net.decode(torch.from_numpy(np.ascontiguousarray(z, dtype=np.float32))))
+        """float32 [n, D] -> int64 [n] predicted classes (in chunks of the classifier's batch size:
+        activations of a few hundred images stay in cache, thousands do not)."""
+        chunk = int(getattr(self.classifier, "batch_size", 256))
+        z = np.ascontiguousarray(z, dtype=np.float32)
+        return np.concatenate([self._chunk(z[i:i + chunk]) for i in range(0, len(z), chunk)]) if len(z) else \
+            np.zeros(0, dtype=np.int64)
+
+    def _chunk(self, z: np.ndarray) -> np.ndarray:
+        images = to_uint8(self.net.decode(torch.from_numpy(z)))
         if isinstance(self.classifier, TorchClassifier) and self._checked:
             return self.classifier.forward_tensor(images).argmax(1).cpu().numpy().astype(np.int64)
         try:
