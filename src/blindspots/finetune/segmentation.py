@@ -33,7 +33,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from blindspots.metrics import ConfusionMatrix, mean_iou
-from blindspots.models.adapters import Segmenter, TorchPreprocess, _select_output
+from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ def evaluate_module(module: nn.Module, data: PairSet, num_classes: int, *, ignor
         for s in range(0, len(idx), batch_size):
             chunk = idx[s:s + batch_size]
             x = preprocess(np.stack([items[i][0] for i in chunk]), device)
-            y = _select_output(module(x), output_key)
+            y = select_output(module(x), output_key)
             if y.shape[-2:] != x.shape[-2:]:
                 y = F.interpolate(y.float(), size=x.shape[-2:], mode="bilinear", align_corners=False)
             pred = y.argmax(1).cpu().numpy()
@@ -349,7 +349,7 @@ class ReplayFinetuner:
                     items = [_check_pair(*train[int(i)], where=f"training item {int(i)}") for i in idx]
                     ims, mks = collate(items, self.image_size, flips[idx])
                     x = preprocess(ims, device)
-                    y = _select_output(module(x), self.output_key)
+                    y = select_output(module(x), self.output_key)
                     if y.shape[-2:] != x.shape[-2:]:
                         y = F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
                     loss = F.cross_entropy(y, torch.from_numpy(mks).to(device), ignore_index=self.ignore_index)

@@ -1,1 +1,7 @@
-"""blindspots.mine."""
+"""Selection strategies over the score table: MAD, entropy, random (and surprise), unbiased test sets."""
+from blindspots.mine.base import Sampler
+from blindspots.mine.entropy import EntropySampler
+from blindspots.mine.mad import MADSampler, class_area_ranges
+from blindspots.mine.random import RandomSampler
+
+__all__ = ["EntropySampler", "MADSampler", "RandomSampler", "Sampler", "class_area_ranges"]

@@ -143,7 +143,7 @@ class TorchPreprocess:
         return (x - mean) / std
 
 
-def _select_output(out: Any, output_key: str | None) -> torch.Tensor:
+def select_output(out: Any, output_key: str | None) -> torch.Tensor:
     """Pick the tensor from a module's output: a tensor, a dict (torchvision's "out"), or a tuple."""
     if isinstance(out, torch.Tensor):
         return out
@@ -155,6 +155,9 @@ def _select_output(out: Any, output_key: str | None) -> torch.Tensor:
     if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
         return out[0]
     raise ValueError(f"model output: expected a tensor, a dict of tensors or a tuple, got {type(out).__name__}")
+
+
+_select_output = select_output  # old private name, kept for callers not yet updated
 
 
 class _TorchAdapter:
@@ -191,7 +194,7 @@ class _TorchAdapter:
     def forward_tensor(self, batch: np.ndarray) -> torch.Tensor:
         """Raw selected model output for one uint8 [n, H, W, C] chunk (no validation)."""
         x = self.preprocess(batch, self.device)
-        return _select_output(self.module(x), self.output_key)
+        return select_output(self.module(x), self.output_key)
 
     def _predict(self, images: np.ndarray | Sequence[np.ndarray], spatial: bool) -> np.ndarray:
         batch = as_image_batch(images)
