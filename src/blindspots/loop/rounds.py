@@ -175,14 +175,15 @@ def run_scan(loop: _Loop, i: int, seed: int) -> dict:
     name = target_column(p, i)
     comps = [g.name for g in c.competitors]
     scanned = set((load_manifest(p.scan_dir) or {}).get("models", {}))
+    # Competitors are always passed: the scan skips their finished shards (Algorithm 1, line 7 reuses
+    # line 3's columns) and completes any shard a crash left unfinished.
     models = {name: loop.segmenter(c.target.name, i)}
-    for g in comps:
-        if g not in scanned or not (p.scan_dir / "models" / g).is_dir():
-            models[g] = loop.segmenter(g, 0)
+    models.update({g: loop.segmenter(g, 0) for g in comps})
     scan_pool(loop.pool, models, p.scan_dir, target=name, competitors=comps, batch_size=c.scan.batch_size,
               shard_size=c.scan.shard_size, classes=loop.classes, progress=loop.progress)
     table = loop.score_table(i)
-    return {"target_column": name, "scanned": sorted(models), "reused": sorted(set(comps) - set(models)),
+    return {"target_column": name, "scanned": sorted(set(models) - (scanned & set(comps))),
+            "reused": sorted(scanned & set(comps)),
             "n_images": int(len(table)), "n_errors": int((table["status"] != "ok").sum())}
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from blindspots.models.adapters import TorchClassifier, TorchSegmenter, _select_output, as_image_batch
+from blindspots.models.adapters import TorchClassifier, TorchSegmenter, as_image_batch, select_output
 
 INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "nearest-exact")
 
@@ -104,7 +104,7 @@ class TraceExtractor:
                 else self._target.register_forward_hook(lambda m, i, o: grab(m, i, o)))
         try:
             x = self.model.preprocess(batch, self.model.device)
-            y = _select_output(self.module(x), self.model.output_key).float()
+            y = select_output(self.module(x), self.model.output_key).float()
         finally:
             hook.remove()
         if not store or not isinstance(store[-1], torch.Tensor):
