@@ -37,10 +37,12 @@ DEMO = {
 
 
 def run_demo(out: Path, *, seed: int = 0, pool_size: int | None = None, progress: bool = True,
-             echo=print, sizes: dict | None = None) -> dict:  # noqa: ANN001 - echo is print-like
+             echo=print, sizes: dict | None = None, simulate: bool = True) -> dict:  # noqa: ANN001 - echo is print-like
     """Run (or resume) the demo under `out`.
 
     sizes: overrides of `DEMO` (e.g. smaller sets for a quick check); unknown keys are an error.
+    simulate: let simulated raters/annotators answer; False stops at the first step that needs
+        people (ratings of M), to be answered in the web app (`blindspots serve`).
     Returns {"project": path, "status": Status, "leaderboard": DataFrame, "zoo": summary, "times": dict}.
     """
     from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings,
@@ -105,8 +107,9 @@ def run_demo(out: Path, *, seed: int = 0, pool_size: int | None = None, progress
         )
         project = Project.create(proj_dir, cfg)
         echo(f"[3/4] project: created {proj_dir}")
-    echo(f"[4/4] Algorithm 1: {d['rounds']} fine-tuning rounds with simulated raters and annotators")
-    status = advance(project, simulate=True, progress=progress)
+    who = "simulated raters and annotators" if simulate else "people (stops where they are awaited)"
+    echo(f"[4/4] Algorithm 1: {d['rounds']} fine-tuning rounds with {who}")
+    status = advance(project, simulate=simulate, progress=progress)
     times["loop"] = time.perf_counter() - t
     board = leaderboard_frame(project)
     return {"project": proj_dir, "status": status, "leaderboard": board, "zoo": summary, "times": times}
@@ -117,13 +120,17 @@ def demo(
     seed: int = typer.Option(0, "--seed", help="Seed of scenes, training and every selection."),
     pool_size: int = typer.Option(DEMO["n_pool"], "--pool-size", help="Unlabeled scenes in the pool D."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    simulate: bool = typer.Option(True, "--simulate/--humans",
+                                  help="Simulated humans answer (default), or stop where people are awaited; "
+                                       "then `blindspots annotators add`, `blindspots serve` and `blindspots round`."),
 ) -> None:
     """Two full MAD rounds on procedural scenes with simulated humans; prints Table 1."""
     from blindspots.mine.testset import format_leaderboard
 
     t0 = time.perf_counter()
     try:
-        res = run_demo(out, seed=seed, pool_size=pool_size, progress=not quiet, echo=typer.echo)
+        res = run_demo(out, seed=seed, pool_size=pool_size, progress=not quiet, echo=typer.echo,
+                       simulate=simulate)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
