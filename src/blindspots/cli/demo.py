@@ -60,7 +60,7 @@ def run_demo(out: Path, *, seed: int = 0, pool_size: int | None = None, progress
     d.update(sizes or {})
     if pool_size is not None:
         d["n_pool"] = int(pool_size)
-    out = Path(out)
+    out = Path(out).resolve()  # the project config resolves relative paths against base_dir
     scenes, zoo_dir, proj_dir = out / "scenes", out / "zoo", out / "project"
     times: dict[str, float] = {}
 
