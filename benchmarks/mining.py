@@ -208,12 +208,13 @@ def main() -> None:
     ap.add_argument("--n-train", type=int, default=600, help="S0: the target's training scenes ('train')")
     ap.add_argument("--n-val", type=int, default=200, help="T0: in-distribution validation scenes")
     ap.add_argument("--n-hard", type=int, default=1000, help="held-out hard scenes")
-    ap.add_argument("--epochs", type=int, default=6, help="training epochs of the zoo models")
-    ap.add_argument("--target-arch", default=None, help="zoo architecture of the target (default: train_zoo's)")
-    ap.add_argument("--competitor-archs", default=None, help="comma-separated zoo architectures of the competitors")
+    ap.add_argument("--epochs", type=int, default=8, help="training epochs of the zoo models")
+    ap.add_argument("--target-arch", default="tiny_unet", help="zoo architecture of the target (the demo's)")
+    ap.add_argument("--competitor-archs", default="small_fcn,pspnet_r18",
+                    help="comma-separated zoo architectures of the competitors (the demo's)")
     ap.add_argument("--n3", type=int, default=25, help="MAD: images per (competitor, class, direction); paper 25")
     ap.add_argument("--n4", type=int, default=100, help="|S|: lowest-MOS images kept; paper 100")
-    ap.add_argument("--ft-epochs", type=int, default=4, help="fine-tuning epochs (paper caps at 80)")
+    ap.add_argument("--ft-epochs", type=int, default=2, help="fine-tuning epochs (paper caps at 80)")
     ap.add_argument("--ft-lrs", default="1e-3,5e-3", help="fine-tuning LR grid (paper: 1e-5,5e-5,1e-4 over 80 epochs "
                     "from a pretrained model; larger here to fit a CPU budget)")
     ap.add_argument("--max-replay", type=int, default=300, help="S0 images replayed while fine-tuning")
