@@ -12,9 +12,14 @@ from typing import Callable
 import numpy as np
 import pytest
 import torch
+from hypothesis import settings
 from PIL import Image
 
 torch.set_num_threads(1)
+
+# CI machines are noisy: no per-example time limit unless a test sets its own.
+settings.register_profile("blindspots", deadline=None)
+settings.load_profile("blindspots")
 
 
 def _write(path: Path, content: np.ndarray | bytes | Image.Image, **save_kwargs) -> Path:
