@@ -24,6 +24,13 @@ def _sidecar(estimator: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def _fitted_extractor(estimator: Path, model: Optional[str], batch_size: int):
+    """The trace extractor recorded at fit (model spec, layer, interpolation); `model` overrides the spec."""
+    meta = _sidecar(estimator)
+    return _extractor(model or meta.get("model", ""), meta.get("layer"), meta.get("interpolation", "bilinear"),
+                      batch_size)
+
+
 def _parse_groups(values: list[str]) -> dict[str, list[int]] | None:
     if not values:
         return None
@@ -101,9 +108,7 @@ def score(
 
     try:
         est = load_estimator(estimator)
-        meta = _sidecar(estimator)
-        ex = _extractor(model or meta.get("model", ""), meta.get("layer"), meta.get("interpolation", "bilinear"),
-                        batch_size)
+        ex = _fitted_extractor(estimator, model, batch_size)
         image_pool = ImagePool(pool)
         rows: list[pd.DataFrame] = []
         items = [it for it in image_pool.iter_items()]
@@ -153,9 +158,7 @@ def analyze(
         for path in estimator:
             est = load_estimator(path)
             ests[est.name.upper() if est.name.upper() not in ests else f"{est.name.upper()}_{len(ests)}"] = est
-        meta = _sidecar(estimator[0])
-        ex = _extractor(model or meta.get("model", ""), meta.get("layer"), meta.get("interpolation", "bilinear"),
-                        batch_size)
+        ex = _fitted_extractor(estimator[0], model, batch_size)
         groups = _parse_groups(group)
         data = SegmentationSet(images, masks)
         sa, iou, in_label, _ = sa_and_iou(ex, ests, data, groups=groups, per_class=per_class, seed=seed,
@@ -205,9 +208,7 @@ def view(
 
     try:
         est = load_estimator(estimator)
-        meta = _sidecar(estimator)
-        ex = _extractor(model or meta.get("model", ""), meta.get("layer"), meta.get("interpolation", "bilinear"),
-                        batch_size)
+        ex = _fitted_extractor(estimator, model, batch_size)
         classes = getattr(ex.model, "classes", None) or Classes(tuple(f"class{k}" for k in range(ex.num_classes)))
         if masks is not None:
             data = SegmentationSet(images, masks)
