@@ -116,3 +116,33 @@ def test_train_classifier_resume_and_determinism(base, tmp_path):
         train_classifier(fresh(), train.images[:4], np.array([0, 1, 2, 12]), epochs=1, progress=False)
     with pytest.raises(ValueError, match="select: 'val' needs"):
         train_classifier(fresh(), train.images, train.labels, epochs=1, select="val", progress=False)
+
+
+class _CountingNet(torch.nn.Module):
+    """A linear classifier that records the batch sizes it is trained on."""
+
+    def __init__(self, shape: tuple[int, ...], k: int) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(int(np.prod(shape)), k)
+        self.seen: list[int] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.seen.append(len(x))
+        return self.fc(x.flatten(1))
+
+
+@pytest.mark.parametrize("covers, train_batches", [("images", 2), ("both", 5)])
+def test_epoch_covers_the_larger_set(covers, train_batches):
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 255, (30, 4, 4, 1), dtype=np.uint8)
+    xe = rng.integers(0, 255, (70, 4, 4, 1), dtype=np.uint8)
+    net = _CountingNet((1, 4, 4), 3)
+    train_classifier(net, x, rng.integers(0, 3, 30), epochs=1, batch_size=16, lr=1e-3, optimizer="adam",
+                     extra_images=xe, extra_labels=rng.integers(0, 3, 70), extra_weight=1.0,
+                     epoch_covers=covers, progress=False)
+    d_batches = net.seen[0::2]  # each step: a batch of D, then a batch of D_f
+    assert len(d_batches) == train_batches
+    assert sum(d_batches) == (30 if covers == "images" else 70)  # "both": D cycled up to |D_f|
+    with pytest.raises(ValueError, match="epoch_covers"):
+        train_classifier(net, x, rng.integers(0, 3, 30), epochs=1, epoch_covers="all", progress=False)

@@ -4,6 +4,7 @@ D_f holds `n_per` (paper: 256) decoded samples per failure scenario, all labelle
 scenario's label; a separate `n_per` per scenario form the failure-scenario test set. For each λ
 in the paper's list the classifier is fine-tuned from the same starting weights (Adam, lr 1e-3,
 batch 256, 3 epochs for MNIST; appendix B.2), keeping the epoch with the best validation accuracy;
+an epoch covers the larger of D and D_f (so a small D does not starve D_f of steps);
 the λ with the best validation accuracy wins (ties: higher accuracy on D_f itself — never the
 scenario test set). The baseline runs the same sweep with individually identified examples
 (labelled by annotators) in place of D_f. Each λ's outcome is saved, so a sweep resumes.
@@ -91,6 +92,7 @@ def correct(
     epochs: int = 3,
     batch_size: int = 256,
     lr: float = 1e-3,
+    epoch_covers: str = "both",
     seed: int = 0,
     evaluate: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
     out_dir: str | Path | None = None,
@@ -102,6 +104,9 @@ def correct(
     train, val, extra: (uint8 images [n, H, W, C], int64 labels [n]); extra is D_f (or the baseline's
     identified examples). evaluate: more named sets scored for every λ (e.g. "test", "scenario").
     out_dir: per-λ results and weights are saved there and reused on resume.
+    epoch_covers: "both" (default) — each epoch passes over the larger of D and D_f, cycling the
+    smaller, so D_f is seen in full every epoch even when D has only a few thousand images (the
+    paper's MNIST run has 60,000, i.e. 235 steps per epoch); "images" — an epoch is one pass over D.
     """
     if len(lambdas) == 0:
         raise ValueError("lambdas: expected at least one λ, got none")
@@ -128,6 +133,7 @@ def correct(
             fit = train_classifier(m, train[0], train[1], epochs=epochs, batch_size=batch_size, lr=lr,
                                    optimizer="adam", seed=seed, extra_images=extra[0], extra_labels=extra[1],
                                    extra_weight=float(lam), val_images=val[0], val_labels=val[1], select="val",
+                                   epoch_covers=epoch_covers,  # type: ignore[arg-type]
                                    progress=False, desc=f"λ={lam:g}")
             preds: dict[int, np.ndarray] = {}  # one forward pass per distinct image array
             for data in [val, extra, *evaluate.values()]:

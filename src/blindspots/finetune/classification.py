@@ -81,6 +81,7 @@ def train_classifier(
     val_images: np.ndarray | None = None,
     val_labels: np.ndarray | None = None,
     select: Select = "last",
+    epoch_covers: Literal["images", "both"] = "images",
     checkpoint_path: str | Path | None = None,
     resume: bool = True,
     progress: bool = True,
@@ -92,6 +93,11 @@ def train_classifier(
     correction uses optimizer="adam", lr=1e-3, batch 256, 3 epochs (paper appendix B.2).
     select: keep the weights of the last epoch, or of the epoch with the best validation / training
     accuracy (the paper selects per λ by validation accuracy, by training accuracy on MNIST).
+    epoch_covers: "images" — an epoch is one pass over `images` (extra examples are cycled beside
+    them); "both" — an epoch is one pass over the larger of `images` and the extra set, the
+    smaller one cycled. The paper's MNIST correction makes 235 steps per epoch on 60,000 images;
+    on a few thousand images "images" gives D_f only a handful of steps, "both" lets every epoch
+    see all of D_f (used by `defuse.correct`).
     """
     images, labels = np.asarray(images), np.asarray(labels).astype(np.int64)
     _check_xy(images, labels, "images", None)
@@ -138,14 +144,22 @@ def train_classifier(
     y_all = torch.from_numpy(labels)
     if has_extra:
         xe_all, ye_all = images_to_tensor(extra_images), torch.from_numpy(extra_labels)
+    if epoch_covers not in ("images", "both"):
+        raise ValueError(f"epoch_covers: expected 'images' or 'both', got {epoch_covers!r}")
     n = len(images)
-    steps = (n + batch_size - 1) // batch_size
+    per_epoch = max(n, len(extra_images)) if has_extra and epoch_covers == "both" else n
+    steps = (per_epoch + batch_size - 1) // batch_size
     for epoch in range(start, epochs):
         # Seed per epoch: a resumed run draws exactly what an uninterrupted one would.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed * 100_003 + epoch)
             gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
             perm = torch.randperm(n, generator=gen)
+            if per_epoch > n:  # D smaller than D_f under epoch_covers="both": cycle D in fresh orders
+                parts = [perm]
+                while sum(len(p) for p in parts) < per_epoch:
+                    parts.append(torch.randperm(n, generator=gen))
+                perm = torch.cat(parts)[:per_epoch]
             if has_extra:
                 eperm = torch.randperm(len(xe_all), generator=gen)
             module.train()

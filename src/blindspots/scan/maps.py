@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from blindspots.scan.png import encode_index_png
 from blindspots.scan.table import ScanLayout
 
 PNG_COMPRESS_LEVEL = 1  # fast zlib level: maps are small and written once per image and model
@@ -11,11 +12,15 @@ PNG_COMPRESS_LEVEL = 1  # fast zlib level: maps are small and written once per i
 
 def save_maps(layout: ScanLayout, model: str, ids: list[str], maps: np.ndarray) -> None:
     """maps: uint8 (or int32 for C > 256, saved as 16-bit) [N, H, W] class ids, one per id."""
+    made: set = set()  # folders created in this call (ids may live in subfolders)
     for image_id, m in zip(ids, maps):
         path = layout.map_path(model, image_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        img = Image.fromarray(m) if m.dtype == np.uint8 else Image.fromarray(m.astype(np.uint16))
-        img.save(path, compress_level=PNG_COMPRESS_LEVEL)
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
+        data = encode_index_png(m if m.dtype == np.uint8 else m.astype(np.uint16), level=PNG_COMPRESS_LEVEL)
+        with open(path, "wb") as fh:
+            fh.write(data)
 
 
 def load_maps(layout: ScanLayout, model: str, ids: list[str]) -> list[np.ndarray]:
