@@ -57,6 +57,22 @@ def test_fit_score_analyze_view(workspace):
     assert len(df) == 4 and (df["status"] == "error").sum() == 1
     assert np.isfinite(df.loc[df.status == "ok", "surprise_mdsa__fcn"]).all()
 
+    # the same columns added to a scan's score table (extra part, joined by read_score_table)
+    from blindspots.data.pool import ImagePool
+    from blindspots.models.load import load_model
+    from blindspots.scan import read_score_table, scan_pool
+
+    scan = scan_pool(ImagePool(root / "images_bad"), {"fcn": load_model(str(ckpt))}, root / "scan", target="fcn",
+                     progress=False)
+    r = runner.invoke(app, ["surprise", "score", str(root / "images_bad"), "-e", str(est), "--scan", str(scan),
+                            "--name", "fcn", "--per-class", "50"])
+    assert r.exit_code == 0, r.output
+    st = read_score_table(scan).set_index("id")
+    np.testing.assert_allclose(st.loc[df["id"], "surprise_mdsa__fcn"].to_numpy(), df["surprise_mdsa__fcn"].to_numpy(),
+                               rtol=1e-6)
+    r = runner.invoke(app, ["surprise", "score", str(root / "images_bad"), "-e", str(est)])
+    assert r.exit_code == 2 and "exactly one" in r.output
+
     out = root / "analysis"
     r = runner.invoke(app, ["surprise", "analyze", "--images", str(root / "images"), "--masks", str(root / "masks"),
                             "-e", str(root / "sa" / "lsa.npz"), "-e", str(est), "-o", str(out),

@@ -241,7 +241,8 @@ def correct(
     np.savez_compressed(out / "scenario_sets.npz", **vars(sd))
     lams = PAPER_LAMBDAS if not lambdas else tuple(float(x) for x in lambdas.split(","))
     res = run(module, (train.images, train.labels), (valid.images, valid.labels),
-              (sd.finetune_images, sd.finetune_labels), lambdas=lams, epochs=epochs, seed=seed,
+              (sd.finetune_images, sd.finetune_labels), extra_val=(sd.val_images, sd.val_labels),
+              lambdas=lams, epochs=epochs, seed=seed,
               evaluate={"scenario": (sd.test_images, sd.test_labels)}, out_dir=out / "sweep")
     res.sweep.to_csv(out / "sweep.csv", index=False)
     save_classifier(out / "corrected.pt", res.module, arch=info["arch"], class_names=info["class_names"],

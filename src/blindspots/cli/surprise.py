@@ -91,7 +91,9 @@ def fit(
 def score(
     pool: Path = typer.Argument(..., help="Folder of unlabeled images."),
     estimator: Path = typer.Option(..., "--estimator", "-e", help="Estimator .npz written by `surprise fit`."),
-    out: Path = typer.Option(..., "--out", "-o", help="Parquet file of surprise columns (id + surprise_*)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Parquet file of surprise columns (id + surprise_*)."),
+    scan: Optional[Path] = typer.Option(None, "--scan", help="A scan folder of this pool: add the columns to its score "
+                                        "table (extra/surprise_<kind>__<name>/, resumable) instead of --out."),
     model: Optional[str] = typer.Option(None, help="Model spec (default: the one recorded at fit)."),
     name: str = typer.Option("target", help="Model name used in the column names surprise_{kind}__{name}[__{k}]."),
     per_class: int = typer.Option(1000, help="Pixels scored per predicted class per image (paper: 1,000)."),
@@ -103,32 +105,52 @@ def score(
     import pandas as pd
 
     from blindspots.data.pool import ImagePool
+    from blindspots.scan.extra import add_columns
     from blindspots.surprise.estimators import load_estimator
     from blindspots.surprise.image import surprise_columns
 
+    if (out is None) == (scan is None):
+        _fail(ValueError(f"--out / --scan: expected exactly one of them, got out={out}, scan={scan}"))
     try:
         est = load_estimator(estimator)
         ex = _fitted_extractor(estimator, model, batch_size)
         image_pool = ImagePool(pool)
+
+        def compute(images: np.ndarray) -> dict[str, np.ndarray]:
+            return surprise_columns(ex, est, images, name, per_class=per_class, seed=seed)
+
+        if scan is not None:
+            part = f"surprise_{est.name}__{name}"
+            cols = add_columns(scan, image_pool, part, compute, batch_size=batch_size)
+            typer.echo(f"added {len(cols)} surprise columns to the score table of {scan} (extra/{part})")
+            return
         rows: list[pd.DataFrame] = []
-        items = [it for it in image_pool.iter_items()]
-        ok = [it for it in items if it.image is not None]
-        by_shape: dict[tuple, list] = {}
-        for it in ok:
-            by_shape.setdefault(it.image.shape, []).append(it)
-        for group in by_shape.values():
-            cols = surprise_columns(ex, est, np.stack([it.image for it in group]), name, per_class=per_class,
-                                    seed=seed)
-            rows.append(pd.DataFrame({"id": [it.id for it in group], "status": "ok", **cols}))
-        bad = [it for it in items if it.image is None]
-        if bad:
-            rows.append(pd.DataFrame({"id": [it.id for it in bad], "status": "error"}))
+        n_ok, n_bad = 0, 0
+        group_ids: dict[tuple, list[str]] = {}
+        group_imgs: dict[tuple, list[np.ndarray]] = {}
+
+        def flush(shape: tuple) -> None:
+            ids, imgs = group_ids.pop(shape), group_imgs.pop(shape)
+            rows.append(pd.DataFrame({"id": ids, "status": "ok", **compute(np.stack(imgs))}))
+
+        for it in image_pool.iter_items(progress=True):  # streamed: a batch per image size in memory
+            if it.image is None:
+                rows.append(pd.DataFrame({"id": [it.id], "status": "error"}))
+                n_bad += 1
+                continue
+            n_ok += 1
+            group_ids.setdefault(it.image.shape, []).append(it.id)
+            group_imgs.setdefault(it.image.shape, []).append(it.image)
+            if len(group_ids[it.image.shape]) == batch_size:
+                flush(it.image.shape)
+        for shape in list(group_ids):
+            flush(shape)
         table = pd.concat(rows, ignore_index=True).sort_values("id").reset_index(drop=True)
     except ValueError as e:
         _fail(e)
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out, index=False)
-    typer.echo(f"scored {len(ok)} images ({len(items) - len(ok)} unreadable) -> {out}")
+    typer.echo(f"scored {n_ok} images ({n_bad} unreadable) -> {out}")
 
 
 @surprise_app.command("analyze")

@@ -80,6 +80,8 @@ def train_classifier(
     extra_weight: float = 0.0,
     val_images: np.ndarray | None = None,
     val_labels: np.ndarray | None = None,
+    extra_val_images: np.ndarray | None = None,
+    extra_val_labels: np.ndarray | None = None,
     select: Select = "last",
     epoch_covers: Literal["images", "both"] = "images",
     checkpoint_path: str | Path | None = None,
@@ -93,6 +95,8 @@ def train_classifier(
     correction uses optimizer="adam", lr=1e-3, batch 256, 3 epochs (paper appendix B.2).
     select: keep the weights of the last epoch, or of the epoch with the best validation / training
     accuracy (the paper selects per λ by validation accuracy, by training accuracy on MNIST).
+    extra_val_images / extra_val_labels: held-out examples like the extra set; with select="val" the
+    epoch score is the mean of the accuracy on val and on these (correction: keep D right, fix D_f).
     epoch_covers: "images" — an epoch is one pass over `images` (extra examples are cycled beside
     them); "both" — an epoch is one pass over the larger of `images` and the extra set, the
     smaller one cycled. The paper's MNIST correction makes 235 steps per epoch on 60,000 images;
@@ -183,8 +187,12 @@ def train_classifier(
             record["train_acc"] = accuracy(module, images, labels)
         if val_images is not None and val_labels is not None:
             record["val_acc"] = accuracy(module, val_images, val_labels)
+        val_score = record.get("val_acc", -1.0)
+        if extra_val_images is not None and extra_val_labels is not None and len(extra_val_images):
+            record["extra_val_acc"] = accuracy(module, extra_val_images, extra_val_labels)
+            val_score = (val_score + record["extra_val_acc"]) / 2
         result.history.append(record)
-        score = {"last": float(epoch), "val": record.get("val_acc", -1.0), "train": record.get("train_acc", -1.0)}[select]
+        score = {"last": float(epoch), "val": val_score, "train": record.get("train_acc", -1.0)}[select]
         if score > best_score:
             best_score, result.best_epoch = score, epoch
             best_state = copy.deepcopy(module.state_dict())

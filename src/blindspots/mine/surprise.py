@@ -1,7 +1,8 @@
 """Surprise-adequacy sampler (Kim et al. 2023): the images whose activation traces are most surprising
 to the target model, read from the score table's surprise columns.
 
-Columns (written by ``blindspots.surprise.image.surprise_columns`` during a scan):
+Columns (``blindspots.surprise.image.surprise_columns``, added to a scan folder by
+``blindspots surprise score --scan`` / ``blindspots.scan.extra.add_columns``, joined by ``read_score_table``):
 ``surprise_{kind}__{M}`` — image SA (mean z-scored class SA over the predicted classes), and
 ``surprise_{kind}__{M}__{k}`` — class SA of class k (NaN where the model predicts no pixel of k),
 kind in {mdsa, lsa, dsa}.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,11 @@ from blindspots.scan.table import (
 )
 
 log = logging.getLogger(__name__)
+
+# GIL hand-over interval during a scan. The forward passes on the main thread release and retake the
+# GIL around every torch op; with Python's default 5 ms, each time the reader or writer thread is
+# running Python code the main thread waits up to 5 ms for it. 0.2 ms keeps the models busy.
+SCAN_SWITCH_INTERVAL_S = 2e-4
 
 
 @dataclass
@@ -209,6 +215,8 @@ def _run(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[_
     writer.start()
     by_k = {p.k: p for p in plans}
     rows: dict[int, _ShardRows] = {}  # touched by the writer thread only
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(old_interval, SCAN_SWITCH_INTERVAL_S))
     try:
         while True:
             try:
@@ -245,6 +253,7 @@ def _run(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[_
                 continue
         writer.join()
         reader.join(timeout=5)
+        sys.setswitchinterval(old_interval)
     if writer.error:
         raise writer.error
 

@@ -7,6 +7,8 @@ Layout of a scan folder (`out_dir`)::
     models/<M>/shard-00000.parquet         id, frac__<M>__<k> (k = 0..C-1), entropy__<M>, maxprob__<M>
     pairs/<T>__<G>/shard-00000.parquet     id, dpa__<T>__<G>, dmiou__<T>__<G>
     maps/<M>/<id>.png                      argmax map of model M (index PNG)
+    extra/<P>/shard-00000.parquet          id, more float columns added after the scan (e.g. surprise
+                                           columns, `blindspots.scan.extra.add_columns`)
 
 Shard k holds the rows of ids[k*S:(k+1)*S] of the sorted pool ids (S = shard size), in id
 order. Each shard file is written atomically (temporary file + os.replace) once all its rows
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -27,6 +30,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+log = logging.getLogger(__name__)
 
 SCAN_VERSION = 1
 MANIFEST = "scan.json"
@@ -76,6 +81,14 @@ class ScanLayout:
 
     def pair_shard(self, target: str, competitor: str, k: int) -> Path:
         return self.root / "pairs" / f"{target}__{competitor}" / shard_file(k)
+
+    def extra_shard(self, part: str, k: int) -> Path:
+        return self.root / "extra" / part / shard_file(k)
+
+    def extra_parts(self) -> list[str]:
+        """Names of the extra column parts present (complete or not), sorted."""
+        root = self.root / "extra"
+        return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
     def map_path(self, model: str, image_id: str) -> Path:
         return self.root / "maps" / model / (image_id + ".png")
@@ -188,7 +201,9 @@ def read_score_table(out_dir: str | Path, *, target: str | None = None,
 
     Columns (the scan contract): id, status ('ok'|'error'), error, width, height (nullable
     Int32); per model M: frac__M__k (float32, k = 0..C-1), entropy__M, maxprob__M (float32);
-    per competitor G of the target T: dpa__T__G, dmiou__T__G (float64).
+    per competitor G of the target T: dpa__T__G, dmiou__T__G (float64); then the columns of every
+    complete extra part (`extra/<P>/`, e.g. surprise_mdsa__M; an extra part still being written
+    is left out with a log message, never half-read).
     target / competitors: default to the last scan's (scan.json); pass another target that
     was scanned into the folder to read its pairs.
     allow_partial: return only the shards complete for every part instead of raising.
@@ -209,6 +224,13 @@ def read_score_table(out_dir: str | Path, *, target: str | None = None,
     parts: list[list[Path]] = [[layout.meta_shard(k) for k in range(n)]]
     parts += [[layout.model_shard(m, k) for k in range(n)] for m in manifest["models"]]
     parts += [[layout.pair_shard(target, g, k) for k in range(n)] for g in competitors]
+    for part in layout.extra_parts():
+        files = [layout.extra_shard(part, k) for k in range(n)]
+        if all(f.exists() for f in files):
+            parts.append(files)
+        else:
+            log.info("extra column part %r is incomplete (%d of %d shards); not read", part,
+                     sum(f.exists() for f in files), n)
     complete = [k for k in range(n) if all(p[k].exists() for p in parts)]
     if len(complete) < n and not allow_partial:
         missing = next(p[k] for k in range(n) for p in parts if not p[k].exists())

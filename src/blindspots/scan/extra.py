@@ -1,0 +1,135 @@
+"""Add columns to a finished scan: one more Parquet part, shard by shard, resumable.
+
+Some scores need a pass over the images that the scan itself does not make — surprise adequacy
+from a model's activation traces, for instance (`blindspots surprise score --scan`). `add_columns`
+reads the images of each scan shard again, calls `compute` on same-size batches and writes
+`extra/<part>/shard-k.parquet` with the shard's ids in scan order (NaN rows for images the scan
+could not decode). `read_score_table` joins every complete part, so selection strategies see
+the new columns like any other. Killed and started again, it computes only the missing shards.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+from tqdm.auto import tqdm
+
+from blindspots.scan.table import ScanLayout, ids_digest, load_manifest, write_shard
+
+log = logging.getLogger(__name__)
+
+PART_NAME = re.compile(r"^[a-z0-9_]+$")
+RESERVED = ("id", "status", "error", "width", "height")
+RESERVED_PREFIXES = ("frac__", "entropy__", "maxprob__", "dpa__", "dmiou__")
+Compute = Callable[[np.ndarray], dict[str, np.ndarray]]  # uint8 [n, H, W, 3] -> {column: float [n]}
+
+
+def add_columns(out_dir: str | Path, pool: Any, part: str, compute: Compute, *, batch_size: int = 16,
+                progress: bool = True) -> list[str]:
+    """Compute extra per-image columns for every image of a scan; returns the column names.
+
+    out_dir: a finished scan folder. pool: the same `ImagePool` that was scanned (same ids).
+    part: name of the column group (lowercase letters, digits, underscores), e.g. "surprise_mdsa__target".
+    compute: images uint8 [n, H, W, 3] (resized as the scan resized them) -> dict of float arrays
+        [n], the same keys on every call; keys must not clash with the scan's own columns.
+    """
+    layout = ScanLayout(out_dir)
+    manifest = load_manifest(out_dir)
+    if manifest is None:
+        raise ValueError(f"out_dir: expected a scan folder with scan.json, got {str(out_dir)!r}")
+    if not isinstance(part, str) or not PART_NAME.match(part):
+        raise ValueError(f"part: expected a name of lowercase letters, digits and underscores, got {part!r}")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size: expected a positive integer, got {batch_size}")
+    ids = sorted(pool.ids)
+    if ids_digest(ids) != manifest["ids_sha256"]:
+        raise ValueError(f"pool: expected the pool that was scanned into {str(out_dir)!r} "
+                         f"({manifest['n_images']} images), got a different id list ({len(ids)} images)")
+    size, n_shards = int(manifest["shard_size"]), int(manifest["n_shards"])
+    resize = tuple(manifest["resize"]) if manifest.get("resize") else None
+    todo = [k for k in range(n_shards) if not layout.extra_shard(part, k).exists()]
+    columns: list[str] | None = _existing_columns(layout, part, n_shards)
+    with tqdm(total=len(ids), initial=len(ids) - sum(len(ids[k * size:(k + 1) * size]) for k in todo),
+              unit="img", desc=f"extra columns {part}", disable=not progress) as bar:
+        postponed: list[int] = []  # shards without one readable image, met before the columns are known
+        for k in todo:
+            shard_ids = ids[k * size:(k + 1) * size]
+            values, columns = _shard_values(pool, shard_ids, compute, int(batch_size), resize, columns, bar)
+            if values is None:
+                postponed.append(k)
+                continue
+            _write(layout, part, k, shard_ids, values)
+        if postponed and columns is None:
+            raise ValueError("pool: expected at least one decodable image to learn the columns from, got none")
+        for k in postponed:  # all rows NaN
+            shard_ids = ids[k * size:(k + 1) * size]
+            _write(layout, part, k, shard_ids, {c: np.full(len(shard_ids), np.nan, np.float32) for c in columns})
+    return list(columns or [])
+
+
+def _write(layout: ScanLayout, part: str, k: int, shard_ids: list[str], values: dict[str, np.ndarray]) -> None:
+    table = pa.table({"id": pa.array(shard_ids, pa.string()), **{c: pa.array(v) for c, v in values.items()}})
+    write_shard(layout.extra_shard(part, k), table)
+
+
+def _existing_columns(layout: ScanLayout, part: str, n_shards: int) -> list[str] | None:
+    for k in range(n_shards):
+        path = layout.extra_shard(part, k)
+        if path.exists():
+            return [c for c in pq.read_schema(path).names if c != "id"]
+    return None
+
+
+def _shard_values(pool: Any, shard_ids: list[str], compute: Compute, batch_size: int,
+                  resize: tuple[int, int] | None, columns: list[str] | None, bar: Any
+                  ) -> tuple[dict[str, np.ndarray] | None, list[str] | None]:
+    """Column values float32 [len(shard_ids)] of one shard (NaN for undecodable images), and the
+    column names; (None, None) when no image is readable and no columns are known yet."""
+    pos = {image_id: i for i, image_id in enumerate(shard_ids)}
+    values: dict[str, np.ndarray] = {}
+    pending: dict[tuple[int, ...], list[tuple[str, np.ndarray]]] = {}
+
+    def flush(group: list[tuple[str, np.ndarray]]) -> None:
+        nonlocal columns
+        out = compute(np.stack([g[1] for g in group]))
+        if not isinstance(out, dict) or not out:
+            raise ValueError(f"compute: expected a non-empty dict of column -> array, got {type(out).__name__}")
+        if columns is None:
+            clash = [c for c in out if c in RESERVED or c.startswith(RESERVED_PREFIXES)]
+            if clash:
+                raise ValueError(f"compute: expected new column names, got names of the scan's own columns {clash}")
+            columns = sorted(out)
+        if sorted(out) != columns:
+            raise ValueError(f"compute: expected the columns {columns} on every call, got {sorted(out)}")
+        for c in columns:
+            v = np.asarray(out[c], dtype=np.float64)
+            if v.shape != (len(group),):
+                raise ValueError(f"compute: expected column {c!r} of shape ({len(group)},), got {v.shape}")
+            col = values.setdefault(c, np.full(len(shard_ids), np.nan))
+            col[[pos[g[0]] for g in group]] = v
+        bar.update(len(group))
+
+    for item in pool.iter_items(shard_ids):
+        if item.image is None:
+            bar.update(1)
+            continue
+        image = item.image
+        if resize is not None and tuple(image.shape[:2]) != resize:
+            image = np.asarray(Image.fromarray(image).resize((resize[1], resize[0]), Image.BILINEAR))
+        group = pending.setdefault(image.shape, [])
+        group.append((item.id, image))
+        if len(group) == batch_size:
+            flush(pending.pop(image.shape))
+    for shape in sorted(pending):
+        flush(pending[shape])
+    if columns is None:  # not one readable image in this shard, and none computed before
+        return None, None
+    for c in columns:
+        values.setdefault(c, np.full(len(shard_ids), np.nan))
+    return {c: values[c].astype(np.float32) for c in columns}, columns
