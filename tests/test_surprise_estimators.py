@@ -193,3 +193,49 @@ def test_degenerate_inputs_give_finite_scores_or_clear_errors(seed, n, d, kind, 
     q = rng.normal(size=(5, d)) * scale
     sa = est.score(q, est.classes_[rng.integers(0, est.classes_.size, 5)])
     assert np.isfinite(sa).all() and (sa >= 0).all() | (kind == "lsa")
+
+
+def test_mdsa_blocks_sorting_and_input_dtypes_do_not_change_values(monkeypatch):
+    import blindspots.surprise.estimators as E
+
+    x, y, q, qc = data(n=600, d=6, k=4)
+    est = MDSA(chunk_size=7).fit(x, y)  # chunks of 7 rows inside each class's sorted run
+    ref = np.array([est.score(p[None], c)[0] for p, c in zip(q, qc)])  # one trace at a time
+    monkeypatch.setattr(E, "MDSA_BLOCK_ROWS", 3)  # torch row blocks smaller than a chunk
+    np.testing.assert_allclose(est.score(q, qc), ref, rtol=1e-6)
+    np.testing.assert_allclose(est.score(q.astype(np.float32), qc), ref, rtol=1e-5)
+    frozen = q.copy()
+    frozen.flags.writeable = False  # read-only inputs (np.load mmap) are scored, not refused
+    np.testing.assert_allclose(est.score(frozen, qc), ref, rtol=1e-6)
+    np.testing.assert_allclose(est.score(q[::-1], qc[::-1])[::-1], ref, rtol=1e-6)  # order-independent
+
+
+def test_huge_finite_traces_pass_the_cheap_finite_screen():
+    from blindspots.surprise._validation import check_traces
+
+    big = np.full((4, 3), 3e38, dtype=np.float32)  # the total overflows to inf, yet every entry is finite
+    assert check_traces(big) is not None
+    bad = big.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match="1 NaN/inf entries in 1 traces"):
+        check_traces(bad)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_lsa_blocks_mixing_near_and_far_points_equal_scipy(dtype):
+    x, y, q, qc = data(d=4)
+    q = q.copy()
+    q[::3] += 40.0  # every third point far from all traces: exp() of all its exponents underflows
+    got = LSA(dtype=dtype).fit(x, y).score(q, qc)
+    ref = np.array([-gaussian_kde(x[y == c].T).logpdf(p[:, None])[0] for p, c in zip(q, qc)])  # log space
+    assert (ref[::3] > 1000).all() and (ref[1::3] < 100).all()  # far rows take the max-subtracted redo
+    np.testing.assert_allclose(got, ref, rtol=1e-9 if dtype == "float64" else 1e-5)
+
+
+def test_lsa_refit_does_not_reuse_cached_reference():
+    x, y, q, qc = data()
+    est = LSA().fit(x, y)
+    first = est.score(q, qc)
+    est.fit(x * 2.0, y)
+    np.testing.assert_allclose(est.score(q, qc), LSA().fit(x * 2.0, y).score(q, qc), rtol=1e-12)
+    assert not np.allclose(est.score(q, qc), first)

@@ -17,6 +17,11 @@ def check_traces(traces: np.ndarray, name: str = "traces", d: int | None = None)
         arr = arr.astype(np.float64)
     if arr.dtype not in (np.float32, np.float64):
         arr = arr.astype(np.float64)
+    # cheap screen first: a NaN/inf entry makes the total NaN/inf; only then (or on overflow of huge
+    # finite values) pay for the element-wise check, which builds an [n, d] mask
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(np.add.reduce(arr, axis=None)):
+            return arr
     bad = ~np.isfinite(arr)
     if bad.any():
         rows = int(bad.any(axis=1).sum())

@@ -206,16 +206,18 @@ def group_surprise(class_sa: np.ndarray, estimator: SurpriseEstimator,
     return out
 
 
-def mdsa_map(extractor: TraceExtractor, estimator: MDSA, features: torch.Tensor, pred: np.ndarray) -> np.ndarray:
+def mdsa_map(extractor: TraceExtractor, estimator: MDSA, features: torch.Tensor, pred: np.ndarray | torch.Tensor
+             ) -> np.ndarray:
     """Per-pixel MDSA float32 [n, H, W] from low-resolution features float32 [n, d, h0, w0] and argmax
-    maps int [n, H, W]; NaN where the predicted class has no model.
+    maps int [n, H, W] (numpy or torch); NaN where the predicted class has no model.
 
     Bilinear / nearest models use the O(1)-per-pixel fused path (``surprise.fused``); other modes whiten
     at h0 x w0, upsample the whitened d' channels and take the norm (also exact: upsampling weights sum
     to 1, so they commute with the affine whitening)."""
     if extractor.interpolation in ("bilinear", "nearest"):
         return fused_mdsa_map(estimator, features, pred, mode=extractor.interpolation,
-                              align_corners=extractor.align_corners)
+                              align_corners=extractor.align_corners, num_classes=extractor.num_classes)
+    pred = pred.numpy() if isinstance(pred, torch.Tensor) else np.asarray(pred)
     n, (h, w) = pred.shape[0], pred.shape[1:]
     kept = torch.from_numpy(estimator.kept_features_)
     f = features.index_select(1, kept).permute(0, 2, 3, 1)  # [n, h0, w0, d']
@@ -244,24 +246,29 @@ def surprise_heatmaps(extractor: TraceExtractor, estimator: SurpriseEstimator,
     if extractor.task != "segmentation":
         raise ValueError("extractor: expected a segmentation model for pixel heatmaps, got a classifier")
     batch = as_image_batch(images)
-    maps, preds = [], []
-    for _, feat, proba in tqdm(extractor.iter_batches(batch), desc="SA heatmaps", disable=not progress,
-                               total=-(-batch.shape[0] // extractor.model.batch_size)):
-        pred = proba.argmax(axis=1)
+    n, (h, w) = batch.shape[0], batch.shape[1:3]
+    sa_all = np.empty((n, h, w), dtype=np.float32)
+    pred_all = np.empty((n, h, w), dtype=np.int64)
+    bs = extractor.model.batch_size
+    for start in tqdm(range(0, n, bs), desc="SA heatmaps", disable=not progress, total=-(-n // bs)):
+        # argmax on the model output: no softmax, no probability array (the bare forward's extra work)
+        feat, pred_t = extractor.forward_pred(batch[start:start + bs])
+        pred = pred_t.numpy()
+        stop = start + pred.shape[0]
+        pred_all[start:stop] = pred
         if isinstance(estimator, MDSA):
-            maps.append(mdsa_map(extractor, estimator, feat, pred))
-        else:
-            up = extractor.upsample(feat, pred.shape[1:])
-            for j in range(pred.shape[0]):
-                flat = up[j].reshape(up.shape[1], -1).T.numpy()
-                cls = pred[j].ravel()
-                sa = np.full(cls.size, np.nan, dtype=np.float32)
-                ok = np.isin(cls, estimator.classes_)
-                if ok.any():
-                    sa[ok] = estimator.score(flat[ok], cls[ok])
-                maps.append(sa.reshape(pred.shape[1:])[None])
-        preds.append(pred)
-    return np.concatenate(maps).astype(np.float32), np.concatenate(preds).astype(np.int64)
+            sa_all[start:stop] = mdsa_map(extractor, estimator, feat, pred_t)
+            continue
+        up = extractor.upsample(feat, pred.shape[1:])
+        for j in range(pred.shape[0]):
+            flat = up[j].reshape(up.shape[1], -1).T.numpy()
+            cls = pred[j].ravel()
+            sa = np.full(cls.size, np.nan, dtype=np.float32)
+            ok = np.isin(cls, estimator.classes_)
+            if ok.any():
+                sa[ok] = estimator.score(flat[ok], cls[ok])
+            sa_all[start + j] = sa.reshape(pred.shape[1:])
+    return sa_all, pred_all
 
 
 def surprise_columns(extractor: TraceExtractor, estimator: SurpriseEstimator,

@@ -21,6 +21,23 @@ from blindspots.models.adapters import TorchClassifier, TorchSegmenter, as_image
 INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "nearest-exact")
 
 
+def argmax_classes(y: torch.Tensor) -> torch.Tensor:
+    """argmax over dim 1 of float [n, C, ...] -> int64 [n, ...], the first maximum on ties (as torch.argmax).
+
+    One amax, one compare and one weighted amax. Measured on [8, 8, 128, 128] float32, one core: 4 ms
+    against 40-70 ms for torch.argmax(dim=1) with the project's torch 2.14 on the 2-core AVX-512 machine
+    (a slow non-innermost-axis argmax there); with torch 2.11 on a newer Xeon torch's own argmax took
+    1.6 ms against 3.5 ms. Rows whose maximum is NaN get C - 1 (torch.argmax gives the NaN's index)."""
+    c = y.shape[1]
+    if y.ndim < 3 or c > 255:
+        return y.argmax(dim=1)
+    top = torch.amax(y, dim=1, keepdim=True)
+    # weight C-1-c on the classes that reach the maximum: the largest weight is the first such class
+    rank = torch.arange(c - 1, -1, -1, dtype=torch.uint8, device=y.device).view(1, c, *([1] * (y.ndim - 2)))
+    first = torch.amax((y == top).to(torch.uint8).mul_(rank), dim=1)
+    return (c - 1) - first.long()
+
+
 class TraceExtractor:
     """Hooks one layer of a torch model and returns its activation traces with the model's probabilities.
 
@@ -92,6 +109,20 @@ class TraceExtractor:
         Segmentation: features float32 [n, d, h0, w0] at the layer's own resolution, probabilities
         float32 [n, C, H, W]. Classification: traces float32 [n, d], probabilities float32 [n, C].
         """
+        feat, y = self._forward_raw(batch)
+        proba = torch.softmax(y, dim=1) if self.model.output == "logits" else y
+        return feat, proba.cpu().numpy().astype(np.float32, copy=False)
+
+    @torch.no_grad()
+    def forward_pred(self, batch: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """One chunk uint8 [n, H, W, 3] -> (features as in ``forward``, argmax class int64 [n, H, W] or [n]).
+
+        The argmax is taken on the model output (softmax is monotone), so no probabilities are built."""
+        feat, y = self._forward_raw(batch)
+        return feat, argmax_classes(y).cpu()
+
+    def _forward_raw(self, batch: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Features (see ``forward``) and the model output float32 (segmentation: at [n, C, H, W])."""
         store: list[torch.Tensor] = []
 
         def grab(_m, inputs, output=None):
@@ -119,8 +150,7 @@ class TraceExtractor:
                 y = F.interpolate(y, size=(h, w), mode="bilinear", align_corners=False)
         else:
             feat = feat.mean(dim=(2, 3)) if feat.ndim == 4 else feat.reshape(feat.shape[0], -1)
-        proba = torch.softmax(y, dim=1) if self.model.output == "logits" else y
-        return feat, proba.cpu().numpy().astype(np.float32, copy=False)
+        return feat, y
 
     def iter_batches(self, images: np.ndarray | Sequence[np.ndarray]
                      ) -> Iterator[tuple[int, torch.Tensor, np.ndarray]]:
