@@ -7,8 +7,11 @@ different designs). Printed:
 1. images/s of the scan (decode + 3 forwards + statistics + pair distances + Parquet shards +
    3 argmax PNGs per image), fresh output folder;
 2. the peer: the same models' `predict_proba` on the same images, preloaded in memory and cut
-   into the same batches (bare forward), measured before and after the scan (the faster
-   of the two is used, which makes the ratio conservative);
+   into the same batches (bare forward). The pool is scanned as --segments sub-pools (8 by
+   default, each its own scan folder with its shards and maps), and each segment's scan is
+   timed right next to the bare forward on the same images, alternating which runs first:
+   on a shared machine whose speed drifts by 10% from minute to minute (measured), timing one
+   whole scan against bare runs minutes before and after measures the drift, not the scan;
 3. ratio = scan time / bare forward time (target <= 1.15), the same ratio in process CPU
    time (all threads; far less sensitive to other jobs sharing the machine than wall time),
    and the cost of the statistics alone on the same probabilities, as a share of the bare
@@ -81,11 +84,24 @@ def stats_only(models: dict[str, TorchSegmenter], batches: list[np.ndarray], num
     return (time.perf_counter() - t) * len(batches) / len(sample)
 
 
+class SubPool:
+    """The images `ids` of a pool, as a pool (for scanning the pool in interleaved segments)."""
+
+    def __init__(self, pool: ImagePool, ids: list[str]) -> None:
+        self.root, self.ids, self._pool = pool.root, ids, pool
+
+    def iter_items(self, ids):
+        return self._pool.iter_items(ids)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000, help="pool size (>= 2000 for the reported figure)")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--shard-size", type=int, default=256)
+    ap.add_argument("--segments", type=int, default=8,
+                    help="the pool is scanned as this many sub-pools, each timed right next to the bare forward on "
+                         "the same images (alternating which goes first), so machine drift hits both alike")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--models", nargs="*", default=None, help="zoo names (default: the first three)")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "blindspots-bench-scan")
@@ -98,33 +114,46 @@ def main() -> None:
     models = zoo_models(args.models, args.batch_size)
     target = next(iter(models))
     num_classes = next(iter(models.values())).num_classes
-    images = np.stack([pool.load(i) for i in pool.ids])  # preloaded for the peer
-    batches = [images[s:s + args.batch_size] for s in range(0, len(images), args.batch_size)]
+    ids = sorted(pool.ids)
     for m in models.values():  # warm-up (allocator, first-call overheads)
-        m.predict_proba(batches[0])
+        m.predict_proba(np.stack([pool.load(i) for i in ids[:args.batch_size]]))
 
-    bare1, cpu1 = bare_forward(models, batches)
     out = args.workdir / "scan-out"
     shutil.rmtree(out, ignore_errors=True)
-    t, c = time.perf_counter(), time.process_time()
-    scan_pool(pool, models, out, target=target, batch_size=args.batch_size, shard_size=args.shard_size,
-              progress=False)
-    scan, scan_cpu = time.perf_counter() - t, time.process_time() - c
-    bare2, cpu2 = bare_forward(models, batches)
-    bare = min(bare1, bare2)
-    stats = stats_only(models, batches, num_classes)
+    seg = -(-len(ids) // max(1, args.segments))
+    scan = scan_cpu = bare = bare_cpu = 0.0
+    all_batches: list[np.ndarray] = []
+    for j, s in enumerate(range(0, len(ids), seg)):
+        part = ids[s:s + seg]
+        images = np.stack([pool.load(i) for i in part])  # preloaded for the peer
+        batches = [images[b:b + args.batch_size] for b in range(0, len(images), args.batch_size)]
+        all_batches += batches[:1]
 
-    n = len(pool)
+        def run_scan() -> tuple[float, float]:
+            t, c = time.perf_counter(), time.process_time()
+            scan_pool(SubPool(pool, part), models, out / f"segment-{j:02d}", target=target,
+                      batch_size=args.batch_size, shard_size=args.shard_size, progress=False)
+            return time.perf_counter() - t, time.process_time() - c
+
+        first, second = (run_scan, lambda: bare_forward(models, batches)) if j % 2 else \
+            (lambda: bare_forward(models, batches), run_scan)
+        a, b = first(), second()
+        (ts, cs), (tb, cb) = (a, b) if j % 2 else (b, a)
+        scan, scan_cpu, bare, bare_cpu = scan + ts, scan_cpu + cs, bare + tb, bare_cpu + cb
+        print(f"segment {j}: {len(part)} images, scan {ts:7.2f} s, bare forward {tb:7.2f} s, ratio {ts / tb:.3f}",
+              flush=True)
+    stats = stats_only(models, all_batches, num_classes) * len(ids) / (len(all_batches) * args.batch_size)
+
+    n = len(ids)
     print(f"pool: {n} scenes 128x128; models: {', '.join(models)} (target {target}); "
-          f"batch {args.batch_size}; torch threads {args.threads}")
-    print(f"scan:          {scan:8.2f} s   {n / scan:8.1f} images/s")
-    print(f"bare forward:  {bare:8.2f} s   {n / bare:8.1f} images/s   "
-          f"(runs: {bare1:.2f} s before, {bare2:.2f} s after)")
-    print(f"ratio scan / bare forward = {scan / bare:.3f}   (target <= 1.15; "
-          f"against the mean of the two bare runs: {scan / ((bare1 + bare2) / 2):.3f})")
-    print(f"CPU time (all threads of this process): scan {scan_cpu:.2f} s, bare {cpu1:.2f} / {cpu2:.2f} s; "
-          f"ratio scan / bare = {scan_cpu / min(cpu1, cpu2):.3f} (robust to other jobs taking the cores)")
-    print(f"statistics alone (stats + 2 pair distances, estimated from a 10% sample) = "
+          f"batch {args.batch_size}; torch threads {args.threads}; {args.segments} interleaved segments")
+    print(f"scan:          {scan:8.2f} s   {n / scan:8.1f} images/s   (decode + 3 forwards + statistics + "
+          f"pair distances + Parquet shards + 3 argmax PNGs per image)")
+    print(f"bare forward:  {bare:8.2f} s   {n / bare:8.1f} images/s   (predict_proba on preloaded images)")
+    print(f"ratio scan / bare forward = {scan / bare:.3f}   (target <= 1.15)")
+    print(f"CPU time (all threads of this process): scan {scan_cpu:.2f} s, bare {bare_cpu:.2f} s; "
+          f"ratio {scan_cpu / bare_cpu:.3f} (the reader and writer threads use the second core)")
+    print(f"statistics alone (stats + 2 pair distances, estimated on a sample) = "
           f"{stats:.2f} s = {stats / bare:.3f} of the bare forward")
 
 
