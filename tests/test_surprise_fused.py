@@ -49,8 +49,10 @@ def case(seed=0, n=3, d=6, h0=5, w0=7, size=(23, 30), k=6, blocky=True):
 
 @pytest.mark.parametrize("mode,align", [("bilinear", False), ("bilinear", True), ("nearest", False)])
 @pytest.mark.parametrize("dense_share", [0.0, 0.4, 2.0])  # every class dense / mixed / every class gathered
-def test_fused_equals_upsample_then_score(monkeypatch, mode, align, dense_share):
+@pytest.mark.parametrize("pixel_share", [0.0, 0.3, 2.0])  # every class a whole-map pass / the widest / none
+def test_fused_equals_upsample_then_score(monkeypatch, mode, align, dense_share, pixel_share):
     monkeypatch.setattr(fused, "DENSE_SHARE", dense_share)
+    monkeypatch.setattr(fused, "DENSE_PIXEL_SHARE", pixel_share)
     est = fitted()  # classes 0..3 modelled; 4, 5 predicted but without a model -> NaN
     for seed, blocky in ((0, True), (1, False)):
         feats, pred = case(seed, blocky=blocky)
@@ -64,10 +66,10 @@ def test_fused_equals_upsample_then_score(monkeypatch, mode, align, dense_share)
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), h0=st.integers(1, 6), w0=st.integers(1, 6), h=st.integers(1, 20),
        w=st.integers(1, 20), mode=st.sampled_from(["bilinear", "nearest"]), align=st.booleans(),
-       share=st.sampled_from([0.0, 2.0]))
-def test_fused_any_scale_up_or_down(seed, h0, w0, h, w, mode, align, share):
-    old = fused.DENSE_SHARE
-    fused.DENSE_SHARE = share
+       share=st.sampled_from([0.0, 2.0]), pixel_share=st.sampled_from([0.0, 0.5, 2.0]))
+def test_fused_any_scale_up_or_down(seed, h0, w0, h, w, mode, align, share, pixel_share):
+    old, old_px = fused.DENSE_SHARE, fused.DENSE_PIXEL_SHARE
+    fused.DENSE_SHARE, fused.DENSE_PIXEL_SHARE = share, pixel_share
     try:
         est = fitted(d=3, classes=(0, 2))
         rng = np.random.default_rng(seed)
@@ -76,7 +78,7 @@ def test_fused_any_scale_up_or_down(seed, h0, w0, h, w, mode, align, share):
         got = fused_mdsa_map(est, feats, pred, mode=mode, align_corners=align)
         np.testing.assert_allclose(got, direct(est, feats, pred, mode, align), rtol=2e-4, atol=2e-4)
     finally:
-        fused.DENSE_SHARE = old
+        fused.DENSE_SHARE, fused.DENSE_PIXEL_SHARE = old, old_px
 
 
 def test_torch_pred_num_classes_and_kept_features():
@@ -101,6 +103,8 @@ def test_no_modelled_class_is_all_nan_and_bad_inputs_raise():
         fused_mdsa_map(est, feats, pred - 1)
     with pytest.raises(ValueError, match="pred: expected class ids"):
         fused_mdsa_map(est, feats, pred + 5, num_classes=2)
+    with pytest.raises(ValueError, match="pred: expected class ids"):
+        fused_mdsa_map(est, feats, pred - 3, num_classes=2)  # negative ids with a stated class count
     with pytest.raises(ValueError, match="pred: expected int"):
         fused_mdsa_map(est, feats, pred.astype(np.float32))
     with pytest.raises(ValueError, match="features"):

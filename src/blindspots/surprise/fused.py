@@ -19,6 +19,8 @@ whitened map (``image.mdsa_map``).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -72,28 +74,43 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
             raise ValueError(f"pred: expected non-negative class ids, got minimum {lo}")
         num_classes = hi + 1
     classes = estimator.classes_
-    present = torch.zeros(max(num_classes, int(classes.max()) + 1), dtype=torch.bool)
-    try:
-        present.index_fill_(0, flat, True)  # one pass: only classes in pred get a slot (array sizes ~ slots)
-    except (IndexError, RuntimeError) as err:
-        raise ValueError(f"pred: expected class ids in [0, {present.numel()}), got others ({err})") from None
-    ids = np.intersect1d(np.flatnonzero(present.numpy()), classes)  # slot i = class ids[i]
-    k = ids.size
-    if k == 0:
+    slots = max(num_classes, int(classes.max()) + 1)
+    try:  # one pass: pixels per class (only classes in pred get a slot: array sizes ~ slots)
+        counts = torch.bincount(flat, minlength=slots)
+    except RuntimeError as err:  # negative ids
+        raise ValueError(f"pred: expected class ids in [0, {slots}), got others ({err})") from None
+    if counts.numel() > slots:
+        raise ValueError(f"pred: expected class ids in [0, {slots}), got up to {counts.numel() - 1}")
+    ids = np.intersect1d(np.flatnonzero(counts.numpy()), classes)  # slot i = class ids[i]
+    if ids.size == 0:
         return np.full((n, h, w), np.nan, dtype=np.float32)
+    # A class predicted on most pixels gets a whole-map pass: separable in rows and columns, no per-pixel keys.
+    wide = [int(c) for c in ids if counts[int(c)] >= DENSE_PIXEL_SHARE * flat.numel()]
+    if len(wide) == 1 and int(counts[wide[0]]) == flat.numel():  # one class everywhere
+        return _class_map(estimator, features, wide[0], h, w, mode, align_corners).numpy()
+    rest = np.setdiff1d(ids, wide)
+    out = _keyed_map(estimator, features, flat, slots, rest, n, h, w, mode, align_corners) \
+        if rest.size else torch.full((n, h, w), float("nan"))
+    for cls in wide:
+        out = torch.where(pred_t == cls, _class_map(estimator, features, cls, h, w, mode, align_corners), out)
+    return out.numpy()
+
+
+def _keyed_map(estimator: MDSA, features: torch.Tensor, flat: torch.Tensor, slots: int, ids: np.ndarray,
+               n: int, h: int, w: int, mode: str, align_corners: bool) -> torch.Tensor:
+    """MDSA float32 [n, H, W] of the pixels whose class is in `ids` (NaN elsewhere), through per-pixel keys
+    into tables built only for the (class, base cell) pairs some pixel reads. flat: int64 [n*H*W] classes."""
+    k = ids.size
     h0, w0 = int(features.shape[-2]), int(features.shape[-1])
     cells = h0 * w0
     nc = n * cells
     y0, ly = _axis(h, h0, mode, align_corners)
     x0, lx = _axis(w, w0, mode, align_corners)
     # key of a pixel: slot * nc + image * cells + base cell (y0 * w0 + x0); slot k = no model
-    lut = torch.full((present.numel(),), k * nc, dtype=torch.int64)
+    lut = torch.full((slots,), k * nc, dtype=torch.int64)
     lut[torch.from_numpy(ids)] = torch.arange(k) * nc
     offs = (torch.arange(n) * cells)[:, None] + (y0[:, None] * w0 + x0[None, :]).reshape(1, -1)
-    try:
-        key = lut.index_select(0, flat).view(n, -1).add_(offs).view(-1)  # int64 [n * H * W]
-    except (IndexError, RuntimeError) as err:  # negative ids that index_fill_ wrapped around
-        raise ValueError(f"pred: expected class ids in [0, {present.numel()}), got others ({err})") from None
+    key = lut.index_select(0, flat).view(n, -1).add_(offs).view(-1)  # int64 [n * H * W]
     mark = torch.zeros((k + 1) * nc, dtype=torch.bool)
     mark.index_fill_(0, key, True)
     mark[k * nc:] = False
@@ -104,7 +121,7 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
         rowmap = torch.cumsum(mark, 0).sub_(1)
         rowmap[k * nc:] = m  # pixels without a model read the NaN row
         sq = torch.cat([table, torch.tensor([float("nan")])]).index_select(0, rowmap.index_select(0, key))
-        return sq.view(n, h, w).clamp_(min=0.0).sqrt_().numpy()
+        return sq.view(n, h, w).clamp_(min=0.0).sqrt_()
     # fold the column weights into the tables per (slot, base cell, column offset j inside the run of output
     # columns sharing that base column): u[r, m, j] = sum_q Q_q(x) T[m, r, q], so a pixel reads 3 values, not 9
     start = torch.searchsorted(x0, torch.arange(w0))  # first output column of each base column
@@ -127,7 +144,36 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
     sq = u[0].index_select(0, row).view(n, h, w).mul_(rw[0])
     sq.addcmul_(u[1].index_select(0, row).view(n, h, w), rw[1])
     sq.addcmul_(u[2].index_select(0, row).view(n, h, w), rw[2])
-    return sq.clamp_(min=0.0).sqrt_().numpy()
+    return sq.clamp_(min=0.0).sqrt_()
+
+
+#: A class predicted on at least this share of a batch's pixels is scored on the whole map (one whitening of
+#: the full grid, tables for every cell, then a row pass and a column pass) and its pixels picked out.
+DENSE_PIXEL_SHARE = 0.5
+
+
+def _class_map(estimator: MDSA, features: torch.Tensor, cls: int, h: int, w: int, mode: str,
+               align_corners: bool) -> torch.Tensor:
+    """MDSA float32 [n, H, W] of every output pixel under class `cls`: tables T [n, h0, w0, 3, 3] of all base
+    cells, then sq(y, x) = sum_r R_r(y) sum_q Q_q(x) T[y0(y), x0(x), r, q] as a column then a row contraction."""
+    corners = mode == "bilinear"
+    fp, hp, wp = _padded_rows(estimator, features, corners)
+    n, h0, w0 = features.shape[0], int(features.shape[-2]), int(features.shape[-1])
+    mu, wt = estimator.whitening(int(cls))
+    z = torch.mm(fp - torch.from_numpy(mu).float(), torch.from_numpy(wt)).numpy()  # centre first
+    pidx = ((np.arange(n)[:, None, None] * hp + np.arange(h0)[None, :, None]) * wp
+            + np.arange(w0)[None, None, :]).reshape(-1)
+    quads = np.stack([pidx, pidx + 1, pidx + wp, pidx + wp + 1]) if corners else pidx[None]
+    table = torch.from_numpy(_grid_tables(z, quads, corners))
+    # Both contractions as matmuls with the (sparse, tiny) interpolation matrices: no [n, H, W, 3] gathers.
+    r = 3 if corners else 1
+    my = _spread(h, h0, mode, align_corners)  # [H, h0 * r]: row weights R_r(y)
+    mx = _spread(w, w0, mode, align_corners)  # [W, w0 * r]: column weights Q_q(x)
+    # table rows (image, base row a, r), columns (base column b, q) -> contract (b, q) with the columns
+    t = table.view(n, h0, w0, r, r).permute(0, 1, 3, 2, 4).reshape(n * h0 * r, w0 * r)
+    u = torch.mm(t, mx.T).view(n, h0 * r, w)  # [n, (a, r), W]
+    sq = torch.matmul(my, u)  # [n, H, W]
+    return sq.clamp_(min=0.0).sqrt_()
 
 
 #: A class whose pixels read at least this share of the low-resolution cells is whitened on the whole
@@ -144,15 +190,7 @@ def _tables(estimator: MDSA, features: torch.Tensor, ids: np.ndarray, base: torc
     z01.z11), (|z10|^2, z10.z11, |z11|^2), z_jk the whitened feature of cell (y0 + j, x0 + k), clamped at
     the border (edge replication).
     """
-    kept = estimator.kept_features_
-    f = features.detach().float().cpu()
-    if kept.size != f.shape[1]:
-        f = f.index_select(1, torch.from_numpy(kept))
-    n = f.shape[0]
-    # edge-padded grid [n, h0 + 1, w0 + 1, d']: the clamped neighbour of a border cell is the cell itself
-    fp = torch.nn.functional.pad(f, (0, 1, 0, 1), mode="replicate") if corners else f
-    hp, wp = fp.shape[-2:]
-    fp = fp.permute(0, 2, 3, 1).reshape(n * hp * wp, -1)
+    fp, hp, wp = _padded_rows(estimator, features, corners)
     keys = base.numpy()
     bounds = np.searchsorted(keys, np.arange(ids.size + 1) * nc)
     out = np.empty((keys.size, 3, 3) if corners else keys.size, dtype=np.float32)
@@ -182,6 +220,30 @@ def _tables(estimator: MDSA, features: torch.Tensor, ids: np.ndarray, base: torc
             z = torch.mm(fp.index_select(0, torch.from_numpy(need)) - mu_t, wt_t).numpy()
             out[lo:hi] = _gathered_tables(z, np.searchsorted(need, quads), corners)
     return torch.from_numpy(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _spread(out: int, size: int, mode: str, align_corners: bool) -> torch.Tensor:
+    """Dense interpolation matrix float32 [out, size * r] along one axis (read-only, cached): entry
+    (o, i0[o] * r + j) = weight j of output o — (w0^2, 2 w0 w1, w1^2) for bilinear (r = 3), 1 for nearest."""
+    i0, lam = _axis(out, size, mode, align_corners)
+    weights = _weights(lam) if mode == "bilinear" else torch.ones(out, 1)
+    r = weights.shape[1]
+    m = torch.zeros(out, size * r)
+    m.scatter_(1, i0[:, None] * r + torch.arange(r)[None, :], weights.float())
+    return m
+
+
+def _padded_rows(estimator: MDSA, features: torch.Tensor, corners: bool) -> tuple[torch.Tensor, int, int]:
+    """Kept features as rows float32 [n * hp * wp, d'] of the grid, edge-padded by one row and column for
+    bilinear (the clamped neighbour of a border cell is the cell itself), with hp, wp."""
+    kept = estimator.kept_features_
+    f = features.detach().float().cpu()
+    if kept.size != f.shape[1]:
+        f = f.index_select(1, torch.from_numpy(kept))
+    fp = torch.nn.functional.pad(f, (0, 1, 0, 1), mode="replicate") if corners else f
+    hp, wp = int(fp.shape[-2]), int(fp.shape[-1])
+    return fp.permute(0, 2, 3, 1).reshape(fp.shape[0] * hp * wp, -1), hp, wp
 
 
 def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
