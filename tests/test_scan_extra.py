@@ -66,3 +66,17 @@ def test_errors(scanned, tmp_path: Path):
         add_columns(out, pool, "short", lambda im: {"x": np.zeros(1)}, progress=False)
     with pytest.raises(ValueError, match="out_dir"):
         add_columns(tmp_path / "nowhere", pool, "bright", brightness([]), progress=False)
+
+
+def test_images_are_resized_as_the_scan_resized_them(tmp_path: Path):
+    pool = ImagePool(make_pool(tmp_path / "pool", n=6, sizes=(32, 24), bad=False))
+    out = scan_pool(pool, make_models(), tmp_path / "scan", target="t", resize=(16, 20), progress=False)
+    shapes: list[tuple[int, ...]] = []
+
+    def compute(images: np.ndarray) -> dict[str, np.ndarray]:
+        shapes.append(images.shape[1:])
+        return {"h__t": np.full(len(images), images.shape[1], np.float32)}
+
+    add_columns(out, pool, "size", compute, progress=False)
+    assert set(shapes) == {(16, 20, 3)}
+    assert (read_score_table(out)["h__t"] == 16).all()

@@ -17,9 +17,9 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from PIL import Image
 from tqdm.auto import tqdm
 
+from blindspots.scan.pipeline import resize_image
 from blindspots.scan.table import ScanLayout, ids_digest, load_manifest, write_shard
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def _shard_values(pool: Any, shard_ids: list[str], compute: Compute, batch_size:
             continue
         image = item.image
         if resize is not None and tuple(image.shape[:2]) != resize:
-            image = np.asarray(Image.fromarray(image).resize((resize[1], resize[0]), Image.BILINEAR))
+            image = resize_image(image, resize)
         group = pending.setdefault(image.shape, [])
         group.append((item.id, image))
         if len(group) == batch_size:

@@ -94,7 +94,7 @@ def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple
             image = item.image
             size = image.shape[:2]
             if resize is not None and tuple(size) != tuple(resize):
-                image = np.asarray(Image.fromarray(image).resize((resize[1], resize[0]), Image.BILINEAR))
+                image = resize_image(image, resize)
             group = pending.setdefault(image.shape[:2], [])
             group.append((item.id, image, size))
             if len(group) == batch_size:
@@ -109,6 +109,11 @@ def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple
         if not put_until_stopped(q, EndShard(plan.k), stop):
             return
     put_until_stopped(q, DONE, stop)
+
+
+def resize_image(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """uint8 [H, W, 3] -> uint8 [size[0], size[1], 3], bilinear (the scan's `resize`)."""
+    return np.asarray(Image.fromarray(image).resize((size[1], size[0]), Image.BILINEAR))
 
 
 def make_batch(k: int, group: list[tuple[str, np.ndarray, tuple[int, int]]]) -> Batch:
