@@ -161,16 +161,12 @@ def _class_map(estimator: MDSA, features: torch.Tensor, cls: int, h: int, w: int
     n, h0, w0 = features.shape[0], int(features.shape[-2]), int(features.shape[-1])
     mu, wt = estimator.whitening(int(cls))
     z = torch.mm(fp - torch.from_numpy(mu).float(), torch.from_numpy(wt)).numpy()  # centre first
-    pidx = ((np.arange(n)[:, None, None] * hp + np.arange(h0)[None, :, None]) * wp
-            + np.arange(w0)[None, None, :]).reshape(-1)
-    quads = np.stack([pidx, pidx + 1, pidx + wp, pidx + wp + 1]) if corners else pidx[None]
-    table = torch.from_numpy(_grid_tables(z, quads, corners))
     # Both contractions as matmuls with the (sparse, tiny) interpolation matrices: no [n, H, W, 3] gathers.
     r = 3 if corners else 1
     my = _spread(h, h0, mode, align_corners)  # [H, h0 * r]: row weights R_r(y)
     mx = _spread(w, w0, mode, align_corners)  # [W, w0 * r]: column weights Q_q(x)
     # table rows (image, base row a, r), columns (base column b, q) -> contract (b, q) with the columns
-    t = table.view(n, h0, w0, r, r).permute(0, 1, 3, 2, 4).reshape(n * h0 * r, w0 * r)
+    t = torch.from_numpy(_full_tables(z, n, hp, wp, corners)).view(n * h0 * r, w0 * r)
     u = torch.mm(t, mx.T).view(n, h0 * r, w)  # [n, (a, r), W]
     sq = torch.matmul(my, u)  # [n, H, W]
     return sq.clamp_(min=0.0).sqrt_()
@@ -274,6 +270,33 @@ def _grid_tables(z: np.ndarray, quads: np.ndarray, corners: bool) -> np.ndarray:
     t[:, 0, 0], t[:, 0, 1], t[:, 0, 2] = nrm[q00], right[q00], nrm[q01]
     t[:, 1, 0], t[:, 1, 1], t[:, 1, 2] = down[q00], 0.5 * (diag[q00] + anti[q00]), down[q01]
     t[:, 2, 0], t[:, 2, 1], t[:, 2, 2] = nrm[q10], right[q10], nrm[quads[3]]
+    return t
+
+
+def _full_tables(z: np.ndarray, n: int, hp: int, wp: int, corners: bool) -> np.ndarray:
+    """Tables of every base cell, laid out [n, h0, 3 (r), w0, 3 (q)] (bilinear) or [n, h0, w0] (nearest),
+    from whitened rows z float32 [n * hp * wp, d'] of the (padded) grid; the same entries as `_grid_tables`
+    with all base cells, read as slices of the neighbour-dot grids instead of gathers."""
+    nrm = _rowdot(z, z).reshape(n, hp, wp)
+    if not corners:
+        return nrm
+    size = z.shape[0]
+    h0, w0 = hp - 1, wp - 1
+
+    def shifted(step: int) -> np.ndarray:  # dot of every cell with the cell `step` further on, as a grid
+        out = np.zeros(size, dtype=np.float32)
+        out[:size - step] = _rowdot(z[:size - step], z[step:])
+        return out.reshape(n, hp, wp)
+
+    right, down, diag = shifted(1), shifted(wp), shifted(wp + 1)
+    anti = np.zeros(size, dtype=np.float32)  # z(y, x + 1) . z(y + 1, x)
+    anti[:size - wp] = _rowdot(z[1:size - wp + 1], z[wp:])
+    anti = anti.reshape(n, hp, wp)
+    t = np.empty((n, h0, 3, w0, 3), dtype=np.float32)
+    t[:, :, 0, :, 0], t[:, :, 0, :, 1], t[:, :, 0, :, 2] = nrm[:, :-1, :-1], right[:, :-1, :-1], nrm[:, :-1, 1:]
+    t[:, :, 1, :, 0], t[:, :, 1, :, 2] = down[:, :-1, :-1], down[:, :-1, 1:]
+    t[:, :, 1, :, 1] = 0.5 * (diag[:, :-1, :-1] + anti[:, :-1, :-1])
+    t[:, :, 2, :, 0], t[:, :, 2, :, 1], t[:, :, 2, :, 2] = nrm[:, 1:, :-1], right[:, 1:, :-1], nrm[:, 1:, 1:]
     return t
 
 
