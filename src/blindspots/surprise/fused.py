@@ -246,29 +246,36 @@ def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("...k,...k->...", a, b)  # numpy's row dots: about 2x torch's on one core
 
 
+def _neighbour_dots(z: np.ndarray, wp: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per cell of a row-major grid z float32 [cells, d'] with rows of wp cells: (z.right, z.down,
+    (z.diagonal + right.down) / 2), float32 [cells] each. Contiguous slices; entries that wrap across a grid
+    row or image are never read (base cells are never in the padding row / column)."""
+    size = z.shape[0]
+
+    def shifted(step: int) -> np.ndarray:  # dot of every cell with the cell `step` further on
+        out = np.zeros(size, dtype=np.float32)
+        out[:size - step] = _rowdot(z[:size - step], z[step:])
+        return out
+
+    anti = np.zeros(size, dtype=np.float32)  # z(y, x + 1) . z(y + 1, x)
+    anti[:size - wp] = _rowdot(z[1:size - wp + 1], z[wp:])
+    cross = shifted(wp + 1)
+    cross += anti
+    cross *= 0.5
+    return shifted(1), shifted(wp), cross
+
+
 def _grid_tables(z: np.ndarray, quads: np.ndarray, corners: bool) -> np.ndarray:
     """Tables from whitened features on the padded grid z float32 [n * hp * wp, d'] (row-major cells);
     quads int [4 or 1, m] flat indices of the corner cells 00, 01, 10, 11."""
     nrm = _rowdot(z, z)
     if not corners:
         return nrm[quads[0]]
-    wp = int(quads[2, 0] - quads[0, 0])
-    size = z.shape[0]
-
-    def shifted(step: int) -> np.ndarray:
-        """dot of every cell with the cell `step` further on (contiguous slices; entries that wrap across
-        a grid row or image are never read: base cells are never in the padding row / column)."""
-        out = np.zeros(size, dtype=np.float32)
-        out[:size - step] = _rowdot(z[:size - step], z[step:])
-        return out
-
-    right, down, diag = shifted(1), shifted(wp), shifted(wp + 1)
-    anti = np.zeros(size, dtype=np.float32)  # z(y, x + 1) . z(y + 1, x)
-    anti[:size - wp] = _rowdot(z[1:size - wp + 1], z[wp:])
+    right, down, cross = _neighbour_dots(z, int(quads[2, 0] - quads[0, 0]))
     q00, q01, q10 = quads[0], quads[1], quads[2]
     t = np.empty((quads.shape[1], 3, 3), dtype=np.float32)
     t[:, 0, 0], t[:, 0, 1], t[:, 0, 2] = nrm[q00], right[q00], nrm[q01]
-    t[:, 1, 0], t[:, 1, 1], t[:, 1, 2] = down[q00], 0.5 * (diag[q00] + anti[q00]), down[q01]
+    t[:, 1, 0], t[:, 1, 1], t[:, 1, 2] = down[q00], cross[q00], down[q01]
     t[:, 2, 0], t[:, 2, 1], t[:, 2, 2] = nrm[q10], right[q10], nrm[quads[3]]
     return t
 
@@ -280,22 +287,10 @@ def _full_tables(z: np.ndarray, n: int, hp: int, wp: int, corners: bool) -> np.n
     nrm = _rowdot(z, z).reshape(n, hp, wp)
     if not corners:
         return nrm
-    size = z.shape[0]
-    h0, w0 = hp - 1, wp - 1
-
-    def shifted(step: int) -> np.ndarray:  # dot of every cell with the cell `step` further on, as a grid
-        out = np.zeros(size, dtype=np.float32)
-        out[:size - step] = _rowdot(z[:size - step], z[step:])
-        return out.reshape(n, hp, wp)
-
-    right, down, diag = shifted(1), shifted(wp), shifted(wp + 1)
-    anti = np.zeros(size, dtype=np.float32)  # z(y, x + 1) . z(y + 1, x)
-    anti[:size - wp] = _rowdot(z[1:size - wp + 1], z[wp:])
-    anti = anti.reshape(n, hp, wp)
-    t = np.empty((n, h0, 3, w0, 3), dtype=np.float32)
+    right, down, cross = (g.reshape(n, hp, wp) for g in _neighbour_dots(z, wp))
+    t = np.empty((n, hp - 1, 3, wp - 1, 3), dtype=np.float32)
     t[:, :, 0, :, 0], t[:, :, 0, :, 1], t[:, :, 0, :, 2] = nrm[:, :-1, :-1], right[:, :-1, :-1], nrm[:, :-1, 1:]
-    t[:, :, 1, :, 0], t[:, :, 1, :, 2] = down[:, :-1, :-1], down[:, :-1, 1:]
-    t[:, :, 1, :, 1] = 0.5 * (diag[:, :-1, :-1] + anti[:, :-1, :-1])
+    t[:, :, 1, :, 0], t[:, :, 1, :, 1], t[:, :, 1, :, 2] = down[:, :-1, :-1], cross[:, :-1, :-1], down[:, :-1, 1:]
     t[:, :, 2, :, 0], t[:, :, 2, :, 1], t[:, :, 2, :, 2] = nrm[:, 1:, :-1], right[:, 1:, :-1], nrm[:, 1:, 1:]
     return t
 
