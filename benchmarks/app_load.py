@@ -74,14 +74,19 @@ def run_http(url: str, tokens: dict[str, str], answers: dict, round_: int, dup_s
                         with lock:
                             failures[0] += 1
 
-    threads = [threading.Thread(target=worker, args=(k, n)) for k, n in enumerate(tokens)]
+    elapsed = run_together([threading.Thread(target=worker, args=(k, n)) for k, n in enumerate(tokens)], start)
+    return [x for xs in lat for x in xs], failures[0], elapsed
+
+
+def run_together(threads: list[threading.Thread], start: threading.Barrier) -> float:
+    """Start the workers, release them together at `start`, and return the seconds until all are done."""
     for t in threads:
         t.start()
     start.wait()
     t0 = time.perf_counter()
     for t in threads:
         t.join()
-    return [x for xs in lat for x in xs], failures[0], time.perf_counter() - t0
+    return time.perf_counter() - t0
 
 
 def run_direct(project_path: Path, answers: dict, round_: int) -> float:
@@ -97,14 +102,7 @@ def run_direct(project_path: Path, answers: dict, round_: int) -> float:
             with lock:
                 p.add_rating(round_, image_id, name, score)
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in answers]
-    for t in threads:
-        t.start()
-    start.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - t0
+    return run_together([threading.Thread(target=worker, args=(n,)) for n in answers], start)
 
 
 def check(project_path: Path, answers: dict, round_: int) -> tuple[int, int]:

@@ -8,20 +8,14 @@ from pathlib import Path
 import pytest
 
 from blindspots.app.batching import GroupWriter
-from blindspots.config import Config, DataSettings, ModelSettings, PoolSettings
 from blindspots.loop.project import Project
+
+from app_project_helpers import minimal_project
 
 
 @pytest.fixture()
 def project(tmp_path: Path) -> Project:
-    for name in ("target.pt", "comp.pt"):
-        (tmp_path / name).write_bytes(b"checkpoint")
-    for d in ("pool", "train/images", "train/masks", "val/images", "val/masks"):
-        (tmp_path / d).mkdir(parents=True, exist_ok=True)
-    cfg = Config(pool=PoolSettings(root="pool"), target=ModelSettings("target", "target.pt"),
-                 data=DataSettings(train="train", val="val"), competitors=[ModelSettings("comp", "comp.pt")],
-                 base_dir=tmp_path)
-    return Project.create(tmp_path / "proj", cfg)
+    return minimal_project(tmp_path)
 
 
 def test_concurrent_submits_are_all_committed_once(project: Project) -> None:

@@ -5,29 +5,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 from typer.testing import CliRunner
 
 from blindspots.cli import app as cli
-from blindspots.config import Config, DataSettings, ModelSettings, PoolSettings
 from blindspots.loop.project import Project
+
+from app_project_helpers import minimal_project
 
 runner = CliRunner()
 
 
 @pytest.fixture()
 def project(tmp_path: Path) -> Project:
-    for name in ("target.pt", "comp.pt"):
-        (tmp_path / name).write_bytes(b"checkpoint")
-    for d in ("pool", "train/images", "train/masks", "val/images", "val/masks"):
-        (tmp_path / d).mkdir(parents=True, exist_ok=True)
-    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "pool" / "a.png")
-    cfg = Config(pool=PoolSettings(root="pool"), target=ModelSettings("target", "target.pt"),
-                 data=DataSettings(train="train", val="val"), competitors=[ModelSettings("comp", "comp.pt")],
-                 base_dir=tmp_path)
-    return Project.create(tmp_path / "proj", cfg)
+    return minimal_project(tmp_path, pool_image=True)
 
 
 def test_annotators_add_list_remove(project: Project) -> None:
