@@ -3,9 +3,10 @@ pixels and over marked cells.
 
 Kept apart so that numba is imported (and these kernels compiled, then cached on disk) only when a
 heatmap is first computed. The passes over output pixels (``argmax_channels``, ``class_counts``,
-``mark_cells``, ``pixel_mdsa``) do O(1) work per pixel (per class for the argmax); the O(d) work is done once per marked (class slot, cell):
-whitening by a BLAS matmul in ``fused``, dot products in ``cell_tables``. All single-threaded: they run
-between forward passes that use every core.
+``mark_cells``, ``pixel_mdsa``) do O(1) work per pixel (per class for the argmax); the O(d) work is done
+once per marked (class slot, cell): centring in ``gather_marked``, whitening by a BLAS matmul in
+``fused``, dot products in ``cell_tables``. All single-threaded: they run between forward passes that
+use every core.
 """
 from __future__ import annotations
 
@@ -52,10 +53,12 @@ def class_counts(pred: np.ndarray, slots: int) -> tuple[np.ndarray, int, int]:
 @numba.njit(cache=True, nogil=True)
 def mark_cells(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, y1: np.ndarray, x0: np.ndarray,
                x1: np.ndarray, mark: np.ndarray) -> None:
-    """Set mark[s, i, a, b] = 1 for every low-resolution cell (a, b) of image i that some output pixel of
-    class slot s reads. pred int64 [n, H, W] (ids in [0, lut.size)); lut int64 class id -> slot (-1: no
-    model); y0 / y1 int64 [H] (x0 / x1 [W]) the two source rows (columns) of each output row (column),
-    equal where only one is read; mark uint8 [K, n, h0, w0], zeroed."""
+    """Mark every low-resolution cell (a, b) of image i that some output pixel of class slot s reads: bit 1 of
+    mark[s, i, a, b] when read, bit 2 when it is some pixel's base cell (the top-left one of those it reads).
+
+    pred int64 [n, H, W] (ids in [0, lut.size)); lut int64 class id -> slot (-1: no model); y0 / y1 int64
+    [H] (x0 / x1 [W]) the two source rows (columns) of each output row (column), equal where only one is
+    read; mark uint8 [K, n, h0, w0], zeroed."""
     n, h, w = pred.shape
     for i in range(n):
         for y in range(h):
@@ -68,10 +71,10 @@ def mark_cells(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, y1: np.ndarray
                     continue
                 last_s, last_c = s, c
                 d = x1[x]
-                mark[s, i, a, c] = 1
-                mark[s, i, a, d] = 1
-                mark[s, i, b, c] = 1
-                mark[s, i, b, d] = 1
+                mark[s, i, a, d] |= 1
+                mark[s, i, b, c] |= 1
+                mark[s, i, b, d] |= 1
+                mark[s, i, a, c] |= 3  # a base cell: its table is built
 
 
 @numba.njit(cache=True, nogil=True)
@@ -114,14 +117,15 @@ def _dot(u: np.ndarray, v: np.ndarray) -> np.float32:
 
 @numba.njit(cache=True, nogil=True, fastmath=_FAST)
 def cell_tables(mark: np.ndarray, pos: np.ndarray, z: np.ndarray, corners: bool) -> np.ndarray:
-    """3x3 dot-product tables float32 [m, 9] of every marked cell that can be a base cell.
+    """3x3 dot-product tables float32 [m, 9] of every base cell.
 
-    mark uint8 [K, n, h0, w0]; pos int32 [K, n, h0, w0] row in z of each marked cell (slot-major, row-major
-    within a slot, so a marked right neighbour is the next row); z float32 [m, d'] whitened features.
+    mark uint8 [K, n, h0, w0] (``mark_cells``); pos int32 [K, n, h0, w0] row in z of each marked cell
+    (slot-major, row-major within a slot, so a marked right neighbour is the next row); z float32 [m, D]
+    whitened features (zero padding columns allowed).
     Row p of the result (p = the base cell's row) holds, row-major, (|z00|^2, z00.z01, |z01|^2),
     (z00.z10, (z00.z11 + z01.z10) / 2, z01.z11), (|z10|^2, z10.z11, |z11|^2) with z_jk the cell (a + j,
-    b + k), clamped at the border (and j = k = 0 when not `corners`: nearest). Rows of cells that are never
-    a base cell (a neighbour unmarked) are left unset; ``pixel_mdsa`` never reads them.
+    b + k), clamped at the border (and j = k = 0 when not `corners`: nearest). Rows of cells that are no
+    pixel's base cell are left unset; ``pixel_mdsa`` never reads them.
     """
     m = z.shape[0]
     nrm = np.empty(m, dtype=np.float32)
@@ -137,10 +141,9 @@ def cell_tables(mark: np.ndarray, pos: np.ndarray, z: np.ndarray, corners: bool)
             for a in range(h0):
                 a1 = min(a + 1, h0 - 1) if corners else a
                 for b in range(w0):
-                    b1 = min(b + 1, w0 - 1) if corners else b
-                    if (mark[s, i, a, b] == 0 or mark[s, i, a, b1] == 0 or mark[s, i, a1, b] == 0
-                            or mark[s, i, a1, b1] == 0):
+                    if mark[s, i, a, b] & 2 == 0:  # not a base cell (its neighbours are marked when it is)
                         continue
+                    b1 = min(b + 1, w0 - 1) if corners else b
                     p00, p01, p10, p11 = pos[s, i, a, b], pos[s, i, a, b1], pos[s, i, a1, b], pos[s, i, a1, b1]
                     t = table[p00]
                     t[0], t[2], t[6], t[8] = nrm[p00], nrm[p01], nrm[p10], nrm[p11]

@@ -125,8 +125,9 @@ def _whiten_marked(kernels, estimator: MDSA, features: torch.Tensor, ids: np.nda
     index = np.searchsorted(estimator.classes_, ids)
     means = np.zeros((ids.size, d), dtype=np.float32)
     means[:, kept] = estimator.means_[index]
-    whiten = torch.zeros(ids.size, d, pad)
-    whiten[:, torch.from_numpy(kept), :dk] = torch.from_numpy(estimator.whiten_[index])
+    whiten = np.zeros((ids.size, d, pad), dtype=np.float32)  # zero rows (dropped) and columns (padding)
+    whiten[:, kept, :dk] = estimator.whiten_[index]
+    whiten = torch.from_numpy(whiten)
     m = int(np.count_nonzero(mark))
     pos = np.empty(mark.shape, dtype=np.int32)
     centred = np.empty((m, d), dtype=np.float32)
