@@ -101,6 +101,8 @@ def test_no_modelled_class_is_all_nan_and_bad_inputs_raise():
         fused_mdsa_map(est, feats, pred.astype(np.float32))
     with pytest.raises(ValueError, match="features"):
         fused_mdsa_map(est, feats[:1], pred)
+    with pytest.raises(ValueError, match="features: expected float32 \\[2, 6"):  # d differs from the fit's
+        fused_mdsa_map(est, feats[:, :4], pred)
     with pytest.raises(ValueError, match="mode"):
         fused_mdsa_map(est, feats, pred, mode="bicubic")
 

@@ -78,8 +78,9 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
     if pred_t.ndim != 3 or pred_t.is_floating_point() or pred_t.is_complex() or pred_t.numel() == 0:
         raise ValueError(f"pred: expected int argmax maps [n, H, W], got {pred_t.dtype} {tuple(pred_t.shape)}")
     n, h, w = pred_t.shape
-    if features.ndim != 4 or features.shape[0] != n:
-        raise ValueError(f"features: expected float32 [{n}, d, h0, w0], got shape {tuple(features.shape)}")
+    if features.ndim != 4 or features.shape[0] != n or features.shape[1] != estimator.n_features_in_:
+        raise ValueError(f"features: expected float32 [{n}, {estimator.n_features_in_}, h0, w0] (the estimator's "
+                         f"d), got shape {tuple(features.shape)}")
     pred_np = pred_t.long().contiguous().numpy()
     classes = estimator.classes_
     slots = max(num_classes or 0, int(classes.max()) + 1)
