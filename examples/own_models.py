@@ -109,11 +109,13 @@ def sheet(pool: Path, scan_dir: Path, image_id: str, models: tuple[str, ...] = (
 
 
 def write_sheets(pool: Path, scan_dir: Path, picks, out: Path) -> list[Path]:
-    """One PNG per pick, `out/NN_<id with / as __>.png`, in pick order."""
+    """One PNG per pick, `out/NN_<id without extension, / as __>.png`, in pick order."""
+    from blindspots.ids import stem_key
+
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, image_id in enumerate(picks["id"]):
-        p = out / f"{i:02d}_{image_id.replace('/', '__')}.png"
+        p = out / f"{i:02d}_{stem_key(image_id).replace('/', '__')}.png"
         sheet(pool, scan_dir, image_id).save(p)
         paths.append(p)
     return paths
@@ -125,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--wheels", type=Path, default=None, help="folder of wheels (default WORK/wheels)")
     ap.add_argument("-n", type=int, default=20, help="picks per strategy")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random picks")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(HERE))
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     ids = build_pool(pool)
     print(f"pool: {len(ids)} photos in {pool}")
     env = _env(models_dir)
-    scan(pool, work / "scan", env)
+    scan(pool, work / "scan", env, progress=not args.no_progress)
     mad, rnd = mine(work / "scan", work / "picks", env, n=args.n, seed=args.seed)
     for name, picks in (("mad", mad), ("random", rnd)):
         paths = write_sheets(pool, work / "scan", picks, work / "judge" / name)

@@ -13,7 +13,9 @@ today as a one-class model (probability 1.0 everywhere), so the wrapper builds [
 """
 from __future__ import annotations
 
+import atexit
 import os
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,18 +31,27 @@ def models_dir() -> Path:
     return Path(os.environ.get("OWN_MODELS_DIR", "runs/own_models/models"))
 
 
-@lru_cache(maxsize=None)
 def _segmenter(file_name: str):
-    """One mediapipe ImageSegmenter per model file and process (creating one costs ~50 ms)."""
+    """The ImageSegmenter of `models_dir() / file_name` (one per file and process)."""
+    return _segmenter_at(str((models_dir() / file_name).resolve()))
+
+
+@lru_cache(maxsize=None)
+def _segmenter_at(path_str: str):
+    """One mediapipe ImageSegmenter per model path and process (creating one costs ~50 ms)."""
     from mediapipe.tasks.python import BaseOptions, vision
 
-    path = models_dir() / file_name
+    path = Path(path_str)
     if not path.is_file():
         raise FileNotFoundError(f"model file: expected {path} (run examples/own_models.py once, "
                                 "or set OWN_MODELS_DIR), got no such file")
     opts = vision.ImageSegmenterOptions(base_options=BaseOptions(model_asset_path=str(path)),
                                         output_confidence_masks=True, output_category_mask=False)
-    return vision.ImageSegmenter.create_from_options(opts)
+    seg = vision.ImageSegmenter.create_from_options(opts)
+    # close while mediapipe's worker threads still run: left to __del__ at interpreter exit it
+    # prints a TypeError traceback, and a plain atexit hook runs too late (RuntimeError)
+    getattr(threading, "_register_atexit", atexit.register)(seg.close)
+    return seg
 
 
 def person_probability(images: np.ndarray, file_name: str) -> np.ndarray:
