@@ -17,7 +17,8 @@ What it does, as a user would from the shell (printed as it goes):
   python -m blindspots mine SCAN --strategy mad -n 20 --out PICKS        (when that command exists;
       until then the same picks come from `MADSampler().select(read_score_table(SCAN), n=20)`)
 then writes one side-by-side PNG per pick (photo | target's person mask | competitor's mask) for
-the top-20 MAD picks and 20 random picks, to be judged by eye (docs/own_models.md has the verdicts).
+the top-20 MAD picks, the top-20 MAD picks with class-size ranges fitted on the target's own
+predictions, and 20 random picks, to be judged by eye (docs/own_models.md has the verdicts).
 """
 from __future__ import annotations
 
@@ -63,9 +64,24 @@ def scan(pool: Path, out: Path, env: dict[str, str], *, target: str = TARGET,
              "--progress" if progress else "--no-progress"], env)
 
 
-def mine(scan_dir: Path, out: Path, env: dict[str, str], *, n: int = 20, seed: int = 0):
-    """Top-n MAD picks and n random picks: (mad, random) DataFrames with columns id, score, reason.
+def target_maps(scan_dir: Path, ids, model: str = "selfie"):
+    """The scan's argmax maps of `model` (int [H, W] each), in `ids` order."""
+    from blindspots.ids import find_artifact
 
+    for image_id in ids:
+        path = find_artifact(scan_dir / "maps" / model, image_id)
+        if path is None:
+            raise FileNotFoundError(f"maps: expected a map of {image_id!r} under {scan_dir / 'maps' / model}")
+        yield np.asarray(Image.open(path))
+
+
+def mine(scan_dir: Path, out: Path, env: dict[str, str], *, n: int = 20, seed: int = 0):
+    """Top-n MAD picks, top-n MAD picks with fitted class sizes, n random picks: three DataFrames
+    (mad, mad_fitted, random) with columns id, score, reason.
+
+    mad: as `blindspots mine --strategy mad` (no labels, so no class-size ranges: (0, 1]).
+    mad_fitted: MAD with [p_k, q_k] = quartiles of each class's area in the *target's own
+    predicted maps* (the paper takes them from training labels, which this user does not have).
     Uses `blindspots mine` (which also writes the offline gallery `out/mad/index.html`) when it
     exists; the picks themselves come from the library either way, so they are the same.
     """
@@ -77,11 +93,14 @@ def mine(scan_dir: Path, out: Path, env: dict[str, str], *, n: int = 20, seed: i
         run_cli(["mine", str(scan_dir), "--strategy", "random", "-n", str(n), "--out", str(out / "random")], env)
     table = read_score_table(scan_dir)
     mad = MADSampler().select(table, n=n)
+    num_classes = sum(c.startswith("frac__selfie__") for c in table.columns)
+    fitted = MADSampler().fit(target_maps(scan_dir, table["id"]), num_classes, ignore_index=None)
+    mad_fitted = fitted.select(table, n=n)
     rnd = RandomSampler().select(table, n=n, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
-    mad.to_csv(out / "mad.csv", index=False)
-    rnd.to_csv(out / "random.csv", index=False)
-    return mad, rnd
+    for name, picks in (("mad", mad), ("mad_fitted", mad_fitted), ("random", rnd)):
+        picks.to_csv(out / f"{name}.csv", index=False)
+    return mad, mad_fitted, rnd
 
 
 def _overlay(img: np.ndarray, person: np.ndarray) -> np.ndarray:
@@ -143,8 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"pool: {len(ids)} photos in {pool}")
     env = _env(models_dir)
     scan(pool, work / "scan", env, progress=not args.no_progress)
-    mad, rnd = mine(work / "scan", work / "picks", env, n=args.n, seed=args.seed)
-    for name, picks in (("mad", mad), ("random", rnd)):
+    mad, mad_fitted, rnd = mine(work / "scan", work / "picks", env, n=args.n, seed=args.seed)
+    for name, picks in (("mad", mad), ("mad_fitted", mad_fitted), ("random", rnd)):
         paths = write_sheets(pool, work / "scan", picks, work / "judge" / name)
         print(f"{name}: {len(paths)} sheets in {work / 'judge' / name}")
 

@@ -91,9 +91,9 @@ def test_scan_mine_and_sheets_end_to_end(models_dir: Path, pool: Path, tmp_path:
     ids = sorted(p.name for p in pool.glob("*.png"))
     assert sorted(table["id"]) == ids and (table["status"] == "ok").all()
     assert {"frac__selfie__1", "frac__landscape__1", "dpa__selfie__landscape"} <= set(table.columns)
-    mad, rnd = ex.mine(tmp_path / "scan", tmp_path / "picks", env, n=3)
-    assert 1 <= len(mad) <= 3 and len(rnd) == 3
-    assert set(mad["id"]) <= set(ids) and set(rnd["id"]) <= set(ids)
+    mad, mad_fitted, rnd = ex.mine(tmp_path / "scan", tmp_path / "picks", env, n=3)
+    assert 1 <= len(mad) <= 3 and len(mad_fitted) <= 3 and len(rnd) == 3
+    assert set(mad["id"]) | set(mad_fitted["id"]) | set(rnd["id"]) <= set(ids)
     paths = ex.write_sheets(pool, tmp_path / "scan", mad, tmp_path / "judge")
     assert len(paths) == len(mad)
     w, h = Image.open(pool / mad["id"].iloc[0]).size
