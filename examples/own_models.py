@@ -9,7 +9,9 @@ Photos: Debian `opencv-doc` (photos + frames of its videos) and scikit-image's b
 ~180 images of ~60 sizes with a few exact duplicates (`own_models_lib/pool.py`).
 
 Set-up (once):  apt-get install opencv-doc ; pip install mediapipe==1.2.2 scikit-image
-Run:            cd examples && python own_models.py --work ../runs/own_models
+Run:            cd examples && python own_models.py --work ../runs/own_models   [--task text|all]
+(`--task text`: the same pool through two PP-OCR text detectors, ONNX files from the
+`rapidocr-onnxruntime==1.4.4` and `rapidocr==3.10.0` wheels, wrapped in `own_models_lib/ppocr_det.py`.)
 
 What it does, as a user would from the shell (printed as it goes):
   python -m blindspots scan POOL -t selfie=own_models_lib.mediapipe_seg:selfie_general \
@@ -35,6 +37,17 @@ from PIL import Image
 HERE = Path(__file__).resolve().parent
 TARGET = "selfie=own_models_lib.mediapipe_seg:selfie_general"
 COMPETITOR = "landscape=own_models_lib.mediapipe_seg:selfie_landscape"
+# task -> (target spec, competitor spec, model files, output sub-folder of --work)
+TASKS = {
+    "person": (TARGET, COMPETITOR, ("selfie_segmentation.tflite", "selfie_segmentation_landscape.tflite"), ""),
+    "text": ("ocr4=own_models_lib.ppocr_det:det_v4", "ocr6=own_models_lib.ppocr_det:det_v6",
+             ("ppocr_v4_det.onnx", "ppocr_v6_det_small.onnx"), "text"),
+}
+
+
+def spec_name(spec: str) -> str:
+    """'selfie=pkg.mod:fn' -> 'selfie' (the model's name in the scan)."""
+    return spec.partition("=")[0]
 
 
 def _env(models_dir: Path) -> dict[str, str]:
@@ -75,7 +88,8 @@ def target_maps(scan_dir: Path, ids, model: str = "selfie"):
         yield np.asarray(Image.open(path))
 
 
-def mine(scan_dir: Path, out: Path, env: dict[str, str], *, n: int = 20, seed: int = 0):
+def mine(scan_dir: Path, out: Path, env: dict[str, str], *, n: int = 20, seed: int = 0,
+         target: str = "selfie"):
     """Top-n MAD picks, top-n MAD picks with fitted class sizes, n random picks: three DataFrames
     (mad, mad_fitted, random) with columns id, score, reason.
 
@@ -93,8 +107,8 @@ def mine(scan_dir: Path, out: Path, env: dict[str, str], *, n: int = 20, seed: i
         run_cli(["mine", str(scan_dir), "--strategy", "random", "-n", str(n), "--out", str(out / "random")], env)
     table = read_score_table(scan_dir)
     mad = MADSampler().select(table, n=n)
-    num_classes = sum(c.startswith("frac__selfie__") for c in table.columns)
-    fitted = MADSampler().fit(target_maps(scan_dir, table["id"]), num_classes, ignore_index=None)
+    num_classes = sum(c.startswith(f"frac__{target}__") for c in table.columns)
+    fitted = MADSampler().fit(target_maps(scan_dir, table["id"], target), num_classes, ignore_index=None)
     mad_fitted = fitted.select(table, n=n)
     rnd = RandomSampler().select(table, n=n, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -104,7 +118,7 @@ def mine(scan_dir: Path, out: Path, env: dict[str, str], *, n: int = 20, seed: i
 
 
 def _overlay(img: np.ndarray, person: np.ndarray) -> np.ndarray:
-    """uint8 [H, W, 3] with the person pixels (bool [H, W]) tinted red and the rest darkened."""
+    """uint8 [H, W, 3] with the class-1 pixels (bool [H, W]) tinted red and the rest darkened."""
     out = img.astype(np.float32) * 0.45
     out[person] = img[person] * 0.5 + np.array([255, 0, 0]) * 0.5
     return out.clip(0, 255).astype(np.uint8)
@@ -112,7 +126,7 @@ def _overlay(img: np.ndarray, person: np.ndarray) -> np.ndarray:
 
 def sheet(pool: Path, scan_dir: Path, image_id: str, models: tuple[str, ...] = ("selfie", "landscape"),
           max_side: int = 420) -> Image.Image:
-    """photo | overlay of each model's person map (from the scan's argmax maps), side by side."""
+    """photo | overlay of each model's class-1 pixels (person, text; from the scan's argmax maps)."""
     from blindspots.ids import find_artifact
 
     img = np.asarray(Image.open(pool / image_id).convert("RGB"))
@@ -127,7 +141,8 @@ def sheet(pool: Path, scan_dir: Path, image_id: str, models: tuple[str, ...] = (
     return row.resize((max(1, int(row.width * s)), max(1, int(row.height * s))), Image.BILINEAR) if s < 1 else row
 
 
-def write_sheets(pool: Path, scan_dir: Path, picks, out: Path) -> list[Path]:
+def write_sheets(pool: Path, scan_dir: Path, picks, out: Path,
+                 models: tuple[str, ...] = ("selfie", "landscape")) -> list[Path]:
     """One PNG per pick, `out/NN_<id without extension, / as __>.png`, in pick order."""
     from blindspots.ids import stem_key
 
@@ -135,7 +150,7 @@ def write_sheets(pool: Path, scan_dir: Path, picks, out: Path) -> list[Path]:
     paths = []
     for i, image_id in enumerate(picks["id"]):
         p = out / f"{i:02d}_{stem_key(image_id).replace('/', '__')}.png"
-        sheet(pool, scan_dir, image_id).save(p)
+        sheet(pool, scan_dir, image_id, models).save(p)
         paths.append(p)
     return paths
 
@@ -147,6 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("-n", type=int, default=20, help="picks per strategy")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random picks")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
+    ap.add_argument("--task", choices=(*TASKS, "all"), default="person",
+                    help="person: MediaPipe selfie segmenters; text: PP-OCR text detectors (v4 vs v6)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(HERE))
@@ -155,17 +172,20 @@ def main(argv: list[str] | None = None) -> None:
 
     work = args.work
     models_dir = work / "models"
-    prepare_models(models_dir, args.wheels or work / "wheels",
-                   names=("selfie_segmentation.tflite", "selfie_segmentation_landscape.tflite"))
     pool = work / "pool"
     ids = build_pool(pool)
     print(f"pool: {len(ids)} photos in {pool}")
     env = _env(models_dir)
-    scan(pool, work / "scan", env, progress=not args.no_progress)
-    mad, mad_fitted, rnd = mine(work / "scan", work / "picks", env, n=args.n, seed=args.seed)
-    for name, picks in (("mad", mad), ("mad_fitted", mad_fitted), ("random", rnd)):
-        paths = write_sheets(pool, work / "scan", picks, work / "judge" / name)
-        print(f"{name}: {len(paths)} sheets in {work / 'judge' / name}")
+    for task in TASKS if args.task == "all" else (args.task,):
+        target, competitor, files, sub = TASKS[task]
+        prepare_models(models_dir, args.wheels or work / "wheels", names=files)
+        out = work / sub
+        scan(pool, out / "scan", env, target=target, competitor=competitor, progress=not args.no_progress)
+        names = (spec_name(target), spec_name(competitor))
+        mad, mad_fitted, rnd = mine(out / "scan", out / "picks", env, n=args.n, seed=args.seed, target=names[0])
+        for name, picks in (("mad", mad), ("mad_fitted", mad_fitted), ("random", rnd)):
+            paths = write_sheets(pool, out / "scan", picks, out / "judge" / name, names)
+            print(f"{task} {name}: {len(paths)} sheets in {out / 'judge' / name}")
 
 
 if __name__ == "__main__":

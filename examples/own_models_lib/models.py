@@ -5,6 +5,7 @@
   wheel's LICENSE). Run with the runtime of the current `mediapipe` (1.2.2), see `mediapipe_seg.py`.
 - PP-OCRv4 text detector (DBNet, a one-channel sigmoid probability map): `ch_PP-OCRv4_det_infer.onnx`
   inside the `rapidocr-onnxruntime==1.4.4` wheel (`rapidocr_onnxruntime/models/`), Apache-2.0.
+- PP-OCRv6 small text detector: `PP-OCRv6_det_small.onnx` inside `rapidocr==3.10.0`, Apache-2.0.
 
 The wheels are fetched with `pip download --no-deps` (a registry client; the weights are in the
 wheel, nothing else is downloaded), or read from a folder of wheels you already have.
@@ -27,6 +28,9 @@ MODEL_FILES = {
     "ppocr_v4_det.onnx": (
         "rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime-1.4.4-",
         "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx"),
+    "ppocr_v6_det_small.onnx": (
+        "rapidocr==3.10.0", "rapidocr-3.10.0-",
+        "rapidocr/models/PP-OCRv6_det_small.onnx"),
 }
 # the wheels are binary per platform; any one holds the same model files
 _PIP_PLATFORM = ["--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64"]
