@@ -127,9 +127,10 @@ def _overlay(img: np.ndarray, person: np.ndarray) -> np.ndarray:
 def sheet(pool: Path, scan_dir: Path, image_id: str, models: tuple[str, ...] = ("selfie", "landscape"),
           max_side: int = 420) -> Image.Image:
     """photo | overlay of each model's class-1 pixels (person, text; from the scan's argmax maps)."""
+    from blindspots.data.pool import decode_image
     from blindspots.ids import find_artifact
 
-    img = np.asarray(Image.open(pool / image_id).convert("RGB"))
+    img = decode_image(pool / image_id)  # as the scan saw it (transparency over white, grey as RGB)
     panels = [img]
     for m in models:
         path = find_artifact(scan_dir / "maps" / m, image_id)
