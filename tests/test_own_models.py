@@ -98,3 +98,41 @@ def test_scan_mine_and_sheets_end_to_end(models_dir: Path, pool: Path, tmp_path:
     assert len(paths) == len(mad)
     w, h = Image.open(pool / mad["id"].iloc[0]).size
     assert Image.open(paths[0]).size == (3 * w, h)  # photo | target | competitor
+
+
+TEXT_MODELS = ("ppocr_v4_det.onnx", "ppocr_v6_det_small.onnx")
+
+
+@pytest.fixture(scope="module")
+def text_models_dir():
+    """The two PP-OCR detectors (ONNX, run by onnxruntime, a core dependency), fetched once."""
+    d = Path(os.environ.get("OWN_MODELS_DIR", Path.home() / ".cache/blindspots/own_models/models"))
+    if not all((d / n).is_file() for n in TEXT_MODELS):
+        from own_models_lib.models import prepare_models
+        try:
+            prepare_models(d, d.parent / "wheels", names=TEXT_MODELS)
+        except (subprocess.CalledProcessError, OSError) as e:
+            pytest.skip(f"the rapidocr wheels (model files) could not be fetched: {e}")
+    old = os.environ.get("OWN_MODELS_DIR")
+    os.environ["OWN_MODELS_DIR"] = str(d)
+    yield d
+    if old is None:
+        os.environ.pop("OWN_MODELS_DIR", None)
+    else:
+        os.environ["OWN_MODELS_DIR"] = old
+
+
+def test_text_detectors_take_any_size_and_find_printed_text(text_models_dir: Path) -> None:
+    from PIL import ImageDraw
+
+    from own_models_lib.ppocr_det import det_v4, det_v6
+
+    img = Image.new("RGB", (203, 61), "white")  # sides not multiples of 32
+    ImageDraw.Draw(img).text((10, 20), "BLINDSPOTS 2026", fill="black", font_size=20)
+    x = np.asarray(img)[None]
+    for fn in (det_v4, det_v6):
+        p = fn(x)
+        assert p.shape == (1, 2, 61, 203) and p.dtype == np.float32
+        assert np.allclose(p.sum(axis=1), 1.0, atol=1e-5)
+        text = p[0, 1] > 0.5
+        assert text[15:45, 10:190].mean() > 0.2 and text[:8].mean() == 0.0  # on the words, not above
