@@ -70,6 +70,22 @@ def pool(tmp_path_factory) -> Path:
     return root
 
 
+def test_build_pool_many_sizes_and_exact_duplicates(tmp_path: Path) -> None:
+    from own_models_lib.pool import build_pool
+
+    if not OPENCV_DATA.is_dir():
+        pytest.skip("needs Debian opencv-doc (apt-get install opencv-doc)")
+    ids = build_pool(tmp_path)
+    assert len(ids) >= 100 and len(set(ids)) == len(ids)
+    assert len({Image.open(tmp_path / i).size for i in ids}) >= 40
+    dups = [i for i in ids if i.startswith("duplicates/")]
+    assert len(dups) >= 3
+    for d in dups:
+        name = d.split("copy_of_", 1)[1]
+        original = next(i for i in ids if i.endswith("/" + name) and not i.startswith("duplicates/"))
+        assert (tmp_path / d).read_bytes() == (tmp_path / original).read_bytes()
+
+
 def test_callables_give_two_channel_probabilities_at_image_size(models_dir: Path, pool: Path) -> None:
     from own_models_lib.mediapipe_seg import selfie_general, selfie_landscape
 
