@@ -20,7 +20,7 @@ from PIL import Image
 from blindspots.data.pool import ImagePool
 from blindspots.metrics import map_distances
 from blindspots.models.adapters import CallableSegmenter, TorchSegmenter
-from blindspots.models.precomputed import PrecomputedSegmenter
+from blindspots.models.adapters.precomputed import PrecomputedSegmenter
 from blindspots.scan import model_stats, pair_distances, read_score_table, scan_pool
 from blindspots.scan.table import ScanLayout
 

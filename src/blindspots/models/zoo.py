@@ -229,13 +229,16 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
     return module, info
 
 
-def load_segmenter(path: str | Path, *, batch_size: int = 16, device: str = "cpu") -> TorchSegmenter:
+def load_segmenter(path: str | Path, *, batch_size: int = 16, device: str = "cpu", **options: Any
+                   ) -> TorchSegmenter:
     """A checkpoint as a Segmenter: predict_proba(uint8 [N, H, W, 3]) -> float32 [N, C, H, W].
 
-    The returned adapter also carries `.classes` and `.info` (arch, meta) for reports.
+    The adapter's `.classes` are the checkpoint's (unless options give `classes`) and `.info`
+    holds kind "zoo", path, arch, num_classes, classes and meta. options: more TorchSegmenter
+    keywords (policy, preprocess, output, output_key).
     """
     module, info = load_checkpoint(path)
-    seg = TorchSegmenter(module, info["num_classes"], output="logits", batch_size=batch_size, device=device)
-    seg.classes = info["classes"]  # type: ignore[attr-defined]
-    seg.info = info  # type: ignore[attr-defined]
-    return seg
+    options.setdefault("classes", info["classes"])
+    options.setdefault("output", "logits")
+    return TorchSegmenter(module, info["num_classes"], batch_size=batch_size, device=device,
+                          info={"kind": "zoo", "path": str(path), **info}, **options)

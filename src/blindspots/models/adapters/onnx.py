@@ -1,27 +1,22 @@
 """ONNX models: export a torch module to an .onnx file and run one with onnxruntime (CPU).
 
-`OnnxSegmenter` / `OnnxClassifier` follow the Segmenter / Classifier protocols of
-`blindspots.models.adapters`: uint8 [N, H, W, 3] in, float32 probabilities out.
+`OnnxSegmenter` / `OnnxClassifier` follow the Segmenter / Classifier protocols
+(`blindspots.models.protocol`): uint8 [N, H, W, 3] in, float32 probabilities out. A graph with a
+fixed input size gets `resize` to that size unless another input policy is given; an
+onnxruntime failure becomes a one-line ValueError naming the model and the input shape.
 """
 from __future__ import annotations
 
-import logging
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
-from blindspots.models.adapters import (
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    OutputKind,
-    as_image_batch,
-    check_probabilities,
-    probe_num_classes,
-)
-
-log = logging.getLogger(__name__)
+from blindspots.data.classes import Classes
+from blindspots.models.adapters.base import BaseAdapter
+from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy, TorchPreprocess
+from blindspots.models.protocol import short_reason
 
 
 def export_onnx(
@@ -69,39 +64,42 @@ class _SelectOutput(torch.nn.Module):
         return out
 
 
-class _OnnxAdapter:
+class _OnnxAdapter(BaseAdapter):
     """Shared onnxruntime session, preprocessing and batching."""
 
-    _spatial = True
+    _name = "ONNX output"
 
     def __init__(
         self,
         path: str | Path,
         num_classes: int | None = None,
         *,
-        output: OutputKind = "logits",
+        output: str = "logits",
         mean: Sequence[float] = IMAGENET_MEAN,
         std: Sequence[float] = IMAGENET_STD,
+        scale: float = UNIT_SCALE,
         batch_size: int = 16,
         input_name: str | None = None,
         output_name: str | None = None,
         intra_op_threads: int = 0,
+        policy: InputPolicy | None = None,
+        classes: Classes | None = None,
+        info: dict[str, Any] | None = None,
     ) -> None:
         import onnxruntime as ort  # imported here: only ONNX users pay for it
 
+        self._setup(output=output, batch_size=batch_size, policy=policy, info=info)
         self.path = Path(path)
         if not self.path.is_file():
             raise ValueError(f"path: expected an existing .onnx file, got {str(self.path)!r}")
-        if output not in ("logits", "probabilities"):
-            raise ValueError(f"output: expected 'logits' or 'probabilities', got {output!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size: expected a positive integer, got {batch_size}")
+        self.preprocess = TorchPreprocess(mean, std, scale)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = int(intra_op_threads)  # 0 = onnxruntime's default
+        opts.log_severity_level = 3  # errors only: warnings would print to stderr on every session
         try:
             self.session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
         except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
-            raise ValueError(f"path: expected a valid ONNX model, got {str(self.path)!r}: {e}") from None
+            raise ValueError(f"path: expected a valid ONNX model, got {str(self.path)!r}: {short_reason(e)}") from None
         inputs = {i.name: i for i in self.session.get_inputs()}
         outputs = [o.name for o in self.session.get_outputs()]
         self.input_name = input_name or next(iter(inputs))
@@ -110,41 +108,41 @@ class _OnnxAdapter:
         self.output_name = output_name or outputs[0]
         if self.output_name not in outputs:
             raise ValueError(f"output_name: expected one of {outputs}, got {output_name!r}")
-        fixed = inputs[self.input_name].shape[0]
+        shape = inputs[self.input_name].shape
+        fixed = shape[0] if shape else None
         # A model exported with a fixed batch axis is fed chunks of exactly that size (last one padded).
         self.fixed_batch = fixed if isinstance(fixed, int) and fixed > 0 else None
-        self.output = output
-        self.batch_size = self.fixed_batch or int(batch_size)
-        self.mean = np.asarray(mean, dtype=np.float32).reshape(1, -1, 1, 1)
-        self.std = np.asarray(std, dtype=np.float32).reshape(1, -1, 1, 1)
-        self.num_classes = int(num_classes) if num_classes is not None else probe_num_classes(
-            self._forward, self._spatial, "ONNX output")
+        self.batch_size = self.fixed_batch or self.batch_size
+        hw = tuple(shape[2:4]) if len(shape) == 4 else ()
+        if policy is None and self._spatial and len(hw) == 2 and all(isinstance(v, int) and v > 0 for v in hw):
+            self.policy = InputPolicy(resize=(int(hw[0]), int(hw[1])))  # the graph takes one size only
+        self._set_classes(num_classes, classes)
+
+    @property
+    def mean(self) -> np.ndarray:
+        return np.asarray(self.preprocess.mean, dtype=np.float32).reshape(1, -1, 1, 1)
+
+    @property
+    def std(self) -> np.ndarray:
+        return np.asarray(self.preprocess.std, dtype=np.float32).reshape(1, -1, 1, 1)
 
     def _forward(self, chunk: np.ndarray) -> np.ndarray:
         """uint8 [n, H, W, C] -> raw model output (no validation)."""
         n = len(chunk)
-        x = chunk.transpose(0, 3, 1, 2).astype(np.float32) / 255.0
-        c = x.shape[1]
-        x = (x - self.mean[:, :c]) / self.std[:, :c]
+        x = self.preprocess.numpy(chunk)
         if self.fixed_batch and n < self.fixed_batch:
             x = np.concatenate([x, np.repeat(x[-1:], self.fixed_batch - n, axis=0)])
-        out = self.session.run([self.output_name], {self.input_name: np.ascontiguousarray(x)})[0]
+        try:
+            out = self.session.run([self.output_name], {self.input_name: np.ascontiguousarray(x)})[0]
+        except Exception as e:  # noqa: BLE001 - onnxruntime's own types; one line naming the input
+            hint = " (if the model needs a fixed size or multiples of N, add ?resize=HxW or ?pad=N)" \
+                if self._spatial else ""
+            raise ValueError(f"ONNX model {self.path.name!r}: failed on input of shape {list(x.shape)}: "
+                             f"{short_reason(e)}{hint}") from None
         return out[:n]
 
-    def _predict(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
-        batch = as_image_batch(images)
-        n, h, w = batch.shape[:3]
-        outs = []
-        for start in range(0, n, self.batch_size):
-            y = self._forward(batch[start:start + self.batch_size])
-            if self._spatial and y.ndim == 4 and y.shape[-2:] != (h, w):
-                # Same policy as TorchSegmenter: bilinear upsampling of the scores to label resolution.
-                y = torch.nn.functional.interpolate(torch.from_numpy(y).float(), size=(h, w), mode="bilinear",
-                                                    align_corners=False).numpy()
-            outs.append(y)
-        out = outs[0] if len(outs) == 1 else np.concatenate(outs)
-        shape: tuple[int, ...] = (n, self.num_classes, h, w) if self._spatial else (n, self.num_classes)
-        return check_probabilities(out, expected_shape=shape, output=self.output, name="ONNX output")
+    def _raw(self, chunk: np.ndarray) -> np.ndarray:
+        return self._forward(chunk)
 
 
 class OnnxSegmenter(_OnnxAdapter):
@@ -153,22 +151,13 @@ class OnnxSegmenter(_OnnxAdapter):
     The graph maps float [N, 3, H, W] (ImageNet-normalised, as TorchPreprocess) to [N, C, h, w]
     scores; `output` says whether they are "logits" (default; softmaxed) or "probabilities".
     Scores at another resolution are bilinearly upsampled. num_classes: None = probe once.
+    A one-channel output is a binary model (sigmoid for logits).
     """
 
     _spatial = True
-
-    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
-        """uint8 [N, H, W, 3] -> float32 [N, C, H, W]."""
-        return self._predict(images)
 
 
 class OnnxClassifier(_OnnxAdapter):
     """An .onnx file mapping float [N, 3, H, W] to [N, C] scores, as a Classifier."""
 
     _spatial = False
-
-    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
-        """uint8 [N, H, W, C] -> float32 [N, C]."""
-        return self._predict(images)
-
-
