@@ -51,6 +51,8 @@ KIND_OPTIONS: dict[str, tuple[str, ...]] = {
     "precomputed": ("output", "num_classes", "classes"),
 }
 """Spec kind -> the options that apply to it."""
+KIND_NAMES = {"hf": "Hugging Face folder", "zoo": "zoo checkpoint", "torchscript": "TorchScript",
+              "factory": "module:factory", "onnx": "ONNX", "callable": "callable", "precomputed": "precomputed folder"}
 
 _MODULE_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -210,7 +212,7 @@ def load_model(spec: str, **overrides: Any) -> Any:
         kind = _kind(base, opts)
         extra = sorted(set(opts) - set(KIND_OPTIONS[kind]))
         if extra:
-            raise ValueError(f"option {extra[0]!r} does not apply to a {kind} model; "
+            raise ValueError(f"option {extra[0]!r} does not apply to a {KIND_NAMES[kind]} model; "
                              f"expected options among {KIND_OPTIONS[kind]}")
         seg = _build(kind, base, opts)
     except ValueError as e:

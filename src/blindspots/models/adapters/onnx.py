@@ -95,7 +95,7 @@ class _OnnxAdapter(BaseAdapter):
         self.preprocess = TorchPreprocess(mean, std, scale)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = int(intra_op_threads)  # 0 = onnxruntime's default
-        opts.log_severity_level = 3  # errors only: warnings would print to stderr on every session
+        opts.log_severity_level = 4  # fatal only: a failed run is reported by the ValueError below
         try:
             self.session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
         except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
@@ -135,10 +135,9 @@ class _OnnxAdapter(BaseAdapter):
         try:
             out = self.session.run([self.output_name], {self.input_name: np.ascontiguousarray(x)})[0]
         except Exception as e:  # noqa: BLE001 - onnxruntime's own types; one line naming the input
-            hint = " (if the model needs a fixed size or multiples of N, add ?resize=HxW or ?pad=N)" \
-                if self._spatial else ""
-            raise ValueError(f"ONNX model {self.path.name!r}: failed on input of shape {list(x.shape)}: "
-                             f"{short_reason(e)}{hint}") from None
+            hint = " (if it needs a fixed size or multiples of N, add ?resize=HxW or ?pad=N)" if self._spatial else ""
+            raise ValueError(f"ONNX model {self.path.name!r} failed on input of shape {list(x.shape)}{hint}: "
+                             f"{short_reason(e, 160)}") from None
         return out[:n]
 
     def _raw(self, chunk: np.ndarray) -> np.ndarray:

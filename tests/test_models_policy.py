@@ -1,0 +1,102 @@
+"""Input policies, one-channel outputs, spec options and classes files."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from blindspots.models import CallableSegmenter, InputPolicy, TorchSegmenter, read_classes_file
+from blindspots.models.load import parse_spec
+
+torch.set_num_threads(1)
+IMAGES = np.random.default_rng(2).integers(0, 256, (3, 37, 50, 3), dtype=np.uint8)
+
+
+def _seen_sizes(policy: InputPolicy) -> tuple[list[tuple[int, int]], np.ndarray]:
+    seen: list[tuple[int, int]] = []
+
+    def fn(b: np.ndarray) -> np.ndarray:
+        seen.append(b.shape[1:3])
+        return np.stack([b[..., 0], 255 - b[..., 0]], 1).astype(np.float32)  # logits
+
+    return seen, CallableSegmenter(fn, 2, output="logits", policy=policy).predict_proba(IMAGES)
+
+
+@pytest.mark.parametrize("policy, model_size", [
+    (InputPolicy(), (37, 50)),
+    (InputPolicy(resize=(16, 24)), (16, 24)),
+    (InputPolicy(pad=32), (64, 64)),
+    (InputPolicy(max_side=25), (18, 25)),
+    (InputPolicy(max_side=25, pad=8), (24, 32)),
+    (InputPolicy(max_side=100), (37, 50)),  # never upscales
+])
+def test_policy_sizes_and_output_back_at_image_size(policy, model_size):
+    seen, p = _seen_sizes(policy)
+    assert seen[0] == model_size
+    assert p.shape == (3, 2, 37, 50) and p.dtype == np.float32
+    np.testing.assert_allclose(p.sum(1), 1, atol=1e-5)
+
+
+def test_pad_crops_back_exactly():
+    _, native = _seen_sizes(InputPolicy())
+    _, padded = _seen_sizes(InputPolicy(pad=32))
+    np.testing.assert_allclose(padded, native, atol=1e-6)  # a per-pixel model: padding changes nothing
+
+
+def test_policy_rejects_bad_values():
+    with pytest.raises(ValueError, match="resize: expected alone"):
+        InputPolicy(resize=(8, 8), pad=4)
+    with pytest.raises(ValueError, match="pad: expected a positive integer, got 0"):
+        InputPolicy(pad=0)
+    with pytest.raises(ValueError, match="resize: expected \\(height, width\\)"):
+        InputPolicy(resize=(8,))  # type: ignore[arg-type]
+
+
+def test_one_channel_torch_module_is_binary():
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 1, 1)
+    seg = TorchSegmenter(conv)  # num_classes probed: one channel -> 2 classes
+    assert seg.num_classes == 2 and seg.classes.names == ("class_0", "class_1")
+    p = seg.predict_proba(IMAGES)
+    with torch.no_grad():
+        from blindspots.models import TorchPreprocess
+        ref = torch.sigmoid(conv(TorchPreprocess()(IMAGES))).numpy()[:, 0]
+    np.testing.assert_allclose(p[:, 1], ref, atol=1e-6)
+    np.testing.assert_allclose(p[:, 0], 1 - ref, atol=1e-6)
+    with pytest.raises(ValueError, match="num_classes: expected at least 2"):
+        TorchSegmenter(conv, 1)
+
+
+def test_parse_spec_options():
+    base, opts = parse_spec("m.onnx?resize=64x96&mean=0.5&std=0.5,0.5,0.5&scale=1/255&pad=32&classes=c.json")
+    assert base == "m.onnx"
+    assert opts == {"resize": (64, 96), "mean": (0.5,), "std": (0.5, 0.5, 0.5), "scale": 1 / 255, "pad": 32,
+                    "classes": "c.json"}
+    with pytest.raises(ValueError, match="each option once"):
+        parse_spec("m.onnx?pad=8&pad=16")
+    with pytest.raises(ValueError, match="std as 1 or 3 comma-separated numbers > 0"):
+        parse_spec("m.onnx?std=0,1,1")
+
+
+def test_classes_files(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps(["sky", "road"]))
+    assert read_classes_file(tmp_path / "a.json").names == ("sky", "road")
+    (tmp_path / "b.json").write_text(json.dumps([{"name": "bg", "color": [0, 0, 0]},
+                                                 {"name": "person", "colour": "#ff0000"}]))
+    b = read_classes_file(tmp_path / "b.json")
+    assert b.palette.tolist() == [[0, 0, 0], [255, 0, 0]] and b.ignore_index == 255
+    (tmp_path / "c.json").write_text(json.dumps({"1": "road", "0": "sky"}))
+    assert read_classes_file(tmp_path / "c.json").names == ("sky", "road")
+    (tmp_path / "d.txt").write_text("traffic light 250,170,30\nwall\nignore: none\n")
+    with pytest.raises(ValueError, match="a colour for every class or for none"):
+        read_classes_file(tmp_path / "d.txt")
+    (tmp_path / "e.txt").write_text("traffic light\n\n# comment\nwall\nignore_index = 0\n")
+    with pytest.raises(ValueError, match="ignore_index"):
+        read_classes_file(tmp_path / "e.txt")  # 0 is a class id
+    (tmp_path / "f.txt").write_text("traffic light\nwall\nignore: none\n")
+    f = read_classes_file(tmp_path / "f.txt")
+    assert f.names == ("traffic light", "wall") and f.ignore_index is None
+    with pytest.raises(ValueError, match="classes: expected an existing"):
+        read_classes_file(tmp_path / "missing.txt")
