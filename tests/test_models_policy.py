@@ -100,3 +100,19 @@ def test_classes_files(tmp_path):
     assert f.names == ("traffic light", "wall") and f.ignore_index is None
     with pytest.raises(ValueError, match="classes: expected an existing"):
         read_classes_file(tmp_path / "missing.txt")
+
+
+def test_backend_failure_is_one_line_value_error():
+    class OddFails(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.shape[-1] % 2:
+                raise RuntimeError("sizes must be even\nsee the model card")
+            return x[:, :2]
+
+    seg = TorchSegmenter(OddFails(), 2)
+    assert seg.predict_proba(IMAGES[:, :, :50]).shape == (3, 2, 37, 50)
+    with pytest.raises(ValueError, match=r"failed on input of shape \[3, 37, 49, 3\].*RuntimeError: sizes must be even"
+                       ) as err:
+        seg.predict_proba(IMAGES[:, :, :49])
+    assert "\n" not in str(err.value)
+    assert TorchSegmenter(OddFails(), 2, policy=InputPolicy(pad=2)).predict_proba(IMAGES[:, :, :49]).shape[-1] == 49

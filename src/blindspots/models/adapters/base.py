@@ -13,7 +13,7 @@ import numpy as np
 from blindspots.data.classes import Classes
 from blindspots.models.adapters.inputs import NATIVE, InputPolicy
 from blindspots.models.adapters.outputs import check_labels, check_raw, to_probabilities, to_tensor
-from blindspots.models.protocol import as_image_batch, default_classes
+from blindspots.models.protocol import as_image_batch, default_classes, short_reason
 
 PROBE_SIZE = 64  # side of the blank image used to discover num_classes when the user gives none
 
@@ -81,7 +81,11 @@ class BaseAdapter:
         """C from one forward on a blank image (a one-channel output means a binary model: C = 2)."""
         blank = np.zeros((1, PROBE_SIZE, PROBE_SIZE, 3), dtype=np.uint8)
         chunk = self.policy.prepare(blank) if self._spatial else blank
-        shape = tuple(to_tensor(self._raw(chunk), self._name).shape)
+        try:
+            shape = tuple(to_tensor(self._run(chunk), self._name).shape)
+        except ValueError as e:
+            raise ValueError(f"num_classes: could not be read from one forward on a blank {PROBE_SIZE}x{PROBE_SIZE} "
+                             f"image ({short_reason(e, 200)}); pass num_classes=C") from None
         want = 4 if self._spatial else 2
         if len(shape) != want:
             raise ValueError(f"{self._name}: expected {want} output dimensions when probing num_classes, "
@@ -103,6 +107,16 @@ class BaseAdapter:
                 y = self.policy.restore(y, size)
         return to_probabilities(y, self.output, self.num_classes, self._name)
 
+    def _run(self, chunk: np.ndarray) -> Any:
+        """`_raw` with any backend failure turned into a one-line ValueError naming the input shape."""
+        try:
+            return self._raw(chunk)
+        except ValueError:
+            raise
+        except Exception as e:  # noqa: BLE001 - torch / user code raise anything; keep the chain for -v
+            raise ValueError(f"{self._name}: the model failed on input of shape {list(chunk.shape)} "
+                             f"(uint8 N, H, W, C): {type(e).__name__}: {short_reason(e)}") from e
+
     def _predict(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
         batch = as_image_batch(images)
         step = self.batch_size or len(batch)
@@ -111,9 +125,9 @@ class BaseAdapter:
             chunk = batch[start:start + step]
             n, h, w = chunk.shape[:3]
             if self._spatial:
-                outs.append(self._convert(self._raw(self.policy.prepare(chunk)), n, (h, w)))
+                outs.append(self._convert(self._run(self.policy.prepare(chunk)), n, (h, w)))
             else:
-                outs.append(self._convert(self._raw(chunk), n, None))
+                outs.append(self._convert(self._run(chunk), n, None))
         return outs[0] if len(outs) == 1 else np.concatenate(outs)
 
     def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:

@@ -16,8 +16,6 @@ from blindspots.models.adapters.base import BaseAdapter
 from blindspots.models.adapters.inputs import InputPolicy, TorchPreprocess
 from blindspots.models.adapters.outputs import select_output
 
-_select_output = select_output  # old private name, kept for callers not yet updated
-
 
 class _TorchAdapter(BaseAdapter):
     """Shared batching / eval / no-grad logic for torch modules.
