@@ -116,3 +116,14 @@ def test_backend_failure_is_one_line_value_error():
         seg.predict_proba(IMAGES[:, :, :49])
     assert "\n" not in str(err.value)
     assert TorchSegmenter(OddFails(), 2, policy=InputPolicy(pad=2)).predict_proba(IMAGES[:, :, :49]).shape[-1] == 49
+
+
+def test_model_classes_for_any_segmenter():
+    from blindspots.models import model_classes
+
+    class Plain:
+        num_classes = 3
+
+    assert model_classes(Plain()).names == ("class_0", "class_1", "class_2")
+    seg = CallableSegmenter(lambda b: np.zeros((len(b), 2) + b.shape[1:3], np.float32) + 0.5, 2)
+    assert model_classes(seg) is seg.classes

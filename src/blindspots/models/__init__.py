@@ -19,20 +19,21 @@ from blindspots.models.adapters import (
     select_output,
 )
 from blindspots.models.classes_file import read_classes_file
-from blindspots.models.load import load_model, parse_spec, probe_model, spec_kind
+from blindspots.models.load import TRAINABLE_KINDS, load_model, parse_spec, probe_model, spec_kind
 from blindspots.models.protocol import (
     Classifier,
     Segmenter,
     as_image_batch,
     check_probabilities,
     default_classes,
+    model_classes,
     predict_proba_each,
 )
 
 __all__ = [
-    "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy", "OnnxClassifier",
+    "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy", "OnnxClassifier",
     "OnnxSegmenter", "PrecomputedSegmenter", "Segmenter", "TorchClassifier", "TorchPreprocess",
     "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "as_image_batch", "check_probabilities",
-    "default_classes", "load_model", "parse_spec", "predict_proba_each", "probe_model", "read_classes_file",
+    "default_classes", "load_model", "model_classes", "parse_spec", "predict_proba_each", "probe_model", "read_classes_file",
     "select_output", "spec_kind",
 ]

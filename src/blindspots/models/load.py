@@ -51,6 +51,8 @@ KIND_OPTIONS: dict[str, tuple[str, ...]] = {
     "precomputed": ("output", "num_classes", "classes"),
 }
 """Spec kind -> the options that apply to it."""
+TRAINABLE_KINDS = ("zoo", "factory", "hf")
+"""Kinds whose adapter holds a plain torch `module` that fine-tuning can update (`seg.info["kind"]`)."""
 KIND_NAMES = {"hf": "Hugging Face folder", "zoo": "zoo checkpoint", "torchscript": "TorchScript",
               "factory": "module:factory", "onnx": "ONNX", "callable": "callable", "precomputed": "precomputed folder"}
 

@@ -48,6 +48,18 @@ def default_classes(num_classes: int) -> Classes:
     return Classes(tuple(f"class_{k}" for k in range(num_classes)), ignore)
 
 
+def model_classes(model: Segmenter | Classifier) -> Classes:
+    """The class names of any model: its `classes` (every blindspots adapter has them), else class_0..
+
+    For Segmenters written by hand in Python that carry no names; engines call this instead of
+    `getattr(model, "classes", None)`.
+    """
+    classes = getattr(model, "classes", None)
+    if isinstance(classes, Classes):
+        return classes
+    return default_classes(int(model.num_classes))
+
+
 def as_image_batch(images: np.ndarray | Sequence[np.ndarray], name: str = "images") -> np.ndarray:
     """Validate and stack images into uint8 [N, H, W, 3] (grey [N, H, W] gets a channel axis of 1)."""
     if isinstance(images, np.ndarray):
