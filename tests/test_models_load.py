@@ -165,7 +165,8 @@ def test_torchscript_with_options(tmp_path):
     module = TinyNet().eval()
     path = tmp_path / "m.pt"
     torch.jit.save(torch.jit.script(module), str(path))
-    (tmp_path / "classes.txt").write_text("# my classes\nsky 70,130,180\nroad #804080\ncar 0,0,142\nignore_index: 255\n")
+    (tmp_path / "classes.txt").write_text("# my classes\nsky 70,130,180\nroad #804080\ncar 0,0,142\n"
+                                          "ignore_index: 255\n")
     seg = load_model(f"{path}?classes={tmp_path / 'classes.txt'}&max_side=32&batch_size=1")
     assert isinstance(seg, TorchScriptSegmenter) and seg.classes.names == ("sky", "road", "car")
     assert seg.classes.palette[1].tolist() == [128, 64, 128]

@@ -19,7 +19,8 @@ from blindspots.models.adapters import (
     select_output,
 )
 from blindspots.models.classes_file import read_classes_file
-from blindspots.models.load import TRAINABLE_KINDS, load_model, parse_spec, probe_model, spec_kind
+from blindspots.models.load import TRAINABLE_KINDS, load_model, parse_spec, spec_kind
+from blindspots.models.probe import probe_model
 from blindspots.models.protocol import (
     Classifier,
     Segmenter,
@@ -31,9 +32,9 @@ from blindspots.models.protocol import (
 )
 
 __all__ = [
-    "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy", "OnnxClassifier",
-    "OnnxSegmenter", "PrecomputedSegmenter", "Segmenter", "TorchClassifier", "TorchPreprocess",
-    "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "as_image_batch", "check_probabilities",
-    "default_classes", "load_model", "model_classes", "parse_spec", "predict_proba_each", "probe_model", "read_classes_file",
-    "select_output", "spec_kind",
+    "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy",
+    "OnnxClassifier", "OnnxSegmenter", "PrecomputedSegmenter", "Segmenter", "TorchClassifier",
+    "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "as_image_batch",
+    "check_probabilities", "default_classes", "load_model", "model_classes", "parse_spec", "predict_proba_each",
+    "probe_model", "read_classes_file", "select_output", "spec_kind",
 ]

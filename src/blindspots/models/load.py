@@ -34,7 +34,8 @@ from urllib.parse import parse_qsl
 import numpy as np
 
 from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy, TorchPreprocess
-from blindspots.models.protocol import OUTPUT_KINDS, PROBA_TOLERANCE, short_reason
+from blindspots.models.probe import probe_model  # noqa: F401 - part of the loader's API
+from blindspots.models.protocol import OUTPUT_KINDS, short_reason
 
 _OPTIONS = ("output", "num_classes", "batch_size", "device", "resize", "pad", "max_side", "mean", "std",
             "scale", "classes", "weights", "output_key")
@@ -254,8 +255,6 @@ def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
         return A.PrecomputedSegmenter(path, output=opts.get("output", "probabilities"), **common)
     if kind == "hf":
         from blindspots.models.adapters.hf import read_preprocessor
-        if "resize" in opts and opts["resize"] is None:
-            torch_kw["policy"] = InputPolicy()  # resize=none: native size, whatever the processor says
         pre = read_preprocessor(path)[0]
         torch_kw["preprocess"] = _preprocess(opts, pre) or pre
         return A.HFSegmenter(path, **torch_kw)
@@ -321,41 +320,3 @@ def _factory_module(target: str, weights: str | None) -> Any:
         raise ValueError(f"weights: expected a state_dict that fits {target}(), got {weights!r} "
                          f"({short_reason(e, 200)})") from None
     return module
-
-
-def probe_model(seg: Any, image: np.ndarray, name: str, *, image_id: str | None = None) -> None:
-    """Run one uint8 [H, W, 3] image through `seg`; a one-line ValueError naming `name` if it fails.
-
-    Checks the output is float32 [1, C, H, W] probabilities (finite, in [0, 1], summing to 1) and
-    that `seg.classes` (when present) names C classes. A precomputed model (predict_proba_ids)
-    is probed with `image_id` when given (otherwise only its settings are checked).
-    """
-    spec = getattr(seg, "info", {}).get("spec")
-    label = f"model {name!r}" + (f" ({spec})" if spec and spec != name else "")
-    img = np.asarray(image)
-    if img.dtype != np.uint8 or img.ndim != 3 or img.shape[-1] not in (1, 3):
-        raise ValueError(f"image: expected uint8 [H, W, 3], got {img.dtype} {img.shape}")
-    h, w = img.shape[:2]
-    c = getattr(seg, "num_classes", None)
-    if isinstance(c, bool) or not isinstance(c, (int, np.integer)) or c < 1:
-        raise ValueError(f"{label}: expected a positive integer num_classes, got {c!r}")
-    classes = getattr(seg, "classes", None)
-    if classes is not None and len(classes) != c:
-        raise ValueError(f"{label}: expected {c} class names (num_classes), got {len(classes)}")
-    try:
-        if hasattr(seg, "predict_proba_ids"):
-            if image_id is None:
-                return
-            proba = seg.predict_proba_ids([image_id], sizes=[(h, w)])
-        else:
-            proba = seg.predict_proba(img[None])
-    except Exception as e:  # noqa: BLE001 - report any failure in one line
-        raise ValueError(f"{label}: failed on a {h}x{w} image: {short_reason(e)}") from None
-    arr = np.asarray(proba)
-    if arr.shape != (1, c, h, w) or arr.dtype != np.float32:
-        raise ValueError(f"{label}: expected float32 probabilities [1, {c}, {h}, {w}] for a {h}x{w} image, "
-                         f"got {arr.dtype} {arr.shape}")
-    if not np.isfinite(arr).all() or arr.min() < -PROBA_TOLERANCE or arr.max() > 1 + PROBA_TOLERANCE \
-            or np.abs(arr.sum(1) - 1).max() > PROBA_TOLERANCE:
-        raise ValueError(f"{label}: expected probabilities (finite, in [0, 1], summing to 1 over classes), "
-                         f"got values in [{np.nanmin(arr):.4g}, {np.nanmax(arr):.4g}]")

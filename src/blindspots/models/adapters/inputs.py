@@ -144,4 +144,5 @@ class TorchPreprocess:
         x = batch.transpose(0, 3, 1, 2).astype(np.float32)
         x = x / 255.0 if self.scale == UNIT_SCALE else x * np.float32(self.scale)
         mean, std = self._stats(x.shape[1])
-        return (x - np.asarray(mean, np.float32).reshape(1, -1, 1, 1)) / np.asarray(std, np.float32).reshape(1, -1, 1, 1)
+        shape = (1, -1, 1, 1)
+        return (x - np.asarray(mean, np.float32).reshape(shape)) / np.asarray(std, np.float32).reshape(shape)
