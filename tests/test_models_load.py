@@ -96,6 +96,29 @@ def test_hf_folder_uses_preprocessor_config(segformer, tmp_path):
     np.testing.assert_allclose(outs[2], p[1], atol=1e-6)
 
 
+@pytest.mark.parametrize("arch", ["upernet", "dpt"])
+def test_hf_other_architectures(arch, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    if arch == "upernet":
+        backbone = transformers.ConvNextConfig(hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1],
+                                               out_features=["stage1", "stage2", "stage3", "stage4"])
+        model = transformers.UperNetForSemanticSegmentation(transformers.UperNetConfig(
+            backbone_config=backbone, hidden_size=16, auxiliary_channels=8, use_auxiliary_head=False, num_labels=4))
+        spec = str(tmp_path / arch)
+    else:  # a ViT backbone: one input size only, so the spec resizes
+        model = transformers.DPTForSemanticSegmentation(transformers.DPTConfig(
+            hidden_size=16, num_hidden_layers=4, num_attention_heads=2, intermediate_size=32, image_size=32,
+            patch_size=8, backbone_out_indices=[0, 1, 2, 3], neck_hidden_sizes=[8, 8, 16, 16], fusion_hidden_size=16,
+            num_labels=4, use_auxiliary_head=False))
+        spec = f"{tmp_path / arch}?resize=32x32"
+    model.eval().save_pretrained(tmp_path / arch)
+    seg = load_model(spec)
+    assert isinstance(seg, HFSegmenter) and seg.num_classes == 4
+    assert seg.predict_proba(IMAGES).shape == (2, 4, 40, 56)
+    probe_model(seg, OTHER[0], arch)
+
+
 # --- ONNX with a one-channel head that needs multiples of 32 -------------------------------------------
 
 class Needs32(torch.nn.Module):

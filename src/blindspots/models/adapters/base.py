@@ -114,8 +114,9 @@ class BaseAdapter:
         except ValueError:
             raise
         except Exception as e:  # noqa: BLE001 - torch / user code raise anything; keep the chain for -v
-            raise ValueError(f"{self._name}: the model failed on input of shape {list(chunk.shape)} "
-                             f"(uint8 N, H, W, C): {type(e).__name__}: {short_reason(e)}") from e
+            who = self._name.replace(" output", "")
+            raise ValueError(f"{who}: failed on input of shape {list(chunk.shape)} (uint8 N, H, W, C): "
+                             f"{type(e).__name__}: {short_reason(e)}") from e
 
     def _predict(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
         batch = as_image_batch(images)
