@@ -127,3 +127,16 @@ def test_model_classes_for_any_segmenter():
     assert model_classes(Plain()).names == ("class_0", "class_1", "class_2")
     seg = CallableSegmenter(lambda b: np.zeros((len(b), 2) + b.shape[1:3], np.float32) + 0.5, 2)
     assert model_classes(seg) is seg.classes
+
+
+def test_overrides_beat_spec_and_skip_kinds_they_do_not_fit(tmp_path):
+    from blindspots.models import load_model
+
+    folder = tmp_path / "pre"
+    folder.mkdir()
+    np.save(folder / "a.png.npy", np.full((2, 4, 4), 0.5, np.float32))
+    seg = load_model(str(folder), batch_size=8, device="cpu")  # not a precomputed option: ignored
+    assert seg.num_classes == 2
+    with pytest.raises(ValueError, match="option 'batch_size' does not apply to a precomputed folder"):
+        load_model(f"{folder}?batch_size=8")
+    assert load_model(f"{folder}?num_classes=3", num_classes=2).num_classes == 2

@@ -190,9 +190,9 @@ def _kind(base: str, opts: dict[str, Any]) -> str:
             return "torchscript"
         if suffix in (".pt", ".pth"):
             return "torchscript" if is_torchscript_archive(path) else "zoo"
+        what = f"a {suffix!r} file" if suffix else "a file without suffix"
         raise ValueError(f"expected a folder of .npy, a Hugging Face folder (config.json), an .onnx, "
-                         f".ts/.torchscript or .pt/.pth file, or 'module:function', got a {suffix or 'suffix-less'!r}"
-                         f" file {base!r}")
+                         f".ts/.torchscript or .pt/.pth file, or 'module:function', got {what} {base!r}")
     if path.exists():
         raise ValueError(f"expected a folder of .npy, an .onnx, .ts/.torchscript or .pt/.pth file, got {base!r}")
     if _MODULE_SPEC.match(base):
@@ -201,18 +201,22 @@ def _kind(base: str, opts: dict[str, Any]) -> str:
 
 
 def load_model(spec: str, **overrides: Any) -> Any:
-    """A Segmenter for `spec` (see the module docstring); keyword overrides (not None) beat spec options.
+    """A Segmenter for `spec` (see the module docstring).
+
+    overrides: options as keywords (e.g. batch_size=8, device="cuda"); those not None beat the
+    spec's, and those that do not apply to the spec's kind are ignored.
 
     The result has num_classes, classes (a Classes), info (kind, spec, ...) and predict_proba
     (or predict_proba_ids for a precomputed folder). ValueError, one line naming the spec, for
     anything that cannot be loaded.
     """
     base, opts = parse_spec(spec)
-    for key, value in overrides.items():
-        if value is not None:
-            opts[key] = parse_option(key, value, spec)
+    typed = {k: parse_option(k, v, spec) for k, v in overrides.items() if v is not None}
     try:
-        kind = _kind(base, opts)
+        kind = _kind(base, {**opts, **typed})
+        # a caller's defaults (e.g. batch_size for every model) are dropped where they do not apply;
+        # an option the user wrote into the spec is an error there
+        opts.update({k: v for k, v in typed.items() if k in KIND_OPTIONS[kind]})
         extra = sorted(set(opts) - set(KIND_OPTIONS[kind]))
         if extra:
             raise ValueError(f"option {extra[0]!r} does not apply to a {KIND_NAMES[kind]} model; "
@@ -221,7 +225,7 @@ def load_model(spec: str, **overrides: Any) -> Any:
     except ValueError as e:
         raise ValueError(f"model {spec!r}: {short_reason(e)}") from None
     except Exception as e:  # noqa: BLE001 - torch / onnxruntime / transformers / user code raise anything
-        raise ValueError(f"model {spec!r}: {type(e).__name__}: {short_reason(e)}") from None
+        raise ValueError(f"model {spec!r}: {type(e).__name__}: {short_reason(e)}") from e
     seg.info.setdefault("kind", kind)
     seg.info["spec"] = spec
     return seg
