@@ -140,3 +140,11 @@ def test_overrides_beat_spec_and_skip_kinds_they_do_not_fit(tmp_path):
     with pytest.raises(ValueError, match="option 'batch_size' does not apply to a precomputed folder"):
         load_model(f"{folder}?batch_size=8")
     assert load_model(f"{folder}?num_classes=3", num_classes=2).num_classes == 2
+
+
+def test_warns_when_logits_look_like_probabilities(caplog):
+    seg = CallableSegmenter(lambda b: np.full((len(b), 1) + b.shape[1:3], 0.9, np.float32), 2, output="logits")
+    with caplog.at_level("WARNING", logger="blindspots.models.adapters.base"):
+        seg.predict_proba(IMAGES)
+        seg.predict_proba(IMAGES)
+    assert sum("output=probabilities" in r.getMessage() for r in caplog.records) == 1

@@ -6,14 +6,18 @@ float32 [N, C, H, W] (segmenters) or [N, C] (classifiers).
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 import numpy as np
+import torch
 
 from blindspots.data.classes import Classes
 from blindspots.models.adapters.inputs import NATIVE, InputPolicy
 from blindspots.models.adapters.outputs import check_labels, check_raw, to_probabilities, to_tensor
 from blindspots.models.protocol import as_image_batch, default_classes, short_reason
+
+log = logging.getLogger(__name__)
 
 PROBE_SIZE = 64  # side of the blank image used to discover num_classes when the user gives none
 
@@ -53,6 +57,7 @@ class BaseAdapter:
         self.batch_size = None if batch_size is None else int(batch_size)
         self.policy = policy or NATIVE
         self.info = dict(info or {})
+        self._looked = False  # the first logits are checked once for "these look like probabilities"
 
     def _set_classes(self, num_classes: int | None, classes: Classes | None) -> None:
         """Settle C and the class names: given, read from `classes`, or probed with one forward."""
@@ -103,6 +108,9 @@ class BaseAdapter:
             y = self.policy.restore(check_labels(y, n, self._name), size, labels=True)  # type: ignore[arg-type]
         else:
             check_raw(y, n, self.num_classes, size, self._name)
+            if self.output == "logits" and not self._looked:
+                self._looked = True
+                _warn_if_probabilities(y, self._name, self.info.get("spec"))
             if size is not None:
                 y = self.policy.restore(y, size)
         return to_probabilities(y, self.output, self.num_classes, self._name)
@@ -134,3 +142,17 @@ class BaseAdapter:
     def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
         """uint8 [N, H, W, 3] -> float32 [N, C, H, W] (segmenter) or [N, C] (classifier)."""
         return self._predict(images)
+
+
+def _warn_if_probabilities(y: torch.Tensor, name: str, spec: str | None) -> None:
+    """Log a warning when scores read as logits look like probabilities (sigmoid/softmax inside the model).
+
+    A sigmoid applied twice squeezes every p into [0.5, 0.73] without any error, so say it once.
+    """
+    lo, hi = float(y.min()), float(y.max())
+    if lo < 0 or hi > 1:
+        return
+    if y.shape[1] == 1 or bool(torch.allclose(y.float().sum(1), torch.ones(()), atol=1e-3)):
+        log.warning("%s%s: the scores read as logits all lie in [0, 1] and look like probabilities; if the model "
+                    "applies a sigmoid/softmax itself, pass output=probabilities", name,
+                    f" of {spec!r}" if spec else "")
