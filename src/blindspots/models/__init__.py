@@ -23,6 +23,7 @@ from blindspots.models.load import TRAINABLE_KINDS, load_model, parse_spec, spec
 from blindspots.models.probe import probe_model
 from blindspots.models.protocol import (
     Classifier,
+    ModelFailure,
     Segmenter,
     as_image_batch,
     check_probabilities,
@@ -32,7 +33,7 @@ from blindspots.models.protocol import (
 )
 
 __all__ = [
-    "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy",
+    "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy", "ModelFailure",
     "OnnxClassifier", "OnnxSegmenter", "PrecomputedSegmenter", "Segmenter", "TorchClassifier",
     "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "as_image_batch",
     "check_probabilities", "default_classes", "load_model", "model_classes", "parse_spec", "predict_proba_each",

@@ -42,6 +42,14 @@ class Classifier(Protocol):
         ...
 
 
+class ModelFailure(ValueError, RuntimeError):
+    """A model raised while predicting (torch, onnxruntime or user code), as one line naming the input.
+
+    A ValueError, so the CLI prints it in one line; still a RuntimeError, so callers that caught
+    torch's own errors (e.g. a shape mismatch) keep catching it.
+    """
+
+
 def default_classes(num_classes: int) -> Classes:
     """`class_0 .. class_{C-1}` for a model that names none (ignore value 255 when it is free)."""
     ignore = DEFAULT_IGNORE_INDEX if num_classes <= DEFAULT_IGNORE_INDEX else None

@@ -15,7 +15,7 @@ import torch
 from blindspots.data.classes import Classes
 from blindspots.models.adapters.inputs import NATIVE, InputPolicy
 from blindspots.models.adapters.outputs import check_labels, check_raw, to_probabilities, to_tensor
-from blindspots.models.protocol import as_image_batch, default_classes, short_reason
+from blindspots.models.protocol import ModelFailure, as_image_batch, default_classes, short_reason
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class BaseAdapter:
             raise
         except Exception as e:  # noqa: BLE001 - torch / user code raise anything; keep the chain for -v
             who = self._name.replace(" output", "")
-            raise ValueError(f"{who}: failed on input of shape {list(chunk.shape)} (uint8 N, H, W, C): "
+            raise ModelFailure(f"{who}: failed on input of shape {list(chunk.shape)} (uint8 N, H, W, C): "
                              f"{type(e).__name__}: {short_reason(e)}") from e
 
     def _predict(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:

@@ -16,7 +16,7 @@ import torch
 from blindspots.data.classes import Classes
 from blindspots.models.adapters.base import BaseAdapter
 from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy, TorchPreprocess
-from blindspots.models.protocol import short_reason
+from blindspots.models.protocol import ModelFailure, short_reason
 
 
 def export_onnx(
@@ -136,7 +136,7 @@ class _OnnxAdapter(BaseAdapter):
             out = self.session.run([self.output_name], {self.input_name: np.ascontiguousarray(x)})[0]
         except Exception as e:  # noqa: BLE001 - onnxruntime's own types; one line naming the input
             hint = " (if it needs a fixed size or multiples of N, add ?resize=HxW or ?pad=N)" if self._spatial else ""
-            raise ValueError(f"ONNX model {self.path.name!r} failed on input of shape {list(x.shape)}{hint}: "
+            raise ModelFailure(f"ONNX model {self.path.name!r} failed on input of shape {list(x.shape)}{hint}: "
                              f"{short_reason(e, 160)}") from None
         return out[:n]
 
