@@ -33,8 +33,8 @@ from blindspots.models.protocol import (
 )
 
 __all__ = [
-    "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy", "ModelFailure",
-    "OnnxClassifier", "OnnxSegmenter", "PrecomputedSegmenter", "Segmenter", "TorchClassifier",
+    "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy",
+    "ModelFailure", "OnnxClassifier", "OnnxSegmenter", "PrecomputedSegmenter", "Segmenter", "TorchClassifier",
     "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "as_image_batch",
     "check_probabilities", "default_classes", "load_model", "model_classes", "parse_spec", "predict_proba_each",
     "probe_model", "read_classes_file", "select_output", "spec_kind",
