@@ -184,6 +184,7 @@ class TinyNet(torch.nn.Module):
 
 
 def test_torchscript_with_options(tmp_path):
+    pytest.importorskip("blindspots.data.classfile", reason="the classes-file reader comes with the data helper")
     torch.manual_seed(0)
     module = TinyNet().eval()
     path = tmp_path / "m.pt"
@@ -281,6 +282,7 @@ def test_callable_low_resolution_output(tmp_path, monkeypatch):
 
 
 def test_precomputed_one_channel_with_classes(tmp_path):
+    pytest.importorskip("blindspots.data.classfile", reason="the classes-file reader comes with the data helper")
     folder = tmp_path / "pre"
     folder.mkdir()
     rng = np.random.default_rng(1)

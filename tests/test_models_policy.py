@@ -1,13 +1,11 @@
 """Input policies, one-channel outputs, spec options and classes files."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
 
-from blindspots.models import CallableSegmenter, InputPolicy, TorchSegmenter, read_classes_file
+from blindspots.models import CallableSegmenter, InputPolicy, TorchSegmenter
 from blindspots.models.load import parse_spec
 
 torch.set_num_threads(1)
@@ -78,28 +76,6 @@ def test_parse_spec_options():
         parse_spec("m.onnx?pad=8&pad=16")
     with pytest.raises(ValueError, match="std as 1 or 3 comma-separated numbers > 0"):
         parse_spec("m.onnx?std=0,1,1")
-
-
-def test_classes_files(tmp_path):
-    (tmp_path / "a.json").write_text(json.dumps(["sky", "road"]))
-    assert read_classes_file(tmp_path / "a.json").names == ("sky", "road")
-    (tmp_path / "b.json").write_text(json.dumps([{"name": "bg", "color": [0, 0, 0]},
-                                                 {"name": "person", "colour": "#ff0000"}]))
-    b = read_classes_file(tmp_path / "b.json")
-    assert b.palette.tolist() == [[0, 0, 0], [255, 0, 0]] and b.ignore_index == 255
-    (tmp_path / "c.json").write_text(json.dumps({"1": "road", "0": "sky"}))
-    assert read_classes_file(tmp_path / "c.json").names == ("sky", "road")
-    (tmp_path / "d.txt").write_text("traffic light 250,170,30\nwall\nignore: none\n")
-    with pytest.raises(ValueError, match="a colour for every class or for none"):
-        read_classes_file(tmp_path / "d.txt")
-    (tmp_path / "e.txt").write_text("traffic light\n\n# comment\nwall\nignore_index = 0\n")
-    with pytest.raises(ValueError, match="ignore_index"):
-        read_classes_file(tmp_path / "e.txt")  # 0 is a class id
-    (tmp_path / "f.txt").write_text("traffic light\nwall\nignore: none\n")
-    f = read_classes_file(tmp_path / "f.txt")
-    assert f.names == ("traffic light", "wall") and f.ignore_index is None
-    with pytest.raises(ValueError, match="classes: expected an existing"):
-        read_classes_file(tmp_path / "missing.txt")
 
 
 def test_backend_failure_is_one_line_value_error():

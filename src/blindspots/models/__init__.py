@@ -18,7 +18,6 @@ from blindspots.models.adapters import (
     TorchSegmenter,
     select_output,
 )
-from blindspots.models.classes_file import read_classes_file
 from blindspots.models.load import TRAINABLE_KINDS, load_model, parse_spec, spec_kind
 from blindspots.models.probe import probe_model
 from blindspots.models.protocol import (
@@ -37,5 +36,5 @@ __all__ = [
     "ModelFailure", "OnnxClassifier", "OnnxSegmenter", "PrecomputedSegmenter", "Segmenter", "TorchClassifier",
     "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "as_image_batch",
     "check_probabilities", "default_classes", "load_model", "model_classes", "parse_spec", "predict_proba_each",
-    "probe_model", "read_classes_file", "select_output", "spec_kind",
+    "probe_model", "select_output", "spec_kind",
 ]

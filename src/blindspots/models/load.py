@@ -16,7 +16,7 @@ Kinds, in the order they are recognised:
 
 Options: output=probabilities|logits|labels · num_classes=C · batch_size=B · device=cpu|cuda ·
 resize=HxW (or resize=none) · pad=N · max_side=L · mean=a,b,c · std=a,b,c · scale=1/255 ·
-classes=FILE (JSON or text, see `classes_file`) · weights=FILE (factories) · output_key=KEY.
+classes=FILE (JSON or text, read by `blindspots.data.classfile`) · weights=FILE (factories) · output_key=KEY.
 Every error is a one-line ValueError naming the spec.
 """
 from __future__ import annotations
@@ -247,10 +247,9 @@ def _preprocess(opts: dict[str, Any], base: TorchPreprocess | None = None) -> To
 def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
     """Construct the adapter of `kind` from checked options."""
     from blindspots.models import adapters as A
-    from blindspots.models.classes_file import read_classes_file
 
     path = Path(base)
-    classes = read_classes_file(opts["classes"]) if "classes" in opts else None
+    classes = _read_classes(opts["classes"]) if "classes" in opts else None
     common = {"num_classes": opts.get("num_classes"), "classes": classes, "info": {"kind": kind}}
     torch_kw = {**common, "output": opts.get("output", "logits"), "batch_size": opts.get("batch_size", 16),
                 "device": opts.get("device", "cpu"), "policy": _policy(opts), "output_key": opts.get("output_key"),
@@ -277,6 +276,13 @@ def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
     return A.CallableSegmenter(import_attr(base), opts.get("num_classes"), output=opts.get("output", "probabilities"),
                                batch_size=opts.get("batch_size"), policy=_policy(opts), classes=classes,
                                info=common["info"])
+
+
+def _read_classes(path: str) -> Any:
+    """The one classes-file reader (`blindspots.data.classfile`, shared with the data layouts)."""
+    from blindspots.data.classfile import read_classes
+
+    return read_classes(path)
 
 
 def _load_zoo(path: Path, torch_kw: dict[str, Any]) -> Any:
