@@ -124,3 +124,14 @@ def test_warns_when_logits_look_like_probabilities(caplog):
         seg.predict_proba(IMAGES)
         seg.predict_proba(IMAGES)
     assert sum("output=probabilities" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_absolute_spec(tmp_path):
+    from blindspots.models.load import absolute_spec, parse_spec
+
+    spec = absolute_spec("models/m.onnx?pad=32&classes=c.txt&mean=0.5,0.5,0.5", tmp_path)
+    base, opts = parse_spec(spec)
+    assert base == str(tmp_path / "models" / "m.onnx") and opts["classes"] == str(tmp_path / "c.txt")
+    assert opts["pad"] == 32 and opts["mean"] == (0.5, 0.5, 0.5)
+    assert absolute_spec("pkg.mod:build?weights=w.pt", tmp_path) == f"pkg.mod:build?weights={tmp_path / 'w.pt'}"
+    assert absolute_spec("/abs/m.pt", tmp_path) == "/abs/m.pt"

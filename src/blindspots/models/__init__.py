@@ -18,7 +18,7 @@ from blindspots.models.adapters import (
     TorchSegmenter,
     select_output,
 )
-from blindspots.models.load import TRAINABLE_KINDS, load_model, parse_spec, spec_kind
+from blindspots.models.load import TRAINABLE_KINDS, absolute_spec, load_model, parse_spec, spec_kind
 from blindspots.models.probe import probe_model
 from blindspots.models.protocol import (
     Classifier,
@@ -34,7 +34,7 @@ from blindspots.models.protocol import (
 __all__ = [
     "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy",
     "ModelFailure", "OnnxClassifier", "OnnxSegmenter", "PrecomputedSegmenter", "Segmenter", "TorchClassifier",
-    "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "as_image_batch",
+    "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "absolute_spec", "as_image_batch",
     "check_probabilities", "default_classes", "load_model", "model_classes", "parse_spec", "predict_proba_each",
     "probe_model", "select_output", "spec_kind",
 ]

@@ -29,7 +29,7 @@ import sys
 import zipfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 import numpy as np
 
@@ -124,6 +124,29 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
             raise ValueError(f"spec: expected each option once, got {key!r} twice in {spec!r}")
         opts[key] = parse_option(key, value, spec)
     return base, opts
+
+
+PATH_OPTIONS = ("classes", "weights")
+"""Options whose values are file paths (relative to the current folder when the spec is loaded)."""
+
+
+def absolute_spec(spec: str, base_dir: str | Path) -> str:
+    """`spec` with its relative paths (the model path, classes=, weights=) made absolute against `base_dir`.
+
+    For storing a spec that must load later from another folder; `module:attr` stays as is
+    (it imports from the folder `load_model` runs in).
+    """
+    base, _, query = spec.strip().partition("?")
+    parse_spec(spec)  # validate first
+
+    def absolute(p: str) -> str:
+        q = Path(p).expanduser()
+        return str(q if q.is_absolute() else (Path(base_dir) / q).resolve())
+
+    if not (_MODULE_SPEC.match(base) and not (Path(base_dir) / base).exists()):
+        base = absolute(base)
+    pairs = [(k, absolute(v) if k in PATH_OPTIONS else v) for k, v in parse_qsl(query, keep_blank_values=True)]
+    return base + ("?" + urlencode(pairs, safe="/:,\\") if pairs else "")
 
 
 def is_torchscript_archive(path: Path) -> bool:
