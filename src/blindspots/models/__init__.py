@@ -34,7 +34,7 @@ from blindspots.models.protocol import (
 __all__ = [
     "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy",
     "ModelFailure", "OnnxClassifier", "OnnxSegmenter", "PrecomputedSegmenter", "Segmenter", "TorchClassifier",
-    "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "absolute_spec", "as_image_batch",
-    "check_probabilities", "default_classes", "load_model", "model_classes", "parse_spec", "predict_proba_each",
-    "probe_model", "select_output", "spec_kind",
+    "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "absolute_spec",
+    "as_image_batch", "check_probabilities", "default_classes", "load_model", "model_classes", "parse_spec",
+    "predict_proba_each", "probe_model", "select_output", "spec_kind",
 ]
