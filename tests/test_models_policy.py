@@ -135,3 +135,10 @@ def test_absolute_spec(tmp_path):
     assert opts["pad"] == 32 and opts["mean"] == (0.5, 0.5, 0.5)
     assert absolute_spec("pkg.mod:build?weights=w.pt", tmp_path) == f"pkg.mod:build?weights={tmp_path / 'w.pt'}"
     assert absolute_spec("/abs/m.pt", tmp_path) == "/abs/m.pt"
+
+
+def test_boolean_masks_as_labels():
+    seg = CallableSegmenter(lambda b: b[:, ::2, ::2, 0] > 127, 2, output="labels")
+    p = seg.predict_proba(IMAGES)
+    assert p.shape == (3, 2, 37, 50)
+    np.testing.assert_array_equal(p[:, 1, ::2, ::2], IMAGES[:, ::2, ::2, 0] > 127)

@@ -108,6 +108,8 @@ class _OnnxAdapter(BaseAdapter):
         self.output_name = output_name or outputs[0]
         if self.output_name not in outputs:
             raise ValueError(f"output_name: expected one of {outputs}, got {output_name!r}")
+        # float16 graphs take float16 inputs; everything else gets float32
+        self._input_dtype = np.float16 if inputs[self.input_name].type == "tensor(float16)" else np.float32
         shape = inputs[self.input_name].shape
         fixed = shape[0] if shape else None
         # A model exported with a fixed batch axis is fed chunks of exactly that size (last one padded).
@@ -133,7 +135,8 @@ class _OnnxAdapter(BaseAdapter):
         if self.fixed_batch and n < self.fixed_batch:
             x = np.concatenate([x, np.repeat(x[-1:], self.fixed_batch - n, axis=0)])
         try:
-            out = self.session.run([self.output_name], {self.input_name: np.ascontiguousarray(x)})[0]
+            feed = np.ascontiguousarray(x, dtype=self._input_dtype)
+            out = self.session.run([self.output_name], {self.input_name: feed})[0]
         except Exception as e:  # noqa: BLE001 - onnxruntime's own types; one line naming the input
             hint = " (if it needs a fixed size or multiples of N, add ?resize=HxW or ?pad=N)" if self._spatial else ""
             raise ModelFailure(f"ONNX model {self.path.name!r} failed on input of shape {list(x.shape)}{hint}: "

@@ -80,7 +80,9 @@ def check_labels(y: torch.Tensor, n: int, name: str) -> torch.Tensor:
         y = y[:, None]
     if y.ndim != 4 or y.shape[0] != n or y.shape[1] != 1:
         raise ValueError(f"{name}: expected class ids of shape [{n}, h, w], got {tuple(y.shape)}")
-    if y.is_floating_point() or y.dtype == torch.bool or y.is_complex():
+    if y.dtype == torch.bool:
+        return y.long()  # a binary mask: False / True are classes 0 / 1
+    if y.is_floating_point() or y.is_complex():
         raise ValueError(f"{name}: expected integer class ids, got dtype {_dtype_name(y)}")
     return y
 
