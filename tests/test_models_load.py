@@ -160,6 +160,9 @@ def test_onnx_one_channel_probability_and_logit_variants(onnx_pair):
     assert pl[:, 1].std() > 0.01 and (pl[:, 1] < 0.99).any()  # not "1.0 everywhere"
     for seg in (seg_p, seg_l):
         probe_model(seg, OTHER[0], "binary")
+    mixed = predict_proba_each(seg_l, [IMAGES[0], OTHER[0], IMAGES[1]])  # mixed sizes in one call
+    assert [m.shape for m in mixed] == [(2, 40, 56), (2, 33, 47), (2, 40, 56)]
+    np.testing.assert_allclose(mixed[2], pl[1], atol=1e-6)
 
 
 def test_onnx_one_channel_errors(onnx_pair):
