@@ -7,6 +7,7 @@ can be written to PNG as they are produced.
 """
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -99,3 +100,39 @@ def mask_png_writer(out_dir: str | os.PathLike, ids: Sequence[str] | None = None
         Image.fromarray(np.where(mask, 255, 0).astype(np.uint8), mode="L").save(path)
 
     return write
+
+
+def _save_table(df: pd.DataFrame, path: Path, fmt: str) -> Path:
+    p = path.with_suffix(f".{fmt}")
+    if fmt == "parquet":
+        df.to_parquet(p, index=False)
+    else:
+        df.to_csv(p, index=False)
+    return p
+
+
+def review_summary(review: LabelReview) -> dict[str, Any]:
+    """JSON-ready counts of a review: images, estimated issues, flagged pixels, thresholds, regions by kind and
+    the 20 most common (given, predicted) confusions by area."""
+    regions = review.regions
+    return {"num_images": len(review.images), "estimated_issues": review.num_issues,
+            "flagged_pixels": int(review.images.issue_pixels.sum()),
+            "confident_thresholds": [float(t) for t in review.thresholds],
+            "regions_by_kind": regions.kind.value_counts().to_dict() if len(regions) else {},
+            "common_confusions": (regions.groupby(["given_label", "predicted_label"]).area.sum()
+                                  .sort_values(ascending=False).head(20).reset_index()
+                                  .astype(int).to_dict(orient="records") if len(regions) else [])}
+
+
+def save_review(review: LabelReview, out: str | os.PathLike, *, fmt: str = "csv") -> dict[str, Any]:
+    """Write out/images.<fmt>, out/regions.<fmt> (csv or parquet) and out/summary.json; returns the summary
+    with the table paths under "files"."""
+    if fmt not in ("csv", "parquet"):
+        raise ValueError(f"fmt: expected csv or parquet, got {fmt!r}")
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    summary = review_summary(review)
+    (root / "summary.json").write_text(json.dumps(summary, indent=2))
+    files = [str(_save_table(review.images, root / "images", fmt)), str(_save_table(review.regions, root / "regions",
+                                                                                     fmt))]
+    return dict(summary, files=files)
