@@ -19,7 +19,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX, Classes, voc_palette
 
