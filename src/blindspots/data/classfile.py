@@ -19,7 +19,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX, Classes, voc_palette
 
 __all__ = ["read_classes", "parse_classes"]
