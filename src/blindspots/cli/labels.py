@@ -57,7 +57,7 @@ def label_issues(
 ) -> None:
     """Rank images by label quality, flag mislabelled pixels and group them into typed regions
     (confident learning for segmentation; cleanlab-compatible). Images may differ in size."""
-    from blindspots.labels.review import mask_png_writer, review_label_issues, save_review
+    from blindspots.labels.review import mask_png_writer, review_label_issues, save_review, worst_images_figure
 
     if fmt not in ("csv", "parquet"):
         raise typer.BadParameter(f"expected csv or parquet, got {fmt!r}", param_hint="--format")
@@ -89,8 +89,6 @@ def label_issues(
                                  model_batch_size=batch_size, cache_dir=cache_dir, verbose=progress, on_mask=on_mask)
     summary = save_review(review, out, fmt=fmt)
     if top > 0 and len(review.images):
-        from blindspots.labels.figures import worst_images_figure
-
         fig = worst_images_figure(review, top=top, labels=labels, probs=probs, dataset=dataset, model=seg_model,
                                   ids=row_ids, issues_dir=out / "issues" if write_masks else None, ignore_index=ign,
                                   palette=None if ds_classes is None else ds_classes.palette)

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from blindspots.labels.inputs import PROB_ATOL, ArrayBatches, as_batches, check_ignore_index, check_positive_int
-from blindspots.labels.pixels import sortable_key, upsample_mask
-from blindspots.labels.stats import ArrayStats, CachedStats, PixelStats
+from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index,
+                                                check_positive_int)
+from blindspots.labels._internal.pixels import sortable_key, upsample_mask
+from blindspots.labels._internal.stats import ArrayStats, CachedStats, PixelStats
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter

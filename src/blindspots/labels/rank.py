@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index,
+                                                check_positive_int, check_values, chunk_images)
+from blindspots.labels._internal.pixels import label_probs
 from blindspots.labels.filter import LabelIssueFinder
-from blindspots.labels.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index, check_positive_int,
-                                      check_values, chunk_images)
-from blindspots.labels.pixels import label_probs
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter

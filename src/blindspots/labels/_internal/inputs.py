@@ -133,7 +133,7 @@ class _NpyReader:
         return out.reshape((stop - start,) + self.shape[1:])
 
 
-def _as_readable(x: Any, name: str) -> Any:
+def as_readable(x: Any, name: str) -> Any:
     """np.ndarray | np.memmap | .npy path -> something with .shape, .dtype and chunk reads."""
     if isinstance(x, (str, os.PathLike)):
         p = Path(x)
@@ -162,7 +162,7 @@ def _memmap_is_whole(x: np.memmap) -> bool:
     return x.offset + x.nbytes <= size
 
 
-def _read(x: Any, start: int, stop: int) -> np.ndarray:
+def read_rows(x: Any, start: int, stop: int) -> np.ndarray:
     if isinstance(x, _NpyReader):
         return x.read(start, stop)
     return np.asarray(x[start:stop])
@@ -177,8 +177,8 @@ class ArrayBatches:
     reiterable = True
 
     def __init__(self, labels: Any, pred_probs: Any, *, downsample: int = 1) -> None:
-        self.labels = _as_readable(labels, "labels")
-        self.pred_probs = _as_readable(pred_probs, "pred_probs")
+        self.labels = as_readable(labels, "labels")
+        self.pred_probs = as_readable(pred_probs, "pred_probs")
         check_shapes(tuple(self.labels.shape), tuple(self.pred_probs.shape), self.labels.dtype,
                      self.pred_probs.dtype, downsample)
         self.n, self.num_classes, self.h, self.w = (int(s) for s in self.pred_probs.shape)
@@ -190,7 +190,7 @@ class ArrayBatches:
     def iter(self, images_per_chunk: int, start: int = 0) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         for s in range(start, self.n, images_per_chunk):
             e = min(s + images_per_chunk, self.n)
-            yield s, _read(self.labels, s, e), _read(self.pred_probs, s, e)
+            yield s, read_rows(self.labels, s, e), read_rows(self.pred_probs, s, e)
 
 
 class IterableBatches:

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from blindspots.labels.inputs import ArrayBatches, IterableBatches, ModelBatches, check_values, chunk_images
-from blindspots.labels.pixels import argmax_max, block_majority, block_mean_probs, label_probs
+from blindspots.labels._internal.inputs import ArrayBatches, IterableBatches, ModelBatches, check_values, chunk_images
+from blindspots.labels._internal.pixels import argmax_max, block_majority, block_mean_probs, label_probs
 
 log = logging.getLogger(__name__)
 
