@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from blindspots.cli import app
 from blindspots.labels import find_label_issues, get_label_quality_scores, review_label_issues
+from test_labels_cli import _write_set
 from test_labels_helpers import structured_inputs
 
 SIZES = [(8, 12), (8, 12), (10, 6), (8, 12), (4, 4), (10, 6)]
@@ -105,23 +106,7 @@ def test_model_and_dataset_of_mixed_sizes_match_padded_arrays():
 
 
 def test_cli_label_issues_on_images_of_mixed_sizes(tmp_path):
-    (tmp_path / "images").mkdir()
-    (tmp_path / "masks").mkdir()
-    rng = np.random.default_rng(0)
-    for i, (h, w) in enumerate([(32, 40), (24, 24), (32, 40), (40, 16)]):
-        mask = np.zeros((h, w), np.uint8)
-        mask[h // 4: h // 2, w // 4: w // 2] = 1
-        mask[h // 2:, w // 2:] = 2
-        image = np.zeros((h, w, 3), np.uint8)
-        image[..., 0] = 200
-        for c in (1, 2):
-            image[mask == c] = [0, 0, 0]
-            image[..., c][mask == c] = 200
-        image = np.clip(image.astype(int) + rng.integers(-30, 30, image.shape), 0, 255).astype(np.uint8)
-        if i == 1:
-            mask[h // 4: h // 2, w // 4: w // 2] = 0
-        Image.fromarray(image).save(tmp_path / "images" / f"img{i}.jpg")
-        Image.fromarray(mask).save(tmp_path / "masks" / f"img{i}.png")
+    _write_set(tmp_path, sizes=[(32, 40), (24, 24), (32, 40), (40, 16)], image_ext=".jpg")
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["label-issues", "--images", str(tmp_path / "images"), "--masks",
                                    str(tmp_path / "masks"), "--model", "test_labels_cli:toy_model?num_classes=3",
@@ -129,5 +114,5 @@ def test_cli_label_issues_on_images_of_mixed_sizes(tmp_path):
     assert res.exit_code == 0, res.output
     images = pd.read_csv(out / "images.csv")
     assert sorted(images.id) == ["img0", "img1", "img2", "img3"]
-    assert images.id.iloc[0] == "img1"
+    assert images.id.iloc[0] == "img2"  # the image with the dropped object ranks worst
     assert np.asarray(Image.open(out / "issues" / "img3.png")).shape == (40, 16)

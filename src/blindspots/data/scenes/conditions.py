@@ -144,8 +144,7 @@ def sample_conditions(
     """
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
-    if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"distribution: expected one of {list(DISTRIBUTIONS)}, got {distribution!r}")
+    check_distribution(distribution)
     if not 0.0 <= hard_fraction <= 1.0:
         raise ValueError(f"hard_fraction: expected a value in [0, 1], got {hard_fraction}")
     if distribution == "pool":
@@ -177,3 +176,17 @@ def check_seed(seed: Any, name: str = "seed") -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"{name}: expected a non-negative int, got {seed!r}")
     return int(seed)
+
+
+def check_size(size: Any) -> int:
+    """A scene side in pixels: an int in [16, 2048], else ValueError."""
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 16 <= size <= 2048:
+        raise ValueError(f"size: expected an int in [16, 2048], got {size!r}")
+    return int(size)
+
+
+def check_distribution(distribution: Any) -> str:
+    """One of DISTRIBUTIONS, else ValueError."""
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"distribution: expected one of {list(DISTRIBUTIONS)}, got {distribution!r}")
+    return str(distribution)

@@ -12,8 +12,8 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from blindspots.data.scenes.conditions import (DISTRIBUTIONS, SCENE_CLASSES, SceneConditions, check_seed,
-                                               sample_conditions)
+from blindspots.data.scenes.conditions import (SCENE_CLASSES, SceneConditions, check_distribution, check_seed,
+                                               check_size, sample_conditions)
 from blindspots.data.scenes.render import render_scene
 
 if TYPE_CHECKING:  # imported lazily at run time (another module of the data package)
@@ -33,8 +33,7 @@ def scene_seeds(n: int, seed: int) -> np.ndarray:
 
 def scene_set_conditions(n: int, *, seed: int, distribution: str) -> list[SceneConditions]:
     """Conditions of the scenes `generate_scene_set(n, seed=seed, distribution=...)` renders (no rendering)."""
-    if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"distribution: expected one of {list(DISTRIBUTIONS)}, got {distribution!r}")
+    check_distribution(distribution)
     return [sample_conditions(np.random.default_rng([int(s), 0]), distribution) for s in scene_seeds(n, seed)]
 
 
@@ -101,10 +100,8 @@ def render_scene_arrays(
     Scene i equals scene i of `generate_scene_set(..., seed=seed, distribution=distribution, size=size)`.
     n_jobs: worker processes (-1: all cores); the result does not depend on it.
     """
-    if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"distribution: expected one of {list(DISTRIBUTIONS)}, got {distribution!r}")
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 16 <= size <= 2048:
-        raise ValueError(f"size: expected an int in [16, 2048], got {size!r}")
+    check_distribution(distribution)
+    size = check_size(size)
     jobs = _check_jobs(n_jobs)
     seeds = [int(s) for s in scene_seeds(n, seed)]
     images = np.empty((len(seeds), size, size, 3), np.uint8)
@@ -151,10 +148,8 @@ def generate_scene_set(
     """
     from blindspots.data.segsets import SegmentationSet
 
-    if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"distribution: expected one of {list(DISTRIBUTIONS)}, got {distribution!r}")
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 16 <= size <= 2048:
-        raise ValueError(f"size: expected an int in [16, 2048], got {size!r}")
+    check_distribution(distribution)
+    size = check_size(size)
     jobs = _check_jobs(n_jobs)
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)

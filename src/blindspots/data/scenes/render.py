@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from blindspots.data.scenes.canvas import Canvas, fast_noise, smooth_noise
-from blindspots.data.scenes.conditions import SKY, SceneConditions, check_seed, sample_conditions
+from blindspots.data.scenes.conditions import SKY, SceneConditions, check_seed, check_size, sample_conditions
 from blindspots.data.scenes.street import TEX_FINE, TEX_LOW, Street
 
 
@@ -63,9 +63,7 @@ def render_scene(
     Returns a Scene with image uint8 [size, size, 3] and mask uint8 [size, size] (SCENE_CLASSES ids).
     """
     seed = check_seed(seed)
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 16 <= size <= 2048:
-        raise ValueError(f"size: expected an int in [16, 2048], got {size!r}")
-    size = int(size)
+    size = check_size(size)
     if conditions is None:
         conditions = sample_conditions(np.random.default_rng([seed, 0]), distribution)
     elif not isinstance(conditions, SceneConditions):
