@@ -116,3 +116,32 @@ def test_cli_label_issues_on_images_of_mixed_sizes(tmp_path):
     assert sorted(images.id) == ["img0", "img1", "img2", "img3"]
     assert images.id.iloc[0] == "img2"  # the image with the dropped object ranks worst
     assert np.asarray(Image.open(out / "issues" / "img3.png")).shape == (40, 16)
+
+
+def test_mixed_size_model_pass_resumes_from_its_cache(tmp_path):
+    items = _items(4)
+    dataset = []
+    for i, (lab, _) in enumerate(items):
+        image = np.zeros(lab.shape + (3,), np.uint8)
+        image[0, 0, 0] = i
+        dataset.append((image, lab))
+    table = [p.astype(np.float32) for _, p in items]
+    expect = find_label_issues(model=_Model(table), dataset=dataset, verbose=False)
+
+    class Interrupt(Exception):
+        pass
+
+    class Flaky(_Model):
+        def predict_proba(self, images):
+            if len(self.calls) == 3:  # the 4th forward pass: windows 1 and 2 (3 sizes) are cached
+                raise Interrupt
+            return super().predict_proba(images)
+
+    cache = tmp_path / "cache"
+    with pytest.raises(Interrupt):
+        find_label_issues(model=Flaky(table), dataset=dataset, model_batch_size=2, cache_dir=cache, verbose=False)
+    again = _Model(table)
+    got = find_label_issues(model=again, dataset=dataset, model_batch_size=2, cache_dir=cache, verbose=False)
+    assert sum(s[0] for s in again.calls) == 2  # only the last window (images 4, 5) is predicted again
+    for g, e in zip(got, expect):
+        np.testing.assert_array_equal(g, e)
