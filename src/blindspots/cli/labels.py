@@ -57,6 +57,7 @@ def label_issues(
 ) -> None:
     """Rank images by label quality, flag mislabelled pixels and group them into typed regions
     (confident learning for segmentation; cleanlab-compatible). Images may differ in size."""
+    from blindspots.data.classes import DEFAULT_IGNORE_INDEX
     from blindspots.labels.review import mask_png_writer, review_label_issues, save_review, worst_images_figure
 
     if fmt not in ("csv", "parquet"):
@@ -81,7 +82,7 @@ def label_issues(
         row_ids = _read_ids(ids)
     ds_classes = getattr(dataset, "classes", None)
     ign = None if no_ignore else ignore_index if ignore_index is not None else \
-        ds_classes.ignore_index if ds_classes is not None else 255
+        ds_classes.ignore_index if ds_classes is not None else DEFAULT_IGNORE_INDEX
     out.mkdir(parents=True, exist_ok=True)
     on_mask = mask_png_writer(out / "issues", row_ids) if write_masks else None
     review = review_label_issues(labels, probs, model=seg_model, dataset=dataset, ids=row_ids, downsample=downsample,

@@ -101,7 +101,7 @@ def _from_json(data: Any, where: str) -> Classes:
         table = {int(k): str(v) for k, v in data["id2label"].items()}
         if sorted(table) != list(range(len(table))):
             raise ValueError(f"classes: expected id2label ids 0..K-1 in {where}, got {sorted(table)[:10]}")
-        data = {"names": [table[i] for i in range(len(table))], "ignore_index": data.get("ignore_index", 255)}
+        data = {"names": [table[i] for i in range(len(table))], "ignore_index": data.get("ignore_index", DEFAULT_IGNORE_INDEX)}
     names = data.get("names")
     if not isinstance(names, list):
         raise ValueError(f"classes: expected 'names' (a list) in {where}, got {type(names).__name__}")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from blindspots.data.classes import Classes
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX, Classes
 
 __all__ = ["LAYOUTS", "Layout", "VOC_CLASSES", "CITYSCAPES_CLASSES", "ADE20K_CLASSES", "CITYSCAPES_ID_TO_TRAINID",
            "ade20k_label_map", "resolve_layout"]
@@ -42,7 +42,7 @@ _CITYSCAPES = (  # (trainId name, colour, labelIds that map to it) from cityscap
 CITYSCAPES_CLASSES = Classes(tuple(n for n, _, _ in _CITYSCAPES),
                              palette=np.array([c for _, c, _ in _CITYSCAPES], dtype=np.uint8))
 #: uint8 [256]: Cityscapes labelId -> trainId; every id that is not a train class -> 255
-CITYSCAPES_ID_TO_TRAINID = np.full(256, 255, dtype=np.uint8)
+CITYSCAPES_ID_TO_TRAINID = np.full(256, DEFAULT_IGNORE_INDEX, dtype=np.uint8)
 for _train_id, (_, _, _ids) in enumerate(_CITYSCAPES):
     CITYSCAPES_ID_TO_TRAINID[list(_ids)] = _train_id
 
@@ -66,10 +66,10 @@ ADE20K_CLASSES = Classes((
 ))
 
 
-def ade20k_label_map(ignore_index: int = 255) -> np.ndarray:
+def ade20k_label_map(ignore_index: int = DEFAULT_IGNORE_INDEX) -> np.ndarray:
     """uint8 [256] reduce-zero-label lookup: 0 -> ignore_index, v -> v - 1 (255 stays ignore)."""
     lut = (np.arange(256, dtype=np.int64) - 1) % 256
-    lut[0] = lut[255] = ignore_index
+    lut[0] = lut[DEFAULT_IGNORE_INDEX] = ignore_index  # 255 is ADE's own 'unlabeled' too
     return lut.astype(np.uint8)
 
 
@@ -151,6 +151,6 @@ def resolve_layout(root: str | Path, layout: str = "index", *, split: str | None
                       image_suffix="_leftImg8bit.png", label_map=label_map, ids=ids)
     split = {"train": "training", "val": "validation"}.get(split or "", split)
     root = _sub(root, "ADEChallengeData2016")
-    ign = 255 if classes is None or classes.ignore_index is None else classes.ignore_index
+    ign = DEFAULT_IGNORE_INDEX if classes is None or classes.ignore_index is None else classes.ignore_index
     return Layout(given(images, _sub(root, "images", split)), given(masks, _sub(root, "annotations", split)),
                   classes or ADE20K_CLASSES, label_map=ade20k_label_map(ign), ids=ids)
