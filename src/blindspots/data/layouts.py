@@ -69,7 +69,7 @@ ADE20K_CLASSES = Classes((
 def ade20k_label_map(ignore_index: int = DEFAULT_IGNORE_INDEX) -> np.ndarray:
     """uint8 [256] reduce-zero-label lookup: 0 -> ignore_index, v -> v - 1 (255 stays ignore)."""
     lut = (np.arange(256, dtype=np.int64) - 1) % 256
-    lut[0] = lut[DEFAULT_IGNORE_INDEX] = ignore_index  # 255 is ADE's own 'unlabeled' too
+    lut[0] = lut[255] = ignore_index  # raw 0 ("other") and a raw 255 (never a class) are ignored
     return lut.astype(np.uint8)
 
 
