@@ -9,8 +9,7 @@ plus a dataset. Pixels labelled `ignore_index` (255) are never flagged and never
 """
 from blindspots.labels.filter import LabelIssueFinder, find_label_issues
 from blindspots.labels.rank import get_label_quality_scores, issues_from_scores
-from blindspots.labels.regions import find_issue_regions
-from blindspots.labels.review import review_label_issues
+from blindspots.labels.review import find_issue_regions, review_label_issues
 from blindspots.labels.summary import common_label_issues, display_issues, filter_by_class
 
 __all__ = ["LabelIssueFinder", "common_label_issues", "display_issues", "filter_by_class", "find_issue_regions",

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index,
+                                                check_positive_int, check_values, chunk_images)
+from blindspots.labels._internal.pixels import label_probs
 from blindspots.labels.filter import LabelIssueFinder
-from blindspots.labels.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index, check_positive_int,
-                                      check_values, chunk_images)
-from blindspots.labels.pixels import label_probs
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
@@ -72,6 +72,9 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
                              ) -> tuple[np.ndarray, np.ndarray | None]:
     """(image_scores float64 [N], pixel_scores [N, H, W]); lower = more likely mislabelled.
 
+    Images of mixed sizes (an iterable of batches, or model + dataset) give pixel_scores as a list of N
+    arrays [H_i, W_i]; arrays (one size by construction) behave exactly as in cleanlab.
+
     Drop-in for `cleanlab.segmentation.rank.get_label_quality_scores`; same inputs as
     `blindspots.labels.filter.find_label_issues` (arrays, memmaps, .npy paths, iterables of batches,
     model + dataset).
@@ -114,8 +117,13 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
             s = label_probs(lab, pp, valid)
             image_scores.append(softmin_pool(s, valid, temperature))
             if return_pixel_scores:
-                if pix is None and src.n is not None:
+                if pix is None and src.n is not None and not parts:
                     pix = _open_out(pixel_scores_out, (src.n,) + s.shape[1:], s.dtype, "pixel_scores_out")
+                if pix is not None and s.shape[1:] != pix.shape[1:]:  # images of mixed sizes
+                    if pixel_scores_out is not None:
+                        raise ValueError(f"pixel_scores_out: expected images of one size {pix.shape[1:]}, got "
+                                         f"{s.shape[1:]} at image {start}; pass return_pixel_scores=False")
+                    parts, pix = [pix[:start]], None
                 if pix is not None:
                     pix[start:start + len(s)] = s
                 elif pixel_scores_out is not None:
@@ -128,10 +136,17 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
         raise ValueError("labels: expected at least one image, got none")
     scores = np.concatenate(image_scores)
     if return_pixel_scores and pix is None:
-        pix = np.concatenate(parts)
+        pix = _join(parts)
     if isinstance(pix, np.memmap):
         pix.flush()
     return scores, (pix if return_pixel_scores else None)
+
+
+def _join(parts: list[np.ndarray]) -> np.ndarray | list[np.ndarray]:
+    """Chunks [b, H, W] -> one [N, H, W] array, or a list of N [H_i, W_i] arrays when sizes differ."""
+    if len({p.shape[1:] for p in parts}) <= 1:
+        return np.concatenate(parts)
+    return [img for p in parts for img in p]
 
 
 def _num_pixel_issues(labels: Any, pred_probs: Any, *, model: Segmenter | None, dataset: Any,
@@ -142,18 +157,24 @@ def _num_pixel_issues(labels: Any, pred_probs: Any, *, model: Segmenter | None, 
                               verbose=verbose, cache_dir=cache_dir, atol=atol)
     with finder:
         finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
-        n, (h, w) = finder.n_images_, finder.shape_
+        n = finder.n_images_
+        mixed = finder.shape_ is None
+        if mixed and pixel_scores_out is not None:
+            raise ValueError("pixel_scores_out: expected None for images of different sizes (pixel scores are "
+                             "returned as a list of [H_i, W_i] arrays), got an output")
         scores = np.empty(n, dtype=np.float64)
-        pix = None
+        pix: Any = [] if mixed and return_pixel_scores else None
         for start, mask, full in finder.iter_batches():
             b = len(mask)
             n_valid = full.valid.reshape(b, -1).sum(axis=1)
             n_issue = mask.reshape(b, -1).sum(axis=1)
             frac = np.divide(n_issue, n_valid, out=np.zeros(b), where=n_valid > 0)
             scores[start:start + b] = 1.0 - frac
-            if return_pixel_scores:
+            if return_pixel_scores and mixed:
+                pix += [img.copy() for img in full.score]
+            elif return_pixel_scores:
                 if pix is None:
-                    pix = _open_out(pixel_scores_out, (n, h, w), full.score.dtype, "pixel_scores_out")
+                    pix = _open_out(pixel_scores_out, (n,) + finder.shape_, full.score.dtype, "pixel_scores_out")
                 pix[start:start + b] = full.score
     return scores, pix
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from blindspots.labels.pixels import argmax_max
+from blindspots.labels._internal.pixels import argmax_max
 
 log = logging.getLogger(__name__)
 

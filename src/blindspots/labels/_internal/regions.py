@@ -21,8 +21,6 @@ import numpy as np
 import pandas as pd
 from scipy import ndimage
 
-from blindspots.labels.inputs import check_ignore_index
-from blindspots.labels.pixels import argmax_max, label_probs
 
 KINDS = ("missing", "wrong_class", "spurious")
 COLUMNS = ["image", "region", "kind", "given_label", "predicted_label", "area", "x0", "y0", "x1", "y1",
@@ -109,35 +107,3 @@ def regions_frame(regions: Iterable[IssueRegion]) -> pd.DataFrame:
     """IssueRegions -> DataFrame with COLUMNS (one row per region)."""
     rows = [asdict(r) for r in regions]
     return pd.DataFrame(rows, columns=COLUMNS) if rows else pd.DataFrame({c: [] for c in COLUMNS})
-
-
-def find_issue_regions(issues: np.ndarray, labels: np.ndarray, pred_probs: np.ndarray, *,
-                       background: Sequence[int] = (0,), ignore_index: int | None = 255, min_area: int = 1,
-                       connectivity: int = 2, ignored_thresholds: np.ndarray | None = None) -> pd.DataFrame:
-    """Typed issue regions of a whole set, one row per region, sorted by image then region score.
-
-    issues: bool [N, H, W] (e.g. from find_label_issues); labels: int [N, H, W];
-    pred_probs: float [N, K, H, W]. See `image_regions` for the other settings.
-    """
-    ignore_index = check_ignore_index(ignore_index)
-    issues, labels = np.asarray(issues), np.asarray(labels)
-    if issues.ndim != 3 or issues.dtype != np.bool_:
-        raise ValueError(f"issues: expected a bool array of shape (N, H, W), got {issues.dtype} {issues.shape}")
-    if labels.shape != issues.shape:
-        raise ValueError(f"labels: expected shape {issues.shape} (as issues), got {labels.shape}")
-    if np.ndim(pred_probs) != 4 or (np.shape(pred_probs)[0],) + tuple(np.shape(pred_probs)[2:]) != issues.shape:
-        raise ValueError(f"pred_probs: expected shape (N, K, H, W) matching issues {issues.shape}, "
-                         f"got {np.shape(pred_probs)}")
-    if connectivity not in (1, 2):
-        raise ValueError(f"connectivity: expected 1 (4-neighbours) or 2 (8-neighbours), got {connectivity!r}")
-    regions: list[IssueRegion] = []
-    for i in range(len(issues)):
-        pp = np.asarray(pred_probs[i:i + 1])
-        lab = labels[i:i + 1]
-        valid = None if ignore_index is None else lab != ignore_index
-        s = label_probs(lab, pp, valid)[0]
-        pred, mp = argmax_max(pp)
-        regions += image_regions(issues[i], labels[i], pred[0], s, mp[0], image=i, background=background,
-                                 ignore_index=ignore_index, min_area=min_area, connectivity=connectivity,
-                                 ignored_thresholds=ignored_thresholds)
-    return regions_frame(regions)

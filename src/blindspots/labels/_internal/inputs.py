@@ -133,7 +133,7 @@ class _NpyReader:
         return out.reshape((stop - start,) + self.shape[1:])
 
 
-def _as_readable(x: Any, name: str) -> Any:
+def as_readable(x: Any, name: str) -> Any:
     """np.ndarray | np.memmap | .npy path -> something with .shape, .dtype and chunk reads."""
     if isinstance(x, (str, os.PathLike)):
         p = Path(x)
@@ -162,7 +162,7 @@ def _memmap_is_whole(x: np.memmap) -> bool:
     return x.offset + x.nbytes <= size
 
 
-def _read(x: Any, start: int, stop: int) -> np.ndarray:
+def read_rows(x: Any, start: int, stop: int) -> np.ndarray:
     if isinstance(x, _NpyReader):
         return x.read(start, stop)
     return np.asarray(x[start:stop])
@@ -177,8 +177,8 @@ class ArrayBatches:
     reiterable = True
 
     def __init__(self, labels: Any, pred_probs: Any, *, downsample: int = 1) -> None:
-        self.labels = _as_readable(labels, "labels")
-        self.pred_probs = _as_readable(pred_probs, "pred_probs")
+        self.labels = as_readable(labels, "labels")
+        self.pred_probs = as_readable(pred_probs, "pred_probs")
         check_shapes(tuple(self.labels.shape), tuple(self.pred_probs.shape), self.labels.dtype,
                      self.pred_probs.dtype, downsample)
         self.n, self.num_classes, self.h, self.w = (int(s) for s in self.pred_probs.shape)
@@ -190,13 +190,15 @@ class ArrayBatches:
     def iter(self, images_per_chunk: int, start: int = 0) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         for s in range(start, self.n, images_per_chunk):
             e = min(s + images_per_chunk, self.n)
-            yield s, _read(self.labels, s, e), _read(self.pred_probs, s, e)
+            yield s, read_rows(self.labels, s, e), read_rows(self.pred_probs, s, e)
 
 
 class IterableBatches:
     """A one-shot iterable of (labels int [b,H,W], pred_probs float [b,K,H,W]) batches.
 
-    Shapes must agree across batches; N is known once the iterable is exhausted.
+    K must agree across batches; H and W may differ from batch to batch (images of mixed sizes: one
+    batch per size, or one image per batch). N is known once the iterable is exhausted.
+    `h`, `w` are the first batch's size.
     """
 
     reiterable = False
@@ -230,10 +232,10 @@ class IterableBatches:
             check_shapes(lab.shape, pp.shape, lab.dtype, pp.dtype, self.downsample)
             if self.num_classes is None:
                 self.num_classes, self.h, self.w, self.dtype = pp.shape[1], pp.shape[2], pp.shape[3], pp.dtype
-            elif (pp.shape[1], pp.shape[2], pp.shape[3]) != (self.num_classes, self.h, self.w):
-                raise ValueError(f"pred_probs: expected every batch to have shape (b, {self.num_classes}, {self.h}, "
-                                 f"{self.w}), got {pp.shape} at image {pos}")
-            elif pp.dtype != self.dtype:
+            elif pp.shape[1] != self.num_classes:
+                raise ValueError(f"pred_probs: expected every batch to have {self.num_classes} classes (b, "
+                                 f"{self.num_classes}, H, W), got {pp.shape} at image {pos}")
+            if pp.dtype != self.dtype:
                 pp = pp.astype(self.dtype)
             if lab.shape[0] == 0:
                 continue
@@ -246,7 +248,8 @@ class ModelBatches(IterableBatches):
     """Probabilities computed on the fly by a `Segmenter` over a dataset of (image, mask) pairs.
 
     model.predict_proba(uint8 [b, H, W, 3]) -> float32 [b, K, H, W]; dataset[i] -> (image uint8 [H, W, 3],
-    mask int [H, W]). Nothing of size N is kept; `start` resumes at an image index.
+    mask int [H, W]). Images may differ in size: each window of `batch_size` images is predicted one size
+    at a time. Nothing of size N is kept; `start` resumes at an image index.
     """
 
     def __init__(self, model: Segmenter, dataset: LabelledSet | Sequence[tuple[np.ndarray, np.ndarray]], *,
@@ -260,17 +263,40 @@ class ModelBatches(IterableBatches):
         self.model_batch = check_positive_int(batch_size, "batch_size")
         super().__init__([], n=len(dataset), downsample=downsample)
 
+    def _predict(self, images: list[np.ndarray], masks: list[np.ndarray]) -> np.ndarray:
+        """Images of one size uint8 [b, H, W, 3] -> probabilities float [b, K, H, W] at the masks' size."""
+        probs = np.asarray(self.model.predict_proba(np.stack(images)))
+        h, w = images[0].shape[:2]
+        if any(m.shape != (h, w) for m in masks):
+            bad = next(m.shape for m in masks if m.shape != (h, w))
+            raise ValueError(f"dataset: expected each mask at its image's size ({h}, {w}), got {bad}")
+        if probs.ndim != 4 or probs.shape[0] != len(images) or probs.shape[2:] != (h, w):
+            raise ValueError(f"model: expected predict_proba to return [b, K, {h}, {w}] at the mask resolution, "
+                             f"got {probs.shape}")
+        return probs
+
     def _generate(self, start: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         n = len(self.dataset)
         for s in range(start, n, self.model_batch):
-            items = [self.dataset[i] for i in range(s, min(s + self.model_batch, n))]
-            images = np.stack([np.asarray(im) for im, _ in items])
-            masks = np.stack([np.asarray(m) for _, m in items])
-            probs = np.asarray(self.model.predict_proba(images))
-            if probs.shape[0] != images.shape[0] or probs.shape[2:] != masks.shape[1:]:
-                raise ValueError(f"model: expected predict_proba to return [b, K, {masks.shape[1]}, "
-                                 f"{masks.shape[2]}] at the mask resolution, got {probs.shape}")
-            yield masks, probs
+            items = [(np.asarray(im), np.asarray(m)) for im, m in
+                     (self.dataset[i] for i in range(s, min(s + self.model_batch, n)))]
+            # images of mixed sizes: one forward pass per size in this window ...
+            by_size: dict[tuple[int, ...], list[int]] = {}
+            for j, (im, _) in enumerate(items):
+                by_size.setdefault(im.shape, []).append(j)
+            probs: list[np.ndarray | None] = [None] * len(items)
+            for group in by_size.values():
+                pp = self._predict([items[j][0] for j in group], [items[j][1] for j in group])
+                for j, p in zip(group, pp):
+                    probs[j] = p
+            # ... and batches yielded in dataset order, one per run of equal sizes (ids stay aligned)
+            j = 0
+            while j < len(items):
+                e = j + 1
+                while e < len(items) and items[e][1].shape == items[j][1].shape:
+                    e += 1
+                yield np.stack([m for _, m in items[j:e]]), np.stack(probs[j:e])  # type: ignore[arg-type]
+                j = e
 
     def iter(self, images_per_chunk: int | None = None, start: int = 0) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         self.batches = self._generate(start)

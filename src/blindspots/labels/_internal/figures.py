@@ -8,8 +8,8 @@ import numpy as np
 from PIL import Image
 
 from blindspots.data.classes import voc_palette
-from blindspots.labels.inputs import _as_readable, _read
-from blindspots.labels.pixels import argmax_max
+from blindspots.labels._internal.inputs import as_readable, read_rows
+from blindspots.labels._internal.pixels import argmax_max
 
 
 def _colour(mask: np.ndarray, palette: np.ndarray) -> np.ndarray:
@@ -35,8 +35,8 @@ def worst_images_figure(review: Any, *, top: int = 8, labels: Any = None, probs:
     import matplotlib.pyplot as plt
 
     rows = review.images.head(top)
-    lab_src = _as_readable(labels, "labels") if labels is not None else None
-    prob_src = _as_readable(probs, "probs") if probs is not None else None
+    lab_src = as_readable(labels, "labels") if labels is not None else None
+    prob_src = as_readable(probs, "probs") if probs is not None else None
     if ids is None and dataset is not None and hasattr(dataset, "ids"):
         ids = list(dataset.ids)
     id_to_index = {v: i for i, v in enumerate(ids)} if ids is not None else None
@@ -49,8 +49,8 @@ def worst_images_figure(review: Any, *, top: int = 8, labels: Any = None, probs:
             image, given = dataset[i]
             pp = np.asarray(model.predict_proba(np.asarray(image)[None])) if model is not None else None
         else:
-            given = _read(lab_src, i, i + 1)[0]
-            pp = _read(prob_src, i, i + 1)
+            given = read_rows(lab_src, i, i + 1)[0]
+            pp = read_rows(prob_src, i, i + 1)
         pred = argmax_max(pp)[0][0] if pp is not None else np.zeros_like(given)
         k = pp.shape[1] if pp is not None else int(given[given != ignore_index].max(initial=0)) + 1
         pal = voc_palette(max(k, 1)) if palette is None else np.asarray(palette, np.uint8)

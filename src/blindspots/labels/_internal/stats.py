@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from blindspots.labels.inputs import ArrayBatches, IterableBatches, ModelBatches, check_values, chunk_images
-from blindspots.labels.pixels import argmax_max, block_majority, block_mean_probs, label_probs
+from blindspots.labels._internal.inputs import ArrayBatches, IterableBatches, ModelBatches, check_values, chunk_images
+from blindspots.labels._internal.pixels import argmax_max, block_majority, block_mean_probs, label_probs
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ class ArrayStats:
         self.n, self.num_classes, self.h, self.w = source.n, source.num_classes, source.h, source.w
         self.dtype = source.dtype
         self.chunk = chunk_images(self.num_classes, self.h, self.w, batch_size)
+        self.shapes = np.tile(np.array([self.h, self.w], dtype=np.int64), (self.n, 1))  # int64 [N, 2]
         self._validated = False
 
     def passes(self, desc: str, *, need_pred: bool, full: bool = False
@@ -106,11 +107,16 @@ class ArrayStats:
 
 
 _FIELDS = ("labels", "score", "pred", "maxprob")
+#: cache layout version (2: per-image sizes in shapes.bin); other versions are rebuilt, never resumed
+_VERSION = 2
 
 
 class CachedStats:
     """Stats of a one-shot source, computed once and kept in flat files (analysis and full resolution).
 
+    Images may differ in size: `shapes.bin` keeps each image's (H, W) (int64 [N, 2] as `shapes`), the
+    pixel files are the images' pixels one after the other, and passes yield chunks of consecutive
+    images of one size. `h`, `w` are the size of every image, or None when sizes are mixed.
     cache_dir: where the files go; None makes a temporary directory removed by `close()`. With an
     explicit cache_dir and a `ModelBatches` source, an interrupted build resumes where it stopped.
     """
@@ -136,7 +142,7 @@ class CachedStats:
         settings = {"ignore_index": self.ignore_index, "downsample": self.downsample}
         start = 0
         if man and man.get("settings") == settings and isinstance(self.source, ModelBatches) \
-                and man.get("total") == len(self.source.dataset):
+                and man.get("total") == len(self.source.dataset) and man.get("version") == _VERSION:
             start = int(man.get("done", 0))
             self._set_layout(man)
             self._truncate(start)
@@ -152,9 +158,9 @@ class CachedStats:
                 for s, lab, pp in self.source.iter(None, start):
                     check_values(lab, pp, self.ignore_index, s, self.atol)
                     if not files:
-                        self._set_layout({"num_classes": int(pp.shape[1]), "h": int(pp.shape[2]),
-                                          "w": int(pp.shape[3]), "dtype": np.dtype(pp.dtype).str,
-                                          "label_dtype": self._label_dtype(pp.shape[1]).str})
+                        if not hasattr(self, "_layout"):
+                            self._set_layout({"num_classes": int(pp.shape[1]), "dtype": np.dtype(pp.dtype).str,
+                                              "label_dtype": self._label_dtype(pp.shape[1]).str})
                         files = {name: open(self.dir / f"{name}.bin", "ab") for name in self._names()}
                     full = compute_stats(s, lab, pp, self.ignore_index, True)
                     self._write(files, "", full)
@@ -162,6 +168,8 @@ class CachedStats:
                         small = compute_stats(s, *downsampled(lab, pp, self.downsample, self.ignore_index),
                                               self.ignore_index, True)
                         self._write(files, "small_", small)
+                    sizes = np.tile(np.array(lab.shape[1:], dtype=np.int64), (len(lab), 1))
+                    files["shapes"].write(sizes.tobytes())  # type: ignore[attr-defined]
                     for f in files.values():
                         f.flush()  # type: ignore[attr-defined]
                     done = s + len(lab)
@@ -172,7 +180,7 @@ class CachedStats:
                 f.close()  # type: ignore[attr-defined]
         if not hasattr(self, "num_classes"):
             raise ValueError("labels: expected at least one batch of (labels, pred_probs), got none")
-        self.n = self._count_images()
+        self._load_shapes()
         self._save_manifest(settings, self.n, self.n, complete=True)
 
     def _label_dtype(self, k: int) -> np.dtype:
@@ -180,26 +188,22 @@ class CachedStats:
         return np.dtype(np.uint8 if small else np.int32)
 
     def _set_layout(self, man: dict) -> None:
-        self.num_classes, self.h, self.w = int(man["num_classes"]), int(man["h"]), int(man["w"])
+        self.num_classes = int(man["num_classes"])
         self.dtype = np.dtype(man["dtype"])
         self.label_dtype = np.dtype(man["label_dtype"])
         self.pred_dtype = np.dtype(np.uint8 if self.num_classes <= 256 else np.uint16)
-        self._layout = {k: man[k] for k in ("num_classes", "h", "w", "dtype", "label_dtype")}
+        self._layout = {k: man[k] for k in ("num_classes", "dtype", "label_dtype")}
 
     def _names(self) -> list[str]:
         names = list(_FIELDS)
         if self.downsample > 1:
             names += [f"small_{f}" for f in _FIELDS]
-        return names
+        return names + ["shapes"]
 
     def _dtype_of(self, field: str) -> np.dtype:
         base = field.removeprefix("small_")
         return {"labels": self.label_dtype, "score": self.dtype, "pred": self.pred_dtype,
-                "maxprob": self.dtype}[base]
-
-    def _pixels(self, field: str) -> int:
-        f = self.downsample if field.startswith("small_") else 1
-        return (self.h // f) * (self.w // f)
+                "maxprob": self.dtype, "shapes": np.dtype(np.int64)}[base]
 
     def _write(self, files: dict, prefix: str, st: PixelStats) -> None:
         for name in _FIELDS:
@@ -207,30 +211,74 @@ class CachedStats:
             files[prefix + name].write(np.ascontiguousarray(arr, dtype=self._dtype_of(prefix + name)).tobytes())
 
     def _save_manifest(self, settings: dict, done: int, total: int | None, complete: bool) -> None:
-        man = dict(self._layout, settings=settings, done=done, total=total, complete=complete)
+        man = dict(self._layout, settings=settings, done=done, total=total, complete=complete, version=_VERSION)
         tmp = self.dir / "manifest.json.tmp"
         tmp.write_text(json.dumps(man))
         os.replace(tmp, self.dir / "manifest.json")
 
+    def _read_shapes(self, n_images: int | None = None) -> np.ndarray:
+        """int64 [n, 2]: (H, W) of the first n_images cached images (all when None)."""
+        p = self.dir / "shapes.bin"
+        if not p.is_file():
+            return np.zeros((0, 2), dtype=np.int64)
+        arr = np.fromfile(p, dtype=np.int64)
+        arr = arr[: (arr.size // 2) * 2].reshape(-1, 2)
+        return arr if n_images is None else arr[:n_images]
+
+    def _offsets(self, shapes: np.ndarray, factor: int) -> np.ndarray:
+        """int64 [n + 1]: pixel offset of each image in a file at resolution 1/factor."""
+        px = (shapes[:, 0] // factor) * (shapes[:, 1] // factor)
+        return np.concatenate([[0], np.cumsum(px, dtype=np.int64)])
+
     def _truncate(self, n_images: int) -> None:
+        shapes = self._read_shapes(n_images)
+        n_images = len(shapes)
         for name in self._names():
             p = self.dir / f"{name}.bin"
-            if p.is_file():
-                with open(p, "r+b") as f:
-                    f.truncate(n_images * self._pixels(name) * self._dtype_of(name).itemsize)
+            if not p.is_file():
+                continue
+            if name == "shapes":
+                size = n_images * 2
+            else:
+                size = int(self._offsets(shapes, self.downsample if name.startswith("small_") else 1)[-1])
+            with open(p, "r+b") as f:
+                f.truncate(size * self._dtype_of(name).itemsize)
 
-    def _count_images(self) -> int:
-        p = self.dir / "labels.bin"
-        return p.stat().st_size // (self.h * self.w * self.label_dtype.itemsize)
+    def _load_shapes(self) -> None:
+        """Read the per-image sizes; set n, shapes, h/w (None when mixed), offsets and chunk groups."""
+        self.shapes = self._read_shapes()
+        self.n = len(self.shapes)
+        uniform = self.n > 0 and bool((self.shapes == self.shapes[0]).all())
+        self.h, self.w = (int(self.shapes[0, 0]), int(self.shapes[0, 1])) if uniform else (None, None)
+        self._off = {1: self._offsets(self.shapes, 1)}
+        if self.downsample > 1:
+            self._off[self.downsample] = self._offsets(self.shapes, self.downsample)
+        self._groups = self._chunks()
+
+    def _chunks(self) -> list[tuple[int, int]]:
+        """(start, stop) of each chunk: consecutive images of one size, at most chunk_images of them."""
+        out: list[tuple[int, int]] = []
+        s = 0
+        while s < self.n:
+            e = s + 1
+            while e < self.n and (self.shapes[e] == self.shapes[s]).all():
+                e += 1
+            h, w = (int(v) for v in self.shapes[s])
+            step = chunk_images(self.num_classes, h, w, self.batch_size)
+            out += [(a, min(a + step, e)) for a in range(s, e, step)]
+            s = e
+        return out
 
     # --- reading --------------------------------------------------------------------------------
     def _read(self, field: str, start: int, stop: int) -> np.ndarray:
-        dt, px = self._dtype_of(field), self._pixels(field)
+        dt = self._dtype_of(field)
         f = self.downsample if field.startswith("small_") else 1
+        off = self._off[f]
         with open(self.dir / f"{field}.bin", "rb") as fh:
-            fh.seek(start * px * dt.itemsize)
-            arr = np.fromfile(fh, dtype=dt, count=(stop - start) * px)
-        return arr.reshape(stop - start, self.h // f, self.w // f)
+            fh.seek(int(off[start]) * dt.itemsize)
+            arr = np.fromfile(fh, dtype=dt, count=int(off[stop] - off[start]))
+        h, w = (int(v) for v in self.shapes[start])  # a chunk holds images of one size
+        return arr.reshape(stop - start, h // f, w // f)
 
     def _stats(self, prefix: str, s: int, e: int, need_pred: bool) -> PixelStats:
         lab = self._read(prefix + "labels", s, e)
@@ -241,12 +289,10 @@ class CachedStats:
 
     def passes(self, desc: str, *, need_pred: bool, full: bool = False
                ) -> Iterator[tuple[PixelStats, PixelStats | None]]:
-        """Same contract as `ArrayStats.passes`, read from the cache files."""
-        chunk = chunk_images(self.num_classes, self.h, self.w, self.batch_size)
+        """Same contract as `ArrayStats.passes`, read from the cache files (chunks of one image size)."""
         prefix = "small_" if self.downsample > 1 else ""
         with tqdm(total=self.n, desc=desc, unit="img", disable=not self.verbose, leave=False) as bar:
-            for s in range(0, self.n, chunk):
-                e = min(s + chunk, self.n)
+            for s, e in self._groups:
                 st = self._stats(prefix, s, e, need_pred)
                 fs = None
                 if full:
