@@ -135,7 +135,7 @@ def distill(
     seed: int = SEED,
 ) -> None:
     """Fit the Dirichlet-process GMM and keep the heavy components as candidate scenarios."""
-    from blindspots.defuse.distill import Distiller
+    from blindspots.scenarios.clustering import Distiller
     from blindspots.defuse.identify import Identified
 
     sc = Distiller(n_components=n_components, max_codes=max_codes, weight_threshold=weight_threshold,
@@ -155,7 +155,7 @@ def export_review_cmd(
     seed: int = SEED,
 ) -> None:
     """Sample review images per scenario and write them with a votes template (CSV)."""
-    from blindspots.defuse.distill import Scenarios
+    from blindspots.scenarios.clustering import Scenarios
     from blindspots.defuse.vae import BetaVAE
     from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
     from blindspots.scenarios.review import build_review, export_review
@@ -223,7 +223,7 @@ def correct(
     import pandas as pd
 
     from blindspots.defuse.correct import PAPER_LAMBDAS, correct as run, scenario_data
-    from blindspots.defuse.distill import Scenarios
+    from blindspots.scenarios.clustering import Scenarios
     from blindspots.defuse.vae import BetaVAE
     from blindspots.models.classifier_zoo import load_classifier_module, save_classifier
 

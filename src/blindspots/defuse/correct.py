@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from blindspots.defuse.distill import Scenarios
+from blindspots.scenarios.clustering import Scenarios
 from blindspots.defuse.vae import BetaVAE
 from blindspots.finetune.classification import predict_labels, train_classifier
 from blindspots.scenarios.sampling import sample_codes

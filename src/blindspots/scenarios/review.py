@@ -10,16 +10,24 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 import pandas as pd
 
-from blindspots.defuse.distill import Scenarios
-from blindspots.defuse.vae import BetaVAE
 from blindspots.human.votes import NONE, majority_vote
 from blindspots.models.adapters import Classifier
+from blindspots.scenarios.clustering import Scenarios
 from blindspots.scenarios.sampling import sample_codes
+
+
+class Decoder(Protocol):
+    """What review needs of a generative model (e.g. `defuse.vae.BetaVAE`): latent codes -> images."""
+
+    latent_dim: int
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """float32 [N, latent_dim] -> uint8 [N, H, W, C]."""
 
 
 @dataclass
@@ -48,7 +56,7 @@ def predict(classifier: Classifier, images: np.ndarray, num_classes: int) -> np.
     return proba.argmax(1).astype(np.int64)
 
 
-def build_review(scenarios: Scenarios, vae: BetaVAE, classifier: Classifier, class_names: Sequence[str], *,
+def build_review(scenarios: Scenarios, vae: Decoder, classifier: Classifier, class_names: Sequence[str], *,
                  n_per: int = 10, tau: float = 0.5, seed: int = 0) -> ReviewSet:
     """Sample `n_per` images per scenario (paper: 10, τ = 0.5 for MNIST) with the classifier's predictions."""
     if scenarios.latent_dim != vae.latent_dim:
