@@ -11,9 +11,16 @@ Conventions:
 - mIoU is the mean IoU over the classes present in the prediction *or* the label (the
   non-NaN entries; the common nan-mean convention, e.g. mmsegmentation's). The MAD paper's
   tables report mIoU over a test set: accumulate one ConfusionMatrix over the set, then
-  `mean_iou(cm.compute())`.
+  `mean_iou(cm.compute())` — or `evaluate(segmenter, data, C)`, which does exactly that.
+- Matrices computed in shards, batches or on several workers add up exactly
+  (`ConfusionMatrix.merge`, torchmetrics' "sum" reduction of states).
+
+This module is the only place these are computed (the scan's distances, simulated raters, test sets,
+fine-tuning and zoo evaluation all call it).
 """
 from __future__ import annotations
+
+from typing import Any, Callable
 
 import numpy as np
 
@@ -22,10 +29,13 @@ from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 __all__ = [
     "ConfusionMatrix",
     "confusion_matrix",
+    "evaluate",
     "iou_per_class",
     "mean_iou",
     "pixel_accuracy",
     "per_image_class_iou",
+    "per_image_confusion",
+    "per_image_miou",
     "map_distances",
 ]
 
@@ -177,6 +187,28 @@ class ConfusionMatrix:
         self._cm[:] = 0
         return self
 
+    def merge(self, *others: "ConfusionMatrix | np.ndarray") -> "ConfusionMatrix":
+        """Add the counts of other matrices (shards, batches, workers) into this one; returns self.
+
+        others: ConfusionMatrix of the same num_classes and ignore_index, or int [C, C] / [N, C, C]
+        count arrays (e.g. `per_image_confusion` of a shard). States add up exactly (int64), as
+        torchmetrics' `dist_reduce_fx="sum"`: merging shards equals one pass over all pixels.
+        """
+        for other in others:
+            if isinstance(other, ConfusionMatrix):
+                if (other.num_classes, other.ignore_index) != (self.num_classes, self.ignore_index):
+                    raise ValueError(f"other: expected a ConfusionMatrix(num_classes={self.num_classes}, "
+                                     f"ignore_index={self.ignore_index}), got {other!r}")
+                self._cm += other._cm
+                continue
+            counts = np.asarray(other)
+            c = self.num_classes
+            if counts.shape[-2:] != (c, c) or counts.ndim not in (2, 3) or not np.issubdtype(counts.dtype, np.integer):
+                raise ValueError(f"other: expected a ConfusionMatrix or integer counts [C, C] / [N, C, C] with C={c}, "
+                                 f"got {counts.dtype} {counts.shape}")
+            self._cm += counts.reshape(-1, c, c).sum(axis=0, dtype=np.int64)
+        return self
+
     def iou_per_class(self) -> np.ndarray:
         return iou_per_class(self._cm)
 
@@ -253,6 +285,39 @@ def _check_batch(pred: np.ndarray, target: np.ndarray, names: tuple[str, str]) -
     return pred, target
 
 
+def per_image_confusion(pred: np.ndarray, target: np.ndarray, num_classes: int,
+                        ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> np.ndarray:
+    """Confusion matrix of every image. pred: int [N, H, W] class ids 0..C-1; target: int [N, H, W]
+    class ids or `ignore_index` (skipped). Returns int64 [N, C, C], rows = target, columns = pred."""
+    num_classes = _check_num_classes(num_classes)
+    ignore_index = _check_ignore_index(ignore_index, num_classes)
+    pred, target = _check_batch(pred, target, ("pred", "target"))
+    n = pred.shape[0]
+    return _confusion_stack(pred.reshape(n, -1), target.reshape(n, -1), num_classes, ignore_index)
+
+
+def _mean_present_iou(inter: np.ndarray, union: np.ndarray) -> np.ndarray:
+    """Mean IoU per row over the classes with a non-empty union: int [N, C] x2 -> float64 [N] (NaN: none)."""
+    present = union > 0
+    iou = np.where(present, inter / np.maximum(union, 1), 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return iou.sum(axis=1) / present.sum(axis=1)
+
+
+def per_image_miou(pred: np.ndarray, target: np.ndarray, num_classes: int,
+                   ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> np.ndarray:
+    """mIoU of every image over the classes present in its prediction or label (ignored pixels excluded).
+
+    pred: int [N, H, W] class ids 0..C-1; target: int [N, H, W] class ids or `ignore_index`.
+    Returns float64 [N]; NaN for an image without a labelled pixel.
+    """
+    num_classes = _check_num_classes(num_classes)
+    ignore_index = _check_ignore_index(ignore_index, num_classes)
+    pred, target = _check_batch(pred, target, ("pred", "target"))
+    inter, n_pred, n_true = _per_image_counts(pred, target, num_classes, ignore_index)
+    return _mean_present_iou(inter, n_pred + n_true - inter)
+
+
 def per_image_class_iou(pred: np.ndarray, target: np.ndarray, num_classes: int,
                         ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> np.ndarray:
     """IoU of every class in every image.
@@ -282,8 +347,32 @@ def map_distances(a: np.ndarray, b: np.ndarray, num_classes: int) -> tuple[np.nd
     inter, n_a, n_b = _per_image_counts(a, b, num_classes, None, ("a", "b"))
     pixels = a.shape[1] * a.shape[2]
     d_pixel = 1.0 - inter.sum(axis=1) / pixels
-    union = n_a + n_b - inter
-    present = union > 0  # at least one class per image, since every image has pixels
-    iou = np.where(present, inter / np.maximum(union, 1), 0.0)
-    d_miou = 1.0 - iou.sum(axis=1) / present.sum(axis=1)
+    d_miou = 1.0 - _mean_present_iou(inter, n_a + n_b - inter)  # every image has a class: never NaN
     return d_pixel.astype(np.float64), d_miou.astype(np.float64)
+
+
+# --- evaluation of a model on a labelled set ---------------------------------------------------
+
+def evaluate(model: Any, data: Any, num_classes: int, *, ignore_index: int | None = DEFAULT_IGNORE_INDEX,
+             batch_size: int = 8) -> ConfusionMatrix:
+    """One confusion matrix of a model over a labelled set (pixels pooled over the set, VOC's protocol).
+
+    model: a Segmenter (`predict_proba(uint8 [N, H, W, 3]) -> [N, C, H, W]`, argmax taken) or a callable
+        uint8 [N, H, W, 3] -> int [N, H, W] predicted labels.
+    data: `len()` and `[i] -> (image uint8 [H, W, 3], mask int [H, W])`; checked by the caller.
+    Images of different sizes are run one size group at a time (groups in order of first appearance,
+    `batch_size` images per call), so the batches are those the training code has always used.
+    """
+    predict: Callable[[np.ndarray], np.ndarray] = (
+        (lambda x: np.asarray(model.predict_proba(x)).argmax(1)) if hasattr(model, "predict_proba") else model)
+    cm = ConfusionMatrix(num_classes, ignore_index)
+    groups: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray]]] = {}
+    for i in range(len(data)):
+        im, mk = data[i]
+        groups.setdefault(np.shape(im)[:2], []).append((im, mk))
+    for items in groups.values():
+        for s in range(0, len(items), batch_size):
+            chunk = items[s:s + batch_size]
+            pred = predict(np.stack([np.asarray(c[0]) for c in chunk]))
+            cm.update(pred, np.stack([np.asarray(c[1]) for c in chunk]).astype(np.int64))
+    return cm

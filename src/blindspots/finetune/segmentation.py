@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from blindspots.metrics import ConfusionMatrix, mean_iou
+from blindspots.metrics import evaluate
 from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
 
 log = logging.getLogger(__name__)
@@ -156,21 +156,16 @@ def evaluate_module(module: nn.Module, data: PairSet, num_classes: int, *, ignor
     pixels, as VOC's protocol). Images of different sizes are run one size group at a time."""
     preprocess = preprocess or TorchPreprocess()
     module.eval()
-    cm = ConfusionMatrix(num_classes, ignore_index)
-    groups: dict[tuple[int, int], list[int]] = {}
     items = [_check_pair(*data[i], where=f"data[{i}]") for i in range(len(data))]
-    for i, (im, _) in enumerate(items):
-        groups.setdefault(im.shape[:2], []).append(i)
-    for idx in groups.values():
-        for s in range(0, len(idx), batch_size):
-            chunk = idx[s:s + batch_size]
-            x = preprocess(np.stack([items[i][0] for i in chunk]), device)
-            y = select_output(module(x), output_key)
-            if y.shape[-2:] != x.shape[-2:]:
-                y = F.interpolate(y.float(), size=x.shape[-2:], mode="bilinear", align_corners=False)
-            pred = y.argmax(1).cpu().numpy()
-            cm.update(pred, np.stack([items[i][1] for i in chunk]).astype(np.int64))
-    return mean_iou(cm.compute())
+
+    def predict(images: np.ndarray) -> np.ndarray:
+        x = preprocess(images, device)
+        y = select_output(module(x), output_key)
+        if y.shape[-2:] != x.shape[-2:]:
+            y = F.interpolate(y.float(), size=x.shape[-2:], mode="bilinear", align_corners=False)
+        return y.argmax(1).cpu().numpy()
+
+    return evaluate(predict, items, num_classes, ignore_index=ignore_index, batch_size=batch_size).mean_iou()
 
 
 def evaluate_segmenter(segmenter: Segmenter, data: PairSet, num_classes: int, *,
@@ -178,17 +173,8 @@ def evaluate_segmenter(segmenter: Segmenter, data: PairSet, num_classes: int, *,
     """mIoU of any `Segmenter` on a labelled set (pixels pooled over the set); NaN if empty."""
     if len(data) == 0:
         return float("nan")
-    cm = ConfusionMatrix(num_classes, ignore_index)
-    groups: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
-    for i in range(len(data)):
-        im, mk = _check_pair(*data[i], where=f"data[{i}]")
-        groups.setdefault(im.shape[:2], []).append((im, mk))
-    for items in groups.values():
-        for s in range(0, len(items), batch_size):
-            chunk = items[s:s + batch_size]
-            proba = segmenter.predict_proba(np.stack([c[0] for c in chunk]))
-            cm.update(proba.argmax(1), np.stack([c[1] for c in chunk]).astype(np.int64))
-    return mean_iou(cm.compute())
+    items = [_check_pair(*data[i], where=f"data[{i}]") for i in range(len(data))]
+    return evaluate(segmenter, items, num_classes, ignore_index=ignore_index, batch_size=batch_size).mean_iou()
 
 
 @dataclass

@@ -21,6 +21,7 @@ import numpy as np
 from scipy import ndimage
 
 from blindspots.human.ratings import OUT_OF_DOMAIN, Ratings
+from blindspots.metrics import per_image_miou
 
 
 def _rng(seed: int, *keys: str | int) -> np.random.Generator:
@@ -43,20 +44,12 @@ def image_miou(pred: np.ndarray, gt: np.ndarray, num_classes: int, *, ignore_ind
     if pred.ndim != 3:
         raise ValueError(f"pred: expected int [N, H, W] or [H, W], got shape {pred.shape}")
     c, n = int(num_classes), pred.shape[0]
-    g = gt.reshape(n, -1).astype(np.int64)
-    p = pred.reshape(n, -1).astype(np.int64)
+    if pred.size == 0:
+        return np.full(n, np.nan)
+    g, p = gt.astype(np.int64), pred.astype(np.int64)
+    # pixels this function has always skipped: ignored, or a class id out of range in either map
     valid = (g != (ignore_index if ignore_index is not None else -1)) & (g >= 0) & (g < c) & (p >= 0) & (p < c)
-    img = np.broadcast_to(np.arange(n)[:, None], g.shape)
-    cm = np.bincount(((img * c + g) * c + p)[valid], minlength=n * c * c).reshape(n, c, c).astype(np.float64)
-    tp = np.diagonal(cm, axis1=1, axis2=2)
-    denom = cm.sum(1) + cm.sum(2) - tp
-    with np.errstate(invalid="ignore", divide="ignore"):
-        iou = np.where(denom > 0, tp / np.where(denom > 0, denom, 1), np.nan)
-    present = denom > 0
-    out = np.full(n, np.nan)
-    has = present.any(axis=1)
-    out[has] = np.nansum(iou[has], axis=1) / present[has].sum(axis=1)
-    return out
+    return per_image_miou(np.where(valid, p, 0), np.where(valid, g, c), c, ignore_index=c)
 
 
 class SimulatedRaters:

@@ -30,7 +30,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from blindspots.data.classes import Classes
-from blindspots.metrics import ConfusionMatrix, mean_iou, per_image_class_iou, pixel_accuracy
+from blindspots.metrics import ConfusionMatrix, per_image_miou
 from blindspots.models.adapters import TorchPreprocess
 
 logger = logging.getLogger(__name__)
@@ -185,11 +185,9 @@ def evaluate_segmentation(pred: np.ndarray, masks: np.ndarray, num_classes: int,
     pred, masks: int [N, H, W]. Returns {"miou": float, "pixel_acc": float,
     "per_image_miou": float64 [N], "frac_below_0.5": float}.
     """
-    cm = ConfusionMatrix(num_classes, ignore_index=ignore_index)
-    cm.update(pred, masks)
-    mat = cm.compute()
-    per = np.nanmean(per_image_class_iou(pred, masks, num_classes, ignore_index), axis=1)
-    return {"miou": float(mean_iou(mat)), "pixel_acc": float(pixel_accuracy(mat)),
+    cm = ConfusionMatrix(num_classes, ignore_index=ignore_index).update(pred, masks)
+    per = per_image_miou(pred, masks, num_classes, ignore_index)
+    return {"miou": float(cm.mean_iou()), "pixel_acc": float(cm.pixel_accuracy()),
             "per_image_miou": per, "frac_below_0.5": float(np.mean(per < 0.5))}
 
 

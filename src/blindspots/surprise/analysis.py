@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from blindspots.metrics import ConfusionMatrix, iou_per_class, per_image_class_iou
+from blindspots.metrics import evaluate, per_image_class_iou
 
 logger = logging.getLogger(__name__)
 
@@ -204,12 +204,7 @@ def class_iou(module: Any, data: Any, num_classes: int, *, batch_size: int = 8) 
     from blindspots.models.adapters import TorchSegmenter
 
     seg = TorchSegmenter(module, num_classes, batch_size=batch_size)
-    cm = ConfusionMatrix(num_classes)
-    for s in range(0, len(data), batch_size):
-        items = [data[i] for i in range(s, min(len(data), s + batch_size))]
-        proba = seg.predict_proba(np.stack([np.asarray(im) for im, _ in items]))
-        cm.update(proba.argmax(1), np.stack([np.asarray(mk) for _, mk in items]).astype(np.int64))
-    return iou_per_class(cm.compute())
+    return evaluate(seg, data, num_classes, batch_size=batch_size).iou_per_class()
 
 
 def run_retraining(model: Any, base: Any, candidates: Any, sa: np.ndarray, val: Any, test: Any, *,
