@@ -305,15 +305,14 @@ def report(
         sd = np.load(correct_dir / "scenario_sets.npz")
         if "test_acc" not in sweep.columns and test is not None:
             # Score every λ's saved weights on the test set.
-            import torch
-
             from blindspots.finetune.classification import accuracy
+            from blindspots.models.checkpoints import load_weights
 
             t = _data(test, None)
             accs = []
             for i in range(len(sweep)):
                 m = load_classifier_module(classifier)[0]
-                m.load_state_dict(torch.load(correct_dir / "sweep" / f"lambda_{i:02d}.pt", map_location="cpu"))
+                load_weights(m, correct_dir / "sweep" / f"lambda_{i:02d}.pt")
                 accs.append(accuracy(m, t.images, t.labels))
             sweep["test_acc"] = accs
         if {"scenario_acc", "test_acc"} <= set(sweep.columns) and len(sd["test_labels"]):

@@ -23,6 +23,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from blindspots.defuse.grids import save_grid
+from blindspots.models.checkpoints import VAE_FORMAT, load_checkpoint_dict, save_checkpoint_dict
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,12 @@ def to_tensor(images: np.ndarray) -> torch.Tensor:
 def to_uint8(x: torch.Tensor) -> np.ndarray:
     """float [N, C, H, W] in [0, 1] -> uint8 [N, H, W, C] (rounded)."""
     return x.mul(255.0).round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous().numpy()
+
+
+def _read(path: Path, argument: str) -> dict:
+    """A β-VAE file (tagged, or untagged from before the tag: same plain data)."""
+    return load_checkpoint_dict(path, format=VAE_FORMAT, legacy_keys=("net", "params"), argument=argument,
+                                what="blindspots β-VAE checkpoint")
 
 
 class BetaVAE:
@@ -176,7 +183,7 @@ class BetaVAE:
         start, step = 0, 0
         ckpt = Path(self.checkpoint_path) if self.checkpoint_path else None
         if ckpt is not None and ckpt.is_file():
-            state = torch.load(ckpt, map_location="cpu", weights_only=False)
+            state = _read(ckpt, "checkpoint_path")
             if state.get("params", {}).get("latent_dim") != self.latent_dim or \
                     tuple(state.get("image_shape", ())) != self.net_.image_shape:
                 raise ValueError(
@@ -220,11 +227,9 @@ class BetaVAE:
     # ---- persistence -------------------------------------------------------------------------
     def _write(self, path: Path, extra: dict | None = None) -> None:
         net = self._check_fitted()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        torch.save({"params": self._params(), "image_shape": list(net.image_shape), "net": net.state_dict(),
-                    "history": self.history_, **(extra or {})}, tmp)
-        tmp.replace(path)
+        save_checkpoint_dict(path, {"params": self._params(), "image_shape": list(net.image_shape),
+                                    "net": net.state_dict(), "history": self.history_, **(extra or {})},
+                             format=VAE_FORMAT)
 
     def save(self, path: str | Path) -> Path:
         """Write the fitted model (loadable with `BetaVAE.load`)."""
@@ -235,12 +240,7 @@ class BetaVAE:
     @classmethod
     def load(cls, path: str | Path) -> "BetaVAE":
         """A fitted BetaVAE from `save` or from a training checkpoint."""
-        path = Path(path)
-        if not path.is_file():
-            raise ValueError(f"path: expected a β-VAE file, got {str(path)!r}")
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        if not isinstance(state, dict) or "net" not in state or "params" not in state:
-            raise ValueError(f"path: expected a blindspots β-VAE checkpoint, got something else in {path}")
+        state = _read(Path(path), "path")
         vae = cls(**state["params"], progress=False)
         vae.net_ = ConvVAENet(tuple(state["image_shape"]), vae.latent_dim, vae.width, vae.hidden)
         vae.net_.load_state_dict(state["net"])

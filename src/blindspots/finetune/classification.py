@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from blindspots.models.checkpoints import TRAIN_STATE_FORMAT, load_checkpoint_dict, save_checkpoint_dict
+
 logger = logging.getLogger(__name__)
 
 Select = Literal["last", "val", "train"]
@@ -137,7 +139,8 @@ def train_classifier(
     best_state, best_score, start = None, -np.inf, 0
     ckpt = Path(checkpoint_path) if checkpoint_path is not None else None
     if ckpt is not None and resume and ckpt.is_file():
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        state = load_checkpoint_dict(ckpt, format=TRAIN_STATE_FORMAT, legacy_keys=("module", "optimizer"),
+                                     argument="checkpoint_path", what="training state")
         module.load_state_dict(state["module"])
         opt.load_state_dict(state["optimizer"])
         result.history, start = state["history"], state["epoch"] + 1
@@ -198,12 +201,10 @@ def train_classifier(
             best_state = copy.deepcopy(module.state_dict())
         logger.info("%s epoch %d: %s", desc, epoch, record)
         if ckpt is not None:
-            ckpt.parent.mkdir(parents=True, exist_ok=True)
-            tmp = ckpt.with_suffix(ckpt.suffix + ".tmp")
-            torch.save({"module": module.state_dict(), "optimizer": opt.state_dict(), "history": result.history,
-                        "epoch": epoch, "best_state": best_state, "best_score": best_score,
-                        "best_epoch": result.best_epoch}, tmp)
-            tmp.replace(ckpt)
+            save_checkpoint_dict(ckpt, {"module": module.state_dict(), "optimizer": opt.state_dict(),
+                                        "history": result.history, "epoch": epoch, "best_state": best_state,
+                                        "best_score": best_score, "best_epoch": result.best_epoch},
+                                 format=TRAIN_STATE_FORMAT)
     if best_state is not None:
         module.load_state_dict(best_state)
     module.eval()

@@ -24,7 +24,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from blindspots.metrics import evaluate
 from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
+from blindspots.models.checkpoints import TRAIN_STATE_FORMAT, load_checkpoint_dict, save_checkpoint_dict
 
 log = logging.getLogger(__name__)
 
@@ -130,12 +131,6 @@ def collate(pairs: Sequence[tuple[np.ndarray, np.ndarray]], image_size: int | No
         ims.append(im)
         mks.append(mk)
     return np.stack(ims), np.stack(mks).astype(np.int64)
-
-
-def _atomic_save(obj: Any, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 def poly_lr(base_lr: float, step: int, total_steps: int, power: float = 0.9) -> float:
@@ -309,7 +304,8 @@ class ReplayFinetuner:
         if state_path is not None:
             state_path.parent.mkdir(parents=True, exist_ok=True)
             if state_path.is_file():
-                st = torch.load(state_path, map_location=device, weights_only=False)
+                st = load_checkpoint_dict(state_path, format=TRAIN_STATE_FORMAT, legacy_keys=("model", "optimizer"),
+                                          argument="work_dir", what="fine-tuning state", map_location=device)
                 if st.get("settings") != self._settings(lr, n):
                     raise ValueError(f"work_dir: expected a checkpoint made with the same settings, got one "
                                      f"from other settings at {state_path} ({st.get('settings')}); "
@@ -347,8 +343,9 @@ class ReplayFinetuner:
                     bar.update(1)
                 losses.append(run / per_epoch)
                 if state_path is not None:
-                    _atomic_save({"model": module.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1,
-                                  "losses": losses, "settings": self._settings(lr, n)}, state_path)
+                    save_checkpoint_dict(state_path, {"model": module.state_dict(), "optimizer": opt.state_dict(),
+                                                      "epoch": epoch + 1, "losses": losses,
+                                                      "settings": self._settings(lr, n)}, format=TRAIN_STATE_FORMAT)
         finally:
             bar.close()
         module.eval()

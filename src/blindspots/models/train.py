@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from blindspots.data.classes import Classes
 from blindspots.metrics import ConfusionMatrix, per_image_miou
 from blindspots.models.adapters import TorchPreprocess
+from blindspots.models.checkpoints import FORMAT_KEY, save_checkpoint_dict
 
 logger = logging.getLogger(__name__)
 
@@ -441,8 +442,8 @@ def train_zoo(
 
 def _save_metrics(path: Path, metrics: dict[str, Any]) -> None:
     """Add validation metrics to a checkpoint's meta (kept atomic)."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    from blindspots.models.zoo import read_checkpoint
+
+    ckpt = read_checkpoint(path)
     ckpt.setdefault("meta", {})["metrics"] = metrics
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)
+    save_checkpoint_dict(path, {k: v for k, v in ckpt.items() if k != FORMAT_KEY}, format=ckpt[FORMAT_KEY])
