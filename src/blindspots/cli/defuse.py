@@ -53,15 +53,13 @@ def train_classifier_cmd(
     seed: int = SEED,
 ) -> None:
     """Train a zoo classifier (not part of Defuse itself; for trying the pipeline)."""
-    import torch
-
-    from blindspots.finetune.classification import accuracy, train_classifier
     from blindspots.models.classifier_zoo import build_classifier, save_classifier
+    from blindspots.training.classification import accuracy, train_classifier
+    from blindspots.training.loop import torch_seeded
 
     d = _data(data, limit)
     kwargs = {"width": width} if arch == "defuse_cnn" else {}
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with torch_seeded(seed):
         net = build_classifier(arch, d.num_classes, d.image_shape, **kwargs)
     r = train_classifier(net, d.images, d.labels, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
                          checkpoint_path=out.with_suffix(".train.pt"))
@@ -272,7 +270,7 @@ def report(
     from blindspots.defuse.identify import Identified
     from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff, plot_tsne
     from blindspots.defuse.vae import BetaVAE
-    from blindspots.finetune.classification import predict_labels
+    from blindspots.training.classification import predict_labels
     from blindspots.models.classifier_zoo import load_classifier_module
     from blindspots.scenarios.review import load_review
 
@@ -305,7 +303,7 @@ def report(
         sd = np.load(correct_dir / "scenario_sets.npz")
         if "test_acc" not in sweep.columns and test is not None:
             # Score every λ's saved weights on the test set.
-            from blindspots.finetune.classification import accuracy
+            from blindspots.training.classification import accuracy
             from blindspots.models.checkpoints import load_weights
 
             t = _data(test, None)

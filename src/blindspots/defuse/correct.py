@@ -27,10 +27,10 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from blindspots.defuse.vae import BetaVAE
-from blindspots.finetune.classification import predict_labels, train_classifier
 from blindspots.models.checkpoints import load_state_dict, save_state_dict
 from blindspots.scenarios.clustering import Scenarios
 from blindspots.scenarios.sampling import sample_codes
+from blindspots.training.classification import predict_labels, train_classifier
 
 # The paper's λ sweep (appendix B.2-B.4).
 PAPER_LAMBDAS: tuple[float, ...] = (1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 2.0, 5.0,

@@ -176,7 +176,7 @@ def save_checkpoint(
     Holds arch (a ZOO name), num_classes, classes (Classes.to_dict()), state_dict, meta
     (JSON-like: training data, epochs, seed, metrics) and `extra` (e.g. optimizer state for resume).
     arch=None and classes=None write a training-state file for a module outside the zoo
-    (resumable by `models.train`, not loadable by `load_checkpoint`).
+    (resumable by `training.segmentation`, not loadable by `load_checkpoint`).
     """
     if arch is not None and arch not in ZOO:
         raise ValueError(f"arch: expected one of {sorted(ZOO)} (or None), got {arch!r}")

@@ -220,7 +220,7 @@ def run_retraining(model: Any, base: Any, candidates: Any, sa: np.ndarray, val: 
     Results are written to ``work_dir/retrain.json`` after every run; a rerun skips finished runs.
     Returns columns dataset, level, size, n_added, class_iou, miou.
     """
-    from blindspots.finetune.segmentation import SubsetPairs
+    from blindspots.training.replay import SubsetPairs
 
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
