@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from blindspots._validation import check_class_ids, check_ignore_index, check_int, check_label_map, check_same_shape
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 __all__ = [
@@ -40,61 +41,18 @@ __all__ = [
 ]
 
 
-# --- validation -------------------------------------------------------------------------------
+# --- validation (the checks live in _validation.py) --------------------------------------------
 
 def _check_num_classes(num_classes: int) -> int:
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
-        raise ValueError(f"num_classes: expected a positive integer, got {num_classes!r}")
-    return int(num_classes)
-
-
-def _check_ignore_index(ignore_index: int | None, num_classes: int) -> int | None:
-    if ignore_index is None:
-        return None
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
-        raise ValueError(f"ignore_index: expected an integer or None, got {ignore_index!r}")
-    if 0 <= ignore_index < num_classes:
-        raise ValueError(
-            f"ignore_index: expected a value outside the class ids 0..{num_classes - 1} (or None), "
-            f"got {ignore_index}"
-        )
-    return int(ignore_index)
-
-
-def _as_label_map(name: str, arr: np.ndarray, min_ndim: int = 2) -> np.ndarray:
-    arr = np.asarray(arr)
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{name}: expected an integer label map (class ids), got dtype {arr.dtype}")
-    if arr.ndim < min_ndim:
-        raise ValueError(f"{name}: expected at least {min_ndim} dimensions ([..., H, W]), got shape {arr.shape}")
-    return arr
+    return check_int(num_classes, "num_classes")  # type: ignore[return-value]
 
 
 def _check_pair(pred: np.ndarray, target: np.ndarray, min_ndim: int = 2,
                 names: tuple[str, str] = ("pred", "target")) -> tuple[np.ndarray, np.ndarray]:
-    pred = _as_label_map(names[0], pred, min_ndim)
-    target = _as_label_map(names[1], target, min_ndim)
-    if pred.shape != target.shape:
-        raise ValueError(f"{names[0]}: expected the shape of {names[1]} {target.shape}, got {pred.shape}")
+    pred = check_label_map(pred, names[0], min_ndim)
+    target = check_label_map(target, names[1], min_ndim)
+    check_same_shape(pred, target, names)
     return pred, target
-
-
-def _check_range(name: str, values: np.ndarray, num_classes: int, allowed: int | None = None) -> None:
-    """Class ids must be in 0..C-1 (or equal `allowed`, the ignore index)."""
-    if values.size == 0:
-        return
-    lo, hi = values.min(), values.max()
-    if lo >= 0 and hi < num_classes:
-        return
-    bad = (values < 0) | (values >= num_classes)
-    if allowed is not None:
-        bad &= values != allowed
-    if bad.any():
-        examples = np.unique(values[bad])[:5].tolist()
-        extra = f" or {allowed} (ignore_index)" if allowed is not None else ""
-        raise ValueError(
-            f"{name}: expected class ids in 0..{num_classes - 1}{extra}, got values {examples}"
-        )
 
 
 # Largest count table the fast path builds (groups × target rows × C); beyond it, mask instead.
@@ -132,9 +90,9 @@ def _confusion_stack(pred: np.ndarray, target: np.ndarray, num_classes: int, ign
         return np.ascontiguousarray(counts[:, :c])
     # Slow path: out-of-range values somewhere. Report them, or count only the non-ignored pixels
     # (a prediction may hold anything under ignored pixels).
-    _check_range(names[1], target, c, ignore_index)
+    check_class_ids(target, names[1], c, ignore_index)
     keep = None if ignore_index is None else target != ignore_index
-    _check_range(names[0], pred if keep is None else pred[keep], c)
+    check_class_ids(pred if keep is None else pred[keep], names[0], c)
     group = np.broadcast_to(np.arange(g, dtype=np.int64)[:, None], pred.shape)
     if keep is not None:
         pred, target, group = pred[keep], target[keep], group[keep]
@@ -153,7 +111,7 @@ def confusion_matrix(pred: np.ndarray, target: np.ndarray, num_classes: int,
     Returns int64 [C, C], rows = target, columns = pred.
     """
     num_classes = _check_num_classes(num_classes)
-    ignore_index = _check_ignore_index(ignore_index, num_classes)
+    ignore_index = check_ignore_index(ignore_index, num_classes)
     pred, target = _check_pair(pred, target)
     return _confusion_stack(pred.reshape(1, -1), target.reshape(1, -1), num_classes, ignore_index)[0]
 
@@ -171,7 +129,7 @@ class ConfusionMatrix:
 
     def __init__(self, num_classes: int, ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> None:
         self.num_classes = _check_num_classes(num_classes)
-        self.ignore_index = _check_ignore_index(ignore_index, self.num_classes)
+        self.ignore_index = check_ignore_index(ignore_index, self.num_classes)
         self._cm = np.zeros((self.num_classes, self.num_classes), dtype=np.int64)
 
     def update(self, pred: np.ndarray, target: np.ndarray) -> "ConfusionMatrix":
@@ -290,7 +248,7 @@ def per_image_confusion(pred: np.ndarray, target: np.ndarray, num_classes: int,
     """Confusion matrix of every image. pred: int [N, H, W] class ids 0..C-1; target: int [N, H, W]
     class ids or `ignore_index` (skipped). Returns int64 [N, C, C], rows = target, columns = pred."""
     num_classes = _check_num_classes(num_classes)
-    ignore_index = _check_ignore_index(ignore_index, num_classes)
+    ignore_index = check_ignore_index(ignore_index, num_classes)
     pred, target = _check_batch(pred, target, ("pred", "target"))
     n = pred.shape[0]
     return _confusion_stack(pred.reshape(n, -1), target.reshape(n, -1), num_classes, ignore_index)
@@ -312,7 +270,7 @@ def per_image_miou(pred: np.ndarray, target: np.ndarray, num_classes: int,
     Returns float64 [N]; NaN for an image without a labelled pixel.
     """
     num_classes = _check_num_classes(num_classes)
-    ignore_index = _check_ignore_index(ignore_index, num_classes)
+    ignore_index = check_ignore_index(ignore_index, num_classes)
     pred, target = _check_batch(pred, target, ("pred", "target"))
     inter, n_pred, n_true = _per_image_counts(pred, target, num_classes, ignore_index)
     return _mean_present_iou(inter, n_pred + n_true - inter)
@@ -327,7 +285,7 @@ def per_image_class_iou(pred: np.ndarray, target: np.ndarray, num_classes: int,
     (ignored pixels excluded).
     """
     num_classes = _check_num_classes(num_classes)
-    ignore_index = _check_ignore_index(ignore_index, num_classes)
+    ignore_index = check_ignore_index(ignore_index, num_classes)
     pred, target = _check_batch(pred, target, ("pred", "target"))
     inter, n_pred, n_true = _per_image_counts(pred, target, num_classes, ignore_index)
     union = n_pred + n_true - inter

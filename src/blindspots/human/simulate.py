@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 from scipy import ndimage
 
+from blindspots._validation import check_int, check_number
 from blindspots.human.ratings import OUT_OF_DOMAIN, Ratings
 from blindspots.metrics import per_image_miou
 
@@ -66,14 +67,11 @@ class SimulatedRaters:
 
     def __init__(self, n_raters: int = 3, *, noise: float = 0.5, bias_sd: float = 0.3, ood_share: float = 0.0,
                  ood_sensitivity: float = 1.0, names: Sequence[str] | None = None, seed: int = 0) -> None:
-        if isinstance(n_raters, bool) or not isinstance(n_raters, (int, np.integer)) or n_raters < 1:
-            raise ValueError(f"n_raters: expected an integer >= 1, got {n_raters!r}")
+        check_int(n_raters, "n_raters")
         for name, v in (("noise", noise), ("bias_sd", bias_sd)):
-            if not np.isfinite(v) or v < 0:
-                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+            check_number(v, name, low=0)
         for name, v in (("ood_share", ood_share), ("ood_sensitivity", ood_sensitivity)):
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"{name}: expected a probability in [0, 1], got {v!r}")
+            check_number(v, name, low=0, high=1)
         names = [f"sim{i + 1}" for i in range(n_raters)] if names is None else [str(x) for x in names]
         if len(names) != n_raters or len(set(names)) != n_raters:
             raise ValueError(f"names: expected {n_raters} distinct rater names, got {names}")
@@ -135,8 +133,7 @@ class SimulatedAnnotator:
     def __init__(self, *, boundary_px: int = 0, drop_below: int = 0, background: int = 0,
                  ignore_index: int | None = 255, seed: int = 0) -> None:
         for name, v in (("boundary_px", boundary_px), ("drop_below", drop_below)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                raise ValueError(f"{name}: expected an integer >= 0, got {v!r}")
+            check_int(v, name, minimum=0)
         self.boundary_px, self.drop_below = int(boundary_px), int(drop_below)
         self.background, self.ignore_index, self.seed = int(background), ignore_index, int(seed)
 

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from blindspots._validation import check_int, check_number
 from blindspots.metrics import evaluate
 from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
 from blindspots.models.checkpoints import TRAIN_STATE_FORMAT, save_checkpoint_dict
@@ -223,16 +224,11 @@ class ReplayFinetuner:
     def _validate(self) -> None:
         if not self.lrs or not all(isinstance(x, (int, float)) and x > 0 for x in self.lrs):
             raise ValueError(f"lrs: expected a non-empty list of positive learning rates, got {self.lrs!r}")
-        for name in ("epochs", "batch_size"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
-        if not 0 <= self.momentum < 1:
-            raise ValueError(f"momentum: expected a number in [0, 1), got {self.momentum!r}")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay: expected a number >= 0, got {self.weight_decay!r}")
-        if self.max_replay is not None and (not isinstance(self.max_replay, int) or self.max_replay < 0):
-            raise ValueError(f"max_replay: expected None or an integer >= 0, got {self.max_replay!r}")
+        for name in ("epochs", "batch_size"):  # plain ints: the resume state loads weights-only
+            setattr(self, name, check_int(getattr(self, name), name))
+        check_number(self.momentum, "momentum", low=0, high=1, high_open=True)
+        check_number(self.weight_decay, "weight_decay", low=0)
+        self.max_replay = check_int(self.max_replay, "max_replay", minimum=0, allow_none=True)
 
     def training_set(self, counterexamples: PairSet, replay: PairSet) -> ConcatPairs:
         """S ∪ S0 (S0 cut to `max_replay` items, a fixed random subset for `seed`)."""

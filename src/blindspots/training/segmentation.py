@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from blindspots._validation import check_int, check_number, check_seed
 from blindspots.data.classes import Classes
 from blindspots.metrics import ConfusionMatrix, per_image_miou
 from blindspots.models.adapters import TorchPreprocess
@@ -242,13 +243,10 @@ def fit_segmenter(
     Defaults (AdamW lr 2e-3, weight decay 1e-4, batch 16, poly 0.9) were picked to converge in a
     few CPU minutes at 64 px.
     """
-    for name, v, lo in (("epochs", epochs, 1), ("batch_size", batch_size, 2)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ValueError(f"{name}: expected an int >= {lo}, got {v!r}")
-    if not (isinstance(lr, (int, float)) and lr > 0):
-        raise ValueError(f"lr: expected a positive float, got {lr!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed: expected a non-negative int, got {seed!r}")
+    # plain ints: they go into the checkpoint, which loads weights-only (no numpy scalars)
+    epochs, batch_size = check_int(epochs, "epochs"), check_int(batch_size, "batch_size", minimum=2)
+    check_number(lr, "lr", low=0, low_open=True)
+    seed = check_seed(seed)
     if classes is not None and not isinstance(classes, Classes):
         raise ValueError(f"classes: expected a blindspots Classes or None, got {type(classes).__name__}")
     images, masks = as_arrays(train_set, "train_set")
