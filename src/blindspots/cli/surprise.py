@@ -217,16 +217,17 @@ def view(
     est = load_estimator(estimator)
     ex = _fitted_extractor(estimator, model, batch_size)
     classes = getattr(ex.model, "classes", None) or Classes(tuple(f"class{k}" for k in range(ex.num_classes)))
+    # lists: images of different sizes are run one size at a time
     if masks is not None:
         data = SegmentationSet(images, masks)
         ids = data.ids[:limit]
         pairs = [data.load(i) for i in ids]
-        imgs = np.stack([p[0] for p in pairs])
-        labels = np.stack([p[1] for p in pairs])
+        imgs = [p[0] for p in pairs]
+        labels = [p[1] for p in pairs]
     else:
         pool = ImagePool(images)
         ids = pool.ids[:limit]
-        imgs = np.stack([pool.load(i) for i in ids])
+        imgs = [pool.load(i) for i in ids]
         labels = None
     sa, pred = surprise_heatmaps(ex, est, imgs, progress=True)
     frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
