@@ -22,7 +22,7 @@ import copy
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
@@ -178,6 +178,7 @@ class GridRun:
     losses: list[float]
 
 
+@dataclass(eq=False)  # settings only (scikit-learn style); identity equality, hashable
 class ReplayFinetuner:
     """Fine-tune a segmentation module on S ∪ S0 with an LR grid chosen on T0 (paper, Sec. 4.1).
 
@@ -198,28 +199,26 @@ class ReplayFinetuner:
     (a GridRun per LR, grid order).
     """
 
-    def __init__(self, lrs: Sequence[float] = PAPER_LRS, *, epochs: int = 80, batch_size: int = 2,
-                 momentum: float = 0.9, weight_decay: float = 5e-4, power: float = 0.9,
-                 max_replay: int | None = None, image_size: int | None = None, flip: bool = True,
-                 seed: int = 0, work_dir: str | Path | None = None, device: str = "cpu",
-                 preprocess: Callable[..., torch.Tensor] | None = None, output_key: str | None = None,
-                 ignore_index: int = 255, progress: bool = True) -> None:
-        self.lrs = list(lrs)
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.momentum = momentum
-        self.weight_decay = weight_decay
-        self.power = power
-        self.max_replay = max_replay
-        self.image_size = image_size
-        self.flip = flip
-        self.seed = seed
-        self.work_dir = work_dir
-        self.device = device
-        self.preprocess = preprocess
-        self.output_key = output_key
-        self.ignore_index = ignore_index
-        self.progress = progress
+    lrs: Sequence[float] = PAPER_LRS
+    _: KW_ONLY
+    epochs: int = 80
+    batch_size: int = 2
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    power: float = 0.9
+    max_replay: int | None = None
+    image_size: int | None = None
+    flip: bool = True
+    seed: int = 0
+    work_dir: str | Path | None = None
+    device: str = "cpu"
+    preprocess: Callable[..., torch.Tensor] | None = None
+    output_key: str | None = None
+    ignore_index: int = 255
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.lrs = list(self.lrs)
 
     def _validate(self) -> None:
         if not self.lrs or not all(isinstance(x, (int, float)) and x > 0 for x in self.lrs):
