@@ -25,6 +25,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import BayesianGaussianMixture
 from threadpoolctl import threadpool_limits
 
+from blindspots._validation import check_number
+
 logger = logging.getLogger(__name__)
 
 
@@ -109,8 +111,7 @@ class Distiller:
                              "identification found (almost) nothing — increase q, the noise, or check the classifier")
         if not np.isfinite(codes).all():
             raise ValueError("codes: expected finite values, got NaN/inf")
-        if not 0 <= self.weight_threshold < 1:
-            raise ValueError(f"weight_threshold: expected a value in [0, 1), got {self.weight_threshold}")
+        check_number(self.weight_threshold, "weight_threshold", low=0, high=1, high_open=True)
         rng = np.random.default_rng(self.random_state)
         if self.max_codes is not None and len(codes) > self.max_codes:
             codes = codes[np.sort(rng.choice(len(codes), self.max_codes, replace=False))]

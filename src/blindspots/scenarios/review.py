@@ -15,6 +15,7 @@ from typing import Protocol, Sequence
 import numpy as np
 import pandas as pd
 
+from blindspots._validation import check_number
 from blindspots.human.votes import NONE, majority_vote
 from blindspots.models.adapters import Classifier
 from blindspots.scenarios.clustering import Scenarios
@@ -112,8 +113,7 @@ def decide_scenarios(review: ReviewSet, votes: pd.DataFrame, *, rho: float = 0.5
     label (majority item label; NONE if no item is labelled), label_name. Item table: items with
     label, n_votes, agreement, disagrees, in_failure_scenario.
     """
-    if not 0 <= rho < 1:
-        raise ValueError(f"rho: expected a fraction in [0, 1), got {rho}")
+    check_number(rho, "rho", low=0, high=1, high_open=True)
     k = len(review.class_names)
     known = set(review.items["item_id"].astype(str))
     unknown = sorted(set(votes["item_id"].astype(str)) - known) if "item_id" in votes else []
