@@ -161,3 +161,10 @@ def test_no_upward_imports() -> None:
 ])
 def test_resolve_relative(importer: str, is_package: bool, level: int, module: str | None, expected: str) -> None:
     assert _resolve(importer, is_package, level, module) == expected
+
+
+def test_cycle_edges_finds_cycles_only() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e2"}, "e2": set()}
+    assert _cycle_edges(graph) == {("a", "b"), ("b", "c"), ("c", "a")}
+    assert _package_graph({"blindspots.x.a": {"blindspots.y.b"}, "blindspots.y.b": {"blindspots.x.c"},
+                           "blindspots.x.c": set()}) == {"x": {"y"}, "y": {"x"}}
