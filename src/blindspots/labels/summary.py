@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from blindspots.labels._internal.pixels import argmax_max
+from blindspots.metrics import ConfusionMatrix
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def common_label_issues(issues: np.ndarray, labels: np.ndarray, pred_probs: np.n
     top = 20 if top is None else top
     if class_names is None:
         class_names = [str(i) for i in range(k)]
-    counts = np.zeros((k, k), dtype=np.int64)
+    cm = ConfusionMatrix(k, ignore_index=None)  # rows = given label, columns = predicted class
     seen = np.zeros(k, dtype=bool)
     for i in np.flatnonzero(issues.reshape(len(issues), -1).any(axis=1)):
         m = issues[i]
@@ -67,7 +68,8 @@ def common_label_issues(issues: np.ndarray, labels: np.ndarray, pred_probs: np.n
         g, p = g[keep], p[keep]
         seen[np.unique(g)] = True
         p_ok = ~np.isin(p, exclude)
-        counts += np.bincount(g[p_ok] * k + p[p_ok], minlength=k * k).reshape(k, k)
+        cm.update(p[p_ok][None], g[p_ok][None])  # [1, P]: one row of flagged pixels
+    counts = cm.compute()
     rows = [[class_names[gl], class_names[pl], int(counts[gl, pl])]
             for gl in range(min(k, len(class_names))) if seen[gl]
             for pl in range(k) if counts[gl, pl] > 0]

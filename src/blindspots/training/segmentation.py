@@ -1,4 +1,4 @@
-"""Training segmentation models on CPU: a reusable epoch loop, checkpoints every epoch, resume.
+"""Training segmentation models on CPU: one epoch's pass (`train_epoch`), checkpoints every epoch, resume.
 
 `train_segmenter` trains a module (e.g. from `models.zoo.build_model`) on a labelled set with
 AdamW and a poly learning-rate decay (power 0.9, the DeepLab schedule the MAD paper's models use);
@@ -11,13 +11,12 @@ Determinism: the epoch's shuffle, flips and torch's own randomness (dropout) com
 (seed, epoch), inside `torch.random.fork_rng` so the global torch RNG is left untouched; an
 interrupted run resumed from its checkpoint gives the same weights as an uninterrupted one.
 
-`train_epoch` is the reusable loop (the fine-tuning routine brings its own optimizer/schedule).
+The epochs, poly schedule, per-epoch RNG and resume helpers are `training.loop`'s (shared with replay
+fine-tuning, classifier training and the β-VAE); `train_epoch` is this trainer's body.
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +28,12 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from blindspots._validation import check_int, check_number, check_seed
 from blindspots.data.classes import Classes
-from blindspots.metrics import ConfusionMatrix, mean_iou, per_image_class_iou, pixel_accuracy
+from blindspots.metrics import ConfusionMatrix, per_image_miou
 from blindspots.models.adapters import TorchPreprocess
+from blindspots.models.zoo import read_checkpoint, save_checkpoint
+from blindspots.training.loop import poly_lambda, run_epochs
 
 logger = logging.getLogger(__name__)
 
@@ -154,12 +156,6 @@ def balanced_class_weights(masks: np.ndarray, num_classes: int, ignore_index: in
     return w.astype(np.float32)
 
 
-def poly_lambda(total_steps: int, power: float = 0.9) -> Callable[[int], float]:
-    """Poly decay factor (1 - step/total)^power, for torch.optim.lr_scheduler.LambdaLR."""
-    total = max(int(total_steps), 1)
-    return lambda step: max(1.0 - step / total, 0.0) ** power
-
-
 @torch.no_grad()
 def predict_labels(model: nn.Module, images: np.ndarray, *, batch_size: int = 32,
                    preprocess: Callable[..., torch.Tensor] | None = None,
@@ -185,11 +181,9 @@ def evaluate_segmentation(pred: np.ndarray, masks: np.ndarray, num_classes: int,
     pred, masks: int [N, H, W]. Returns {"miou": float, "pixel_acc": float,
     "per_image_miou": float64 [N], "frac_below_0.5": float}.
     """
-    cm = ConfusionMatrix(num_classes, ignore_index=ignore_index)
-    cm.update(pred, masks)
-    mat = cm.compute()
-    per = np.nanmean(per_image_class_iou(pred, masks, num_classes, ignore_index), axis=1)
-    return {"miou": float(mean_iou(mat)), "pixel_acc": float(pixel_accuracy(mat)),
+    cm = ConfusionMatrix(num_classes, ignore_index=ignore_index).update(pred, masks)
+    per = per_image_miou(pred, masks, num_classes, ignore_index)
+    return {"miou": float(cm.mean_iou()), "pixel_acc": float(cm.pixel_accuracy()),
             "per_image_miou": per, "frac_below_0.5": float(np.mean(per < 0.5))}
 
 
@@ -249,13 +243,10 @@ def fit_segmenter(
     Defaults (AdamW lr 2e-3, weight decay 1e-4, batch 16, poly 0.9) were picked to converge in a
     few CPU minutes at 64 px.
     """
-    for name, v, lo in (("epochs", epochs, 1), ("batch_size", batch_size, 2)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ValueError(f"{name}: expected an int >= {lo}, got {v!r}")
-    if not (isinstance(lr, (int, float)) and lr > 0):
-        raise ValueError(f"lr: expected a positive float, got {lr!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed: expected a non-negative int, got {seed!r}")
+    # plain ints: they go into the checkpoint, which loads weights-only (no numpy scalars)
+    epochs, batch_size = check_int(epochs, "epochs"), check_int(batch_size, "batch_size", minimum=2)
+    check_number(lr, "lr", low=0, low_open=True)
+    seed = check_seed(seed)
     if classes is not None and not isinstance(classes, Classes):
         raise ValueError(f"classes: expected a blindspots Classes or None, got {type(classes).__name__}")
     images, masks = as_arrays(train_set, "train_set")
@@ -275,15 +266,18 @@ def fit_segmenter(
     ckpt_path = Path(checkpoint_path) if checkpoint_path is not None else None
     if ckpt_path is not None and resume and ckpt_path.exists():
         start = _resume(ckpt_path, model, optimizer, scheduler, result, arch, config)
-    for epoch in range(start, epochs):
+
+    def one_epoch(epoch: int) -> tuple[float, float]:
         t0 = time.perf_counter()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0]))
-            loss = train_epoch(model, images, masks, optimizer, batch_size=batch_size,
-                               rng=np.random.default_rng([seed, epoch]), scheduler=scheduler, augment=augment,
-                               color_jitter=color_jitter, ignore_index=ignore_index, device=device,
-                               progress=progress, desc=f"{arch or 'model'} epoch {epoch + 1}/{epochs}",
-                               class_weights=None if cw is None else torch.from_numpy(cw))
+        loss = train_epoch(model, images, masks, optimizer, batch_size=batch_size,
+                           rng=np.random.default_rng([seed, epoch]), scheduler=scheduler, augment=augment,
+                           color_jitter=color_jitter, ignore_index=ignore_index, device=device,
+                           progress=progress, desc=f"{arch or 'model'} epoch {epoch + 1}/{epochs}",
+                           class_weights=None if cw is None else torch.from_numpy(cw))
+        return loss, t0
+
+    def end_epoch(epoch: int, out: tuple[float, float]) -> None:
+        loss, t0 = out
         rec: dict[str, float] = {"epoch": epoch + 1, "loss": loss, "lr": optimizer.param_groups[0]["lr"],
                                  "seconds": time.perf_counter() - t0}
         if val is not None:
@@ -292,14 +286,15 @@ def fit_segmenter(
         result.history.append(rec)
         logger.info("%s epoch %d/%d: %s", arch or "model", epoch + 1, epochs, rec)
         if ckpt_path is not None:
-            from blindspots.models.zoo import save_checkpoint
-
             save_checkpoint(ckpt_path, model, arch=arch, classes=classes,
                             meta={**(meta or {}), "train": config, "history": result.history},
                             extra={"train_state": {"epoch": epoch + 1, "optimizer": optimizer.state_dict(),
                                                    "scheduler": scheduler.state_dict()}})
         if on_epoch_end is not None:
             on_epoch_end(rec)
+
+    run_epochs(range(start, epochs), one_epoch, end_epoch=end_epoch,
+               torch_seed=lambda epoch: int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0]))
     model.eval()
     return result
 
@@ -326,8 +321,6 @@ def _num_classes(model: nn.Module, classes: Classes | None) -> int:
 
 def _resume(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
             result: TrainResult, arch: str | None, config: dict[str, Any]) -> int:
-    from blindspots.models.zoo import read_checkpoint
-
     ckpt = read_checkpoint(path)
     if arch is not None and ckpt["arch"] != arch:
         raise ValueError(f"checkpoint_path: expected a checkpoint of arch {arch!r} to resume, "
@@ -347,104 +340,3 @@ def _resume(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, sche
     result.resumed_from = int(state["epoch"])
     logger.info("resumed %s from epoch %d", path, state["epoch"])
     return int(state["epoch"])
-
-
-# ----------------------------------------------------------------------------- the demo zoo
-
-# A full-resolution U-Net target learns the small classes (people, poles) at 64 px within minutes, so
-# it is good in-distribution; competitors are other designs (pyramid pooling, LR-ASPP, a plain FCN).
-DEFAULT_TARGET = "tiny_unet"
-DEFAULT_COMPETITORS = ("pspnet_r18", "lraspp_mnv3", "small_fcn")
-
-
-def train_zoo(
-    out_dir: str | Path,
-    *,
-    target: str = DEFAULT_TARGET,
-    competitors: Sequence[str] = DEFAULT_COMPETITORS,
-    n_train: int = 600,
-    n_val: int = 150,
-    size: int = 64,
-    epochs: int = 8,
-    competitor_epochs: int | None = None,
-    batch_size: int = 16,
-    lr: float = 2e-3,
-    seed: int = 0,
-    resume: bool = True,
-    progress: bool = True,
-    n_jobs: int = 1,
-) -> dict[str, Any]:
-    """Train a target and competitors of different design on procedural scenes; write `zoo.json`.
-
-    The target sees only the narrow "train" slice of scene conditions; competitors see "broad"
-    conditions (with brightness/contrast jitter), so they are better on shifted ("hard") scenes —
-    the setting in which MAD's disagreements point at the target's failures. All use AdamW + poly
-    and square-root median-frequency class weights, without which people and poles (about 1% of
-    pixels each) are not learned within a few CPU epochs at 64 px.
-    Writes `out_dir/<name>.pt` (name = architecture) and `out_dir/zoo.json` with each model's
-    mIoU on an in-distribution and a hard validation set, the share of scenes whose per-image mIoU
-    is below 0.5 in each, and the share expected in a "pool" (5% hard). Resumable: finished
-    epochs are kept in the checkpoints. n_jobs: processes rendering the scenes (-1: all cores).
-    """
-    from blindspots.data.scenes import POOL_HARD_FRACTION, SCENE_CLASSES, render_scene_arrays
-    from blindspots.models.zoo import ZOO, build_model
-
-    names = [target, *competitors]
-    for name in names:
-        if name not in ZOO:
-            raise ValueError(f"target/competitors: expected names from {sorted(ZOO)}, got {name!r}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"competitors: expected architectures different from each other and from the target, "
-                         f"got {names}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    plan = {"train": (n_train, "train", seed), "broad": (n_train, "broad", seed + 1),
-            "val_in": (n_val, "train", seed + 2), "val_hard": (n_val, "hard", seed + 3)}
-    data = {key: render_scene_arrays(n, seed=s, distribution=dist, size=size, progress=progress, n_jobs=n_jobs)
-            for key, (n, dist, s) in plan.items()}
-    summary: dict[str, Any] = {"target": target, "competitors": list(competitors), "size": size, "seed": seed,
-                               "n_train": n_train, "n_val": n_val, "classes": SCENE_CLASSES.to_dict(),
-                               "models": {}}
-    for i, name in enumerate(names):
-        role = "target" if i == 0 else "competitor"
-        dist = "train" if role == "target" else "broad"
-        imgs, msks, _ = data[dist]
-        ep = epochs if role == "target" or competitor_epochs is None else competitor_epochs
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed * 1000 + i)  # weight init
-            model = build_model(name, SCENE_CLASSES.num_classes)
-        t0 = time.perf_counter()
-        meta = {"role": role, "data": {"generator": "blindspots.data.scenes", "distribution": dist,
-                                       "n": n_train, "size": size, "seed": seed if dist == "train" else seed + 1}}
-        res = fit_segmenter(model, (imgs, msks), epochs=ep, batch_size=batch_size, lr=lr, seed=seed,
-                              checkpoint_path=out / f"{name}.pt", resume=resume, arch=name, classes=SCENE_CLASSES,
-                              meta=meta, color_jitter=0.0 if role == "target" else 0.3, progress=progress,
-                              class_weights="balanced")
-        metrics = {}
-        for key in ("val_in", "val_hard"):
-            e = evaluate_segmentation(predict_labels(model, data[key][0]), data[key][1], SCENE_CLASSES.num_classes)
-            metrics[key] = {"miou": e["miou"], "pixel_acc": e["pixel_acc"],
-                            "mean_image_miou": float(np.nanmean(e["per_image_miou"])),
-                            "frac_image_miou_below_0.5": e["frac_below_0.5"]}
-        # a "pool" scene is hard with probability POOL_HARD_FRACTION: the expected failure share there
-        metrics["pool_estimate"] = {"frac_image_miou_below_0.5": (1 - POOL_HARD_FRACTION) * metrics["val_in"][
-            "frac_image_miou_below_0.5"] + POOL_HARD_FRACTION * metrics["val_hard"]["frac_image_miou_below_0.5"]}
-        summary["models"][name] = {"role": role, "arch": name, "checkpoint": f"{name}.pt", "epochs": ep,
-                                   "train_distribution": dist, "train_seconds": time.perf_counter() - t0,
-                                   "final_loss": res.history[-1]["loss"] if res.history else None,
-                                   "metrics": metrics}
-        _save_metrics(out / f"{name}.pt", metrics)
-        logger.info("%s (%s): in %.3f hard %.3f", name, role, metrics["val_in"]["miou"], metrics["val_hard"]["miou"])
-    tmp = out / "zoo.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2))
-    os.replace(tmp, out / "zoo.json")
-    return summary
-
-
-def _save_metrics(path: Path, metrics: dict[str, Any]) -> None:
-    """Add validation metrics to a checkpoint's meta (kept atomic)."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    ckpt.setdefault("meta", {})["metrics"] = metrics
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)

@@ -1,4 +1,6 @@
-"""Defuse distillation: a Dirichlet-process Gaussian mixture over the identified failures' codes.
+"""Failure-scenario clustering (Defuse's distillation): a Dirichlet-process Gaussian mixture over the
+latent codes of identified failures. Lives in scenarios/ (not defuse/) so that scenario review and
+segmentation scenarios can use it without importing an engine that imports them back.
 
 scikit-learn's `BayesianGaussianMixture` with the truncated stick-breaking (Dirichlet process)
 prior, K = 100 components, full covariance, otherwise scikit-learn defaults (paper appendix B.1).
@@ -16,13 +18,14 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import BayesianGaussianMixture
 from threadpoolctl import threadpool_limits
 
-from blindspots.defuse.identify import Identified
+from blindspots._validation import check_number
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +98,10 @@ class Distiller:
         self.mixture_: BayesianGaussianMixture | None = None
         self.scenarios_: Scenarios | None = None
 
-    def fit(self, codes: np.ndarray | Identified) -> "Distiller":
-        """codes: float [M, D] latent codes of identified failures (or an `Identified`)."""
-        if isinstance(codes, Identified):
+    def fit(self, codes: np.ndarray | Any) -> "Distiller":
+        """codes: float [M, D] latent codes of identified failures (or anything with `.codes`, such as
+        `defuse.identify.Identified`: duck-typed so that scenarios/ never imports defuse/)."""
+        if not isinstance(codes, np.ndarray) and hasattr(codes, "codes"):
             codes = codes.codes
         codes = np.asarray(codes, dtype=np.float64)
         if codes.ndim != 2:
@@ -107,8 +111,7 @@ class Distiller:
                              "identification found (almost) nothing — increase q, the noise, or check the classifier")
         if not np.isfinite(codes).all():
             raise ValueError("codes: expected finite values, got NaN/inf")
-        if not 0 <= self.weight_threshold < 1:
-            raise ValueError(f"weight_threshold: expected a value in [0, 1), got {self.weight_threshold}")
+        check_number(self.weight_threshold, "weight_threshold", low=0, high=1, high_open=True)
         rng = np.random.default_rng(self.random_state)
         if self.max_codes is not None and len(codes) > self.max_codes:
             codes = codes[np.sort(rng.choice(len(codes), self.max_codes, replace=False))]
@@ -149,7 +152,7 @@ class Distiller:
         return self.mixture_.predict_proba(np.asarray(codes, dtype=np.float64))[:, self.scenarios_.component]
 
 
-def distill(identified: Identified, **kwargs) -> Scenarios:
+def distill(identified: Any, **kwargs) -> Scenarios:
     """Shortcut: `Distiller(**kwargs).fit(identified).scenarios_`."""
     return Distiller(**kwargs).fit(identified).scenarios_  # type: ignore[return-value]
 
