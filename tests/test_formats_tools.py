@@ -8,7 +8,9 @@ pillow~=12.0 and pyarrow~=25.0, so it is not in the dev extras; docs/annotation_
 from __future__ import annotations
 
 import json
+import sys
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -114,6 +116,11 @@ def test_labelstudio_tasks_made_in_label_studio_match_by_file_name(tmp_path):
 # --- CVAT via datumaro ----------------------------------------------------------------------------
 
 def _datumaro():
+    # scripts/test.sh installs datumaro with --no-deps into .venv/datumaro (its pins would downgrade
+    # pandas/Pillow/pyarrow); appended, so the venv's own packages still win.
+    extra = Path(__file__).resolve().parents[1] / ".venv" / "datumaro"
+    if extra.is_dir() and str(extra) not in sys.path:
+        sys.path.append(str(extra))
     return pytest.importorskip("datumaro", reason="datumaro not importable here (it pins pandas~=2.3, pillow~=12.0, "
                                "pyarrow~=25.0; install it in a separate --target, see docs/annotation_tools.md)")
 
