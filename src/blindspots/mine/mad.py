@@ -33,6 +33,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from blindspots.data.classes import Classes
+from blindspots.scan import schema
 from blindspots.mine.base import (
     Sampler, check_n, check_table, column, distance_pairs, dumps_reason, frac_models,
     ids_at, infer_target, result_frame, top_n_indices, usable_mask,
@@ -186,16 +187,17 @@ class MADSampler(Sampler):
         target = self.target if self.target is not None else infer_target(table, kind)
         fracs = frac_models(table)
         if target not in fracs:
-            raise ValueError(f"target: expected `frac__{target}__{{k}}` columns in the table, got models {sorted(fracs)}")
+            raise ValueError(f"target: expected `{schema.frac(target, 0)[:-1]}{{k}}` columns in the table, "
+                             f"got models {sorted(fracs)}")
         pairs = [g for t, g in distance_pairs(table, kind) if t == target]
         competitors = self.competitors if self.competitors is not None else pairs
         if not competitors:
             raise ValueError(f"competitors: expected at least one `{kind}__{target}__{{G}}` column, got none")
         class_ids = self.class_ids if self.class_ids is not None else fracs[target]
-        need = [f"{kind}__{target}__{g}" for g in competitors]
-        need += [f"frac__{target}__{k}" for k in class_ids]
+        need = [schema.pair(kind, target, g) for g in competitors]
+        need += [schema.frac(target, k) for k in class_ids]
         if self.both_directions:
-            need += [f"frac__{g}__{k}" for g in competitors for k in class_ids]
+            need += [schema.frac(g, k) for g in competitors for k in class_ids]
         check_table(table, need)
         if self.ranges is not None:
             ranges = _as_ranges(self.ranges)
@@ -233,7 +235,7 @@ class MADSampler(Sampler):
             """bool [N]: image in D_{model,k} (class k present with fraction in [p_k, q_k], status ok)."""
             key = (model, k)
             if key not in part_cache:
-                f = column(table, f"frac__{model}__{k}", np.float32)
+                f = column(table, schema.frac(model, k), np.float32)
                 p, q = ranges[k]
                 part_cache[key] = ok & (f > 0) & (f >= np.float32(p)) & (f <= np.float32(q))
             return part_cache[key]
@@ -242,7 +244,7 @@ class MADSampler(Sampler):
         head_size = min(len(table), max(HEAD_MIN, 8 * int(self.n3) * max(1, len(class_ids))))
         rows, comp, cls, direc, dist, rank = [], [], [], [], [], []
         for g in tqdm(competitors, desc="MAD", unit="competitor", disable=len(table) < 200_000):
-            d = column(table, f"{kind}__{target}__{g}")
+            d = column(table, schema.pair(kind, target, g))
             head = _sorted_head(d, head_size)
             parts = [("target", target)] + ([("competitor", g)] if self.both_directions else [])
             for direction, model in parts:
