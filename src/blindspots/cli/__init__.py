@@ -24,6 +24,7 @@ COMMAND_GROUPS: list[str] = [
     "demo",
     "labels",
     "loop",
+    "mine",
     "scan",
     "scenes",
     "surprise",

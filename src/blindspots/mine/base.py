@@ -88,6 +88,7 @@ def usable_mask(table: pd.DataFrame) -> np.ndarray:
             ok_rows = np.flatnonzero(ok)
             h_ok = h.iloc[ok_rows]
             later = (h_ok.duplicated(keep="first") & h_ok.notna()).to_numpy(dtype=bool, na_value=False)
+            ok = ok.copy()  # pandas may hand out a read-only view
             ok[ok_rows[later]] = False
     return ok
 

@@ -82,6 +82,32 @@ def class_area_ranges(masks: Iterable[np.ndarray], num_classes: int, *, ignore_i
     return out
 
 
+def class_area_ranges_from_table(table: pd.DataFrame, model: str, *,
+                                 quantiles: tuple[float, float] = (0.25, 0.75)) -> np.ndarray:
+    """[p_k, q_k] from a model's own predictions on the pool: the quantiles of `frac__M__k` over the
+    usable rows where class k is predicted at all.
+
+    For pools without training labels: the paper takes the quartiles of class k's area in the
+    target's *training labels*; these are the quartiles of its area in the *target's maps* of the
+    pool, so a class the target over- or under-segments shifts its own range.
+    Returns float64 [C, 2]; NaN rows for classes the model never predicts (MAD skips them).
+    """
+    lo, hi = quantiles
+    if not (0.0 <= lo <= hi <= 1.0):
+        raise ValueError(f"quantiles: expected 0 <= lower <= upper <= 1, got {quantiles!r}")
+    fracs = frac_models(table)
+    if model not in fracs:
+        raise ValueError(f"model: expected a model with frac columns in the table {sorted(fracs)}, got {model!r}")
+    ok = usable_mask(table)
+    out = np.full((max(fracs[model]) + 1, 2), np.nan)
+    for k in fracs[model]:
+        f = column(table, schema.frac(model, k))[ok]
+        f = f[np.isfinite(f) & (f > 0)]
+        if len(f):
+            out[k] = np.quantile(f, [lo, hi])
+    return out
+
+
 def _as_ranges(ranges: Any, num_classes: int | None = None) -> dict[int, tuple[float, float]]:
     """ranges given as array [C, 2] or {class_id: (p, q)} -> dict (NaN rows dropped)."""
     if isinstance(ranges, Mapping):
