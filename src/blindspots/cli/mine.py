@@ -12,7 +12,7 @@ def mine(
     strategy: str = typer.Option("mad", "--strategy", "-s", help="mad (target vs competitors, the paper), "
                                  "entropy (least certain target), surprise (needs `blindspots surprise score "
                                  "--scan` first) or random (the control)."),
-    n: int = typer.Option(20, "-n", "--n", help="How many images to pick."),
+    n: int = typer.Option(20, "-n", help="How many images to pick."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for picks.csv, picks.parquet and index.html "
                              "(created)."),
     target: Optional[str] = typer.Option(None, "--target", "-t", help="The scanned model under test (default: the "
