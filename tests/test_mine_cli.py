@@ -82,3 +82,16 @@ def test_mine_without_gallery_and_with_bad_input(scanned, tmp_path):
     assert res.exit_code != 0 and "strategy: expected one of" in str(res.exception or res.output)
     res = CliRunner().invoke(app, ["mine", str(tmp_path / "nothing"), "--out", str(out)])
     assert res.exit_code != 0 and "scan_dir: expected a scan folder" in str(res.exception or res.output)
+
+
+def test_mine_an_earlier_target(scanned, tmp_path):
+    pool = tmp_path / "my photos"
+    res = CliRunner().invoke(app, ["scan", str(pool), "--target", "blue=mine_cli_models:green?output=labels&num_classes=3",
+                                   "--competitor", "green", "--out", str(scanned), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "red_again"
+    res = CliRunner().invoke(app, ["mine", str(scanned), "--target", "red", "-n", "2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    html = (out / "index.html").read_text()
+    assert "red (target)" in html and "thumbs/green/" in html and "thumbs/blue/" not in html
+    assert pd.read_csv(out / "picks.csv")["reason"].str.startswith("red vs green").all()

@@ -65,7 +65,10 @@ def mine_scan(scan_dir: str | Path, strategy: str = "mad", n: int | None = 20, *
     out.insert(0, "rank", range(1, len(out) + 1))
     out.insert(3, "reason", [describe(r, names) for r in out["details"]])
     out.insert(5, "content_hash", None if hashes is None else hashes.reindex(out["id"]).to_numpy(object))
-    return out.reset_index(drop=True)
+    out = out.reset_index(drop=True)
+    # for the gallery: whose maps explain these picks
+    out.attrs = {"target": target, "competitors": [g for _, g in schema.distance_pairs(table.columns, "dpa")]}
+    return out
 
 
 def write_picks(picks: pd.DataFrame, out_dir: str | Path) -> tuple[Path, Path]:

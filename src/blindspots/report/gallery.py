@@ -74,15 +74,17 @@ def _figure(f: _Figure) -> str:
 
 
 def write_gallery(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path, *,
-                  pool_root: str | Path | None = None, models: Sequence[str] | None = None,
-                  max_side: int = 320, alpha: float = 0.5, title: str | None = None) -> Path:
+                  pool_root: str | Path | None = None, target: str | None = None,
+                  competitors: Sequence[str] | None = None, max_side: int = 320, alpha: float = 0.5,
+                  title: str | None = None) -> Path:
     """Write out_dir/index.html and out_dir/thumbs/ for `picks`; returns the page's path.
 
     picks: rows in display order with columns id, score, reason (plain text) and optionally rank
         and details (shown folded).
     scan_dir: the scan folder the picks come from (maps, class names and colours, pool root).
     pool_root: where the images are (default: the scan's `pool_root`).
-    models: the maps to show (default: the scan's target, then its competitors).
+    target, competitors: whose maps to show (default: `picks.attrs` as `mine_scan` sets them, else
+        the scan's target and competitors).
     max_side: thumbnail size in pixels (longer side). alpha: opacity of the class colours.
     """
     for col in ("id", "score", "reason"):
@@ -95,7 +97,12 @@ def write_gallery(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
     root = Path(pool_root if pool_root is not None else manifest["pool_root"])
-    shown = list(models) if models is not None else [manifest["target"]] + list(manifest.get("competitors", []))
+    target = target or picks.attrs.get("target") or manifest["target"]
+    if competitors is None:
+        competitors = picks.attrs.get("competitors")
+    if competitors is None:
+        competitors = manifest.get("competitors", []) if target == manifest["target"] else []
+    shown = [target] + [g for g in competitors if g != target]
     classes = Classes.from_dict(manifest["classes"]) if isinstance(manifest.get("classes"), dict) else None
     num_classes = int(manifest.get("num_classes", 0))
     palette = classes.palette if classes is not None else Classes(tuple(f"class_{k}" for k in range(num_classes))).palette
@@ -129,7 +136,7 @@ def write_gallery(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path
                 drawn = colorize(resize_labels(labels, thumbnail_size(*labels.shape[:2], max_side)), palette)
             path = thumbs / m / name
             _save_jpeg(drawn, path)
-            figures.append(_Figure(m + (" (target)" if m == manifest["target"] else ""), rel_url(path, out)))
+            figures.append(_Figure(m + (" (target)" if m == target else ""), rel_url(path, out)))
         legend_names = model_names[shown[0]] if shown else []
         details = getattr(row, "details", None)
         blocks.append(
@@ -141,8 +148,8 @@ def write_gallery(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path
             + (f"<details><summary>details</summary><code>{esc(details)}</code></details>" if details else "")
             + "</section>")
     heading = title or f"{len(picks)} picks from {Path(scan_dir).name}"
-    intro = (f"<h1>{esc(heading)}</h1><p class=\"meta\">target: {esc(manifest['target'])}; competitors: "
-             f"{esc(', '.join(manifest.get('competitors', [])) or 'none')}; pool: {esc(root)}</p>")
+    intro = (f"<h1>{esc(heading)}</h1><p class=\"meta\">target: {esc(target)}; competitors: "
+             f"{esc(', '.join(shown[1:]) or 'none')}; pool: {esc(root)}</p>")
     out.mkdir(parents=True, exist_ok=True)
     index = out / "index.html"
     index.write_text(page(heading, intro + "\n".join(blocks)), encoding="utf-8")

@@ -222,6 +222,7 @@ def _batch_rows(msg: Batch, plan: ShardPlan, shard: _ShardRows, outputs: dict[st
     """Writer thread: statistics, maps and pair distances of one batch into the shard's rows."""
     ids = msg.ids
     maps: dict[str, dict[str, np.ndarray]] = {}  # model -> id -> argmax map
+    whole: dict[str, np.ndarray] = {}  # model -> argmax [n, H, W] when it ran on every image of the batch
     if msg.images is not None:
         hashes = msg.hashes or [None] * len(ids)
         for image_id, (h, w), digest in zip(ids, msg.sizes, hashes):
@@ -232,6 +233,8 @@ def _batch_rows(msg: Batch, plan: ShardPlan, shard: _ShardRows, outputs: dict[st
         st = model_stats(out.proba)
         out_ids = [ids[i] for i in out.pos]
         maps[name] = dict(zip(out_ids, st.argmax))
+        if len(out_ids) == len(ids):
+            whole[name] = st.argmax
         table = shard.models.setdefault(name, {})
         for j, image_id in enumerate(out_ids):
             table[image_id] = (st.frac[j], float(st.entropy[j]), float(st.maxprob[j]))
@@ -245,9 +248,13 @@ def _batch_rows(msg: Batch, plan: ShardPlan, shard: _ShardRows, outputs: dict[st
             want = [i for i in ids if i in have]
             maps[name] = dict(zip(want, map_files.load_maps(layout, name, want)))
     for g in plan.pairs:
+        table = shard.pairs.setdefault(g, {})
+        if target in whole and g in whole:  # the common case: one vectorised call on the batch's maps
+            dpa, dmiou = pair_distances(whole[target], whole[g], num_classes)
+            table.update(zip(ids, zip(dpa.tolist(), dmiou.tolist())))
+            continue
         a, b = maps.get(target, {}), maps.get(g, {})
         both = [i for i in ids if i in a and i in b]
-        table = shard.pairs.setdefault(g, {})
         for image_id, d in zip(both, _distances([a[i] for i in both], [b[i] for i in both], num_classes)):
             table[image_id] = d
 
