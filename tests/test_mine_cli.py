@@ -95,3 +95,17 @@ def test_mine_an_earlier_target(scanned, tmp_path):
     html = (out / "index.html").read_text()
     assert "red (target)" in html and "thumbs/green/" in html and "thumbs/blue/" not in html
     assert pd.read_csv(out / "picks.csv")["reason"].str.startswith("red vs green").all()
+
+
+def test_mine_surprise_columns(scanned, tmp_path):
+    from blindspots.data.pool import ImagePool
+    from blindspots.scan.extra import add_columns
+
+    add_columns(scanned, ImagePool(tmp_path / "my photos"), "surprise_mdsa__mine",
+                lambda b: {"surprise_mdsa__mine": b.mean(axis=(1, 2, 3))}, progress=False)
+    out = tmp_path / "s"
+    res = CliRunner().invoke(app, ["mine", str(scanned), "--strategy", "surprise", "-n", "3", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    picks = pd.read_csv(out / "picks.csv")
+    assert len(picks) == 3 and picks["score"].is_monotonic_decreasing
+    assert picks["reason"].str.startswith("mine's MDSA surprise is").all()

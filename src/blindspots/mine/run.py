@@ -46,11 +46,13 @@ def mine_scan(scan_dir: str | Path, strategy: str = "mad", n: int | None = 20, *
         raise ValueError(f"target: expected one of the scanned models {sorted(manifest.get('models', {}))}, "
                          f"got {target!r}")
     table = read_score_table(scan_dir, target=target)
+    # surprise columns carry the name given to `blindspots surprise score`: inferred unless asked
+    explicit = target is not None or strategy != "surprise"
     target = target or manifest["target"]
     classes = Classes.from_dict(manifest["classes"]) if isinstance(manifest.get("classes"), dict) else None
     accepted = sampler_settings(strategy)
     given = dict(settings)
-    if "target" in accepted:
+    if "target" in accepted and explicit:
         given.setdefault("target", target)
     if "classes" in accepted and classes is not None:
         given.setdefault("classes", classes)
