@@ -187,15 +187,7 @@ def _forward(msg: Batch, plan: ShardPlan, models: Mapping[str, Any], num_classes
         try:
             outputs[name] = _Output(list(range(len(msg.ids))), _predict(model, msg.ids, msg.images, name, num_classes))
         except Exception as exc:  # noqa: BLE001 - recorded per image below
-            if len(msg.ids) == 1:
-                found = [(0, None, exc)]
-            else:
-                found = []
-                for i, image_id in enumerate(msg.ids):
-                    try:
-                        found.append((i, _predict(model, [image_id], msg.images[i:i + 1], name, num_classes), None))
-                    except Exception as one:  # noqa: BLE001
-                        found.append((i, None, one))
+            found = [(0, None, exc)] if len(msg.ids) == 1 else _one_by_one(model, msg, name, num_classes)
             good = [(i, p) for i, p, _ in found if p is not None]
             if good:
                 outputs[name] = _Output([i for i, _ in good], np.concatenate([p for _, p in good]))
@@ -209,6 +201,18 @@ def _forward(msg: Batch, plan: ShardPlan, models: Mapping[str, Any], num_classes
             health.ok[name] = health.ok.get(name, 0) + len(outputs[name].pos)
         health.failed[name] = health.failed.get(name, 0) + len(errors.get(name, {}))
     return outputs, errors
+
+
+def _one_by_one(model: Any, msg: Batch, name: str, num_classes: int
+                ) -> list[tuple[int, np.ndarray | None, Exception | None]]:
+    """(position, probabilities [1, C, H, W] or None, exception or None) per image of a batch that failed."""
+    found: list[tuple[int, np.ndarray | None, Exception | None]] = []
+    for i, image_id in enumerate(msg.ids):
+        try:
+            found.append((i, _predict(model, [image_id], msg.images[i:i + 1], name, num_classes), None))
+        except Exception as exc:  # noqa: BLE001 - this image's error row
+            found.append((i, None, exc))
+    return found
 
 
 def _error_rows(msg: Errors, shard: _ShardRows) -> None:
