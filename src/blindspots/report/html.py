@@ -16,7 +16,8 @@ h1 { font-size: 1.4em; } .meta { color: #555; font-size: 0.9em; }
 .pick h2 { font-size: 1em; margin: 0 0 0.4em 0; word-break: break-all; }
 .reason { font-weight: 600; margin: 0.3em 0; } .row { display: flex; flex-wrap: wrap; gap: 0.8em; }
 figure { margin: 0; } figcaption { font-size: 0.85em; color: #444; text-align: center; }
-figure img { display: block; max-width: 320px; border: 1px solid #ccc; }
+figure img { display: block; height: 200px; width: auto; max-width: 420px; object-fit: contain;
+  border: 1px solid #ccc; }
 .legend { list-style: none; padding: 0; margin: 0.4em 0; display: flex; flex-wrap: wrap; gap: 0.6em; }
 .legend li { font-size: 0.85em; } .swatch { display: inline-block; width: 0.9em; height: 0.9em;
   border: 1px solid #888; vertical-align: middle; margin-right: 0.3em; }
