@@ -27,6 +27,7 @@ COMMAND_GROUPS: list[str] = [
     "demo",
     "labels",
     "loop",
+    "mine",
     "scan",
     "scenes",
     "surprise",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -21,6 +21,7 @@ class Batch:
     ids: list[str]
     images: np.ndarray | None  # uint8 [n, H, W, 3]; None for a map-only shard
     sizes: list[tuple[int, int]]  # original (H, W) per image
+    hashes: list[str | None] = field(default_factory=list)  # content hash of each image's file
 
 
 @dataclass
@@ -74,7 +75,10 @@ def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple
 
     plans: objects with .k, .ids and .needs_images; shards that need no images get Batch
     messages without pixels (images=None). resize: (H, W) to resize to (bilinear), or None.
+    Each decoded image's file is hashed here too (`pool.content_hash(id)`, when the pool has it),
+    so exact duplicates are known without a second pass.
     """
+    hash_of = getattr(pool, "content_hash", None)
     for plan in plans:
         if not plan.needs_images:  # only pair shards missing: the maps are read back, no decoding
             for s in range(0, len(plan.ids), batch_size):
@@ -83,7 +87,7 @@ def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple
             if not put_until_stopped(q, EndShard(plan.k), stop):
                 return
             continue
-        pending: dict[tuple[int, int], list[tuple[str, np.ndarray, tuple[int, int]]]] = {}
+        pending: dict[tuple[int, int], list[tuple[str, np.ndarray, tuple[int, int], str | None]]] = {}
         errors: list[tuple[str, str]] = []
         for item in pool.iter_items(plan.ids):
             if stop.is_set():
@@ -96,7 +100,7 @@ def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple
             if resize is not None and tuple(size) != tuple(resize):
                 image = resize_image(image, resize)
             group = pending.setdefault(image.shape[:2], [])
-            group.append((item.id, image, size))
+            group.append((item.id, image, size, _hash(hash_of, item.id)))
             if len(group) == batch_size:
                 del pending[image.shape[:2]]
                 if not put_until_stopped(q, make_batch(plan.k, group), stop):
@@ -116,8 +120,19 @@ def resize_image(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return np.asarray(Image.fromarray(image).resize((size[1], size[0]), Image.BILINEAR))
 
 
-def make_batch(k: int, group: list[tuple[str, np.ndarray, tuple[int, int]]]) -> Batch:
-    return Batch(k, [g[0] for g in group], np.stack([g[1] for g in group]), [tuple(g[2]) for g in group])
+def _hash(hash_of: Callable[[str], str] | None, image_id: str) -> str | None:
+    """The content hash of one image's file, or None (no hasher, or the file changed under us)."""
+    if hash_of is None:
+        return None
+    try:
+        return hash_of(image_id)
+    except (OSError, ValueError):
+        return None
+
+
+def make_batch(k: int, group: list[tuple[str, np.ndarray, tuple[int, int], str | None]]) -> Batch:
+    return Batch(k, [g[0] for g in group], np.stack([g[1] for g in group]), [tuple(g[2]) for g in group],
+                 [g[3] for g in group])
 
 
 def run_jobs(q: queue.Queue) -> None:
