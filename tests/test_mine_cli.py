@@ -79,9 +79,9 @@ def test_mine_without_gallery_and_with_bad_input(scanned, tmp_path):
     assert res.exit_code == 0, res.output
     assert (out / "picks.csv").is_file() and not (out / "index.html").exists()
     res = CliRunner().invoke(app, ["mine", str(scanned), "--strategy", "coreset", "--out", str(out)])
-    assert res.exit_code != 0 and "strategy: expected one of" in str(res.exception or res.output)
+    assert res.exit_code == 2 and "strategy: expected one of" in res.output
     res = CliRunner().invoke(app, ["mine", str(tmp_path / "nothing"), "--out", str(out)])
-    assert res.exit_code != 0 and "scan_dir: expected a scan folder" in str(res.exception or res.output)
+    assert res.exit_code == 2 and "scan_dir: expected a scan folder" in res.output
 
 
 def test_mine_an_earlier_target(scanned, tmp_path):

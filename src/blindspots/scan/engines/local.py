@@ -23,6 +23,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from blindspots.models.protocol import ModelFailure
+
 from blindspots.scan import maps as map_files
 from blindspots.scan import schema
 from blindspots.scan.engines.pipeline import DONE, Batch, Errors, Worker, read_batches, run_jobs, submit
@@ -168,7 +170,9 @@ def _predict(model: Any, ids: list[str], images: np.ndarray, name: str, num_clas
 
 
 def _message(name: str, exc: Exception) -> str:
-    text = f"{name}: {type(exc).__name__}: " + " ".join(str(exc).split())  # one line, whatever the model raised
+    # ModelFailure already names the model kind, the input shape and the original exception's type
+    head = f"{name}: " if isinstance(exc, ModelFailure) else f"{name}: {type(exc).__name__}: "
+    text = head + " ".join(str(exc).split())  # one line, whatever the model raised
     return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 3] + "..."
 
 
