@@ -16,8 +16,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index,
-                                                check_positive_int, check_values, chunk_images)
-from blindspots.labels._internal.pixels import label_probs
+                                                check_positive_int, chunk_images, warn_unnormalised)
+from blindspots.labels._internal.pixels import scan_chunk
 from blindspots.labels.filter import LabelIssueFinder
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
@@ -26,30 +26,24 @@ if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
 #: cleanlab.internal.constants.EPSILON: lower bound of the softmax temperature
 _EPSILON = 1e-6
 METHODS = ("softmin", "num_pixel_issues")
+#: softmin reads only the probability of each pixel's label (checked everywhere); every value of every
+#: 8th image row is checked too (NaN, inf, negative, class sums), so the other K - 1 planes are read
+#: for 1/8 of the rows instead of all: enough to catch logits or unnormalised maps, at a third of the cost
+CHECK_ROW_STEP = 8
 
 
-def softmin_pool(scores: np.ndarray, valid: np.ndarray | None = None, temperature: float = 0.1) -> np.ndarray:
+def softmin_pool(scores: np.ndarray, valid: np.ndarray | None = None, temperature: float = 0.1,
+                 work: list[np.ndarray] | None = None) -> np.ndarray:
     """Softmin pooling per image, in float64 like cleanlab: sum_i s_i w_i with w = softmax((1 - s)/T).
 
-    scores: float [b, H, W] in [0, 1]; valid: bool [b, H, W] or None -> float64 [b].
+    scores: float [b, H, W]; valid: bool [b, H, W] or None -> float64 [b].
     Rows with no valid pixel give 1.0. Uses (1 - s)/T - max = (min s - s)/T (the same shift cleanlab
-    applies), one image at a time so temporaries stay at one image.
+    applies), one image at a time so temporaries stay at one image (`work`: scratch kept by the caller
+    across chunks).
     """
-    b = scores.shape[0]
-    s2 = scores.reshape(b, -1)
-    v2 = None if valid is None else valid.reshape(b, -1)
-    inv_t = 1.0 / max(temperature, _EPSILON)
-    out = np.ones(b, dtype=np.float64)
-    for i in range(b):
-        si = s2[i] if v2 is None or v2[i].all() else s2[i][v2[i]]
-        if si.size == 0:
-            continue
-        si = si.astype(np.float64)
-        e = si.min() - si
-        e *= inv_t
-        np.exp(e, out=e)
-        out[i] = np.einsum("i,i->", si, e) / e.sum()  # einsum: no BLAS thread start-up per image
-    return out
+    from blindspots.labels._internal.kernels import softmin
+
+    return softmin(scores, valid, max(temperature, _EPSILON), work)
 
 
 def _open_out(out: Any, shape: tuple[int, ...], dtype: np.dtype, name: str) -> np.ndarray:
@@ -109,16 +103,24 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
     parts: list[np.ndarray] = []  # only for iterables of unknown length without pixel_scores_out
     pix: np.ndarray | None = None
     chunk = chunk_images(src.num_classes, src.h, src.w, batch_size) if isinstance(src, ArrayBatches) else None
+    warned = False
+    work: list[np.ndarray] = []
     with tqdm(total=src.n, desc="images processed using softmin", unit="img", disable=not verbose,
               leave=False) as bar:
         for start, lab, pp in src.iter(chunk):
-            check_values(lab, pp, ignore_index, start, atol)
-            valid = None if ignore_index is None else lab != ignore_index
-            s = label_probs(lab, pp, valid)
-            image_scores.append(softmin_pool(s, valid, temperature))
-            if return_pixel_scores:
-                if pix is None and src.n is not None and not parts:
-                    pix = _open_out(pixel_scores_out, (src.n,) + s.shape[1:], s.dtype, "pixel_scores_out")
+            if return_pixel_scores and pix is None and src.n is not None and not parts:
+                pix = _open_out(pixel_scores_out, (src.n,) + lab.shape[1:], pp.dtype, "pixel_scores_out")
+            # write the pixel scores straight into the output when it is a plain array of the same layout
+            direct = (pix is not None and type(pix) is np.ndarray and lab.shape[1:] == pix.shape[1:]
+                      and pix.dtype == pp.dtype and pix.flags.c_contiguous)
+            r = scan_chunk(lab, pp, ignore_index, need_pred=False, check=True, start=start, atol=atol,
+                           score=pix[start:start + len(lab)] if direct else None, row_step=CHECK_ROW_STEP)
+            if r.note is not None and not warned:
+                warn_unnormalised(r.note, atol)
+                warned = True
+            s, valid = r.score, (None if ignore_index is None else r.valid)
+            image_scores.append(softmin_pool(s, valid, temperature, work))
+            if return_pixel_scores and not direct:
                 if pix is not None and s.shape[1:] != pix.shape[1:]:  # images of mixed sizes
                     if pixel_scores_out is not None:
                         raise ValueError(f"pixel_scores_out: expected images of one size {pix.shape[1:]}, got "
