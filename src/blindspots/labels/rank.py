@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index,
                                                 check_positive_int, chunk_images, warn_unnormalised)
 from blindspots.labels._internal.pixels import scan_chunk
-from blindspots.labels.filter import LabelIssueFinder
+from blindspots.labels.filter import LabelIssueFinder, print_evaluated
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
@@ -78,6 +78,12 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
         values are identical), 1.0 at ignored pixels. For streams, pass `pixel_scores_out` (array or .npy
         path, memory-mapped) or `return_pixel_scores=False` to keep memory flat in N.
     n_jobs: accepted for compatibility and ignored.
+    verbose: progress bar (stderr); with "num_pixel_issues", also cleanlab's line on stdout (see
+        `find_label_issues`).
+    pred_probs that do not sum to 1 (e.g. np.random.random arrays, as in cleanlab's examples) are used
+    as given, as cleanlab does, with one warning. NaN, inf or negative values raise: "softmin" checks
+    the label's probability of every pixel and every value of every 8th image row (`CHECK_ROW_STEP`;
+    it reads only the label's probability elsewhere), "num_pixel_issues" every value.
     """
     if kwargs:
         raise ValueError(f"kwargs: expected only cleanlab's 'temperature'/'downsample', got {sorted(kwargs)}")
@@ -159,6 +165,8 @@ def _num_pixel_issues(labels: Any, pred_probs: Any, *, model: Segmenter | None, 
                               verbose=verbose, cache_dir=cache_dir, atol=atol)
     with finder:
         finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
+        if verbose:  # cleanlab's method calls its find_label_issues, which prints this line
+            print_evaluated(finder)
         n = finder.n_images_
         mixed = finder.shape_ is None
         if mixed and pixel_scores_out is not None:
