@@ -56,18 +56,18 @@ def _row_argmax(probs, i, y, pred, maxprob):
 
 
 @numba.njit(cache=True, nogil=True)
-def _scan(labels, probs, ignore, has_ignore, check, row_step, need_pred, atol, score, valid, pred, maxprob, counts):
+def _scan(labels, probs, check, row_step, need_pred, atol, score, pred, maxprob, counts):
     """labels int [b, H, W]; probs float32|float64 [b, K, H, W] (C order); outputs as in `scan`.
 
-    counts: int64 [3] += (labels neither a class id nor ignore, pixels with a non-finite or negative
-    value, pixels whose class sum is off 1). With check, every value of every row_step-th row is
-    checked (its K planes are read in order and stay in cache for the argmax and the gather), and the
-    label's probability of every pixel. The gather is branch-free: labels change from pixel to pixel.
+    counts: int64 [3]: [1] += pixels of checked rows with a non-finite or negative value, [2] += those
+    whose class sum is off 1. With check, every value of every row_step-th row is checked (its K planes
+    are read in order and stay in cache for the argmax and the gather). The gather is branch-free
+    (labels change from pixel to pixel) and alone in its loop: the masks, in the same loop, made it
+    twice as slow; numpy's vectorised passes do them for less in `scan`.
     """
     b, k, h, w = probs.shape
     acc = np.empty(w, probs.dtype)
     low = np.empty(w, probs.dtype)
-    one = probs.dtype.type(1.0)
     for i in range(b):
         for y in range(h):
             full = check and y % row_step == 0
@@ -77,27 +77,10 @@ def _scan(labels, probs, ignore, has_ignore, check, row_step, need_pred, atol, s
                 counts[2] += off
             if need_pred:
                 _row_argmax(probs, i, y, pred, maxprob)
-            lrow, srow, vrow = labels[i, y], score[i, y], valid[i, y]
-            # the gather alone in its loop (any label is clamped to a safe index); masks in a second,
-            # vectorised loop: mixing them made the gather loop twice as slow
-            for x in range(w):
-                lab = lrow[x]
-                srow[x] = probs[i, lab if (lab >= 0) & (lab < k) else 0, y, x]
-            nbad = 0
-            nval = 0
-            for x in range(w):
-                lab = lrow[x]
-                ok = (lab >= 0) & (lab < k)
-                ign = has_ignore & (lab == ignore)
-                use = ok & ~ign
-                vrow[x] = use
-                v = srow[x]
-                srow[x] = v if use else one
-                nbad += ~ok & ~ign
-                nval += use & ~((v >= -atol) & (v < np.inf))  # NaN fails both comparisons
-            counts[0] += nbad
-            if check and not full:
-                counts[1] += nval
+            lrow, srow = labels[i, y], score[i, y]
+            plane = probs[i, :, y, :]  # [K, W] view of this row
+            for x in range(w):  # the gather alone: labels are class ids here (`scan` replaces others)
+                srow[x] = plane[lrow[x], x]
 
 
 def scan(labels: np.ndarray, probs: np.ndarray, ignore_index: int | None, *, check: bool, need_pred: bool,
@@ -118,28 +101,40 @@ def scan(labels: np.ndarray, probs: np.ndarray, ignore_index: int | None, *, che
     b, k, h, w = probs.shape
     if score is None:
         score = np.empty((b, h, w), dtype=probs.dtype)
-    valid = np.empty((b, h, w), dtype=bool)
     pdt = np.uint8 if k < 255 else np.uint16  # the dtype of pixels.argmax_max
     pred = np.empty((b, h, w) if need_pred else (0, 0, 0), dtype=pdt)
     maxprob = np.empty((b, h, w) if need_pred else (0, 0, 0), dtype=probs.dtype)
     counts = np.zeros(3, dtype=np.int64)
-    ign = 0 if ignore_index is None else int(ignore_index)
-    has_ignore = ignore_index is not None
-    if has_ignore and labels.dtype.kind == "u" and not 0 <= ign <= np.iinfo(labels.dtype).max:
-        ign, has_ignore = 0, False  # no label can equal it (and it must fit the labels' type)
-    _scan(labels, probs, ign, has_ignore, check, max(int(row_step), 1), need_pred, float(atol), score, valid,
-          pred, maxprob, counts)
+    k_ok = labels < k
+    if labels.dtype.kind == "i":
+        k_ok &= labels >= 0
+    all_ids = bool(k_ok.all())
+    ign = None
+    if ignore_index is not None and (not all_ids or 0 <= ignore_index < k):
+        ign = labels == ignore_index  # only computed where it can matter
+    if all_ids and (ign is None or not ign.any()):  # the common case: every pixel labelled with a class id
+        valid = np.ones(labels.shape, dtype=bool)
+        safe = labels
+    else:
+        valid = k_ok if ign is None else k_ok & ~ign
+        counts[0] = valid.size - np.count_nonzero(k_ok if ign is None else k_ok | ign)
+        # the kernel gathers without bounds checks: labels that are not class ids become 0
+        safe = labels if all_ids else np.where(k_ok, labels, 0).astype(labels.dtype, copy=False)
+    _scan(safe, probs, check, max(int(row_step), 1), need_pred, float(atol), score, pred, maxprob, counts)
+    if ign is not None or not all_ids:
+        np.copyto(score, 1.0, where=~valid)
+    if check and row_step > 1:  # the label's probability of every pixel (ignored ones are 1.0 now)
+        lo = score.min()
+        if not (np.isfinite(lo) and lo >= -atol and np.isfinite(score.max())):
+            counts[1] += 1
     return score, valid, (pred if need_pred else None), (maxprob if need_pred else None), counts
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"nnan", "ninf", "nsz", "reassoc"})
-def _softmin_exponents(s, inv_t, x):
-    """The shifted softmin exponents x = (min s - s) / T in float64 (the shift cleanlab applies:
-    (1 - s)/T - max((1 - s)/T)). s: float [n] of finite values (checked by `scan`), so fast-math only
-    lets the loops vectorise."""
-    m = np.inf
-    for j in range(s.size):
-        m = min(m, np.float64(s[j]))
+def _softmin_exponents(s, m, inv_t, x):
+    """The shifted softmin exponents x = (m - s) / T in float64, m = min s (the shift cleanlab applies:
+    (1 - s)/T - max((1 - s)/T)). s holds finite values (checked by `scan`), so fast-math only lets the
+    loop vectorise. (The minimum comes from numpy: numba's min loops do not vectorise.)"""
     for j in range(s.size):
         x[j] = (m - np.float64(s[j])) * inv_t
 
@@ -181,7 +176,7 @@ def softmin(scores: np.ndarray, valid: np.ndarray | None, temperature: float,
         if si.size == 0:
             continue
         x = work[0][:si.size]
-        _softmin_exponents(si, inv_t, x)
+        _softmin_exponents(si, np.float64(si.min()), inv_t, x)
         np.exp(x, out=x)
         out[i] = _softmin_sums(si, x)
     return out
