@@ -1,10 +1,11 @@
 """Compiled per-pixel passes (numba): one read of pred_probs gives every per-pixel statistic.
 
 `scan` walks each image row once and fills, per pixel: the probability of the given label (exact
-gather), whether the pixel is labelled, and optionally the argmax (first maximum, as numpy) and the
-maximum; with `check` it counts labels out of range, pixels with a non-finite or negative value, and
-pixels whose class sum is off 1. numpy needs one pass per statistic and a `take_along_axis` index
-array for the gather; this is one memory-bound pass. `softmin` pools pixel scores per image.
+gather), and optionally the argmax (first maximum, as numpy) and the maximum; with `check` it counts
+pixels with a non-finite or negative value and pixels whose class sum is off 1 (the label masks are
+numpy passes over the small label array). numpy needs one pass over pred_probs per statistic and a
+`take_along_axis` index array for the gather; this is one memory-bound pass. `softmin` pools pixel
+scores per image.
 
 Kept apart so numba is imported (and the kernels compiled, then cached on disk) only when used.
 """
