@@ -175,7 +175,8 @@ print("flagged pixels per image:", issues.sum(axis=(1, 2)).tolist())
 df = summary.common_label_issues(issues, labels, pred_probs, class_names=classes, exclude=[], top=5)
 print(df.to_string())
 car_issues = summary.filter_by_class(classes.index("car"), issues, labels=labels, pred_probs=pred_probs)
-print("car issues:", int(car_issues.sum()), "bicycle issues:", int(summary.filter_by_class(7, issues, labels, pred_probs).sum()))
+bicycle_issues = summary.filter_by_class(7, issues, labels, pred_probs)   # no such class: an empty mask
+print("car issues:", int(car_issues.sum()), "bicycle issues:", int(bicycle_issues.sum()))
 summary.display_issues(issues, pred_probs=pred_probs, labels=labels, top=2, class_names=classes)
 
 image_scores, pixel_scores = rank.get_label_quality_scores(labels, pred_probs, method="softmin")

@@ -121,7 +121,8 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
             direct = (pix is not None and type(pix) is np.ndarray and lab.shape[1:] == pix.shape[1:]
                       and pix.dtype == pp.dtype and pix.flags.c_contiguous)
             r = scan_chunk(lab, pp, ignore_index, need_pred=False, check=True, start=start, atol=atol,
-                           score=pix[start:start + len(lab)] if direct else None, row_step=CHECK_ROW_STEP)
+                           score=pix[start:start + len(lab)] if direct else None, row_step=CHECK_ROW_STEP,
+                           describe=not warned)
             if r.note is not None and not warned:
                 warn_unnormalised(r.note, atol)
                 warned = True

@@ -92,7 +92,8 @@ def check_values(labels: np.ndarray, pred_probs: np.ndarray, ignore_index: int |
         return int(flat[0]) if flat.size else -1
 
     finite = np.isfinite(sums)
-    return report_values((first(bad_lab), first(~finite), first(low < -atol), first(finite & (np.abs(sums - 1.0) > atol))),
+    first_off = first(finite & (np.abs(sums - 1.0) > atol))
+    return report_values((first(bad_lab), first(~finite), first(low < -atol), first_off),
                          labels, pred_probs, ignore_index, start, atol)
 
 

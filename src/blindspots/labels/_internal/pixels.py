@@ -44,7 +44,7 @@ def scan_chunk(labels: np.ndarray, pred_probs: np.ndarray, ignore_index: int | N
         if counts[0] or counts[1] or (counts[2] and describe):  # rare: locate the first one with numpy
             note = _locate(labels, pred_probs, ignore_index, start, atol, row_step)
         elif counts[2]:
-            note = "not described"
+            note = "rows off 1"  # the caller has warned already
         return ChunkScan(sc, valid, pred, maxprob, note)
     note = check_values(labels, pred_probs, ignore_index, start, atol) if check else None
     if not check:  # out-of-range labels would index out of bounds below

@@ -54,11 +54,13 @@ def _valid(labels: np.ndarray, ignore_index: int | None) -> np.ndarray:
 
 
 def compute_stats(start: int, labels: np.ndarray, probs: np.ndarray, ignore_index: int | None,
-                  need_pred: bool, check: bool = False, atol: float = PROB_ATOL) -> PixelStats:
+                  need_pred: bool, check: bool = False, atol: float = PROB_ATOL, describe: bool = True) -> PixelStats:
     """labels int [b,H,W], probs float [b,K,H,W] -> PixelStats at that resolution, in one read of probs.
 
-    check: validate the values (invalid input raises; `note` tells where rows do not sum to 1)."""
-    r = scan_chunk(labels, probs, ignore_index, need_pred=need_pred, check=check, start=start, atol=atol)
+    check: validate the values (invalid input raises; `note` tells where rows do not sum to 1, in
+    detail when `describe`: callers that already warned skip locating it)."""
+    r = scan_chunk(labels, probs, ignore_index, need_pred=need_pred, check=check, start=start, atol=atol,
+                   describe=describe)
     return PixelStats(start, labels, r.valid, r.score, r.pred, r.maxprob, r.note)
 
 
@@ -94,12 +96,14 @@ class ArrayStats:
             for start, lab, pp in self.source.iter(self.chunk):
                 fs = None
                 if f == 1:
-                    st = compute_stats(start, lab, pp, self.ignore_index, need_pred or full, validate, self.atol)
+                    st = compute_stats(start, lab, pp, self.ignore_index, need_pred or full, validate, self.atol,
+                                       not self._warned)
                     self._note(st)
                     fs = st if full else None
                 else:
                     if full or validate:
-                        fs = compute_stats(start, lab, pp, self.ignore_index, full, validate, self.atol)
+                        fs = compute_stats(start, lab, pp, self.ignore_index, full, validate, self.atol,
+                                           not self._warned)
                         self._note(fs)
                     st = compute_stats(start, *downsampled(lab, pp, f, self.ignore_index), self.ignore_index,
                                        need_pred)
@@ -169,7 +173,7 @@ class CachedStats:
             with tqdm(total=total, initial=start, desc="computing pixel statistics", unit="img",
                       disable=not self.verbose, leave=False) as bar:
                 for s, lab, pp in self.source.iter(None, start):
-                    full = compute_stats(s, lab, pp, self.ignore_index, True, True, self.atol)
+                    full = compute_stats(s, lab, pp, self.ignore_index, True, True, self.atol, not warned)
                     if full.note is not None and not warned:
                         warn_unnormalised(full.note, self.atol)
                         warned = True
