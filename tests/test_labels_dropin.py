@@ -24,6 +24,9 @@ from blindspots.labels import filter as bs_filter  # noqa: E402
 from blindspots.labels import rank as bs_rank  # noqa: E402
 from blindspots.labels import summary as bs_summary  # noqa: E402
 
+# calls not checking the warning itself (`_one_warning` records it under its own filter)
+pytestmark = pytest.mark.filterwarnings("ignore:pred_probs. probabilities do not sum to 1:UserWarning")
+
 #: cleanlab prints this when n_jobs=None and psutil is missing (about its process pool, which we do not
 #: have); the one stdout line we do not reproduce (docs/labels.md)
 _POOL_NOTICE = "Multiprocessing will default to using the number of logical cores"
