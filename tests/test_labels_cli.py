@@ -96,7 +96,8 @@ def test_cli_bad_arguments(tmp_path):
     res = CliRunner().invoke(app, ["label-issues", "--out", str(tmp_path / "o")])
     assert res.exit_code != 0
     np.save(tmp_path / "l.npy", np.zeros((2, 4, 4), np.uint8))
-    np.save(tmp_path / "p.npy", np.full((2, 3, 4, 4), 0.5, np.float32))  # sums to 1.5
+    # negative values are invalid (rows merely not summing to 1 are accepted with a warning, as cleanlab does)
+    np.save(tmp_path / "p.npy", np.full((2, 3, 4, 4), -0.5, np.float32))
     res = CliRunner().invoke(app, ["label-issues", "--labels", str(tmp_path / "l.npy"), "--probs",
                                    str(tmp_path / "p.npy"), "--out", str(tmp_path / "o"), "--no-progress"])
     assert res.exit_code == 2 and "pred_probs" in res.output

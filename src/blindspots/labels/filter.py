@@ -315,6 +315,12 @@ class LabelIssueFinder:
         self.close()
 
 
+def print_evaluated(finder: LabelIssueFinder) -> None:
+    """cleanlab's verbose line on stdout (its LabelInspector prints it; a drop-in prints the same):
+    the number of labelled pixels evaluated, at the analysis resolution (after `downsample`)."""
+    print(f"Total number of examples whose labels have been evaluated: {finder.n_valid_pixels_}")
+
+
 def find_label_issues(labels: Any = None, pred_probs: Any = None, *, batch_size: int | None = None,
                       n_jobs: int | None = None, verbose: bool = True, downsample: int = 1,
                       ignore_index: int | None = 255, model: Segmenter | None = None, dataset: Any = None,
@@ -342,6 +348,11 @@ def find_label_issues(labels: Any = None, pred_probs: Any = None, *, batch_size:
         (default 255; None: every value must be a class id). cleanlab has no ignore index.
     out: where to write the mask (None: new array; a bool array; a .npy path -> memory-mapped file).
     cache_dir: folder for the per-pixel statistics of iterable/model inputs (default: temporary).
+    verbose: progress bars (stderr) and cleanlab's closing line on stdout, "Total number of examples
+        whose labels have been evaluated: M" (M labelled pixels; cleanlab's default n_jobs=None also
+        prints a multiprocessing notice when psutil is missing, which has no meaning here).
+    pred_probs that do not sum to 1 (e.g. np.random.random arrays, as in cleanlab's examples) are used
+    as given, as cleanlab does, with one warning; NaN, inf and negative values raise.
     """
     if kwargs:
         raise ValueError(f"kwargs: expected only 'downsample' (cleanlab) besides named arguments, got "
@@ -352,6 +363,8 @@ def find_label_issues(labels: Any = None, pred_probs: Any = None, *, batch_size:
     with finder:
         finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
         log.info("estimated %d label issues over %d images", finder.num_issues_, finder.n_images_)
+        if verbose:
+            print_evaluated(finder)
         if out is None and finder._mask is not None:
             return finder._mask  # the finder is discarded: hand over its mask without a copy
         return finder.transform(out)

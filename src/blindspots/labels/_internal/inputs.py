@@ -8,6 +8,8 @@ resident memory does not grow with N), an iterable of batches, or a `Segmenter` 
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -74,29 +76,81 @@ def check_shapes(labels_shape: tuple[int, ...], probs_shape: tuple[int, ...], la
 
 
 def check_values(labels: np.ndarray, pred_probs: np.ndarray, ignore_index: int | None, start: int,
-                 atol: float = PROB_ATOL) -> None:
-    """Value checks on one chunk (images start..start+b): finite probabilities in [0, 1] summing to 1
-    over K, labels in 0..K-1 or ignore_index."""
+                 atol: float = PROB_ATOL) -> str | None:
+    """Value checks on one chunk (images start..start+b), in numpy (the compiled pass in
+    `pixels.scan_chunk` does the same in one read): see `report_values`."""
     k = pred_probs.shape[1]
     # float32 accumulation is far below atol and half the cost of float64
     sums = pred_probs.sum(axis=1, dtype=np.promote_types(pred_probs.dtype, np.float32))
-    bad = ~(np.abs(sums - 1.0) <= atol)  # also catches NaN and inf
-    if bad.any():
-        i, y, x = np.argwhere(bad)[0]
-        raise ValueError(
-            f"pred_probs: expected probabilities summing to 1 over the class axis (within {atol}), got sum "
-            f"{sums[i, y, x]!r} at image {start + i}, pixel ({y}, {x}); apply a softmax to logits first")
-    lo = pred_probs.min()
-    if lo < -atol:
-        raise ValueError(f"pred_probs: expected values in [0, 1], got minimum {lo!r} in images {start}..")
     bad_lab = (labels < 0) | (labels >= k)
     if ignore_index is not None:
         bad_lab &= labels != ignore_index
-    if bad_lab.any():
-        i, y, x = np.argwhere(bad_lab)[0]
+    low = pred_probs.min(axis=1)
+
+    def first(mask: np.ndarray) -> int:
+        flat = np.flatnonzero(mask)
+        return int(flat[0]) if flat.size else -1
+
+    finite = np.isfinite(sums)
+    first_off = first(finite & (np.abs(sums - 1.0) > atol))
+    return report_values((first(bad_lab), first(~finite), first(low < -atol), first_off),
+                         labels, pred_probs, ignore_index, start, atol)
+
+
+def report_values(first: Sequence[int], labels: np.ndarray, pred_probs: np.ndarray, ignore_index: int | None,
+                  start: int, atol: float) -> str | None:
+    """Raise for invalid values, else describe where probabilities do not sum to 1 (None: they all do).
+
+    first: flat pixel positions in the chunk (-1: none) of the first label that is neither a class id
+    nor ignore_index, the first non-finite class sum (NaN or inf anywhere in that pixel), the first
+    value below -atol, and the first class sum off 1 by more than atol. Unnormalised rows are valid
+    (cleanlab computes on them as given): the caller warns once per call.
+    """
+    bad_label, non_finite, negative, unnormalised = (int(v) for v in first)
+    k = pred_probs.shape[1]
+
+    def where(flat: int) -> tuple[int, int, int]:
+        i, y, x = np.unravel_index(flat, labels.shape)
+        return int(i), int(y), int(x)
+
+    def class_sum(i: int, y: int, x: int) -> float:
+        return float(np.asarray(pred_probs[i, :, y, x], dtype=np.float64).sum())
+
+    if non_finite >= 0:
+        i, y, x = where(non_finite)
+        raise ValueError(f"pred_probs: expected finite probabilities, got a class sum of {class_sum(i, y, x)!r} at "
+                         f"image {start + i}, pixel ({y}, {x})")
+    if negative >= 0:
+        i, y, x = where(negative)
+        lo = float(np.min(pred_probs[i, :, y, x]))
+        raise ValueError(f"pred_probs: expected values >= 0 (probabilities), got {lo!r} at image {start + i}, "
+                         f"pixel ({y}, {x}); apply a softmax to logits first")
+    if bad_label >= 0:
+        i, y, x = where(bad_label)
         allowed = f"0..{k - 1}" + ("" if ignore_index is None else f" or ignore_index {ignore_index}")
         raise ValueError(f"labels: expected class ids in {allowed}, got {labels[i, y, x]} at image {start + i}, "
                          f"pixel ({y}, {x})")
+    if unnormalised >= 0:
+        i, y, x = where(unnormalised)
+        return f"sum {class_sum(i, y, x):.6g} at image {start + i}, pixel ({y}, {x})"
+    return None
+
+
+def warn_unnormalised(note: str, atol: float) -> None:
+    """The one warning of a call whose pred_probs do not sum to 1, pointed at the caller's line."""
+    warnings.warn(f"pred_probs: probabilities do not sum to 1 over the class axis within {atol} ({note}); "
+                  "computing on the values as given, as cleanlab does (apply a softmax to logits for "
+                  "calibrated results)", UserWarning, stacklevel=_outside_stacklevel())
+
+
+def _outside_stacklevel() -> int:
+    """stacklevel of the first frame outside blindspots.labels (the user's call)."""
+    here = str(Path(__file__).resolve().parents[1])
+    level, f = 1, sys._getframe(1)
+    while f is not None and str(Path(f.f_code.co_filename).resolve()).startswith(here):
+        f = f.f_back
+        level += 1
+    return level
 
 
 def chunk_images(k: int, h: int, w: int, batch_size: int | None) -> int:

@@ -4,7 +4,98 @@ All kernels work on one chunk of images at a time so memory stays a few bytes pe
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+
+from blindspots.labels._internal.inputs import PROB_ATOL, check_values, report_values
+
+#: dtypes the compiled pass reads (others, e.g. float16, take the numpy path)
+_COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class ChunkScan(NamedTuple):
+    """Per-pixel statistics of one chunk [b, H, W] (see `scan_chunk`)."""
+
+    score: np.ndarray
+    valid: np.ndarray
+    pred: np.ndarray | None
+    maxprob: np.ndarray | None
+    note: str | None  # where probabilities do not sum to 1 (checked chunks only), or None
+
+
+def scan_chunk(labels: np.ndarray, pred_probs: np.ndarray, ignore_index: int | None, *, need_pred: bool,
+               check: bool, start: int = 0, atol: float = PROB_ATOL, score: np.ndarray | None = None,
+               row_step: int = 1, describe: bool = True) -> ChunkScan:
+    """Label probability, labelled mask and (need_pred) argmax/max of a chunk in one read of pred_probs.
+
+    labels: int [b, H, W]; pred_probs: float [b, K, H, W]; score: optional output [b, H, W] of
+    pred_probs' dtype. check: validate values (`inputs.report_values`: raises for invalid input) of
+    every `row_step`-th image row, and the label's probability of every pixel; `note` then says where
+    probabilities do not sum to 1 (when `describe`; else a short note). Labels that are neither class
+    ids nor ignore_index always raise.
+    """
+    if np.dtype(pred_probs.dtype) in _COMPILED:
+        from blindspots.labels._internal.kernels import scan
+
+        sc, valid, pred, maxprob, counts = scan(labels, pred_probs, ignore_index, check=check, need_pred=need_pred,
+                                                atol=atol, score=score, row_step=row_step)
+        note = None
+        if counts[0] or counts[1] or (counts[2] and describe):  # rare: locate the first one with numpy
+            note = _locate(labels, pred_probs, ignore_index, start, atol, row_step)
+        elif counts[2]:
+            note = "rows off 1"  # the caller has warned already
+        return ChunkScan(sc, valid, pred, maxprob, note)
+    note = check_values(labels, pred_probs, ignore_index, start, atol) if check else None
+    if not check:  # out-of-range labels would index out of bounds below
+        report_values((_first_bad_label(labels, pred_probs.shape[1], ignore_index), -1, -1, -1), labels,
+                      pred_probs, ignore_index, start, atol)
+    valid = np.ones(labels.shape, dtype=bool) if ignore_index is None else labels != ignore_index
+    sc = label_probs(labels, pred_probs, valid)
+    if score is not None:
+        score[...] = sc
+        sc = score
+    pred = maxprob = None
+    if need_pred:
+        pred, maxprob = argmax_max(pred_probs)
+    return ChunkScan(sc, valid, pred, maxprob, note)
+
+
+def _locate(labels: np.ndarray, pred_probs: np.ndarray, ignore_index: int | None, start: int, atol: float,
+            row_step: int) -> str | None:
+    """The first problem in a chunk the compiled pass counted one in (raises, or describes
+    unnormalised rows): every value of the checked rows, the label's probability elsewhere."""
+    if row_step == 1:
+        return check_values(labels, pred_probs, ignore_index, start, atol)
+    bad_label = _first_bad_label(labels, pred_probs.shape[1], ignore_index)
+    if bad_label >= 0:
+        report_values((bad_label, -1, -1, -1), labels, pred_probs, ignore_index, start, atol)
+    valid = np.ones(labels.shape, dtype=bool) if ignore_index is None else labels != ignore_index
+    s = label_probs(labels, pred_probs, valid)
+    rows = np.zeros(labels.shape[1], dtype=bool)
+    rows[::row_step] = True
+    sums = pred_probs.sum(axis=1, dtype=np.promote_types(pred_probs.dtype, np.float32))
+    finite = np.isfinite(sums)
+    bad = (~finite | (pred_probs.min(axis=1) < -atol)) & rows[None, :, None]
+    bad |= ~((s >= -atol) & np.isfinite(s))
+    off = finite & (np.abs(sums - 1.0) > atol) & rows[None, :, None]
+
+    def first(mask: np.ndarray) -> int:
+        flat = np.flatnonzero(mask)
+        return int(flat[0]) if flat.size else -1
+
+    fb = first(bad)
+    non_finite = fb if fb >= 0 and not np.isfinite(sums.ravel()[fb]) else -1
+    negative = fb if fb >= 0 and non_finite < 0 else -1
+    return report_values((-1, non_finite, negative, first(off)), labels, pred_probs, ignore_index, start, atol)
+
+
+def _first_bad_label(labels: np.ndarray, k: int, ignore_index: int | None) -> int:
+    bad = (labels < 0) | (labels >= k)
+    if ignore_index is not None:
+        bad &= labels != ignore_index
+    flat = np.flatnonzero(bad)
+    return int(flat[0]) if flat.size else -1
 
 
 def label_probs(labels: np.ndarray, pred_probs: np.ndarray, valid: np.ndarray | None) -> np.ndarray:

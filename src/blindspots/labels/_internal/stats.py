@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from blindspots.labels._internal.inputs import ArrayBatches, IterableBatches, ModelBatches, check_values, chunk_images
-from blindspots.labels._internal.pixels import argmax_max, block_majority, block_mean_probs, label_probs
+from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, IterableBatches, ModelBatches, chunk_images,
+                                                warn_unnormalised)
+from blindspots.labels._internal.pixels import block_majority, block_mean_probs, scan_chunk
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class PixelStats:
     score: np.ndarray
     pred: np.ndarray | None = None
     maxprob: np.ndarray | None = None
+    note: str | None = None  # set by checked chunks whose probabilities do not sum to 1
 
     def __len__(self) -> int:
         return self.labels.shape[0]
@@ -52,14 +54,14 @@ def _valid(labels: np.ndarray, ignore_index: int | None) -> np.ndarray:
 
 
 def compute_stats(start: int, labels: np.ndarray, probs: np.ndarray, ignore_index: int | None,
-                  need_pred: bool) -> PixelStats:
-    """labels int [b,H,W], probs float [b,K,H,W] -> PixelStats at that resolution."""
-    valid = _valid(labels, ignore_index)
-    score = label_probs(labels, probs, valid)
-    pred = maxprob = None
-    if need_pred:
-        pred, maxprob = argmax_max(probs)
-    return PixelStats(start, labels, valid, score, pred, maxprob)
+                  need_pred: bool, check: bool = False, atol: float = PROB_ATOL, describe: bool = True) -> PixelStats:
+    """labels int [b,H,W], probs float [b,K,H,W] -> PixelStats at that resolution, in one read of probs.
+
+    check: validate the values (invalid input raises; `note` tells where rows do not sum to 1, in
+    detail when `describe`: callers that already warned skip locating it)."""
+    r = scan_chunk(labels, probs, ignore_index, need_pred=need_pred, check=check, start=start, atol=atol,
+                   describe=describe)
+    return PixelStats(start, labels, r.valid, r.score, r.pred, r.maxprob, r.note)
 
 
 def downsampled(labels: np.ndarray, probs: np.ndarray, factor: int, ignore_index: int | None
@@ -83,24 +85,38 @@ class ArrayStats:
         self.chunk = chunk_images(self.num_classes, self.h, self.w, batch_size)
         self.shapes = np.tile(np.array([self.h, self.w], dtype=np.int64), (self.n, 1))  # int64 [N, 2]
         self._validated = False
+        self._warned = False
 
     def passes(self, desc: str, *, need_pred: bool, full: bool = False
                ) -> Iterator[tuple[PixelStats, PixelStats | None]]:
         """Yields (stats at the analysis resolution, full-resolution stats with pred or None)."""
         validate = not self._validated
+        f = self.downsample
         with tqdm(total=self.n, desc=desc, unit="img", disable=not self.verbose, leave=False) as bar:
             for start, lab, pp in self.source.iter(self.chunk):
-                if validate:
-                    check_values(lab, pp, self.ignore_index, start, self.atol)
-                small_lab, small_pp = downsampled(lab, pp, self.downsample, self.ignore_index)
-                st = compute_stats(start, small_lab, small_pp, self.ignore_index, need_pred)
                 fs = None
-                if full:
-                    fs = st if self.downsample == 1 and need_pred else compute_stats(
-                        start, lab, pp, self.ignore_index, True)
+                if f == 1:
+                    st = compute_stats(start, lab, pp, self.ignore_index, need_pred or full, validate, self.atol,
+                                       not self._warned)
+                    self._note(st)
+                    fs = st if full else None
+                else:
+                    if full or validate:
+                        fs = compute_stats(start, lab, pp, self.ignore_index, full, validate, self.atol,
+                                           not self._warned)
+                        self._note(fs)
+                    st = compute_stats(start, *downsampled(lab, pp, f, self.ignore_index), self.ignore_index,
+                                       need_pred)
+                    fs = fs if full else None
                 yield st, fs
                 bar.update(len(lab))
         self._validated = True
+
+    def _note(self, st: PixelStats) -> None:
+        """Warn once per fit when probabilities do not sum to 1."""
+        if st.note is not None and not self._warned:
+            warn_unnormalised(st.note, self.atol)
+            self._warned = True
 
     def close(self) -> None:
         """Nothing to release."""
@@ -152,17 +168,20 @@ class CachedStats:
                 f.unlink()
         total = self.source.n
         files: dict[str, object] = {}
+        warned = False
         try:
             with tqdm(total=total, initial=start, desc="computing pixel statistics", unit="img",
                       disable=not self.verbose, leave=False) as bar:
                 for s, lab, pp in self.source.iter(None, start):
-                    check_values(lab, pp, self.ignore_index, s, self.atol)
+                    full = compute_stats(s, lab, pp, self.ignore_index, True, True, self.atol, not warned)
+                    if full.note is not None and not warned:
+                        warn_unnormalised(full.note, self.atol)
+                        warned = True
                     if not files:
                         if not hasattr(self, "_layout"):
                             self._set_layout({"num_classes": int(pp.shape[1]), "dtype": np.dtype(pp.dtype).str,
                                               "label_dtype": self._label_dtype(pp.shape[1]).str})
                         files = {name: open(self.dir / f"{name}.bin", "ab") for name in self._names()}
-                    full = compute_stats(s, lab, pp, self.ignore_index, True)
                     self._write(files, "", full)
                     if self.downsample > 1:
                         small = compute_stats(s, *downsampled(lab, pp, self.downsample, self.ignore_index),
