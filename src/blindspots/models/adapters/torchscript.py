@@ -22,6 +22,13 @@ def load_torchscript(path: str | Path, device: str | torch.device = "cpu") -> to
                          f"{short_reason(e)}") from None
 
 
+def _no_hooks(layer: str) -> ValueError:
+    # Scripted and traced modules inline their submodules: torch 2.14 refuses forward hooks on them.
+    return ValueError(f"layer: TorchScript modules take no forward hooks (torch: 'register_forward_hook is not "
+                      f"supported on ScriptModules'), so {layer!r} cannot be read; export the model to ONNX and "
+                      "name an intermediate output, or give features from a callable or precomputed .npy files")
+
+
 class TorchScriptSegmenter(TorchSegmenter):
     """A TorchScript file (torch.jit.save) as a Segmenter.
 
@@ -35,6 +42,18 @@ class TorchScriptSegmenter(TorchSegmenter):
         module = load_torchscript(self.path, kwargs.get("device", "cpu"))
         super().__init__(module, num_classes, **kwargs)
 
+    def forward_features(self, chunk: Any, layer: str) -> Any:
+        """Not available: TorchScript modules cannot be hooked (ValueError saying what to do instead)."""
+        raise _no_hooks(layer)
+
+    def default_feature_layer(self) -> str:
+        """Not available (see `forward_features`)."""
+        raise _no_hooks("the default feature layer")
+
+    def check_feature_layer(self, layer: str) -> None:
+        """Not available (see `forward_features`)."""
+        raise _no_hooks(layer)
+
 
 class TorchScriptClassifier(TorchClassifier):
     """A TorchScript file as a Classifier: float [N, 3, H, W] -> [N, C] logits (default)."""
@@ -43,3 +62,16 @@ class TorchScriptClassifier(TorchClassifier):
         self.path = Path(path)
         module = load_torchscript(self.path, kwargs.get("device", "cpu"))
         super().__init__(module, num_classes, **kwargs)
+
+    def forward_features(self, chunk: Any, layer: str) -> Any:
+        """Not available: TorchScript modules cannot be hooked (ValueError saying what to do instead)."""
+        raise _no_hooks(layer)
+
+    def default_feature_layer(self) -> str:
+        """Not available (see `forward_features`)."""
+        raise _no_hooks("the default feature layer")
+
+    def check_feature_layer(self, layer: str) -> None:
+        """Not available (see `forward_features`)."""
+        raise _no_hooks(layer)
+
