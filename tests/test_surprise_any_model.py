@@ -167,13 +167,17 @@ def test_cli_fit_score_onnx_layer_and_precomputed_features(setup, monkeypatch):
         Image.fromarray(data.masks[i].astype(np.uint8), mode="L").save(root / "masks" / stem)
     flat = root / "flat_features"  # the same features under the ids of the images folder
     flat.mkdir(exist_ok=True)
+    flat_logits = root / "flat_logits"
+    flat_logits.mkdir(exist_ok=True)
     for i, image_id in enumerate(data.ids):
-        np.save(flat / artifact_name(image_id.replace("/", "_").replace(".jpg", ".png"), ".npy"),
-                np.load(root / "features" / artifact_name(image_id, ".npy")))
+        name = artifact_name(image_id.replace("/", "_").replace(".jpg", ".png"), ".npy")
+        np.save(flat / name, np.load(root / "features" / artifact_name(image_id, ".npy")))
+        np.save(flat_logits / name, np.load(root / "logits" / artifact_name(image_id, ".npy")))
     runner = CliRunner()
     tables = {}
     for name, args in {"onnx": [str(onnx_path), "--layer", ONNX_LAYER],
-                       "npy": [str(onnx_path), "--features", str(flat)]}.items():
+                       "npy": [str(onnx_path), "--features", str(flat)],
+                       "no model": [f"{flat_logits}?output=logits", "--features", str(flat)]}.items():
         est = root / "sa" / f"{name}.npz"
         r = runner.invoke(app, ["surprise", "fit", *args, "--images", str(root / "images"), "--masks",
                                 str(root / "masks"), "--out", str(est), "--per-class", "20"])
@@ -182,8 +186,11 @@ def test_cli_fit_score_onnx_layer_and_precomputed_features(setup, monkeypatch):
         r = runner.invoke(app, ["surprise", "score", str(root / "images"), "-e", str(est), "-o",
                                 str(tables[name]), "--per-class", "50"])
         assert r.exit_code == 0, r.output
-    a, b = pd.read_parquet(tables["onnx"]), pd.read_parquet(tables["npy"])
-    assert list(a.columns) == list(b.columns) and len(a) == len(data.ids)
+    a = pd.read_parquet(tables["onnx"])
     cols = [c for c in a.columns if c.startswith("surprise_")]
-    np.testing.assert_allclose(a[cols].to_numpy(float), b[cols].to_numpy(float), rtol=1e-4, atol=1e-4)
+    for other in ("npy", "no model"):
+        b = pd.read_parquet(tables[other])
+        assert list(a.columns) == list(b.columns) and len(a) == len(data.ids)
+        np.testing.assert_allclose(a[cols].to_numpy(float), b[cols].to_numpy(float), rtol=1e-4, atol=1e-4,
+                                   err_msg=other)
     assert np.isfinite(a["surprise_mdsa__target"]).all()
