@@ -19,8 +19,7 @@ FEATURES_HELP = ("Feature maps from elsewhere: a folder of <image id>.npy arrays
 
 def _extractor(model: str, layer: Optional[str], interpolation: str, batch_size: int,
                features: Optional[str] = None):
-    from blindspots.models.adapters.features import load_features
-    from blindspots.models.load import load_model
+    from blindspots.models.load import load_features, load_model
     from blindspots.surprise.traces import TraceExtractor
 
     source = load_features(features) if features else None

@@ -19,10 +19,9 @@ from blindspots.models.adapters import (
     TorchScriptClassifier,
     TorchScriptSegmenter,
     TorchSegmenter,
-    load_features,
     select_output,
 )
-from blindspots.models.load import TRAINABLE_KINDS, absolute_spec, load_model, parse_spec, spec_kind
+from blindspots.models.load import TRAINABLE_KINDS, absolute_spec, load_features, load_model, parse_spec, spec_kind
 from blindspots.models.probe import probe_model
 from blindspots.models.protocol import (
     Classifier,

@@ -7,7 +7,7 @@ turns raw scores into probabilities. The names importable from here before the s
 """
 from blindspots.models.adapters.base import PROBE_SIZE, BaseAdapter
 from blindspots.models.adapters.callable import CallableClassifier, CallableSegmenter
-from blindspots.models.adapters.features import CallableFeatures, PrecomputedFeatures, load_features
+from blindspots.models.adapters.features import CallableFeatures, PrecomputedFeatures
 from blindspots.models.adapters.hf import HFSegmenter
 from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, InputPolicy, TorchPreprocess
 from blindspots.models.adapters.onnx import OnnxClassifier, OnnxSegmenter, export_onnx
@@ -29,7 +29,7 @@ from blindspots.models.protocol import (
 
 __all__ = [
     "BaseAdapter", "CallableFeatures", "CallableClassifier", "FeatureModel", "PrecomputedFeatures",
-    "load_features", "CallableSegmenter", "Classifier", "HFSegmenter", "IMAGENET_MEAN",
+ "CallableSegmenter", "Classifier", "HFSegmenter", "IMAGENET_MEAN",
     "IMAGENET_STD", "InputPolicy", "OnnxClassifier", "OnnxSegmenter", "OutputKind", "PROBA_TOLERANCE",
     "PROBE_SIZE", "PrecomputedSegmenter", "Segmenter", "TorchClassifier", "TorchPreprocess",
     "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "as_image_batch", "check_probabilities",

@@ -107,18 +107,3 @@ class PrecomputedFeatures:
         raise ValueError("images: precomputed features are keyed by image id, not pixels; "
                          "call features_ids(ids) (the surprise functions take ids=...)")
 
-
-def load_features(source: str | Path) -> CallableFeatures | PrecomputedFeatures:
-    """A features source from the command line: a folder of .npy maps, or `package.module:function`."""
-    text = str(source)
-    if Path(text).is_dir():
-        return PrecomputedFeatures(text, info={"spec": text, "kind": "precomputed features"})
-    if ":" in text and not Path(text).exists():
-        from blindspots.models.load import import_attr  # models/load imports adapters: import on use
-
-        try:
-            fn = import_attr(text)
-        except ValueError as e:
-            raise ValueError(f"features: {e}") from None
-        return CallableFeatures(fn, info={"spec": text, "kind": "callable features"})
-    raise ValueError(f"features: expected a folder of <image id>.npy feature maps or 'module:function', got {text!r}")
