@@ -173,11 +173,20 @@ def test_cli_fit_score_onnx_layer_and_precomputed_features(setup, monkeypatch):
         name = artifact_name(image_id.replace("/", "_").replace(".jpg", ".png"), ".npy")
         np.save(flat / name, np.load(root / "features" / artifact_name(image_id, ".npy")))
         np.save(flat_logits / name, np.load(root / "logits" / artifact_name(image_id, ".npy")))
+    # a features function importable from the current folder (as `module:function` specs are)
+    (root / "sa_any_feats.py").write_text(
+        "from blindspots.models.adapters import OnnxSegmenter\n"
+        f"NET = OnnxSegmenter({str(onnx_path)!r}, 3)\n"
+        "def features(images, layer):\n"
+        "    return NET.features(images, layer)\n")
+    monkeypatch.chdir(root)
     runner = CliRunner()
     tables = {}
     for name, args in {"onnx": [str(onnx_path), "--layer", ONNX_LAYER],
                        "npy": [str(onnx_path), "--features", str(flat)],
-                       "no model": [f"{flat_logits}?output=logits", "--features", str(flat)]}.items():
+                       "no model": [f"{flat_logits}?output=logits", "--features", str(flat)],
+                       "callable": [f"{flat_logits}?output=logits", "--features", "sa_any_feats:features",
+                                    "--layer", ONNX_LAYER]}.items():
         est = root / "sa" / f"{name}.npz"
         r = runner.invoke(app, ["surprise", "fit", *args, "--images", str(root / "images"), "--masks",
                                 str(root / "masks"), "--out", str(est), "--per-class", "20"])
@@ -188,9 +197,13 @@ def test_cli_fit_score_onnx_layer_and_precomputed_features(setup, monkeypatch):
         assert r.exit_code == 0, r.output
     a = pd.read_parquet(tables["onnx"])
     cols = [c for c in a.columns if c.startswith("surprise_")]
-    for other in ("npy", "no model"):
+    for other in ("npy", "no model", "callable"):
         b = pd.read_parquet(tables[other])
         assert list(a.columns) == list(b.columns) and len(a) == len(data.ids)
         np.testing.assert_allclose(a[cols].to_numpy(float), b[cols].to_numpy(float), rtol=1e-4, atol=1e-4,
                                    err_msg=other)
     assert np.isfinite(a["surprise_mdsa__target"]).all()
+    # features read by id cannot be added to a scan's table (its compute sees pixels only): one-line error
+    r = runner.invoke(app, ["surprise", "score", str(root / "images"), "-e", str(root / "sa" / "npy.npz"),
+                            "--scan", str(root / "no_scan")])
+    assert r.exit_code == 2 and "--scan: expected features computed from pixels" in r.output, r.output

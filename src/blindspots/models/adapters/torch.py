@@ -69,6 +69,10 @@ class _TorchAdapter(BaseAdapter):
         if not isinstance(self.module, torch.nn.Module):
             raise ValueError(f"layer: expected a model wrapping a torch nn.Module to hook {layer!r}, "
                              f"got {type(self.module).__name__}")
+        cache: dict[tuple[int, str], tuple[torch.nn.Module, bool]] = self.__dict__.setdefault("_layer_targets", {})
+        key = (id(self.module), layer)  # resolved once per module and layer: named_modules() walks the whole model
+        if key in cache:
+            return cache[key]
         name, _, where = layer.partition("@")
         modules = dict(self.module.named_modules())
         if name not in modules:
@@ -76,7 +80,8 @@ class _TorchAdapter(BaseAdapter):
             raise ValueError(f"layer: expected a module name of the model such as {sample}, got {name!r}")
         if where not in ("", "input", "output"):
             raise ValueError(f"layer: expected 'name', 'name@input' or 'name@output', got {layer!r}")
-        return modules[name], where == "input"
+        cache[key] = (modules[name], where == "input")
+        return cache[key]
 
     def check_feature_layer(self, layer: str) -> None:
         """ValueError naming `layer` unless it names a module (`name`, `name@input`, `name@output`)."""
