@@ -149,6 +149,11 @@ def test_errors_name_what_is_missing(setup, tmp_path):
     pred_only = PrecomputedSegmenter(root / "logits", 3, output="logits")
     with pytest.raises(ValueError, match="model: expected a model or source that gives feature maps"):
         TraceExtractor(pred_only)
+    from blindspots.models.adapters import InputPolicy
+
+    padded = TraceExtractor(TorchSegmenter(Net().eval(), 3, policy=InputPolicy(pad=8)), LAYER)
+    with pytest.raises(ValueError, match="model: expected no pad= input policy"):
+        padded.forward(data.images[:1])
     ts = tmp_path / "net.ts"
     torch.jit.save(torch.jit.trace(Net().eval(), torch.zeros(1, 3, 32, 32)), str(ts))
     with pytest.raises(ValueError, match="TorchScript modules take no forward hooks"):
