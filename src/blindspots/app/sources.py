@@ -22,6 +22,7 @@ from PIL import Image
 
 from blindspots.app.store import AppStore
 from blindspots.data.classes import Classes
+from blindspots.ids import artifact_name, find_artifact, legacy_artifact_name
 from blindspots.loop.project import Project
 
 log = logging.getLogger(__name__)
@@ -114,12 +115,13 @@ class ProjectView:
                 man = load_manifest(self.project.scan_dir) or {}
                 if isinstance(man.get("classes"), dict):
                     self._classes = Classes.from_dict(man["classes"])
-                else:
-                    from blindspots.models.zoo import load_checkpoint
+                else:  # no scan yet: load the target from its spec, whatever its kind
+                    from blindspots.loop.models import load_spec
+                    from blindspots.loop.rounds import target_classes
 
-                    _, info = load_checkpoint(self.project.model(self.project.config.target.name, 0).path)
-                    cl = info.get("classes")
-                    self._classes = Classes.from_dict(cl) if isinstance(cl, dict) else cl
+                    rec = self.project.model(self.project.config.target.name, 0)
+                    seg = load_spec(rec.spec, import_dir=rec.meta.get("import_dir"))
+                    self._classes = target_classes(self.project, seg)
             return self._classes
 
     def classes_json(self) -> dict:
@@ -213,8 +215,8 @@ class ProjectView:
         if image_id not in self.pool:
             raise NotFound(f"id: expected an image id of the pool, got {image_id!r}")
         root = self.project.scan_dir / "maps" / target_column(self.project, round)
-        path = root / (image_id + ".png")
-        if not path.is_file() or not inside(path, self.project.scan_dir):
+        path = find_artifact(root, image_id)  # the id -> file-name rule (legacy id + ".png" too)
+        if path is None or not inside(path, self.project.scan_dir):
             return None
         return read_index_png(path)
 
@@ -310,8 +312,9 @@ class ProjectView:
         if key is None:
             raise ValueError(f"layer: expected 'image', 'given' or 'pred', got {layer!r}")
         root = Path(meta[key])
-        stem = image_id.rsplit(".", 1)[0] if layer != "image" else image_id
-        cands = [root / image_id] if layer == "image" else [root / f"{stem}.png", root / f"{image_id}.png"]
+        # Masks and predictions follow the id -> file-name rule (blindspots.ids); legacy id + ".png" too.
+        cands = [root / image_id] if layer == "image" else \
+            [root / artifact_name(image_id), root / legacy_artifact_name(image_id)]
         if layer == "image" and not cands[0].is_file():
             cands = sorted(root.glob(f"{image_id}.*"))
         for p in cands:

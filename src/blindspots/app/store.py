@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from blindspots.ids import artifact_name
 from blindspots.loop.project import Project, _check_id, hash_token, now
 
 SESSION_HOURS = 12
@@ -142,7 +143,7 @@ class AppStore:
 
     # ---- fixed masks of confirmed label issues ----------------------------------------------
     def fix_path(self, set_name: str, image_id: str) -> Path:
-        return self.project.path / "masks" / "fixes" / check_set_name(set_name) / (_check_id(image_id) + ".png")
+        return self.project.path / "masks" / "fixes" / check_set_name(set_name) / artifact_name(_check_id(image_id))
 
     def add_fix(self, set_name: str, image_id: str, mask: np.ndarray, annotator: str | None) -> Path:
         """Store a corrected mask (uint8 [H, W]) as an index PNG; written atomically, then committed."""

@@ -40,6 +40,8 @@ import pandas as pd
 from PIL import Image
 
 from blindspots.config import CONFIG_FILE, Config, load_config, save_config
+from blindspots.ids import artifact_name
+from blindspots.loop.models import absolute_spec, is_path_spec
 
 log = logging.getLogger(__name__)
 
@@ -125,12 +127,16 @@ def _check_round(round: int) -> int:
 
 @dataclass(frozen=True)
 class ModelRecord:
+    """One registered model. spec: what `load_model` takes (options after "?" kept); path: the
+    file or folder a path spec names (for a `module:function` spec, the spec itself)."""
+
     name: str
     version: int
     role: str
     path: Path
     round: int | None
     meta: dict
+    spec: str = ""
 
 
 class Project:
@@ -163,9 +169,11 @@ class Project:
         with proj.transaction() as db:
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             db.execute("INSERT OR IGNORE INTO meta VALUES ('created', ?)", (now(),))
-        proj.register_model(cfg.target.name, 0, "target", cfg.resolve(cfg.target.path), round=None)
+        # A callable spec imports from the folder `init` ran in (see loop/models.py).
+        here = {"import_dir": str(Path(config.base_dir).resolve())}
+        proj.register_model(cfg.target.name, 0, "target", cfg.target.path, round=None, meta=here)
         for c in cfg.competitors:
-            proj.register_model(c.name, 0, "competitor", cfg.resolve(c.path), round=None)
+            proj.register_model(c.name, 0, "competitor", c.path, round=None, meta=here)
         proj.log_event("create", {"config": cfg.to_dict()})
         return proj
 
@@ -185,8 +193,19 @@ class Project:
         except ValueError as e:
             raise ProjectError(f"{CONFIG_FILE}: {e}") from None
         proj = cls(path, cfg)
-        row = proj.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
-            if proj._has_table("meta") else None
+        try:
+            row = proj.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() \
+                if proj._has_table("meta") else None
+            # A truncated file can still show its first page: read every table once.
+            bad = proj.db.execute("PRAGMA quick_check").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            proj.close()
+            raise ProjectError(f"{STORE_FILE}: expected a readable SQLite store in {str(path)!r}, got "
+                               f"{e} (restore it from a backup)") from None
+        if bad != "ok":
+            proj.close()
+            raise ProjectError(f"{STORE_FILE}: expected an intact SQLite store in {str(path)!r}, got "
+                               f"damage ({bad}; restore it from a backup)")
         if row is None:
             raise ProjectError(f"{STORE_FILE}: expected a blindspots store, got a database without "
                                "a schema version")
@@ -200,9 +219,9 @@ class Project:
     def check_files(self) -> None:
         """Every registered checkpoint and mask file exists, and the config's models match."""
         for rec in self.models():
-            if not rec.path.is_file():
-                raise ProjectError(f"models.{rec.name} (version {rec.version}): expected checkpoint "
-                                   f"file {str(rec.path)!r}, got none (missing)")
+            if is_path_spec(rec.spec) and not rec.path.exists():
+                raise ProjectError(f"models.{rec.name} (version {rec.version}): expected its model file "
+                                   f"(checkpoint, TorchScript, ONNX or folder) {str(rec.path)!r}, got none (missing)")
         for name in self.config.model_names:
             if not self.db.execute("SELECT 1 FROM models WHERE name=?", (name,)).fetchone():
                 raise ProjectError(f"{CONFIG_FILE}: model {name!r} is not registered in the store; "
@@ -268,7 +287,7 @@ class Project:
 
     def mask_path(self, round: int, image_id: str) -> Path:
         """Where the pixel label of `image_id` for `round` lives (index PNG)."""
-        return self.path / "masks" / f"r{_check_round(round)}" / (_check_id(image_id) + ".png")
+        return self.path / "masks" / f"r{_check_round(round)}" / artifact_name(_check_id(image_id))
 
     # ---- audit log -------------------------------------------------------------------------
     def log_event(self, kind: str, details: dict | None = None, *, round: int | None = None,
@@ -324,6 +343,21 @@ class Project:
                        (json.dumps(result or {}, default=str), now(), _check_round(round), step))
             db.execute("INSERT INTO events (time, round, step, kind, details) VALUES (?,?,?,?,?)",
                        (now(), round, step, "step-done", json.dumps(result or {}, default=str)))
+
+    def fail_step(self, round: int, step: str, message: str) -> None:
+        """Record that a started step raised (a "step-failed" event with the message). The step's row
+        stays "running" (not done), so the next `advance` runs it again; `step_failure` reads it."""
+        self.log_event("step-failed", {"error": str(message)}, round=_check_round(round), step=step)
+
+    def step_failure(self, round: int, step: str) -> str | None:
+        """The error message if the last attempt of a step failed (and it has not been started or
+        finished since), else None."""
+        row = self.db.execute("SELECT kind, details FROM events WHERE round=? AND step=? AND kind IN "
+                              "('step-start', 'step-done', 'step-failed') ORDER BY id DESC LIMIT 1",
+                              (_check_round(round), step)).fetchone()
+        if row is None or row[0] != "step-failed":
+            return None
+        return str(json.loads(row[1]).get("error", ""))
 
     def steps(self) -> pd.DataFrame:
         return pd.read_sql_query("SELECT * FROM steps ORDER BY round, started_at", self.db)
@@ -496,11 +530,18 @@ class Project:
     # ---- models ----------------------------------------------------------------------------
     def register_model(self, name: str, version: int, role: str, path: str | Path, *,
                        round: int | None, meta: dict | None = None) -> None:
-        path = Path(path).resolve()
-        try:
-            rel = path.relative_to(self.path).as_posix()  # inside the project: store relative
-        except ValueError:
-            rel = str(path)
+        """Record a model: `path` is a spec (`blindspots.models.load`); a path inside the project
+        is stored relative to it, options after "?" are kept."""
+        spec = str(path)
+        if is_path_spec(spec):
+            base, query = spec.partition("?")[0], spec[len(spec.partition("?")[0]):]
+            p = Path(base).resolve()
+            try:
+                rel = p.relative_to(self.path).as_posix() + query  # inside the project: store relative
+            except ValueError:
+                rel = str(p) + query
+        else:
+            rel = spec
         with self.transaction() as db:
             db.execute("INSERT INTO models VALUES (?,?,?,?,?,?,?) ON CONFLICT (name, version) DO UPDATE SET "
                        "role=excluded.role, path=excluded.path, round=excluded.round, meta=excluded.meta",
@@ -510,8 +551,12 @@ class Project:
         out = []
         for name, ver, role, p, rnd, meta in self.db.execute(
                 "SELECT name, version, role, path, round, meta FROM models ORDER BY role DESC, name, version"):
-            path = Path(p) if Path(p).is_absolute() else self.path / p
-            out.append(ModelRecord(name, ver, role, path, rnd, json.loads(meta)))
+            if is_path_spec(p, self.path):
+                spec = p if Path(p.partition("?")[0]).is_absolute() else str(self.path / p)
+                path = Path(spec.partition("?")[0])
+            else:
+                spec, path = p, Path(p)
+            out.append(ModelRecord(name, ver, role, path, rnd, json.loads(meta), spec))
         return out
 
     def model(self, name: str, version: int | None = None) -> ModelRecord:
@@ -555,8 +600,8 @@ def _absolute(cfg: Config) -> Config:
     return replace(
         cfg,
         pool=replace(cfg.pool, root=ab(cfg.pool.root), list_file=ab(cfg.pool.list_file)),
-        target=replace(cfg.target, path=ab(cfg.target.path)),
-        competitors=[replace(c, path=ab(c.path)) for c in cfg.competitors],
+        target=replace(cfg.target, path=absolute_spec(cfg.target.path, cfg.base_dir)),
+        competitors=[replace(c, path=absolute_spec(c.path, cfg.base_dir)) for c in cfg.competitors],
         data=replace(cfg.data, train=ab(cfg.data.train), val=ab(cfg.data.val)),
         simulate=replace(cfg.simulate, ground_truth=ab(cfg.simulate.ground_truth) or ""),
     )

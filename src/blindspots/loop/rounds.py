@@ -21,9 +21,18 @@ Round i (0-based, i = 0..r with r = `project.rounds`) runs these steps in order:
 a `Status` saying what is awaited; with `simulate=True` simulated raters and annotators
 (`blindspots.human.simulate`, reading `simulate.ground_truth`) answer instead. Each step is
 recorded in the store (settings, model version, seed, result) when it starts and when it ends;
-a step that did not end (crash, Ctrl-C) is run again on the next call, and every step is
+a step that raised is recorded as failed (a "step-failed" event with its message: `status`
+says "failed: ..."), a step that did not end (crash, Ctrl-C) stays "running"; either is run
+again on the next call, and every step is
 idempotent (scan and fine-tuning resume from their own checkpoints). Every random choice takes
 a seed derived from (`project.seed`, round, step), so the same seed gives the same selections.
+
+Projects that cannot fine-tune (no S0/T0 data, or a target that is not a zoo checkpoint: ONNX,
+TorchScript, a callable, precomputed outputs) run the "label" plan instead: round i is
+``scan``, ``mine``, ``ratings``, ``select`` (S(i+1) and T(i+1), always formed) and ``export``
+(S ∪ T with the target's prediction, to reports/round-<i>/ for pixel labelling), then the loop
+stops and says why it cannot fine-tune. Round i+1 starts once the user registers the target's
+next version (`register_version`, `blindspots register`).
 """
 from __future__ import annotations
 
@@ -37,19 +46,24 @@ import numpy as np
 import pandas as pd
 
 from blindspots.data.classes import Classes
+from blindspots.ids import artifact_name, find_artifact
+from blindspots.loop.models import finetune_blocker, is_path_spec, load_spec
 from blindspots.loop.project import Project, ProjectError
 
 log = logging.getLogger(__name__)
 
 STEPS = ("scan", "mine", "ratings", "select", "masks", "evaluate", "finetune")
+LABEL_STEPS = ("scan", "mine", "ratings", "select", "export")
 HUMAN_STEPS = ("ratings", "masks")
+_SEED_STEPS = STEPS + ("export",)  # appended: the seeds of the other steps stay the same
 
 
 @dataclass
 class Status:
     """Where the loop stands after `advance`.
 
-    state: "awaiting_ratings", "awaiting_masks" or "finished".
+    state: "awaiting_ratings", "awaiting_masks", "failed", "exported" (label plan: S exported,
+    waiting for the target's next version) or "finished".
     round: the current round i; step: the step waiting (or "done").
     awaited: image ids still missing an answer; done / total: answers in / needed.
     """
@@ -72,7 +86,7 @@ class Status:
 
 def step_seed(seed: int, round: int, step: str) -> int:
     """The seed a step uses: derived from the project seed, the round and the step name."""
-    return int(np.random.SeedSequence([int(seed), int(round), STEPS.index(step)]).generate_state(1)[0])
+    return int(np.random.SeedSequence([int(seed), int(round), _SEED_STEPS.index(step)]).generate_state(1)[0])
 
 
 def target_column(project: Project, version: int) -> str:
@@ -102,35 +116,38 @@ class _Loop:
         return self._cache["pool"]
 
     def segmenter(self, name: str, version: int = 0) -> Any:
+        """The registered model `name` at `version`, loaded from its spec (any kind `load_model` takes)."""
         key = f"seg:{name}:{version}"
         if key not in self._cache:
-            from blindspots.models.zoo import load_segmenter
-
             rec = self.project.model(name, version)
-            if not rec.path.is_file():
-                raise ProjectError(f"models.{name} (version {version}): expected checkpoint {str(rec.path)!r}, got none")
-            self._cache[key] = load_segmenter(rec.path, device=self.cfg.finetune.device)
+            if is_path_spec(rec.spec) and not rec.path.exists():
+                raise ProjectError(f"models.{name} (version {version}): expected its model file (checkpoint, TorchScript, "
+                                   f"ONNX or folder) "
+                                   f"{str(rec.path)!r}, got none")
+            self._cache[key] = load_spec(rec.spec, import_dir=rec.meta.get("import_dir"),
+                                         device=self.cfg.finetune.device)
         return self._cache[key]
 
     @property
     def classes(self) -> Classes:
+        """The target's label space: its own `.classes`, else the scan's, else class_0..class_{C-1}."""
         if "classes" not in self._cache:
-            seg = self.segmenter(self.cfg.target.name, 0)
-            classes = getattr(seg, "classes", None)
-            if classes is None:
-                from blindspots.models.zoo import load_checkpoint
-
-                _, info = load_checkpoint(self.project.model(self.cfg.target.name, 0).path)
-                classes = info.get("classes")
-                classes = Classes.from_dict(classes) if isinstance(classes, dict) else classes
-            self._cache["classes"] = classes
+            self._cache["classes"] = target_classes(self.project, self.segmenter(self.cfg.target.name, 0))
         return self._cache["classes"]
+
+    @property
+    def blocker(self) -> str | None:
+        """Why this project cannot fine-tune (None: it can, the paper's plan)."""
+        return finetune_blocker_of(self.project)
 
     def labelled_set(self, key: str) -> Any:
         """S0 ("train") or T0 ("val") as a SegmentationSet."""
         if key not in self._cache:
             from blindspots.data.segsets import SegmentationSet
 
+            if not getattr(self.cfg.data, key):
+                raise ProjectError(f"data.{key}: expected a folder with images/ and masks/, got none "
+                                   "(the project has no labelled data)")
             root = self.cfg.resolve(getattr(self.cfg.data, key))
             if not (root / "images").is_dir() or not (root / "masks").is_dir():
                 raise ProjectError(f"data.{key}: expected a folder with images/ and masks/, got {str(root)!r}")
@@ -145,6 +162,31 @@ class _Loop:
 
     def last_round(self) -> int:
         return self.cfg.project.rounds
+
+
+def target_classes(project: Project, target: Any) -> Classes:
+    """The label space of the loop: the target's `.classes` (zoo), else the project scan's
+    manifest, else `class_0..class_{C-1}` (what the scan records for a model without names)."""
+    classes = getattr(target, "classes", None)
+    if isinstance(classes, Classes):
+        return classes
+    from blindspots.scan.table import load_manifest
+
+    man = load_manifest(project.scan_dir) or {}
+    if isinstance(man.get("classes"), dict):
+        return Classes.from_dict(man["classes"])
+    return Classes(tuple(f"class_{k}" for k in range(int(target.num_classes))))
+
+
+def finetune_blocker_of(project: Project) -> str | None:
+    """Why `project` cannot fine-tune its target (one sentence), or None (`loop.models.finetune_blocker`)."""
+    c = project.config
+    return finetune_blocker(project.model(c.target.name, 0).spec, c.target.name, [c.data.train, c.data.val])
+
+
+def plan(project: Project) -> tuple[str, ...]:
+    """The steps of one round: STEPS (the paper's, with fine-tuning) or LABEL_STEPS (no fine-tuning)."""
+    return STEPS if finetune_blocker_of(project) is None else LABEL_STEPS
 
 
 # ---- steps ------------------------------------------------------------------------------
@@ -163,6 +205,7 @@ def _settings(loop: _Loop, step: str) -> dict:
         "finetune": lambda: {k: getattr(c.finetune, k) for k in ("lrs", "epochs", "batch_size", "momentum",
                                                                   "weight_decay", "power", "image_size",
                                                                   "max_replay", "device")},
+        "export": lambda: {"folder": str(export_dir(loop.project, 0).parent)},
     }[step]()
 
 
@@ -187,22 +230,50 @@ def run_scan(loop: _Loop, i: int, seed: int) -> dict:
             "n_images": int(len(table)), "n_errors": int((table["status"] != "ok").sum())}
 
 
+def pool_class_ranges(table: pd.DataFrame, model: str, num_classes: int,
+                      quantiles: tuple[float, float]) -> np.ndarray:
+    """[p_k, q_k] per class from a model's own argmax maps on the pool (no labels needed).
+
+    table: a score table with `frac__<model>__<k>` (class k's share of the argmax map) and `status`.
+    Per class, the quantiles over the images where the model predicts it at all, exactly as
+    `class_area_ranges` does over S0's masks. Returns float64 [C, 2], NaN rows for classes never
+    predicted.
+    """
+    ok = table[table["status"] == "ok"] if "status" in table.columns else table
+    out = np.full((num_classes, 2), np.nan)
+    for k in range(num_classes):
+        col = f"frac__{model}__{k}"
+        if col not in ok.columns:
+            continue
+        v = ok[col].to_numpy(dtype=np.float64)
+        v = v[np.isfinite(v) & (v > 0)]
+        if len(v):
+            out[k] = np.quantile(v, list(quantiles))
+    return out
+
+
 def class_ranges(loop: _Loop) -> np.ndarray:
-    """[p_k, q_k] per class from S0's masks (the paper's content constraint), cached in reports/."""
+    """[p_k, q_k] per class for MAD's content constraint, cached in reports/: from S0's masks (the
+    paper), or without S0 from the target's (version 0) predictions on the pool (docs/loop.md)."""
     from blindspots.mine.mad import class_area_ranges
 
     path = loop.project.reports_dir / "class_ranges.json"
     q = list(loop.cfg.mining.quantiles)
+    source = "S0" if loop.cfg.data.train else "pool predictions"
     if path.is_file():
         d = json.loads(path.read_text())
-        if d.get("quantiles") == q:
-            return np.asarray(d["ranges"], dtype=np.float64)
-    s0 = loop.labelled_set("train")
-    ranges = class_area_ranges((s0.load(i)[1] for i in s0.ids), loop.classes.num_classes,
-                               ignore_index=loop.classes.ignore_index, quantiles=tuple(q))
+        if d.get("quantiles") == q and d.get("source", "S0") == source:
+            return np.asarray([[np.nan if v is None else v for v in r] for r in d["ranges"]], dtype=np.float64)
+    if source == "S0":
+        s0 = loop.labelled_set("train")
+        ranges = class_area_ranges((s0.load(i)[1] for i in s0.ids), loop.classes.num_classes,
+                                   ignore_index=loop.classes.ignore_index, quantiles=tuple(q))
+    else:
+        ranges = pool_class_ranges(loop.score_table(0), target_column(loop.project, 0),
+                                   loop.classes.num_classes, (q[0], q[1]))
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"quantiles": q, "ranges": [[None if np.isnan(v) else float(v) for v in r]
-                                                           for r in ranges]}))
+    tmp.write_text(json.dumps({"quantiles": q, "source": source,
+                               "ranges": [[None if np.isnan(v) else float(v) for v in r] for r in ranges]}))
     tmp.replace(path)
     return ranges
 
@@ -261,9 +332,10 @@ def _ground_truth(loop: _Loop, image_id: str) -> np.ndarray:
     if not root:
         raise ProjectError("simulate.ground_truth: expected a folder of true masks to simulate humans, got \"\" "
                            "(set it in blindspots.toml, or answer with real people)")
-    path = loop.cfg.resolve(root) / Path(image_id).with_suffix(".png")
-    if not path.is_file():
-        raise ProjectError(f"simulate.ground_truth: expected a mask {str(path)!r} for image {image_id!r}, got none")
+    path = find_artifact(loop.cfg.resolve(root), image_id)
+    if path is None:
+        raise ProjectError(f"simulate.ground_truth: expected a mask "
+                           f"{str(loop.cfg.resolve(root) / artifact_name(image_id))!r} for image {image_id!r}, got none")
     with Image.open(path) as im:
         return np.asarray(im)
 
@@ -271,8 +343,8 @@ def _ground_truth(loop: _Loop, image_id: str) -> np.ndarray:
 def _target_map(loop: _Loop, i: int, image_id: str) -> np.ndarray:
     from PIL import Image
 
-    path = loop.project.scan_dir / "maps" / target_column(loop.project, i) / (image_id + ".png")
-    if path.is_file():
+    path = find_artifact(loop.project.scan_dir / "maps" / target_column(loop.project, i), image_id)
+    if path is not None:
         with Image.open(path) as im:
             return np.asarray(im)
     proba = loop.segmenter(loop.cfg.target.name, i).predict_proba(loop.pool.load(image_id)[None])
@@ -334,7 +406,8 @@ def run_select(loop: _Loop, i: int, seed: int) -> dict:
     p, c = loop.project, loop.cfg
     m = p.candidates(i, "M")
     ratings = _ratings_obj(loop, i)
-    last = i >= loop.last_round()
+    # The label plan always forms S: people label it to retrain the target in their own stack.
+    last = i >= loop.last_round() and loop.blocker is None
     if last:
         s = pd.DataFrame({"id": pd.Series([], dtype=object), "score": [], "reason": []})
     else:
@@ -444,23 +517,88 @@ def run_finetune(loop: _Loop, i: int, seed: int) -> dict:
     return {"version": i + 1, "path": str(path), "lr": ft.lr_, "val_miou": ft.val_miou_, "n_S": len(s)}
 
 
+def export_dir(project: Project, i: int) -> Path:
+    """Where the label plan exports round i's S ∪ T: reports/round-<i>/."""
+    return project.reports_dir / f"round-{int(i)}"
+
+
+def run_export(loop: _Loop, i: int, seed: int) -> dict:
+    """Label plan: S(i+1) ∪ T(i+1) for pixel labelling, in reports/round-<i>/: images/ (the pool
+    images as PNG), predictions/ (the target's argmax index PNGs, a pre-annotation), S.csv and
+    T.csv (id, score, reason), cvat.zip and labelstudio.json (as `blindspots export` writes)."""
+    from blindspots.data.formats.masks import write_masks
+
+    p = loop.project
+    out = export_dir(p, i)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    ids = masks_needed(p, i)
+    preds = {x: _target_map(loop, i, x) for x in ids}
+    for x in ids:
+        dest = out / "images" / artifact_name(x)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        _write_rgb(dest, loop.pool.load(x))
+    write_masks(out / "predictions", preds, classes=loop.classes)
+    for kind in ("S", "T"):
+        p.candidates(i, kind).to_csv(out / f"{kind}.csv", index=False)
+    files = ["images/", "predictions/", "S.csv", "T.csv"]
+    if ids:
+        for fmt, name in (("cvat", "cvat.zip"), ("labelstudio", "labelstudio.json")):
+            _export(loop, i, fmt, out / name, ids, preds)
+            files.append(name)
+    return {"folder": str(out), "files": files, "n_S": int(len(p.candidates(i, "S"))),
+            "n_T": int(len(p.candidates(i, "T")))}
+
+
+def _write_rgb(path: Path, image: np.ndarray) -> None:
+    from PIL import Image
+
+    tmp = path.with_name(path.name + ".tmp")
+    Image.fromarray(np.ascontiguousarray(image)).save(tmp, format="PNG")
+    tmp.replace(path)
+
+
 STEP_FUNCS: dict[str, Callable[[_Loop, int, int], dict | Status]] = {
     "scan": run_scan, "mine": run_mine, "ratings": run_ratings, "select": run_select,
-    "masks": run_masks, "evaluate": run_evaluate, "finetune": run_finetune,
+    "masks": run_masks, "evaluate": run_evaluate, "finetune": run_finetune, "export": run_export,
 }
 
 
 # ---- driver ----------------------------------------------------------------------------
 
 def current_position(project: Project) -> tuple[int, str] | None:
-    """(round, step) of the first step not done yet, or None when every round is done."""
+    """(round, step) of the first step not done yet, or None when every round is done (label
+    plan: or when the next round waits for the target's next version to be registered)."""
     last = project.config.project.rounds
+    steps = plan(project)
     for i in range(last + 1):
-        for step in STEPS:
+        if steps is LABEL_STEPS and i > project.target_version():
+            return None
+        for step in steps:
             st = project.step(i, step)
             if st is None or st["status"] != "done":
                 return i, step
     return None
+
+
+def _stopped(project: Project) -> Status:
+    """The Status once `current_position` is None: every round done, or (label plan) S exported."""
+    blocker = finetune_blocker_of(project)
+    last = project.config.project.rounds
+    if blocker is None:
+        return Status("finished", last, "done", f"all {last} rounds are done; see `blindspots leaderboard "
+                      f"{project.path}`")
+    done = [i for i in range(last + 1) if (project.step(i, "export") or {}).get("status") == "done"]
+    i = done[-1] if done else 0
+    r = (project.step(i, "export") or {}).get("result") or {}
+    return Status("exported", i, "done",
+                  f"round {i}: S({i + 1}) ({r.get('n_S', 0)} images) and T({i + 1}) ({r.get('n_T', 0)}) exported "
+                  f"for pixel labelling to {r.get('folder', export_dir(project, i))} (images, predictions, "
+                  f"cvat.zip, labelstudio.json); the loop stops here: {blocker}")
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}" if not isinstance(e, ValueError) or not text else text
 
 
 def advance(project: Project, *, simulate: bool = False, progress: bool = True,
@@ -477,13 +615,11 @@ def advance(project: Project, *, simulate: bool = False, progress: bool = True,
     while True:
         pos = current_position(project)
         if pos is None:
-            return Status("finished", project.config.project.rounds, "done",
-                          f"all {project.config.project.rounds} rounds are done; see `blindspots leaderboard "
-                          f"{project.path}`")
+            return _stopped(project)
         i, step = pos
         if max_steps is not None and ran >= max_steps:
             return Status("paused", i, step, f"round {i}: paused before step {step!r}")
-        if project.step(i, step) is None and step == STEPS[0]:
+        if project.step(i, step) is None and step == STEPS[0]:  # both plans start with "scan"
             project.start_round(i, model_version=i)
         if project.target_version() < i:
             raise ProjectError(f"models.{project.config.target.name}: expected version {i} before round {i}, "
@@ -491,12 +627,21 @@ def advance(project: Project, *, simulate: bool = False, progress: bool = True,
         s = step_seed(seed, i, step)
         project.begin_step(i, step, _settings(loop, step), model_version=i, seed=s)
         log.info("round %d: %s", i, step)
-        result = STEP_FUNCS[step](loop, i, s)
+        try:
+            result = STEP_FUNCS[step](loop, i, s)
+        except Exception as e:
+            # Recorded, so `status` says "failed: <message>" (not running); the next `advance` runs it
+            # again. Ctrl-C leaves it "running", as a crash does; it is run again too.
+            try:
+                project.fail_step(i, step, _one_line(e))
+            except Exception:  # noqa: BLE001 - a broken store must not hide the step's own error
+                log.warning("round %d: could not record that step %r failed", i, step, exc_info=True)
+            raise
         if isinstance(result, Status):
             project.log_event("awaiting", {"state": result.state, "missing": len(result.awaited)}, round=i, step=step)
             return result
         project.end_step(i, step, result)
-        if step == STEPS[-1]:
+        if step == plan(project)[-1]:
             project.finish_round(i)
         ran += 1
 
@@ -505,10 +650,15 @@ def status(project: Project) -> Status:
     """Where the loop stands, without running anything (human steps report their progress)."""
     pos = current_position(project)
     if pos is None:
-        return Status("finished", project.config.project.rounds, "done", "all rounds are done")
+        st = _stopped(project)
+        return Status("finished", st.round, "done", "all rounds are done") if st.state == "finished" else st
     i, step = pos
     loop = _Loop(project, simulate=False, progress=False)
     st = project.step(i, step)
+    err = project.step_failure(i, step) if st is not None and st["status"] != "done" else None
+    if err is not None:
+        return Status("failed", i, step, f"round {i}: step {step!r} failed: {err}; fix the cause and run "
+                      f"`blindspots round {project.path}` to retry")
     if step == "ratings" and st is not None:
         missing, have, total = ratings_progress(loop, i)
         return Status("awaiting_ratings", i, step, f"round {i}: waiting for ratings ({have}/{total} answers in)",
@@ -643,8 +793,6 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
                           round: int | None = None) -> Path:
     """Export round `round`'s S ∪ T (images without a stored mask) with the target's prediction
     as a pre-annotation: fmt "cvat" (zip with the images) or "labelstudio" (JSON tasks)."""
-    from blindspots.data.formats import export_cvat, export_labelstudio
-
     if fmt not in ("cvat", "labelstudio"):
         raise ValueError(f"format: expected 'cvat' or 'labelstudio', got {fmt!r}")
     i = _round_arg(project, round)
@@ -655,7 +803,12 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
         raise ValueError(f"round: expected images awaiting masks in round {i}, got none")
     preds = {x: _target_map(loop, i, x) for x in ids}
     default = project.reports_dir / f"round-{i}-{'cvat.zip' if fmt == 'cvat' else 'labelstudio.json'}"
-    path = Path(out) if out is not None else default
+    return _export(loop, i, fmt, Path(out) if out is not None else default, ids, preds)
+
+
+def _export(loop: _Loop, i: int, fmt: str, path: Path, ids: list[str], preds: dict[str, np.ndarray]) -> Path:
+    from blindspots.data.formats import export_cvat, export_labelstudio
+
     if fmt == "cvat":
         return export_cvat(path, preds, loop.classes, images={x: loop.pool.load(x) for x in ids})
-    return export_labelstudio(path, preds, loop.classes, model_version=target_column(project, i))
+    return export_labelstudio(path, preds, loop.classes, model_version=target_column(loop.project, i))
