@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-__all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "probe_models",
+__all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "probe_models",
            "finetune_blocker"]
 
 
@@ -68,6 +68,14 @@ def load_spec(spec: str, *, import_dir: str | None = None, device: str | None = 
     return load_model(spec, **overrides)
 
 
+def predict_one(seg: Any, image_id: str, image: np.ndarray) -> np.ndarray:
+    """float [1, C, H, W] for one pool image: by id for models keyed by id (precomputed
+    outputs have `predict_proba_ids`), by pixels otherwise. image: uint8 [H, W, 3]."""
+    if hasattr(seg, "predict_proba_ids"):
+        return np.asarray(seg.predict_proba_ids([image_id], sizes=[image.shape[:2]]))
+    return np.asarray(seg.predict_proba(image[None]))
+
+
 def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> int:
     """Run one pool image through every model; returns C. ValueError in one line naming the model.
 
@@ -79,7 +87,7 @@ def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> in
     h, w = image.shape[:2]
     for name, seg in models.items():
         try:
-            proba = np.asarray(seg.predict_proba(image[None]))
+            proba = predict_one(seg, image_id, image)
         except Exception as e:  # noqa: BLE001 - any failure of the user's model is reported the same way
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ValueError(f"models.{name}: expected a model that runs on pool image {image_id!r}, "

@@ -602,6 +602,6 @@ def _absolute(cfg: Config) -> Config:
         pool=replace(cfg.pool, root=ab(cfg.pool.root), list_file=ab(cfg.pool.list_file)),
         target=replace(cfg.target, path=absolute_spec(cfg.target.path, cfg.base_dir)),
         competitors=[replace(c, path=absolute_spec(c.path, cfg.base_dir)) for c in cfg.competitors],
-        data=replace(cfg.data, train=ab(cfg.data.train), val=ab(cfg.data.val)),
+        data=replace(cfg.data, train=ab(cfg.data.train) or "", val=ab(cfg.data.val) or ""),
         simulate=replace(cfg.simulate, ground_truth=ab(cfg.simulate.ground_truth) or ""),
     )

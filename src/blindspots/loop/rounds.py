@@ -47,7 +47,7 @@ import pandas as pd
 
 from blindspots.data.classes import Classes
 from blindspots.ids import artifact_name, find_artifact
-from blindspots.loop.models import finetune_blocker, is_path_spec, load_spec
+from blindspots.loop.models import finetune_blocker, is_path_spec, load_spec, predict_one
 from blindspots.loop.project import Project, ProjectError
 
 log = logging.getLogger(__name__)
@@ -347,7 +347,7 @@ def _target_map(loop: _Loop, i: int, image_id: str) -> np.ndarray:
     if path is not None:
         with Image.open(path) as im:
             return np.asarray(im)
-    proba = loop.segmenter(loop.cfg.target.name, i).predict_proba(loop.pool.load(image_id)[None])
+    proba = predict_one(loop.segmenter(loop.cfg.target.name, i), image_id, loop.pool.load(image_id))
     return proba[0].argmax(0).astype(np.uint8)
 
 
