@@ -5,6 +5,8 @@ Plus the failure paths: a bad spec fails at init in one line, a failed step show
 is retried, a corrupt store is one line, `register` continues with the next version."""
 from __future__ import annotations
 
+import gc
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -268,6 +270,10 @@ def test_corrupt_store_is_one_line(tmp_path: Path, pool: Path) -> None:
     proj = tmp_path / "proj"
     cli("round", proj)
     store = proj / "store.sqlite"
+    gc.collect()  # close the connections the in-process commands left open, then fold the WAL in
+    db = sqlite3.connect(store)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
     data = store.read_bytes()
     for broken in (data[: len(data) // 3], b"\0" * 512 + data[512:], b"garbage" * 100):
         store.write_bytes(broken)

@@ -722,6 +722,11 @@ def _round_arg(project: Project, round: int | None) -> int:
         return round
     pos = current_position(project)
     if pos is None:
+        if plan(project) is LABEL_STEPS:  # S exported, waiting for the next version: that round's S ∪ T
+            done = [i for i in range(project.config.project.rounds + 1)
+                    if (project.step(i, "select") or {}).get("status") == "done"]
+            if done:
+                return done[-1]
         raise ValueError("round: every round is done; pass --round to import into a past round")
     return pos[0]
 
