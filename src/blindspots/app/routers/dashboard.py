@@ -28,8 +28,7 @@ def dashboard_data(request: Request) -> dict:
     status = view.status()
     rnd = view.rating_round()
     if rnd is None:  # ratings closed: show the latest round that had candidates
-        row = project.db.execute("SELECT MAX(round) FROM candidates WHERE kind='M'").fetchone()
-        rnd = None if row[0] is None else int(row[0])
+        rnd = project.last_mined_round()
     r = project.ratings_for_round(rnd) if rnd is not None else None
     n_m = len(project.candidates(rnd, "M")) if rnd is not None else 0
     people = []
