@@ -15,10 +15,12 @@ import hashlib
 import sqlite3
 import threading
 from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+
+from blindspots.ids import check_image_id
 
 STORE_FILE = "store.sqlite"
 SCHEMA_VERSION = 1
@@ -101,12 +103,8 @@ def hash_token(token: str) -> str:
 
 
 def _check_id(image_id: str, name: str = "image_id") -> str:
-    if not isinstance(image_id, str) or not image_id:
-        raise ValueError(f"{name}: expected a non-empty string id, got {image_id!r}")
-    p = PurePosixPath(image_id)
-    if p.is_absolute() or ".." in p.parts or "\\" in image_id or "\x00" in image_id:
-        raise ValueError(f"{name}: expected a relative id inside the pool, got {image_id!r}")
-    return image_id
+    """An image id, checked by the one id rule (`blindspots.ids.check_image_id`)."""
+    return check_image_id(image_id, name)
 
 
 def _check_round(round: int) -> int:
