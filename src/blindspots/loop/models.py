@@ -110,7 +110,8 @@ def _kind(spec: str) -> str:
         return "a Python callable"
     p = Path(split_spec(spec)[0])
     if p.is_dir():
-        return "a folder of precomputed outputs"
+        # TODO(models helper): a Hugging Face folder (and module:factory) becomes trainable here.
+        return "a Hugging Face model folder" if (p / "config.json").is_file() else "a folder of precomputed outputs"
     suffix = p.suffix.lower()
     if suffix == ".onnx":
         return "an ONNX model"
