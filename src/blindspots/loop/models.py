@@ -15,7 +15,7 @@ from typing import Any, Iterable
 import numpy as np
 
 __all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "probe_models",
-           "finetune_blocker"]
+           "spec_kind", "finetune_blocker", "TRAINABLE_KINDS"]
 
 
 def split_spec(spec: str) -> tuple[str, str]:
@@ -38,6 +38,12 @@ def is_path_spec(spec: str, base_dir: str | Path = ".") -> bool:
 
 def absolute_spec(spec: str, base_dir: str | Path) -> str:
     """The spec with a relative path made absolute against `base_dir` (callables unchanged)."""
+    try:  # the models package's version also makes classes=/weights= paths absolute (issue 13)
+        from blindspots.models.load import absolute_spec as models_absolute_spec
+    except ImportError:
+        models_absolute_spec = None
+    if models_absolute_spec is not None:
+        return models_absolute_spec(spec, base_dir)
     if not is_path_spec(spec, base_dir):
         return spec
     base, query = split_spec(spec)
@@ -82,10 +88,17 @@ def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> in
     models: name -> Segmenter; image: uint8 [H, W, 3]. Each model must give finite probabilities
     float [1, C, H, W] at the image's size, with the same C for every model.
     """
-    # TODO(models helper): replace by blindspots.models.probe_model once it is merged.
+    try:  # the models package's probe (issue 13) checks more (dtype, sums, class names)
+        from blindspots.models.probe import probe_model
+    except ImportError:
+        probe_model = None
     sizes: dict[str, int] = {}
     h, w = image.shape[:2]
     for name, seg in models.items():
+        if probe_model is not None:
+            probe_model(seg, image, f"models.{name}", image_id=image_id)
+            sizes[name] = int(seg.num_classes)
+            continue
         try:
             proba = predict_one(seg, image_id, image)
         except Exception as e:  # noqa: BLE001 - any failure of the user's model is reported the same way
@@ -105,25 +118,36 @@ def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> in
     return next(iter(sizes.values()))
 
 
-def _kind(spec: str) -> str:
+#: Spec kinds the loop can fine-tune (`blindspots.finetune.segmentation` on a zoo checkpoint).
+#: TODO(issue 13): "factory" and "hf" once the fine-tuner takes any torch module.
+TRAINABLE_KINDS = ("zoo",)
+KIND_NAMES = {"zoo": "a zoo checkpoint", "torchscript": "a TorchScript model", "onnx": "an ONNX model",
+              "precomputed": "a folder of precomputed outputs", "hf": "a Hugging Face model folder",
+              "callable": "a Python callable", "factory": "a module:factory torch model"}
+
+
+def spec_kind(spec: str) -> str:
+    """The kind of a spec (a key of KIND_NAMES) without loading weights: the models package's
+    `spec_kind` when it has one, else from the path alone."""
+    try:
+        from blindspots.models.load import spec_kind as models_spec_kind
+    except ImportError:
+        models_spec_kind = None
+    if models_spec_kind is not None:
+        return models_spec_kind(spec)
     if not is_path_spec(spec):
-        return "a Python callable"
+        return "callable"
     p = Path(split_spec(spec)[0])
     if p.is_dir():
-        # TODO(models helper): a Hugging Face folder (and module:factory) becomes trainable here.
-        return "a Hugging Face model folder" if (p / "config.json").is_file() else "a folder of precomputed outputs"
+        return "hf" if (p / "config.json").is_file() else "precomputed"
     suffix = p.suffix.lower()
     if suffix == ".onnx":
-        return "an ONNX model"
-    if suffix in (".ts", ".torchscript"):
-        return "a TorchScript model"
+        return "onnx"
     if suffix in (".pt", ".pth"):
         from blindspots.models.load import is_torchscript_archive
 
-        if p.is_file() and is_torchscript_archive(p):
-            return "a TorchScript model"
-        return ""
-    return "a model of an unknown kind"
+        return "torchscript" if p.is_file() and is_torchscript_archive(p) else "zoo"
+    return "torchscript"
 
 
 def finetune_blocker(spec: str, target: str, data: Iterable[str]) -> str | None:
@@ -131,9 +155,10 @@ def finetune_blocker(spec: str, target: str, data: Iterable[str]) -> str | None:
 
     It can with a zoo checkpoint and both S0 and T0 (`data`: the [data] train and val values).
     """
-    kind = _kind(spec)
-    if kind:
-        return (f"the target {target!r} is {kind}, which blindspots cannot fine-tune: label S, retrain it in "
+    kind = spec_kind(spec)
+    if kind not in TRAINABLE_KINDS:
+        return (f"the target {target!r} is {KIND_NAMES.get(kind, kind)}, which blindspots cannot fine-tune: "
+                "label S, retrain it in "
                 "your own stack, then register the new model with `blindspots register PROJECT SPEC` as the "
                 "next version and run `blindspots round` again")
     if not all(data):

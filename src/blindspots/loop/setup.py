@@ -47,7 +47,8 @@ def check_models(specs: dict[str, str], image_id: str, image: Any, *, import_dir
             models[name] = load_spec(spec, import_dir=import_dir)
         except Exception as e:  # noqa: BLE001 - any loader failure becomes one line naming the model
             text = " ".join(str(e).split()) or type(e).__name__
-            raise ValueError(f"models.{name}: expected a model spec that loads ({spec!r}), got {text}") from None
+            where = "" if spec.partition("?")[0] in text else f" (spec {spec!r})"
+            raise ValueError(f"models.{name}: {text}{where}") from None
     return probe_models(models, image, image_id)
 
 
