@@ -279,3 +279,20 @@ def test_corrupt_store_is_one_line(tmp_path: Path, pool: Path) -> None:
             code, out = cli(cmd, proj)
             assert code == 2 and out.startswith("error:") and "store" in out, (cmd, out)
             assert len(out.strip().splitlines()) == 1, out
+
+
+def test_callable_spec_imports_from_the_init_folder_wherever_round_runs(tmp_path: Path, pool: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.chdir(home)
+    target, comp = make_spec("callable", home, pool)
+    assert init(tmp_path, pool, target, comp)[0] == 0
+    # A new session elsewhere: the module is neither imported nor importable from the path.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != home.resolve()])
+    sys.modules.pop("my_seg_models", None)
+    code, out = cli("round", tmp_path / "proj")
+    assert code == 0 and "waiting for ratings" in out, out

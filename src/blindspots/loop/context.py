@@ -145,7 +145,8 @@ def target_classes(project: Project, target: Any) -> Classes:
 def finetune_blocker_of(project: Project) -> str | None:
     """Why `project` cannot fine-tune its target (one sentence), or None (`loop.models.finetune_blocker`)."""
     c = project.config
-    return finetune_blocker(project.model(c.target.name, 0).spec, c.target.name, [c.data.train, c.data.val])
+    rec = project.model(c.target.name, 0)
+    return finetune_blocker(rec.spec, c.target.name, [c.data.train, c.data.val], import_dir=rec.meta.get("import_dir"))
 
 
 def plan(project: Project) -> tuple[str, ...]:

@@ -56,6 +56,12 @@ def spec_path(spec: str) -> Path | None:
     return Path(split_spec(spec)[0]) if is_path_spec(spec) else None
 
 
+def use_import_dir(spec: str, import_dir: str | None) -> None:
+    """Let a `module:function` spec import from `import_dir` (the folder `init` ran in)."""
+    if import_dir and not is_path_spec(spec) and import_dir not in sys.path:
+        sys.path.insert(0, import_dir)
+
+
 def load_spec(spec: str, *, import_dir: str | None = None, device: str | None = None) -> Any:
     """A Segmenter for `spec` through `blindspots.models.load.load_model`.
 
@@ -65,8 +71,7 @@ def load_spec(spec: str, *, import_dir: str | None = None, device: str | None = 
     """
     from blindspots.models.load import load_model
 
-    if import_dir and not is_path_spec(spec) and import_dir not in sys.path:
-        sys.path.insert(0, import_dir)
+    use_import_dir(spec, import_dir)
     overrides = {}
     base, _ = split_spec(spec)
     if device is not None and Path(base).suffix.lower() in (".pt", ".pth", ".ts", ".torchscript"):
@@ -150,11 +155,13 @@ def spec_kind(spec: str) -> str:
     return "torchscript"
 
 
-def finetune_blocker(spec: str, target: str, data: Iterable[str]) -> str | None:
+def finetune_blocker(spec: str, target: str, data: Iterable[str], *, import_dir: str | None = None) -> str | None:
     """Why the loop cannot fine-tune the target (one sentence), or None when it can.
 
     It can with a zoo checkpoint and both S0 and T0 (`data`: the [data] train and val values).
+    import_dir: where a `module:function` spec imports from (see `load_spec`).
     """
+    use_import_dir(spec, import_dir)
     kind = spec_kind(spec)
     if kind not in TRAINABLE_KINDS:
         return (f"the target {target!r} is {KIND_NAMES.get(kind, kind)}, which blindspots cannot fine-tune: "

@@ -96,7 +96,9 @@ def register_version(project: Any, spec: str, *, base_dir: str | Path = ".") -> 
 
     cfg = project.config
     name = cfg.target.name
-    if finetune_blocker(project.model(name, 0).spec, name, [cfg.data.train, cfg.data.val]) is None:
+    first = project.model(name, 0)
+    if finetune_blocker(first.spec, name, [cfg.data.train, cfg.data.val],
+                        import_dir=first.meta.get("import_dir")) is None:
         raise ValueError(f"project: expected a project that does not fine-tune its target itself, got "
                          f"{str(project.path)!r} (its rounds fine-tune {name!r}; run `blindspots round`)")
     spec = absolute_spec(spec, base_dir)
