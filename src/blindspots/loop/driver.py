@@ -11,8 +11,6 @@ from blindspots.loop.steps import STEP_FUNCS, _settings, export_dir, masks_neede
 log = logging.getLogger(__name__)
 
 
-# ---- driver ----------------------------------------------------------------------------
-
 def current_position(project: Project) -> tuple[int, str] | None:
     """(round, step) of the first step not done yet, or None when every round is done (label
     plan: or when the next round waits for the target's next version to be registered)."""

@@ -34,7 +34,7 @@ def _settings(loop: _Loop, step: str) -> dict:
         "finetune": lambda: {k: getattr(c.finetune, k) for k in ("lrs", "epochs", "batch_size", "momentum",
                                                                   "weight_decay", "power", "image_size",
                                                                   "max_replay", "device")},
-        "export": lambda: {"folder": str(export_dir(loop.project, 0).parent)},
+        "export": lambda: {"formats": ["images", "predictions", "cvat", "labelstudio"]},
     }[step]()
 
 
