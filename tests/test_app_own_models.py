@@ -296,3 +296,13 @@ def test_callable_spec_imports_from_the_init_folder_wherever_round_runs(tmp_path
     sys.modules.pop("my_seg_models", None)
     code, out = cli("round", tmp_path / "proj")
     assert code == 0 and "waiting for ratings" in out, out
+
+
+def test_specs_with_options_and_without_names(tmp_path: Path, pool: Path) -> None:
+    """`--target m.onnx?output=logits`: the '=' of an option is not a NAME=SPEC separator."""
+    target, comp = make_spec("onnx", tmp_path, pool)
+    code, out = cli("init", tmp_path / "proj", "--pool", pool, "--target", f"{target}?output=logits",
+                    "--competitor", comp, "--raters", 1)
+    assert code == 0, out
+    p = Project.open(tmp_path / "proj")
+    assert [(m.name, m.spec) for m in p.models()] == [("target", f"{target}?output=logits"), ("comp", comp)]

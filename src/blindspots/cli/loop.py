@@ -13,11 +13,15 @@ masks_app = typer.Typer(help="Pixel labels of the counterexamples S and the test
 
 
 def _model_spec(spec: str, default_name: str, option: str) -> tuple[str, str]:
-    """'NAME=PATH' or 'PATH' (name from the file stem) -> (name, path)."""
-    if "=" in spec:
+    """'NAME=SPEC' or 'SPEC' (name from the file stem) -> (name, spec). An '=' after '?' belongs
+    to the spec's options (`model.onnx?output=logits`), not to a name."""
+    head = spec.split("=", 1)[0]
+    if "=" in spec and "?" not in head:
         name, path = spec.split("=", 1)
     else:
-        name, path = (default_name or Path(spec).stem.lower().replace("-", "_")), spec
+        base = spec.partition("?")[0]
+        stem = base.rsplit(":", 1)[-1] if ":" in base and not Path(base).exists() else Path(base).stem
+        name, path = (default_name or stem.lower().replace("-", "_").replace(".", "_")), spec
     if not name or not path:
         raise typer.BadParameter(f"expected NAME=PATH or PATH, got {spec!r}", param_hint=option)
     return name, path
