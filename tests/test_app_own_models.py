@@ -181,9 +181,9 @@ def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
     # The label page offers S ∪ T (people can draw the masks in the app too).
     from blindspots.app import create_app
 
-    q = TestClient(create_app(proj)).get("/api/label/queue", headers={"Authorization": f"Bearer {TOKEN}"})
-    if q.status_code == 200:
-        assert {x["id"] for x in q.json()["items"] if x["kind"] == "round"} == s | t
+    q = TestClient(create_app(proj)).get("/api/labels/queue", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert q.status_code == 200, q.text
+    assert {x["id"] for x in q.json()["items"] if x["kind"] == "round"} == s | t
 
 
 def test_zoo_target_without_data_mines_by_entropy(tmp_path: Path, pool: Path) -> None:
@@ -205,6 +205,9 @@ def test_register_next_version_continues_the_loop(tmp_path: Path, pool: Path) ->
     cli("round", proj)
     rate_everything_in_the_app(proj)
     assert "exported" in cli("round", proj)[1]
+    # The exported pre-annotation comes back as the labels of round 0's S ∪ T (no --round needed).
+    code, out = cli("masks", "import", proj, proj / "reports" / "round-0" / "cvat.zip", "--annotator", "bob")
+    assert code == 0 and "imported" in out, out
     retrained = save_onnx(Tiny(3, seed=7), tmp_path / "target_v1.onnx")
     code, out = cli("register", proj, retrained)
     assert code == 0 and "version 1" in out, out
