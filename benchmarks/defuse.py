@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 import torch
 
-from blindspots.defuse.distill import Distiller
+from blindspots.scenarios.clustering import Distiller
 from blindspots.defuse.identify import Identified, IdentifySettings, draw_noise, identify
 from blindspots.defuse.vae import BetaVAE, ConvVAENet, to_uint8
 from blindspots.models.classifier_zoo import as_classifier, build_classifier

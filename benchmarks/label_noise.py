@@ -42,7 +42,7 @@ from sklearn.metrics import average_precision_score
 from threadpoolctl import threadpool_limits
 
 from blindspots.labels import find_label_issues, get_label_quality_scores
-from blindspots.labels.regions import find_issue_regions
+from blindspots.labels.review import find_issue_regions
 
 log = logging.getLogger("label_noise")
 

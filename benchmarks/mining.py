@@ -127,7 +127,7 @@ def scene_sets(work: Path, args: argparse.Namespace) -> dict:
 
 def train_models(work: Path, args: argparse.Namespace) -> tuple[str, dict[str, Path]]:
     """The scenes helper's demo zoo (`train_zoo`): target on "train", competitors on "broad"."""
-    from blindspots.models.train import DEFAULT_COMPETITORS, DEFAULT_TARGET, train_zoo
+    from blindspots.training.zoo import DEFAULT_COMPETITORS, DEFAULT_TARGET, train_zoo
 
     target = args.target_arch or DEFAULT_TARGET
     comps = tuple(args.competitor_archs.split(",")) if args.competitor_archs else DEFAULT_COMPETITORS

@@ -110,7 +110,7 @@ def trained_segmenter(arch: str, size: int, epochs: int, workdir: Path, batch: i
     """A zoo model trained briefly on 320 day scenes (checkpointed in workdir: a rerun resumes or reuses it),
     so it predicts several classes per image as a real model does; returns it with its training set."""
     from blindspots.data.scenes import SCENE_CLASSES, render_scene_arrays
-    from blindspots.models.train import fit_segmenter
+    from blindspots.training.segmentation import fit_segmenter
     from blindspots.models.zoo import build_model
 
     images, masks, _ = render_scene_arrays(320, seed=0, distribution="train", size=size)

@@ -27,7 +27,7 @@ import torch
 
 from blindspots.data.classsets import load_mnist_5k
 from blindspots.defuse.correct import PAPER_LAMBDAS, correct, scenario_data
-from blindspots.defuse.distill import Distiller, Scenarios, scenario_responsibilities
+from blindspots.scenarios.clustering import Distiller, Scenarios, scenario_responsibilities
 from blindspots.defuse.identify import Identified, IdentifySettings, identify
 from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff, plot_tsne
 from blindspots.defuse.vae import BetaVAE

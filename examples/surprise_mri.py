@@ -28,7 +28,7 @@ matplotlib.use("Agg")
 
 from blindspots.data.mri import load_mri_slices  # noqa: E402
 from blindspots.models.adapters import TorchSegmenter  # noqa: E402
-from blindspots.models.train import fit_segmenter  # noqa: E402
+from blindspots.training.segmentation import fit_segmenter  # noqa: E402
 from blindspots.models.zoo import build_model, load_checkpoint  # noqa: E402
 from blindspots.surprise import LSA, MDSA, TraceExtractor, collect_fit_traces, surprise_heatmaps  # noqa: E402
 from blindspots.surprise.sampler import cap_per_class  # noqa: E402

@@ -13,4 +13,11 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       || echo "warning: could not install ${need[*]}; the tests that need them will be skipped"
   fi
 fi
+# datumaro (CVAT's dataset library) for the round-trip tests: its pins would downgrade pandas/Pillow/pyarrow,
+# so it goes without dependencies into its own folder, which tests/test_formats_tools.py appends to sys.path.
+if [ ! -f .venv/datumaro/.ok ]; then
+  (.venv/bin/python -m pip install -q --no-deps --target .venv/datumaro datumaro==1.13.12 attrs cachetools \
+     imagesize json-stream json-stream-rs-tokenizer orjson pycocotools ruamel.yaml shapely opencv-python-headless \
+     && touch .venv/datumaro/.ok) || echo "warning: could not install datumaro; its round-trip tests will be skipped"
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -18,7 +18,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
-    from blindspots.models.train import train_segmenter
+    from blindspots.training.segmentation import train_segmenter
     from blindspots.models.zoo import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp("cliworld")

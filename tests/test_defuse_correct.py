@@ -8,7 +8,7 @@ import torch
 
 from blindspots.data.classsets import load_sklearn_digits
 from blindspots.defuse.correct import PAPER_LAMBDAS, correct, scenario_data
-from blindspots.defuse.distill import Scenarios
+from blindspots.scenarios.clustering import Scenarios
 from blindspots.defuse.vae import BetaVAE
 from blindspots.finetune.classification import accuracy, train_classifier
 from blindspots.models.classifier_zoo import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blindspots.defuse.distill import Distiller, Scenarios, distill, scenario_responsibilities
+from blindspots.scenarios.clustering import Distiller, Scenarios, distill, scenario_responsibilities
 from blindspots.defuse.identify import Identified
 from blindspots.scenarios.sampling import sample_codes
 

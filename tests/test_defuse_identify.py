@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blindspots.data.classsets import load_sklearn_digits
-from blindspots.defuse.distill import Distiller
+from blindspots.scenarios.clustering import Distiller
 from blindspots.defuse.identify import Identified, IdentifySettings, _cap_per_source, draw_noise, identify
 from blindspots.defuse.vae import BetaVAE
 from blindspots.finetune.classification import train_classifier

@@ -23,26 +23,33 @@ def toy_model(images: np.ndarray) -> np.ndarray:
     return np.moveaxis(z / z.sum(-1, keepdims=True), -1, 1).astype(np.float32)
 
 
-def _write_set(root, n=5, h=32, w=40, seed=0):
+def _write_set(root, n=5, h=32, w=40, seed=0, sizes=None, image_ext=".png"):
+    """n image/mask pairs img<i>; image 2 misses its class-1 object. sizes: one (h, w) per image instead
+    (objects placed relative to the size), for sets of mixed sizes."""
     rng = np.random.default_rng(seed)
     masks = {}
-    for i in range(n):
-        mask = np.zeros((h, w), np.uint8)
-        mask[4:20, 5:25] = 1
-        mask[22:30, 20:38] = 2
-        image = np.zeros((h, w, 3), np.uint8)
+    for i in range(n if sizes is None else len(sizes)):
+        mask = np.zeros((h, w) if sizes is None else sizes[i], np.uint8)
+        if sizes is None:
+            mask[4:20, 5:25] = 1
+            mask[22:30, 20:38] = 2
+        else:
+            hh, ww = sizes[i]
+            mask[hh // 4: hh // 2, ww // 4: ww // 2] = 1
+            mask[hh // 2:, ww // 2:] = 2
+        image = np.zeros(mask.shape + (3,), np.uint8)
         image[..., 0] = 200
         for c in (1, 2):
             image[mask == c] = [0, 0, 0]
             image[..., c][mask == c] = 200
         image = np.clip(image.astype(int) + rng.integers(-30, 30, image.shape), 0, 255).astype(np.uint8)
         if i == 2:
-            mask[4:20, 5:25] = 0  # a dropped object
+            mask[mask == 1] = 0  # a dropped object
         mask[0, :4] = 255
         masks[f"img{i}"] = mask
         (root / "images").mkdir(parents=True, exist_ok=True)
         (root / "masks").mkdir(parents=True, exist_ok=True)
-        Image.fromarray(image).save(root / "images" / f"img{i}.png")
+        Image.fromarray(image).save(root / "images" / f"img{i}{image_ext}")
         Image.fromarray(mask).save(root / "masks" / f"img{i}.png")
     return masks
 
@@ -89,7 +96,8 @@ def test_cli_bad_arguments(tmp_path):
     res = CliRunner().invoke(app, ["label-issues", "--out", str(tmp_path / "o")])
     assert res.exit_code != 0
     np.save(tmp_path / "l.npy", np.zeros((2, 4, 4), np.uint8))
-    np.save(tmp_path / "p.npy", np.full((2, 3, 4, 4), 0.5, np.float32))  # sums to 1.5
+    # negative values are invalid (rows merely not summing to 1 are accepted with a warning, as cleanlab does)
+    np.save(tmp_path / "p.npy", np.full((2, 3, 4, 4), -0.5, np.float32))
     res = CliRunner().invoke(app, ["label-issues", "--labels", str(tmp_path / "l.npy"), "--probs",
                                    str(tmp_path / "p.npy"), "--out", str(tmp_path / "o"), "--no-progress"])
     assert res.exit_code == 2 and "pred_probs" in res.output

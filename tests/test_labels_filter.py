@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blindspots.labels import LabelIssueFinder, find_label_issues
-from blindspots.labels.pixels import block_majority
+from blindspots.labels._internal.pixels import block_majority
 from test_labels_helpers import random_inputs, structured_inputs
 
 

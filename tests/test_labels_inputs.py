@@ -23,7 +23,8 @@ def test_bad_inputs(fn, good):
         ((labels, p[0]), "pred_probs.*\\(N, K, H, W\\)"),
         ((labels.astype(np.float32), p), "labels.*integer dtype"),
         ((labels, p.astype(np.int64)), "pred_probs.*floating"),
-        ((labels, p * 1.5), "pred_probs.*sum"),
+        ((labels, p - 0.5), "pred_probs.*>= 0"),  # logits, not probabilities (p * 1.5 only warns: cleanlab's input)
+        ((labels, np.where(np.arange(8) == 5, np.inf, p).astype(np.float32)), "pred_probs.*finite"),
         ((labels, np.where(np.arange(8) == 3, np.nan, p).astype(np.float32)), "pred_probs.*sum"),
         ((np.where(labels == 0, 7, labels), p), "labels.*class ids"),
         ((np.where(labels == 0, -1, labels), p), "labels.*class ids"),
@@ -67,8 +68,9 @@ def test_bad_batches_and_model_args(good):
     labels, p = good
     with pytest.raises(ValueError, match="pair"):
         find_label_issues(iter([labels]), verbose=False)
-    with pytest.raises(ValueError, match="every batch"):
-        find_label_issues(iter([(labels, p), (labels[:, :4, :4], p[:, :, :4, :4])]), verbose=False)
+    with pytest.raises(ValueError, match="every batch"):  # sizes may differ (issue 13), classes may not
+        two = np.concatenate([p[:, :2], p[:, 2:]], axis=1)[:, :2] / p[:, :2].sum(1, keepdims=True)
+        find_label_issues(iter([(labels, p), (np.minimum(labels, 1), two)]), verbose=False)
     with pytest.raises(ValueError, match="at least one batch"):
         find_label_issues(iter([]), verbose=False)
     with pytest.raises(ValueError, match="model"):

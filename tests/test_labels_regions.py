@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from blindspots.labels import LabelIssueFinder, find_label_issues
-from blindspots.labels.regions import COLUMNS, find_issue_regions, region_kind
+from blindspots.labels._internal.regions import COLUMNS, region_kind
+from blindspots.labels.review import find_issue_regions
 
 
 def _probs_from_map(pred: np.ndarray, k: int, conf: float = 0.9) -> np.ndarray:

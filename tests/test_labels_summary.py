@@ -36,7 +36,8 @@ def test_summaries_skip_ignored_and_check_inputs():
     pred = p.argmax(1)
     expect = ((pred != -1) & (lab != 255)).sum()
     assert df.num_pixel_issues.sum() == expect
+    assert not filter_by_class(4, issues, labels, p).any()  # an absent class: empty mask, as cleanlab
     with pytest.raises(ValueError, match="class_index"):
-        filter_by_class(4, issues, labels, p)
+        filter_by_class("a", issues, labels, p)
     with pytest.raises(ValueError, match="issues"):
         common_label_issues(issues.astype(int), labels, p)

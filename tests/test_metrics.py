@@ -12,10 +12,13 @@ from hypothesis import strategies as st
 from blindspots.metrics import (
     ConfusionMatrix,
     confusion_matrix,
+    evaluate,
     iou_per_class,
     map_distances,
     mean_iou,
     per_image_class_iou,
+    per_image_confusion,
+    per_image_miou,
     pixel_accuracy,
 )
 
@@ -233,3 +236,59 @@ def test_per_image_n1_and_consistency_with_confusion_matrix():
 def test_bad_input_raises_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# --- merge, per-image confusion / mIoU, evaluate (one copy of each, issue 12) -------------------
+
+@settings(max_examples=60, deadline=None)
+@given(label_pair(batch=True), st.integers(0, 3))
+def test_merge_of_shards_equals_one_pass(case, cut):
+    """torchmetrics-style state merge: shards (ConfusionMatrix or per-image counts) add up exactly."""
+    pred, target, c = case
+    cut = min(cut, len(pred))
+    one = ConfusionMatrix(c).update(pred, target)
+    a = ConfusionMatrix(c)
+    if cut:
+        a.update(pred[:cut], target[:cut])
+    b = ConfusionMatrix(c)
+    if cut < len(pred):
+        b.update(pred[cut:], target[cut:])
+    assert np.array_equal(ConfusionMatrix(c).merge(a, b).compute(), one.compute())
+    per = per_image_confusion(pred, target, c)
+    assert per.shape == (len(pred), c, c) and per.dtype == np.int64
+    assert np.array_equal(ConfusionMatrix(c).merge(per).compute(), one.compute())
+    assert np.array_equal(ConfusionMatrix(c).merge(*per).compute(), one.compute())
+    with pytest.raises(ValueError, match="other"):
+        ConfusionMatrix(c).merge(ConfusionMatrix(c + 1))
+    with pytest.raises(ValueError, match="other"):
+        ConfusionMatrix(c).merge(np.zeros((c + 1, c + 1), np.int64))
+
+
+@settings(max_examples=100, deadline=None)
+@given(label_pair(batch=True))
+def test_per_image_miou_matches_brute_force(case):
+    pred, target, c = case
+    out = per_image_miou(pred, target, c)
+    assert out.dtype == np.float64 and out.shape == (len(pred),)
+    for i in range(len(pred)):
+        assert same(out[i], ref_miou(ref_class_iou(pred[i], target[i], c, IGNORE)))
+
+
+def test_evaluate_pools_pixels_over_sizes_and_batches():
+    rng = np.random.default_rng(0)
+    data = [(rng.integers(0, 255, (h, 8, 3), dtype=np.uint8), rng.integers(0, 3, (h, 8))) for h in (4, 6, 4, 6, 4)]
+
+    def predict(images):  # a "model": class = first channel mod 3
+        return images[..., 0].astype(np.int64) % 3
+
+    cm = evaluate(predict, data, 3, batch_size=2)
+    ref = ConfusionMatrix(3)
+    for im, mk in data:
+        ref.update(predict(im[None]), mk[None])
+    assert np.array_equal(cm.compute(), ref.compute())
+
+    class Seg:
+        def predict_proba(self, images):
+            return np.eye(3, dtype=np.float32)[predict(images)].transpose(0, 3, 1, 2)
+
+    assert np.array_equal(evaluate(Seg(), data, 3).compute(), ref.compute())

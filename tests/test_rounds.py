@@ -22,7 +22,7 @@ SIZE = 32
 def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Scenes (pool with held-out truth, S0, T0) and three untrained zoo models of different design."""
     from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
-    from blindspots.models.train import train_segmenter
+    from blindspots.training.segmentation import train_segmenter
     from blindspots.models.zoo import build_model, save_checkpoint
 
     root = tmp_path_factory.mktemp("world")

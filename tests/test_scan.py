@@ -20,7 +20,7 @@ from PIL import Image
 from blindspots.data.pool import ImagePool
 from blindspots.metrics import map_distances
 from blindspots.models.adapters import CallableSegmenter, TorchSegmenter
-from blindspots.models.precomputed import PrecomputedSegmenter
+from blindspots.models.adapters.precomputed import PrecomputedSegmenter
 from blindspots.scan import model_stats, pair_distances, read_score_table, scan_pool
 from blindspots.scan.table import ScanLayout
 
@@ -104,7 +104,7 @@ def test_scan_table_contract_and_values(tmp_path):
     out = scan_pool(pool, models, tmp_path / "scan", target="t", batch_size=4, shard_size=8, progress=False)
     df = read_score_table(out)
     assert df["id"].tolist() == sorted(pool.ids) and len(df) == 21
-    expected = ["id", "status", "error", "width", "height"]
+    expected = ["id", "status", "error", "width", "height", "content_hash"]
     for m in ("g1", "g2", "t"):
         expected += [f"frac__{m}__{k}" for k in range(C)] + [f"entropy__{m}", f"maxprob__{m}"]
     expected += ["dpa__t__g1", "dmiou__t__g1", "dpa__t__g2", "dmiou__t__g2"]

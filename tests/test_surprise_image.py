@@ -164,3 +164,31 @@ def test_image_sa_is_mean_z_over_present_classes(fitted):
     z = (class_sa - est.sa_mean_) / est.sa_std_
     np.testing.assert_allclose(res.image_sa(est), [np.mean(z[0, 1:]), z[1, 0]])
     np.testing.assert_allclose(res.image_sa(est, {"g": [2]}), [z[0, 2], np.nan])
+
+
+def test_mixed_image_sizes_are_grouped_by_size(fitted):
+    """Issue 13 item 5: images of different sizes run one size at a time; each image's numbers are those
+    it gets in a batch of its own size (pixel samples keyed by its index, not by the grouping)."""
+    from blindspots.surprise.analysis import sa_and_iou
+
+    ex, x, y = fitted
+    est = MDSA().fit(x, y)
+    small, big = labelled(3, 32, seed=1), labelled(3, 48, seed=2)
+    mixed = [small[0], big[0], small[1], big[1], small[2], big[2]]
+    imgs = [im for im, _ in mixed]
+    res = class_surprise(ex, est, imgs, per_class=50, seed=3)
+    assert res.class_sa.shape == (6, ex.num_classes) and len(res.pred) == 6
+    assert [p.shape for p in res.pred] == [im.shape[:2] for im in imgs]
+    alone = [class_surprise(ex, est, [imgs[i]], per_class=None, seed=0) for i in range(6)]
+    full = class_surprise(ex, est, imgs, per_class=None, seed=0)  # every pixel: no sampling differences
+    for i in range(6):
+        np.testing.assert_allclose(full.class_sa[i], alone[i].class_sa[0], rtol=1e-6, equal_nan=True)
+        assert np.array_equal(full.pred[i], alone[i].pred[0])
+    sa, pred = surprise_heatmaps(ex, est, imgs)
+    assert [m.shape for m in sa] == [im.shape[:2] for im in imgs]
+    sa0, _ = surprise_heatmaps(ex, est, imgs[1:2])
+    np.testing.assert_allclose(sa[1], sa0[0], rtol=1e-5, equal_nan=True)
+    cols = surprise_columns(ex, est, imgs, "m", per_class=50, seed=3)
+    assert all(len(v) == 6 for v in cols.values())
+    out_sa, iou, in_label, p = sa_and_iou(ex, {"MDSA": est}, mixed, per_class=50, seed=0)
+    assert out_sa["MDSA"].shape[0] == 6 and iou.shape[0] == 6 and p.size == 0

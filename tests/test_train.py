@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set, render_scene_arrays
-from blindspots.models.train import (
+from blindspots.models.zoo import build_model, load_segmenter, read_checkpoint
+from blindspots.training.segmentation import (
     balanced_class_weights,
     evaluate_segmentation,
     fit_segmenter,
     predict_labels,
     train_segmenter,
 )
-from blindspots.models.zoo import build_model, load_segmenter, read_checkpoint
 
 torch.set_num_threads(1)
 C = SCENE_CLASSES.num_classes

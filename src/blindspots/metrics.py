@@ -11,80 +11,48 @@ Conventions:
 - mIoU is the mean IoU over the classes present in the prediction *or* the label (the
   non-NaN entries; the common nan-mean convention, e.g. mmsegmentation's). The MAD paper's
   tables report mIoU over a test set: accumulate one ConfusionMatrix over the set, then
-  `mean_iou(cm.compute())`.
+  `mean_iou(cm.compute())` — or `evaluate(segmenter, data, C)`, which does exactly that.
+- Matrices computed in shards, batches or on several workers add up exactly
+  (`ConfusionMatrix.merge`, torchmetrics' "sum" reduction of states).
+
+This module is the only place these are computed (the scan's distances, simulated raters, test sets,
+fine-tuning and zoo evaluation all call it).
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
+from blindspots._validation import check_class_ids, check_ignore_index, check_int, check_label_map, check_same_shape
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 __all__ = [
     "ConfusionMatrix",
     "confusion_matrix",
+    "evaluate",
     "iou_per_class",
     "mean_iou",
     "pixel_accuracy",
     "per_image_class_iou",
+    "per_image_confusion",
+    "per_image_miou",
     "map_distances",
 ]
 
 
-# --- validation -------------------------------------------------------------------------------
+# --- validation (the checks live in _validation.py) --------------------------------------------
 
 def _check_num_classes(num_classes: int) -> int:
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
-        raise ValueError(f"num_classes: expected a positive integer, got {num_classes!r}")
-    return int(num_classes)
-
-
-def _check_ignore_index(ignore_index: int | None, num_classes: int) -> int | None:
-    if ignore_index is None:
-        return None
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
-        raise ValueError(f"ignore_index: expected an integer or None, got {ignore_index!r}")
-    if 0 <= ignore_index < num_classes:
-        raise ValueError(
-            f"ignore_index: expected a value outside the class ids 0..{num_classes - 1} (or None), "
-            f"got {ignore_index}"
-        )
-    return int(ignore_index)
-
-
-def _as_label_map(name: str, arr: np.ndarray, min_ndim: int = 2) -> np.ndarray:
-    arr = np.asarray(arr)
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{name}: expected an integer label map (class ids), got dtype {arr.dtype}")
-    if arr.ndim < min_ndim:
-        raise ValueError(f"{name}: expected at least {min_ndim} dimensions ([..., H, W]), got shape {arr.shape}")
-    return arr
+    return check_int(num_classes, "num_classes")  # type: ignore[return-value]
 
 
 def _check_pair(pred: np.ndarray, target: np.ndarray, min_ndim: int = 2,
                 names: tuple[str, str] = ("pred", "target")) -> tuple[np.ndarray, np.ndarray]:
-    pred = _as_label_map(names[0], pred, min_ndim)
-    target = _as_label_map(names[1], target, min_ndim)
-    if pred.shape != target.shape:
-        raise ValueError(f"{names[0]}: expected the shape of {names[1]} {target.shape}, got {pred.shape}")
+    pred = check_label_map(pred, names[0], min_ndim)
+    target = check_label_map(target, names[1], min_ndim)
+    check_same_shape(pred, target, names)
     return pred, target
-
-
-def _check_range(name: str, values: np.ndarray, num_classes: int, allowed: int | None = None) -> None:
-    """Class ids must be in 0..C-1 (or equal `allowed`, the ignore index)."""
-    if values.size == 0:
-        return
-    lo, hi = values.min(), values.max()
-    if lo >= 0 and hi < num_classes:
-        return
-    bad = (values < 0) | (values >= num_classes)
-    if allowed is not None:
-        bad &= values != allowed
-    if bad.any():
-        examples = np.unique(values[bad])[:5].tolist()
-        extra = f" or {allowed} (ignore_index)" if allowed is not None else ""
-        raise ValueError(
-            f"{name}: expected class ids in 0..{num_classes - 1}{extra}, got values {examples}"
-        )
 
 
 # Largest count table the fast path builds (groups × target rows × C); beyond it, mask instead.
@@ -122,9 +90,9 @@ def _confusion_stack(pred: np.ndarray, target: np.ndarray, num_classes: int, ign
         return np.ascontiguousarray(counts[:, :c])
     # Slow path: out-of-range values somewhere. Report them, or count only the non-ignored pixels
     # (a prediction may hold anything under ignored pixels).
-    _check_range(names[1], target, c, ignore_index)
+    check_class_ids(target, names[1], c, ignore_index)
     keep = None if ignore_index is None else target != ignore_index
-    _check_range(names[0], pred if keep is None else pred[keep], c)
+    check_class_ids(pred if keep is None else pred[keep], names[0], c)
     group = np.broadcast_to(np.arange(g, dtype=np.int64)[:, None], pred.shape)
     if keep is not None:
         pred, target, group = pred[keep], target[keep], group[keep]
@@ -143,7 +111,7 @@ def confusion_matrix(pred: np.ndarray, target: np.ndarray, num_classes: int,
     Returns int64 [C, C], rows = target, columns = pred.
     """
     num_classes = _check_num_classes(num_classes)
-    ignore_index = _check_ignore_index(ignore_index, num_classes)
+    ignore_index = check_ignore_index(ignore_index, num_classes)
     pred, target = _check_pair(pred, target)
     return _confusion_stack(pred.reshape(1, -1), target.reshape(1, -1), num_classes, ignore_index)[0]
 
@@ -161,7 +129,7 @@ class ConfusionMatrix:
 
     def __init__(self, num_classes: int, ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> None:
         self.num_classes = _check_num_classes(num_classes)
-        self.ignore_index = _check_ignore_index(ignore_index, self.num_classes)
+        self.ignore_index = check_ignore_index(ignore_index, self.num_classes)
         self._cm = np.zeros((self.num_classes, self.num_classes), dtype=np.int64)
 
     def update(self, pred: np.ndarray, target: np.ndarray) -> "ConfusionMatrix":
@@ -175,6 +143,28 @@ class ConfusionMatrix:
 
     def reset(self) -> "ConfusionMatrix":
         self._cm[:] = 0
+        return self
+
+    def merge(self, *others: "ConfusionMatrix | np.ndarray") -> "ConfusionMatrix":
+        """Add the counts of other matrices (shards, batches, workers) into this one; returns self.
+
+        others: ConfusionMatrix of the same num_classes and ignore_index, or int [C, C] / [N, C, C]
+        count arrays (e.g. `per_image_confusion` of a shard). States add up exactly (int64), as
+        torchmetrics' `dist_reduce_fx="sum"`: merging shards equals one pass over all pixels.
+        """
+        for other in others:
+            if isinstance(other, ConfusionMatrix):
+                if (other.num_classes, other.ignore_index) != (self.num_classes, self.ignore_index):
+                    raise ValueError(f"other: expected a ConfusionMatrix(num_classes={self.num_classes}, "
+                                     f"ignore_index={self.ignore_index}), got {other!r}")
+                self._cm += other._cm
+                continue
+            counts = np.asarray(other)
+            c = self.num_classes
+            if counts.shape[-2:] != (c, c) or counts.ndim not in (2, 3) or not np.issubdtype(counts.dtype, np.integer):
+                raise ValueError(f"other: expected a ConfusionMatrix or integer counts [C, C] / [N, C, C] with C={c}, "
+                                 f"got {counts.dtype} {counts.shape}")
+            self._cm += counts.reshape(-1, c, c).sum(axis=0, dtype=np.int64)
         return self
 
     def iou_per_class(self) -> np.ndarray:
@@ -253,6 +243,39 @@ def _check_batch(pred: np.ndarray, target: np.ndarray, names: tuple[str, str]) -
     return pred, target
 
 
+def per_image_confusion(pred: np.ndarray, target: np.ndarray, num_classes: int,
+                        ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> np.ndarray:
+    """Confusion matrix of every image. pred: int [N, H, W] class ids 0..C-1; target: int [N, H, W]
+    class ids or `ignore_index` (skipped). Returns int64 [N, C, C], rows = target, columns = pred."""
+    num_classes = _check_num_classes(num_classes)
+    ignore_index = check_ignore_index(ignore_index, num_classes)
+    pred, target = _check_batch(pred, target, ("pred", "target"))
+    n = pred.shape[0]
+    return _confusion_stack(pred.reshape(n, -1), target.reshape(n, -1), num_classes, ignore_index)
+
+
+def _mean_present_iou(inter: np.ndarray, union: np.ndarray) -> np.ndarray:
+    """Mean IoU per row over the classes with a non-empty union: int [N, C] x2 -> float64 [N] (NaN: none)."""
+    present = union > 0
+    iou = np.where(present, inter / np.maximum(union, 1), 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return iou.sum(axis=1) / present.sum(axis=1)
+
+
+def per_image_miou(pred: np.ndarray, target: np.ndarray, num_classes: int,
+                   ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> np.ndarray:
+    """mIoU of every image over the classes present in its prediction or label (ignored pixels excluded).
+
+    pred: int [N, H, W] class ids 0..C-1; target: int [N, H, W] class ids or `ignore_index`.
+    Returns float64 [N]; NaN for an image without a labelled pixel.
+    """
+    num_classes = _check_num_classes(num_classes)
+    ignore_index = check_ignore_index(ignore_index, num_classes)
+    pred, target = _check_batch(pred, target, ("pred", "target"))
+    inter, n_pred, n_true = _per_image_counts(pred, target, num_classes, ignore_index)
+    return _mean_present_iou(inter, n_pred + n_true - inter)
+
+
 def per_image_class_iou(pred: np.ndarray, target: np.ndarray, num_classes: int,
                         ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> np.ndarray:
     """IoU of every class in every image.
@@ -262,7 +285,7 @@ def per_image_class_iou(pred: np.ndarray, target: np.ndarray, num_classes: int,
     (ignored pixels excluded).
     """
     num_classes = _check_num_classes(num_classes)
-    ignore_index = _check_ignore_index(ignore_index, num_classes)
+    ignore_index = check_ignore_index(ignore_index, num_classes)
     pred, target = _check_batch(pred, target, ("pred", "target"))
     inter, n_pred, n_true = _per_image_counts(pred, target, num_classes, ignore_index)
     union = n_pred + n_true - inter
@@ -282,8 +305,32 @@ def map_distances(a: np.ndarray, b: np.ndarray, num_classes: int) -> tuple[np.nd
     inter, n_a, n_b = _per_image_counts(a, b, num_classes, None, ("a", "b"))
     pixels = a.shape[1] * a.shape[2]
     d_pixel = 1.0 - inter.sum(axis=1) / pixels
-    union = n_a + n_b - inter
-    present = union > 0  # at least one class per image, since every image has pixels
-    iou = np.where(present, inter / np.maximum(union, 1), 0.0)
-    d_miou = 1.0 - iou.sum(axis=1) / present.sum(axis=1)
+    d_miou = 1.0 - _mean_present_iou(inter, n_a + n_b - inter)  # every image has a class: never NaN
     return d_pixel.astype(np.float64), d_miou.astype(np.float64)
+
+
+# --- evaluation of a model on a labelled set ---------------------------------------------------
+
+def evaluate(model: Any, data: Any, num_classes: int, *, ignore_index: int | None = DEFAULT_IGNORE_INDEX,
+             batch_size: int = 8) -> ConfusionMatrix:
+    """One confusion matrix of a model over a labelled set (pixels pooled over the set, VOC's protocol).
+
+    model: a Segmenter (`predict_proba(uint8 [N, H, W, 3]) -> [N, C, H, W]`, argmax taken) or a callable
+        uint8 [N, H, W, 3] -> int [N, H, W] predicted labels.
+    data: `len()` and `[i] -> (image uint8 [H, W, 3], mask int [H, W])`; checked by the caller.
+    Images of different sizes are run one size group at a time (groups in order of first appearance,
+    `batch_size` images per call), so the batches are those the training code has always used.
+    """
+    predict: Callable[[np.ndarray], np.ndarray] = (
+        (lambda x: np.asarray(model.predict_proba(x)).argmax(1)) if hasattr(model, "predict_proba") else model)
+    cm = ConfusionMatrix(num_classes, ignore_index)
+    groups: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray]]] = {}
+    for i in range(len(data)):
+        im, mk = data[i]
+        groups.setdefault(np.shape(im)[:2], []).append((im, mk))
+    for items in groups.values():
+        for s in range(0, len(items), batch_size):
+            chunk = items[s:s + batch_size]
+            pred = predict(np.stack([np.asarray(c[0]) for c in chunk]))
+            cm.update(pred, np.stack([np.asarray(c[1]) for c in chunk]).astype(np.int64))
+    return cm

@@ -9,7 +9,10 @@ import logging
 
 import typer
 
+from blindspots.cli.errors import VERBOSE_KEY, ErrorHandlingGroup
+
 app = typer.Typer(
+    cls=ErrorHandlingGroup,  # ValueError / OSError / sqlite3 errors -> `error: ...`, exit code 2
     name="blindspots",
     help="Find, explain and fix the failures of segmentation and classification models "
     "with the fewest human labels.",
@@ -24,6 +27,7 @@ COMMAND_GROUPS: list[str] = [
     "demo",
     "labels",
     "loop",
+    "mine",
     "scan",
     "scenes",
     "surprise",
@@ -33,7 +37,9 @@ COMMAND_GROUPS: list[str] = [
 
 
 @app.callback()
-def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details.")) -> None:
+def _main(ctx: typer.Context,
+          verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details; show tracebacks.")) -> None:
+    ctx.meta[VERBOSE_KEY] = verbose
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 

@@ -53,15 +53,13 @@ def train_classifier_cmd(
     seed: int = SEED,
 ) -> None:
     """Train a zoo classifier (not part of Defuse itself; for trying the pipeline)."""
-    import torch
-
-    from blindspots.finetune.classification import accuracy, train_classifier
     from blindspots.models.classifier_zoo import build_classifier, save_classifier
+    from blindspots.training.classification import accuracy, train_classifier
+    from blindspots.training.loop import torch_seeded
 
     d = _data(data, limit)
     kwargs = {"width": width} if arch == "defuse_cnn" else {}
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with torch_seeded(seed):
         net = build_classifier(arch, d.num_classes, d.image_shape, **kwargs)
     r = train_classifier(net, d.images, d.labels, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
                          checkpoint_path=out.with_suffix(".train.pt"))
@@ -135,7 +133,7 @@ def distill(
     seed: int = SEED,
 ) -> None:
     """Fit the Dirichlet-process GMM and keep the heavy components as candidate scenarios."""
-    from blindspots.defuse.distill import Distiller
+    from blindspots.scenarios.clustering import Distiller
     from blindspots.defuse.identify import Identified
 
     sc = Distiller(n_components=n_components, max_codes=max_codes, weight_threshold=weight_threshold,
@@ -155,7 +153,7 @@ def export_review_cmd(
     seed: int = SEED,
 ) -> None:
     """Sample review images per scenario and write them with a votes template (CSV)."""
-    from blindspots.defuse.distill import Scenarios
+    from blindspots.scenarios.clustering import Scenarios
     from blindspots.defuse.vae import BetaVAE
     from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
     from blindspots.scenarios.review import build_review, export_review
@@ -223,7 +221,7 @@ def correct(
     import pandas as pd
 
     from blindspots.defuse.correct import PAPER_LAMBDAS, correct as run, scenario_data
-    from blindspots.defuse.distill import Scenarios
+    from blindspots.scenarios.clustering import Scenarios
     from blindspots.defuse.vae import BetaVAE
     from blindspots.models.classifier_zoo import load_classifier_module, save_classifier
 
@@ -272,7 +270,7 @@ def report(
     from blindspots.defuse.identify import Identified
     from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff, plot_tsne
     from blindspots.defuse.vae import BetaVAE
-    from blindspots.finetune.classification import predict_labels
+    from blindspots.training.classification import predict_labels
     from blindspots.models.classifier_zoo import load_classifier_module
     from blindspots.scenarios.review import load_review
 
@@ -305,15 +303,14 @@ def report(
         sd = np.load(correct_dir / "scenario_sets.npz")
         if "test_acc" not in sweep.columns and test is not None:
             # Score every λ's saved weights on the test set.
-            import torch
-
-            from blindspots.finetune.classification import accuracy
+            from blindspots.training.classification import accuracy
+            from blindspots.models.checkpoints import load_weights
 
             t = _data(test, None)
             accs = []
             for i in range(len(sweep)):
                 m = load_classifier_module(classifier)[0]
-                m.load_state_dict(torch.load(correct_dir / "sweep" / f"lambda_{i:02d}.pt", map_location="cpu"))
+                load_weights(m, correct_dir / "sweep" / f"lambda_{i:02d}.pt")
                 accs.append(accuracy(m, t.images, t.labels))
             sweep["test_acc"] = accs
         if {"scenario_acc", "test_acc"} <= set(sweep.columns) and len(sd["test_labels"]):

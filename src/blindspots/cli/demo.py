@@ -2,7 +2,7 @@
 
 Generates street scenes (the target's training set S0, its validation set T0, an unlabeled
 pool D with held-out ground truth), trains the zoo (a target on the narrow "train" slice of
-conditions, competitors of other designs on "broad" conditions; `blindspots.models.train`),
+conditions, competitors of other designs on "broad" conditions; `blindspots.training.zoo`),
 creates a project and runs Algorithm 1 for two fine-tuning rounds with simulated raters and
 annotators, then prints Table 1 and where the files are. Every stage is resumable: run it
 again and finished scenes, checkpoints, scans and steps are reused.
@@ -51,7 +51,7 @@ def run_demo(out: Path, *, seed: int = 0, pool_size: int | None = None, progress
     from blindspots.data.scenes import generate_scene_set
     from blindspots.loop.project import Project
     from blindspots.loop.rounds import advance, leaderboard_frame
-    from blindspots.models.train import train_zoo
+    from blindspots.training.zoo import train_zoo
 
     d = dict(DEMO)
     unknown = sorted(set(sizes or {}) - set(DEMO))

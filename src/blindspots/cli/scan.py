@@ -35,7 +35,7 @@ def scan(
     """Scan POOL with a target and competitors (MAD Algorithm 1, steps 2-4 and 7-9)."""
     from blindspots.data.pool import ImagePool
     from blindspots.models.load import load_model
-    from blindspots.scan import read_score_table, scan_pool
+    from blindspots.scan import read_score_table, scan_pool, schema
 
     size = None
     if resize:
@@ -61,7 +61,7 @@ def scan(
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    n_err = int((table["status"] == "error").sum())
+    n_err = int((table[schema.STATUS] == schema.STATUS_ERROR).sum())
     typer.echo(f"scanned {len(table)} images ({n_err} unreadable) with {len(models)} model(s) -> {out}")
 
 

@@ -47,11 +47,6 @@ def _parse_groups(values: list[str]) -> dict[str, list[int]] | None:
     return groups
 
 
-def _fail(e: Exception) -> None:
-    typer.echo(f"error: {e}", err=True)
-    raise typer.Exit(2)
-
-
 @surprise_app.command("fit")
 def fit(
     model: str = typer.Argument(..., help="Segmentation model spec with reachable layers (a zoo .pt checkpoint)."),
@@ -72,16 +67,13 @@ def fit(
     from blindspots.surprise.estimators import make_estimator
     from blindspots.surprise.image import collect_fit_traces
 
-    try:
-        ex = _extractor(model, layer, interpolation, batch_size)
-        data = SegmentationSet(images, masks)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        x, y = collect_fit_traces(ex, data, max_images=max_images, per_class=per_class, cap=cap, seed=seed,
-                                  checkpoint=out.with_suffix(".traces.npz"))
-        est = make_estimator(kind).fit(x, y)
-        est.save(out)
-    except ValueError as e:
-        _fail(e)
+    ex = _extractor(model, layer, interpolation, batch_size)
+    data = SegmentationSet(images, masks)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    x, y = collect_fit_traces(ex, data, max_images=max_images, per_class=per_class, cap=cap, seed=seed,
+                              checkpoint=out.with_suffix(".traces.npz"))
+    est = make_estimator(kind).fit(x, y)
+    est.save(out)
     out.with_suffix(".json").write_text(json.dumps({"model": model, "layer": ex.layer, "interpolation": interpolation,
                                                     "kind": kind, "traces": int(len(y))}, indent=1))
     typer.echo(f"fitted {kind} on {len(y)} traces of {len(est.classes_)} classes (layer {ex.layer}) -> {out}")
@@ -110,44 +102,41 @@ def score(
     from blindspots.surprise.image import surprise_columns
 
     if (out is None) == (scan is None):
-        _fail(ValueError(f"--out / --scan: expected exactly one of them, got out={out}, scan={scan}"))
-    try:
-        est = load_estimator(estimator)
-        ex = _fitted_extractor(estimator, model, batch_size)
-        image_pool = ImagePool(pool)
+        raise ValueError(f"--out / --scan: expected exactly one of them, got out={out}, scan={scan}")
+    est = load_estimator(estimator)
+    ex = _fitted_extractor(estimator, model, batch_size)
+    image_pool = ImagePool(pool)
 
-        def compute(images: np.ndarray) -> dict[str, np.ndarray]:
-            return surprise_columns(ex, est, images, name, per_class=per_class, seed=seed)
+    def compute(images: np.ndarray) -> dict[str, np.ndarray]:
+        return surprise_columns(ex, est, images, name, per_class=per_class, seed=seed)
 
-        if scan is not None:
-            part = f"surprise_{est.name}__{name}"
-            cols = add_columns(scan, image_pool, part, compute, batch_size=batch_size)
-            typer.echo(f"added {len(cols)} surprise columns to the score table of {scan} (extra/{part})")
-            return
-        rows: list[pd.DataFrame] = []
-        n_ok, n_bad = 0, 0
-        group_ids: dict[tuple, list[str]] = {}
-        group_imgs: dict[tuple, list[np.ndarray]] = {}
+    if scan is not None:
+        part = f"surprise_{est.name}__{name}"
+        cols = add_columns(scan, image_pool, part, compute, batch_size=batch_size)
+        typer.echo(f"added {len(cols)} surprise columns to the score table of {scan} (extra/{part})")
+        return
+    rows: list[pd.DataFrame] = []
+    n_ok, n_bad = 0, 0
+    group_ids: dict[tuple, list[str]] = {}
+    group_imgs: dict[tuple, list[np.ndarray]] = {}
 
-        def flush(shape: tuple) -> None:
-            ids, imgs = group_ids.pop(shape), group_imgs.pop(shape)
-            rows.append(pd.DataFrame({"id": ids, "status": "ok", **compute(np.stack(imgs))}))
+    def flush(shape: tuple) -> None:
+        ids, imgs = group_ids.pop(shape), group_imgs.pop(shape)
+        rows.append(pd.DataFrame({"id": ids, "status": "ok", **compute(np.stack(imgs))}))
 
-        for it in image_pool.iter_items(progress=True):  # streamed: a batch per image size in memory
-            if it.image is None:
-                rows.append(pd.DataFrame({"id": [it.id], "status": "error"}))
-                n_bad += 1
-                continue
-            n_ok += 1
-            group_ids.setdefault(it.image.shape, []).append(it.id)
-            group_imgs.setdefault(it.image.shape, []).append(it.image)
-            if len(group_ids[it.image.shape]) == batch_size:
-                flush(it.image.shape)
-        for shape in list(group_ids):
-            flush(shape)
-        table = pd.concat(rows, ignore_index=True).sort_values("id").reset_index(drop=True)
-    except ValueError as e:
-        _fail(e)
+    for it in image_pool.iter_items(progress=True):  # streamed: a batch per image size in memory
+        if it.image is None:
+            rows.append(pd.DataFrame({"id": [it.id], "status": "error"}))
+            n_bad += 1
+            continue
+        n_ok += 1
+        group_ids.setdefault(it.image.shape, []).append(it.id)
+        group_imgs.setdefault(it.image.shape, []).append(it.image)
+        if len(group_ids[it.image.shape]) == batch_size:
+            flush(it.image.shape)
+    for shape in list(group_ids):
+        flush(shape)
+    table = pd.concat(rows, ignore_index=True).sort_values("id").reset_index(drop=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out, index=False)
     typer.echo(f"scored {n_ok} images ({n_bad} unreadable) -> {out}")
@@ -175,28 +164,25 @@ def analyze(
     from blindspots.surprise.analysis import label_saving_tradeoff, plot_label_saving, sa_and_iou, spearman_table
     from blindspots.surprise.estimators import load_estimator
 
-    try:
-        ests = {}
-        for path in estimator:
-            est = load_estimator(path)
-            ests[est.name.upper() if est.name.upper() not in ests else f"{est.name.upper()}_{len(ests)}"] = est
-        ex = _fitted_extractor(estimator[0], model, batch_size)
-        groups = _parse_groups(group)
-        data = SegmentationSet(images, masks)
-        sa, iou, in_label, _ = sa_and_iou(ex, ests, data, groups=groups, per_class=per_class, seed=seed,
-                                          progress=True)
-        names = list(groups) if groups else [str(k) for k in range(ex.num_classes)]
-        table = spearman_table(sa, iou, names, in_label)
-        first = next(iter(sa))
-        curves = {}
-        for g, nm in enumerate(names):
-            use = in_label[:, g] & np.isfinite(sa[first][:, g])
-            if use.sum():
-                curves[nm] = label_saving_tradeoff(sa[first][use, g], iou[use, g])
-        if not curves:
-            raise ValueError("masks: expected some images whose label and prediction share a group, got none")
-    except ValueError as e:
-        _fail(e)
+    ests = {}
+    for path in estimator:
+        est = load_estimator(path)
+        ests[est.name.upper() if est.name.upper() not in ests else f"{est.name.upper()}_{len(ests)}"] = est
+    ex = _fitted_extractor(estimator[0], model, batch_size)
+    groups = _parse_groups(group)
+    data = SegmentationSet(images, masks)
+    sa, iou, in_label, _ = sa_and_iou(ex, ests, data, groups=groups, per_class=per_class, seed=seed,
+                                      progress=True)
+    names = list(groups) if groups else [str(k) for k in range(ex.num_classes)]
+    table = spearman_table(sa, iou, names, in_label)
+    first = next(iter(sa))
+    curves = {}
+    for g, nm in enumerate(names):
+        use = in_label[:, g] & np.isfinite(sa[first][:, g])
+        if use.sum():
+            curves[nm] = label_saving_tradeoff(sa[first][use, g], iou[use, g])
+    if not curves:
+        raise ValueError("masks: expected some images whose label and prediction share a group, got none")
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "table3.csv", index=False)
     pd.concat([df.assign(group=k) for k, df in curves.items()]).to_csv(out / "figure9.csv", index=False)
@@ -228,25 +214,23 @@ def view(
     from blindspots.surprise.image import surprise_heatmaps
     from blindspots.surprise.views import panels_for, save_png, write_video
 
-    try:
-        est = load_estimator(estimator)
-        ex = _fitted_extractor(estimator, model, batch_size)
-        classes = getattr(ex.model, "classes", None) or Classes(tuple(f"class{k}" for k in range(ex.num_classes)))
-        if masks is not None:
-            data = SegmentationSet(images, masks)
-            ids = data.ids[:limit]
-            pairs = [data.load(i) for i in ids]
-            imgs = np.stack([p[0] for p in pairs])
-            labels = np.stack([p[1] for p in pairs])
-        else:
-            pool = ImagePool(images)
-            ids = pool.ids[:limit]
-            imgs = np.stack([pool.load(i) for i in ids])
-            labels = None
-        sa, pred = surprise_heatmaps(ex, est, imgs, progress=True)
-        frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
-    except ValueError as e:
-        _fail(e)
+    est = load_estimator(estimator)
+    ex = _fitted_extractor(estimator, model, batch_size)
+    classes = getattr(ex.model, "classes", None) or Classes(tuple(f"class{k}" for k in range(ex.num_classes)))
+    # lists: images of different sizes are run one size at a time
+    if masks is not None:
+        data = SegmentationSet(images, masks)
+        ids = data.ids[:limit]
+        pairs = [data.load(i) for i in ids]
+        imgs = [p[0] for p in pairs]
+        labels = [p[1] for p in pairs]
+    else:
+        pool = ImagePool(images)
+        ids = pool.ids[:limit]
+        imgs = [pool.load(i) for i in ids]
+        labels = None
+    sa, pred = surprise_heatmaps(ex, est, imgs, progress=True)
+    frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
     for i, frame in zip(ids, frames):
         save_png(frame, out / (Path(i).with_suffix(".png")))
     if video is not None:

@@ -36,15 +36,11 @@ def train(
     jobs: int = typer.Option(-1, "--jobs", "-j", help="Processes rendering the scenes (-1: all cores)."),
 ) -> None:
     """Train a target and competitors on procedural scenes (resumable) and report their mIoU."""
-    from blindspots.models.train import DEFAULT_COMPETITORS, DEFAULT_TARGET, train_zoo
+    from blindspots.training.zoo import DEFAULT_COMPETITORS, DEFAULT_TARGET, train_zoo
 
     comps = DEFAULT_COMPETITORS if competitors is None else tuple(c.strip() for c in competitors.split(",") if c.strip())
-    try:
-        summary = train_zoo(out, target=target or DEFAULT_TARGET, competitors=comps, n_train=n_train, n_val=n_val,
-                            size=size, epochs=epochs, seed=seed, resume=not restart, n_jobs=jobs)
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    summary = train_zoo(out, target=target or DEFAULT_TARGET, competitors=comps, n_train=n_train, n_val=n_val,
+                        size=size, epochs=epochs, seed=seed, resume=not restart, n_jobs=jobs)
     typer.echo(f"{'model':16s} {'role':10s} {'mIoU in':>8s} {'mIoU hard':>9s} {'train s':>8s}")
     for name, m in summary["models"].items():
         typer.echo(f"{name:16s} {m['role']:10s} {m['metrics']['val_in']['miou']:8.3f} "

@@ -22,6 +22,7 @@ Decoding rules (`decode_image`):
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import os
@@ -228,7 +229,9 @@ class ImagePool:
 
     Hidden files and folders (name starting with '.') are skipped. Symbolic links: a linked
     *file* is included only if its target resolves inside root; links pointing outside root are
-    excluded (listed in `.excluded` with the reason). Linked folders are not followed (no cycles).
+    excluded (listed in `.excluded` with the reason, and in `.refused`, so that a scan gives them
+    an error row instead of losing them). A dangling link inside root stays an id and reads as an
+    error ("dangling symlink"). Linked folders are not followed (no cycles).
     `path(id)` refuses any id that is not in the pool and re-checks that the resolved path is
     still inside root.
     """
@@ -244,6 +247,7 @@ class ImagePool:
         self.extensions = self._normalise_extensions(extensions)
         self.errors: dict[str, str] = {}
         self.excluded: dict[str, str] = {}
+        self.refused: dict[str, str] = {}  # image files found but not read (links leaving root): id -> reason
         if list_file is not None:
             ids = self._read_list(Path(list_file))
         else:
@@ -291,8 +295,12 @@ class ImagePool:
                         continue
                     if os.path.splitext(entry.name)[1].lower() not in self.extensions:
                         continue
-                    if not _inside(path.resolve(), self.root):
-                        self.excluded[rel] = "symlink pointing outside the pool root"
+                    target = path.resolve()
+                    if not _inside(target, self.root):
+                        reason = "symlink pointing outside the pool root"
+                        if not target.exists():
+                            reason += " (dangling: its target does not exist)"
+                        self.excluded[rel] = self.refused[rel] = reason
                         continue
                     ids.append(rel)
                 elif entry.is_dir(follow_symlinks=False):
@@ -348,12 +356,22 @@ class ImagePool:
             raise ValueError(f"image_id: {image_id!r} now resolves outside the pool root")
         return path
 
+    def content_hash(self, image_id: str) -> str:
+        """Hex blake2b (128-bit) digest of the image file's bytes: equal for exact duplicates."""
+        h = hashlib.blake2b(digest_size=16)
+        with self.path(image_id).open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
     def load(self, image_id: str) -> np.ndarray:
         """uint8 [H, W, 3] RGB of one image; raises ImageDecodeError (recorded in `.errors`)."""
         path = self.path(image_id)
         try:
             image = decode_image(path, max_pixels=self.max_pixels)
         except ImageDecodeError as exc:
+            if exc.reason == "file not found" and path.is_symlink():
+                exc = ImageDecodeError(f"dangling symlink (its target {os.readlink(path)!r} does not exist)")
             self.errors[image_id] = exc.reason
             raise ImageDecodeError(exc.reason, image_id) from None
         self.errors.pop(image_id, None)
@@ -363,16 +381,20 @@ class ImagePool:
         """Yield a PoolItem per id (all ids by default, in order); never raises for a bad file.
 
         ids: a subset to read (e.g. the ids a resumed scan has not done yet); every id must be
-        in the pool (ValueError otherwise, before anything is read).
+        in the pool or in `.refused` (ValueError otherwise, before anything is read); a refused
+        id yields an item with its reason as the error.
         progress: show a tqdm bar.
         """
         todo = self.ids if ids is None else list(ids)
         if ids is not None:
-            unknown = [i for i in todo if i not in self._id_set]
+            unknown = [i for i in todo if i not in self._id_set and i not in self.refused]
             if unknown:
                 raise ValueError(f"ids: expected ids of this pool, got {len(unknown)} unknown, "
                                  f"e.g. {unknown[:5]}")
         for image_id in tqdm(todo, desc="reading pool", unit="img", disable=not progress):
+            if image_id in self.refused and image_id not in self._id_set:
+                yield PoolItem(image_id, None, self.refused[image_id])
+                continue
             try:
                 image = self.load(image_id)
             except ImageDecodeError as exc:

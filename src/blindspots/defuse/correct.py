@@ -26,10 +26,11 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from blindspots.defuse.distill import Scenarios
 from blindspots.defuse.vae import BetaVAE
-from blindspots.finetune.classification import predict_labels, train_classifier
+from blindspots.models.checkpoints import load_state_dict, save_state_dict
+from blindspots.scenarios.clustering import Scenarios
 from blindspots.scenarios.sampling import sample_codes
+from blindspots.training.classification import predict_labels, train_classifier
 
 # The paper's λ sweep (appendix B.2-B.4).
 PAPER_LAMBDAS: tuple[float, ...] = (1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 2.0, 5.0,
@@ -175,7 +176,7 @@ def correct(
             row.update({f"{name}_acc": acc(data) for name, data in evaluate.items()})
             state = m.state_dict()
             if row_path is not None:
-                torch.save(state, state_path)
+                save_state_dict(state_path, state)
                 row_path.write_text(json.dumps(row))
         rows.append(row)
         key = (row.get("select_score", row["val_acc"]), row["extra_acc"])
@@ -185,7 +186,7 @@ def correct(
         logger.info("%s λ=%g: %s", desc, lam, row)
     i, lam, state = best  # type: ignore[misc]
     if state is None:
-        state = torch.load(out / f"lambda_{i:02d}.pt", map_location="cpu")  # type: ignore[operator]
+        state = load_state_dict(out / f"lambda_{i:02d}.pt")  # type: ignore[operator]
     chosen = copy.deepcopy(module)
     chosen.load_state_dict(state)
     chosen.eval()

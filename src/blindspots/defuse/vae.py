@@ -23,6 +23,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from blindspots.defuse.grids import save_grid
+from blindspots.models.checkpoints import VAE_FORMAT, load_checkpoint_dict, save_checkpoint_dict
+from blindspots.training.loop import resume_state, run_epochs, torch_seeded
 
 logger = logging.getLogger(__name__)
 
@@ -169,14 +171,13 @@ class BetaVAE:
         images = self._check_images(images)
         if len(images) == 0:
             raise ValueError("images: expected at least one training image, got 0")
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+        with torch_seeded(self.seed):
             self.net_ = ConvVAENet(tuple(images.shape[1:]), self.latent_dim, self.width, self.hidden)
         opt = torch.optim.Adam(self.net_.parameters(), lr=self.lr)
         start, step = 0, 0
         ckpt = Path(self.checkpoint_path) if self.checkpoint_path else None
-        if ckpt is not None and ckpt.is_file():
-            state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        state = resume_state(ckpt, format=VAE_FORMAT, legacy_keys=("net", "params"), what="blindspots β-VAE checkpoint")
+        if state is not None:
             if state.get("params", {}).get("latent_dim") != self.latent_dim or \
                     tuple(state.get("image_shape", ())) != self.net_.image_shape:
                 raise ValueError(
@@ -193,38 +194,42 @@ class BetaVAE:
         n_steps = (n + self.batch_size - 1) // self.batch_size
         bar = tqdm(range(start, self.epochs), desc="β-VAE", disable=not self.progress, initial=start,
                    total=self.epochs)
-        for epoch in bar:
-            self.net_.train()
-            with torch.random.fork_rng(devices=[]):
-                # Seeded per epoch, so a resumed run continues exactly like an uninterrupted one.
-                torch.manual_seed(self.seed * 1_000_003 + epoch)
-                perm = torch.randperm(n)
-                tot = rec_sum = kl_sum = 0.0
-                for s in range(n_steps):
-                    xb = x_all[perm[s * self.batch_size:(s + 1) * self.batch_size]]
-                    loss, rec, kl = self.loss(xb, step)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    step += 1
-                    tot += float(loss.detach()) * len(xb)
-                    rec_sum += float(rec.detach()) * len(xb)
-                    kl_sum += float(kl.detach()) * len(xb)
+        net = self.net_
+
+        def one_epoch(epoch: int) -> tuple[float, float, float]:
+            nonlocal step
+            net.train()
+            perm = torch.randperm(n)  # torch's RNG seeded per epoch (below): resume == uninterrupted run
+            tot = rec_sum = kl_sum = 0.0
+            for s in range(n_steps):
+                xb = x_all[perm[s * self.batch_size:(s + 1) * self.batch_size]]
+                loss, rec, kl = self.loss(xb, step)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                step += 1
+                tot += float(loss.detach()) * len(xb)
+                rec_sum += float(rec.detach()) * len(xb)
+                kl_sum += float(kl.detach()) * len(xb)
+            return tot, rec_sum, kl_sum
+
+        def end_epoch(epoch: int, sums: tuple[float, float, float]) -> None:
+            tot, rec_sum, kl_sum = sums
             self.history_.append({"epoch": epoch, "step": step, "loss": tot / n, "rec": rec_sum / n, "kl": kl_sum / n})
             bar.set_postfix(loss=f"{tot / n:.1f}", kl=f"{kl_sum / n:.2f}")
             if ckpt is not None:
                 self._write(ckpt, {"optimizer": opt.state_dict(), "epoch": epoch, "step": step})
+
+        run_epochs(bar, one_epoch, end_epoch=end_epoch, torch_seed=lambda epoch: self.seed * 1_000_003 + epoch)
         self.net_.eval()
         return self
 
     # ---- persistence -------------------------------------------------------------------------
     def _write(self, path: Path, extra: dict | None = None) -> None:
         net = self._check_fitted()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        torch.save({"params": self._params(), "image_shape": list(net.image_shape), "net": net.state_dict(),
-                    "history": self.history_, **(extra or {})}, tmp)
-        tmp.replace(path)
+        save_checkpoint_dict(path, {"params": self._params(), "image_shape": list(net.image_shape),
+                                    "net": net.state_dict(), "history": self.history_, **(extra or {})},
+                             format=VAE_FORMAT)
 
     def save(self, path: str | Path) -> Path:
         """Write the fitted model (loadable with `BetaVAE.load`)."""
@@ -235,12 +240,9 @@ class BetaVAE:
     @classmethod
     def load(cls, path: str | Path) -> "BetaVAE":
         """A fitted BetaVAE from `save` or from a training checkpoint."""
-        path = Path(path)
-        if not path.is_file():
-            raise ValueError(f"path: expected a β-VAE file, got {str(path)!r}")
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        if not isinstance(state, dict) or "net" not in state or "params" not in state:
-            raise ValueError(f"path: expected a blindspots β-VAE checkpoint, got something else in {path}")
+        # untagged files: written before the format tag, same plain data
+        state = load_checkpoint_dict(path, format=VAE_FORMAT, legacy_keys=("net", "params"),
+                                     what="blindspots β-VAE checkpoint")
         vae = cls(**state["params"], progress=False)
         vae.net_ = ConvVAENet(tuple(state["image_shape"]), vae.latent_dim, vae.width, vae.hidden)
         vae.net_.load_state_dict(state["net"])

@@ -20,7 +20,9 @@ from typing import Sequence
 import numpy as np
 from scipy import ndimage
 
+from blindspots._validation import check_int, check_number
 from blindspots.human.ratings import OUT_OF_DOMAIN, Ratings
+from blindspots.metrics import per_image_miou
 
 
 def _rng(seed: int, *keys: str | int) -> np.random.Generator:
@@ -43,20 +45,12 @@ def image_miou(pred: np.ndarray, gt: np.ndarray, num_classes: int, *, ignore_ind
     if pred.ndim != 3:
         raise ValueError(f"pred: expected int [N, H, W] or [H, W], got shape {pred.shape}")
     c, n = int(num_classes), pred.shape[0]
-    g = gt.reshape(n, -1).astype(np.int64)
-    p = pred.reshape(n, -1).astype(np.int64)
+    if pred.size == 0:
+        return np.full(n, np.nan)
+    g, p = gt.astype(np.int64), pred.astype(np.int64)
+    # pixels this function has always skipped: ignored, or a class id out of range in either map
     valid = (g != (ignore_index if ignore_index is not None else -1)) & (g >= 0) & (g < c) & (p >= 0) & (p < c)
-    img = np.broadcast_to(np.arange(n)[:, None], g.shape)
-    cm = np.bincount(((img * c + g) * c + p)[valid], minlength=n * c * c).reshape(n, c, c).astype(np.float64)
-    tp = np.diagonal(cm, axis1=1, axis2=2)
-    denom = cm.sum(1) + cm.sum(2) - tp
-    with np.errstate(invalid="ignore", divide="ignore"):
-        iou = np.where(denom > 0, tp / np.where(denom > 0, denom, 1), np.nan)
-    present = denom > 0
-    out = np.full(n, np.nan)
-    has = present.any(axis=1)
-    out[has] = np.nansum(iou[has], axis=1) / present[has].sum(axis=1)
-    return out
+    return per_image_miou(np.where(valid, p, 0), np.where(valid, g, c), c, ignore_index=c)
 
 
 class SimulatedRaters:
@@ -73,14 +67,11 @@ class SimulatedRaters:
 
     def __init__(self, n_raters: int = 3, *, noise: float = 0.5, bias_sd: float = 0.3, ood_share: float = 0.0,
                  ood_sensitivity: float = 1.0, names: Sequence[str] | None = None, seed: int = 0) -> None:
-        if isinstance(n_raters, bool) or not isinstance(n_raters, (int, np.integer)) or n_raters < 1:
-            raise ValueError(f"n_raters: expected an integer >= 1, got {n_raters!r}")
+        check_int(n_raters, "n_raters")
         for name, v in (("noise", noise), ("bias_sd", bias_sd)):
-            if not np.isfinite(v) or v < 0:
-                raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+            check_number(v, name, low=0)
         for name, v in (("ood_share", ood_share), ("ood_sensitivity", ood_sensitivity)):
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"{name}: expected a probability in [0, 1], got {v!r}")
+            check_number(v, name, low=0, high=1)
         names = [f"sim{i + 1}" for i in range(n_raters)] if names is None else [str(x) for x in names]
         if len(names) != n_raters or len(set(names)) != n_raters:
             raise ValueError(f"names: expected {n_raters} distinct rater names, got {names}")
@@ -142,8 +133,7 @@ class SimulatedAnnotator:
     def __init__(self, *, boundary_px: int = 0, drop_below: int = 0, background: int = 0,
                  ignore_index: int | None = 255, seed: int = 0) -> None:
         for name, v in (("boundary_px", boundary_px), ("drop_below", drop_below)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                raise ValueError(f"{name}: expected an integer >= 0, got {v!r}")
+            check_int(v, name, minimum=0)
         self.boundary_px, self.drop_below = int(boundary_px), int(drop_below)
         self.background, self.ignore_index, self.seed = int(background), ignore_index, int(seed)
 

@@ -6,11 +6,12 @@
 objects for review and `review.review_label_issues` does everything in one streaming pass. Inputs may
 be arrays, memory-mapped `.npy` files, iterables of (labels, pred_probs) batches or a `Segmenter`
 plus a dataset. Pixels labelled `ignore_index` (255) are never flagged and never counted.
+What cleanlab accepts gives cleanlab's answers (unnormalised pred_probs with one warning, absent
+class ids, verbose lines on stdout); docs/labels.md lists the remaining differences.
 """
 from blindspots.labels.filter import LabelIssueFinder, find_label_issues
 from blindspots.labels.rank import get_label_quality_scores, issues_from_scores
-from blindspots.labels.regions import find_issue_regions
-from blindspots.labels.review import review_label_issues
+from blindspots.labels.review import find_issue_regions, review_label_issues
 from blindspots.labels.summary import common_label_issues, display_issues, filter_by_class
 
 __all__ = ["LabelIssueFinder", "common_label_issues", "display_issues", "filter_by_class", "find_issue_regions",

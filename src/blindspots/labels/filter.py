@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from blindspots.labels.inputs import PROB_ATOL, ArrayBatches, as_batches, check_ignore_index, check_positive_int
-from blindspots.labels.pixels import sortable_key, upsample_mask
-from blindspots.labels.stats import ArrayStats, CachedStats, PixelStats
+from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index,
+                                                check_positive_int)
+from blindspots.labels._internal.pixels import sortable_key, upsample_mask
+from blindspots.labels._internal.stats import ArrayStats, CachedStats, PixelStats
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
@@ -75,7 +76,9 @@ class LabelIssueFinder:
     size N in memory: per-pixel statistics go to flat files in cache_dir and are re-read in chunks.
 
     After `fit`: confident_thresholds_ float64 [K], num_issues_ (estimated count, at the analysis
-    resolution), cutoff_ (self-confidence of the last flagged candidate, or None), n_images_, shape_ (H, W).
+    resolution), cutoff_ (self-confidence of the last flagged candidate, or None), n_images_, shape_ (H, W),
+    or None when the images differ in size (iterables, model + dataset), and shapes_ int64 [N, 2] (each
+    image's H, W).
     """
 
     def __init__(self, *, downsample: int = 1, ignore_index: int | None = 255, batch_size: int | None = None,
@@ -209,7 +212,9 @@ class LabelIssueFinder:
     def _finish_count(self, st: ArrayStats | CachedStats, num: int, hist: np.ndarray) -> None:
         n_valid = int(hist.sum())
         self.num_issues_ = min(num, n_valid)
-        self.n_images_, self.shape_ = st.n, (st.h, st.w)
+        self.n_images_ = st.n
+        self.shapes_ = st.shapes
+        self.shape_ = None if st.h is None else (st.h, st.w)
         self.n_valid_pixels_ = n_valid
         self.cutoff_, self._take_ties = None, 0
 
@@ -268,9 +273,19 @@ class LabelIssueFinder:
                 flagged = upsample_mask(flagged, f) & full.valid & (full.pred != full.labels)
             yield s.start, flagged, full
 
-    def transform(self, out: np.ndarray | str | os.PathLike | None = None) -> np.ndarray:
+    def transform(self, out: np.ndarray | str | os.PathLike | None = None) -> np.ndarray | list[np.ndarray]:
         """Issue mask bool [N, H, W]. out: None (new array), a writable bool array, or a .npy path
-        (written as a memory-mapped file, so memory stays flat in N)."""
+        (written as a memory-mapped file, so memory stays flat in N).
+
+        Images of mixed sizes give a list of N masks bool [H_i, W_i] (out must be None)."""
+        if getattr(self, "shape_", ()) is None:
+            if out is not None:
+                raise ValueError("out: expected None for images of different sizes (the masks are returned as a "
+                                 "list of [H_i, W_i] arrays), got an output")
+            masks: list[np.ndarray] = []
+            for _, mask, _ in self.iter_batches(with_stats=False):
+                masks += list(mask)
+            return masks
         n, (h, w) = self.n_images_, self.shape_
         if out is None:
             res = np.zeros((n, h, w), dtype=bool)
@@ -300,13 +315,20 @@ class LabelIssueFinder:
         self.close()
 
 
+def print_evaluated(finder: LabelIssueFinder) -> None:
+    """cleanlab's verbose line on stdout (its LabelInspector prints it; a drop-in prints the same):
+    the number of labelled pixels evaluated, at the analysis resolution (after `downsample`)."""
+    print(f"Total number of examples whose labels have been evaluated: {finder.n_valid_pixels_}")
+
+
 def find_label_issues(labels: Any = None, pred_probs: Any = None, *, batch_size: int | None = None,
                       n_jobs: int | None = None, verbose: bool = True, downsample: int = 1,
                       ignore_index: int | None = 255, model: Segmenter | None = None, dataset: Any = None,
                       model_batch_size: int = 8, out: np.ndarray | str | os.PathLike | None = None,
                       cache_dir: str | os.PathLike | None = None, atol: float = PROB_ATOL, **kwargs: Any
-                      ) -> np.ndarray:
-    """Boolean mask bool [N, H, W] of pixels whose given label is probably wrong.
+                      ) -> np.ndarray | list[np.ndarray]:
+    """Boolean mask bool [N, H, W] of pixels whose given label is probably wrong (for an iterable or a
+    dataset of images of mixed sizes: a list of N masks bool [H_i, W_i]).
 
     Drop-in for `cleanlab.segmentation.filter.find_label_issues` (same names, same answers at
     downsample=1 up to the order of exact ties at the cut-off), plus:
@@ -326,6 +348,11 @@ def find_label_issues(labels: Any = None, pred_probs: Any = None, *, batch_size:
         (default 255; None: every value must be a class id). cleanlab has no ignore index.
     out: where to write the mask (None: new array; a bool array; a .npy path -> memory-mapped file).
     cache_dir: folder for the per-pixel statistics of iterable/model inputs (default: temporary).
+    verbose: progress bars (stderr) and cleanlab's closing line on stdout, "Total number of examples
+        whose labels have been evaluated: M" (M labelled pixels; cleanlab's default n_jobs=None also
+        prints a multiprocessing notice when psutil is missing, which has no meaning here).
+    pred_probs that do not sum to 1 (e.g. np.random.random arrays, as in cleanlab's examples) are used
+    as given, as cleanlab does, with one warning; NaN, inf and negative values raise.
     """
     if kwargs:
         raise ValueError(f"kwargs: expected only 'downsample' (cleanlab) besides named arguments, got "
@@ -336,6 +363,8 @@ def find_label_issues(labels: Any = None, pred_probs: Any = None, *, batch_size:
     with finder:
         finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
         log.info("estimated %d label issues over %d images", finder.num_issues_, finder.n_images_)
+        if verbose:
+            print_evaluated(finder)
         if out is None and finder._mask is not None:
             return finder._mask  # the finder is discarded: hand over its mask without a copy
         return finder.transform(out)

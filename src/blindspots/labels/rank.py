@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from blindspots.labels.filter import LabelIssueFinder
-from blindspots.labels.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index, check_positive_int,
-                                      check_values, chunk_images)
-from blindspots.labels.pixels import label_probs
+from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index,
+                                                check_positive_int, chunk_images, warn_unnormalised)
+from blindspots.labels._internal.pixels import scan_chunk
+from blindspots.labels.filter import LabelIssueFinder, print_evaluated
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
@@ -26,30 +26,25 @@ if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
 #: cleanlab.internal.constants.EPSILON: lower bound of the softmax temperature
 _EPSILON = 1e-6
 METHODS = ("softmin", "num_pixel_issues")
+#: softmin reads only the probability of each pixel's label (checked everywhere); every value of every
+#: 16th image row is checked too (NaN, inf, negative, class sums), so the other K - 1 planes are read
+#: for 1/16 of the rows instead of all: enough to catch logits or unnormalised maps, while a full check
+#: would read K times more memory than the scores need (the call would be ~2x slower)
+CHECK_ROW_STEP = 16
 
 
-def softmin_pool(scores: np.ndarray, valid: np.ndarray | None = None, temperature: float = 0.1) -> np.ndarray:
+def softmin_pool(scores: np.ndarray, valid: np.ndarray | None = None, temperature: float = 0.1,
+                 work: list[np.ndarray] | None = None) -> np.ndarray:
     """Softmin pooling per image, in float64 like cleanlab: sum_i s_i w_i with w = softmax((1 - s)/T).
 
-    scores: float [b, H, W] in [0, 1]; valid: bool [b, H, W] or None -> float64 [b].
+    scores: float [b, H, W]; valid: bool [b, H, W] or None -> float64 [b].
     Rows with no valid pixel give 1.0. Uses (1 - s)/T - max = (min s - s)/T (the same shift cleanlab
-    applies), one image at a time so temporaries stay at one image.
+    applies), one image at a time so temporaries stay at one image (`work`: scratch kept by the caller
+    across chunks).
     """
-    b = scores.shape[0]
-    s2 = scores.reshape(b, -1)
-    v2 = None if valid is None else valid.reshape(b, -1)
-    inv_t = 1.0 / max(temperature, _EPSILON)
-    out = np.ones(b, dtype=np.float64)
-    for i in range(b):
-        si = s2[i] if v2 is None or v2[i].all() else s2[i][v2[i]]
-        if si.size == 0:
-            continue
-        si = si.astype(np.float64)
-        e = si.min() - si
-        e *= inv_t
-        np.exp(e, out=e)
-        out[i] = np.einsum("i,i->", si, e) / e.sum()  # einsum: no BLAS thread start-up per image
-    return out
+    from blindspots.labels._internal.kernels import softmin
+
+    return softmin(scores, valid, max(temperature, _EPSILON), work)
 
 
 def _open_out(out: Any, shape: tuple[int, ...], dtype: np.dtype, name: str) -> np.ndarray:
@@ -72,6 +67,9 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
                              ) -> tuple[np.ndarray, np.ndarray | None]:
     """(image_scores float64 [N], pixel_scores [N, H, W]); lower = more likely mislabelled.
 
+    Images of mixed sizes (an iterable of batches, or model + dataset) give pixel_scores as a list of N
+    arrays [H_i, W_i]; arrays (one size by construction) behave exactly as in cleanlab.
+
     Drop-in for `cleanlab.segmentation.rank.get_label_quality_scores`; same inputs as
     `blindspots.labels.filter.find_label_issues` (arrays, memmaps, .npy paths, iterables of batches,
     model + dataset).
@@ -81,6 +79,12 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
         values are identical), 1.0 at ignored pixels. For streams, pass `pixel_scores_out` (array or .npy
         path, memory-mapped) or `return_pixel_scores=False` to keep memory flat in N.
     n_jobs: accepted for compatibility and ignored.
+    verbose: progress bar (stderr); with "num_pixel_issues", also cleanlab's line on stdout (see
+        `find_label_issues`).
+    pred_probs that do not sum to 1 (e.g. np.random.random arrays, as in cleanlab's examples) are used
+    as given, as cleanlab does, with one warning. NaN, inf or negative values raise: "softmin" checks
+    the label's probability of every pixel and every value of every 16th image row (`CHECK_ROW_STEP`;
+    it reads only the label's probability elsewhere), "num_pixel_issues" every value.
     """
     if kwargs:
         raise ValueError(f"kwargs: expected only cleanlab's 'temperature'/'downsample', got {sorted(kwargs)}")
@@ -106,16 +110,30 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
     parts: list[np.ndarray] = []  # only for iterables of unknown length without pixel_scores_out
     pix: np.ndarray | None = None
     chunk = chunk_images(src.num_classes, src.h, src.w, batch_size) if isinstance(src, ArrayBatches) else None
+    warned = False
+    work: list[np.ndarray] = []
     with tqdm(total=src.n, desc="images processed using softmin", unit="img", disable=not verbose,
               leave=False) as bar:
         for start, lab, pp in src.iter(chunk):
-            check_values(lab, pp, ignore_index, start, atol)
-            valid = None if ignore_index is None else lab != ignore_index
-            s = label_probs(lab, pp, valid)
-            image_scores.append(softmin_pool(s, valid, temperature))
-            if return_pixel_scores:
-                if pix is None and src.n is not None:
-                    pix = _open_out(pixel_scores_out, (src.n,) + s.shape[1:], s.dtype, "pixel_scores_out")
+            if return_pixel_scores and pix is None and src.n is not None and not parts:
+                pix = _open_out(pixel_scores_out, (src.n,) + lab.shape[1:], pp.dtype, "pixel_scores_out")
+            # write the pixel scores straight into the output when it is a plain array of the same layout
+            direct = (pix is not None and type(pix) is np.ndarray and lab.shape[1:] == pix.shape[1:]
+                      and pix.dtype == pp.dtype and pix.flags.c_contiguous)
+            r = scan_chunk(lab, pp, ignore_index, need_pred=False, check=True, start=start, atol=atol,
+                           score=pix[start:start + len(lab)] if direct else None, row_step=CHECK_ROW_STEP,
+                           describe=not warned)
+            if r.note is not None and not warned:
+                warn_unnormalised(r.note, atol)
+                warned = True
+            s, valid = r.score, (None if ignore_index is None else r.valid)
+            image_scores.append(softmin_pool(s, valid, temperature, work))
+            if return_pixel_scores and not direct:
+                if pix is not None and s.shape[1:] != pix.shape[1:]:  # images of mixed sizes
+                    if pixel_scores_out is not None:
+                        raise ValueError(f"pixel_scores_out: expected images of one size {pix.shape[1:]}, got "
+                                         f"{s.shape[1:]} at image {start}; pass return_pixel_scores=False")
+                    parts, pix = [pix[:start]], None
                 if pix is not None:
                     pix[start:start + len(s)] = s
                 elif pixel_scores_out is not None:
@@ -128,10 +146,17 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
         raise ValueError("labels: expected at least one image, got none")
     scores = np.concatenate(image_scores)
     if return_pixel_scores and pix is None:
-        pix = np.concatenate(parts)
+        pix = _join(parts)
     if isinstance(pix, np.memmap):
         pix.flush()
     return scores, (pix if return_pixel_scores else None)
+
+
+def _join(parts: list[np.ndarray]) -> np.ndarray | list[np.ndarray]:
+    """Chunks [b, H, W] -> one [N, H, W] array, or a list of N [H_i, W_i] arrays when sizes differ."""
+    if len({p.shape[1:] for p in parts}) <= 1:
+        return np.concatenate(parts)
+    return [img for p in parts for img in p]
 
 
 def _num_pixel_issues(labels: Any, pred_probs: Any, *, model: Segmenter | None, dataset: Any,
@@ -142,18 +167,26 @@ def _num_pixel_issues(labels: Any, pred_probs: Any, *, model: Segmenter | None, 
                               verbose=verbose, cache_dir=cache_dir, atol=atol)
     with finder:
         finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
-        n, (h, w) = finder.n_images_, finder.shape_
+        if verbose:  # cleanlab's method calls its find_label_issues, which prints this line
+            print_evaluated(finder)
+        n = finder.n_images_
+        mixed = finder.shape_ is None
+        if mixed and pixel_scores_out is not None:
+            raise ValueError("pixel_scores_out: expected None for images of different sizes (pixel scores are "
+                             "returned as a list of [H_i, W_i] arrays), got an output")
         scores = np.empty(n, dtype=np.float64)
-        pix = None
+        pix: Any = [] if mixed and return_pixel_scores else None
         for start, mask, full in finder.iter_batches():
             b = len(mask)
             n_valid = full.valid.reshape(b, -1).sum(axis=1)
             n_issue = mask.reshape(b, -1).sum(axis=1)
             frac = np.divide(n_issue, n_valid, out=np.zeros(b), where=n_valid > 0)
             scores[start:start + b] = 1.0 - frac
-            if return_pixel_scores:
+            if return_pixel_scores and mixed:
+                pix += [img.copy() for img in full.score]
+            elif return_pixel_scores:
                 if pix is None:
-                    pix = _open_out(pixel_scores_out, (n, h, w), full.score.dtype, "pixel_scores_out")
+                    pix = _open_out(pixel_scores_out, (n,) + finder.shape_, full.score.dtype, "pixel_scores_out")
                 pix[start:start + b] = full.score
     return scores, pix
 

@@ -3,10 +3,12 @@
 `review_label_issues` runs `LabelIssueFinder` once over any input (arrays, .npy files, model +
 dataset) and, in its final streaming pass, scores every image (softmin, T = 0.1), counts its flagged
 pixels and groups them into typed regions. Memory stays flat in N on the streaming paths; issue masks
-can be written to PNG as they are produced.
+can be written to PNG as they are produced. `find_issue_regions` types the regions of an existing issue mask;
+`save_review` and `worst_images_figure` write the tables, summary and figure.
 """
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -17,12 +19,18 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from blindspots.labels._internal.figures import worst_images_figure
+from blindspots.labels._internal.inputs import check_ignore_index
+from blindspots.labels._internal.pixels import argmax_max, label_probs
+from blindspots.labels._internal.regions import IssueRegion, image_regions, regions_frame
 from blindspots.labels.filter import LabelIssueFinder
 from blindspots.labels.rank import softmin_pool
-from blindspots.labels.regions import IssueRegion, image_regions, regions_frame
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
+
+__all__ = ["LabelReview", "review_label_issues", "find_issue_regions", "mask_png_writer", "review_summary",
+           "save_review", "worst_images_figure", "IMAGE_COLUMNS"]
 
 IMAGE_COLUMNS = ["id", "rank", "image_score", "issue_pixels", "issue_fraction", "regions"]
 
@@ -99,3 +107,71 @@ def mask_png_writer(out_dir: str | os.PathLike, ids: Sequence[str] | None = None
         Image.fromarray(np.where(mask, 255, 0).astype(np.uint8), mode="L").save(path)
 
     return write
+
+
+def _save_table(df: pd.DataFrame, path: Path, fmt: str) -> Path:
+    p = path.with_suffix(f".{fmt}")
+    if fmt == "parquet":
+        df.to_parquet(p, index=False)
+    else:
+        df.to_csv(p, index=False)
+    return p
+
+
+def review_summary(review: LabelReview) -> dict[str, Any]:
+    """JSON-ready counts of a review: images, estimated issues, flagged pixels, thresholds, regions by kind and
+    the 20 most common (given, predicted) confusions by area."""
+    regions = review.regions
+    return {"num_images": len(review.images), "estimated_issues": review.num_issues,
+            "flagged_pixels": int(review.images.issue_pixels.sum()),
+            "confident_thresholds": [float(t) for t in review.thresholds],
+            "regions_by_kind": regions.kind.value_counts().to_dict() if len(regions) else {},
+            "common_confusions": (regions.groupby(["given_label", "predicted_label"]).area.sum()
+                                  .sort_values(ascending=False).head(20).reset_index()
+                                  .astype(int).to_dict(orient="records") if len(regions) else [])}
+
+
+def save_review(review: LabelReview, out: str | os.PathLike, *, fmt: str = "csv") -> dict[str, Any]:
+    """Write out/images.<fmt>, out/regions.<fmt> (csv or parquet) and out/summary.json; returns the summary
+    with the table paths under "files"."""
+    if fmt not in ("csv", "parquet"):
+        raise ValueError(f"fmt: expected csv or parquet, got {fmt!r}")
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    summary = review_summary(review)
+    (root / "summary.json").write_text(json.dumps(summary, indent=2))
+    files = [str(_save_table(review.images, root / "images", fmt)), str(_save_table(review.regions, root / "regions",
+                                                                                     fmt))]
+    return dict(summary, files=files)
+
+
+def find_issue_regions(issues: np.ndarray, labels: np.ndarray, pred_probs: np.ndarray, *,
+                       background: Sequence[int] = (0,), ignore_index: int | None = 255, min_area: int = 1,
+                       connectivity: int = 2, ignored_thresholds: np.ndarray | None = None) -> pd.DataFrame:
+    """Typed issue regions of a whole set, one row per region, sorted by image then region score.
+
+    issues: bool [N, H, W] (e.g. from find_label_issues); labels: int [N, H, W];
+    pred_probs: float [N, K, H, W]. See `image_regions` for the other settings.
+    """
+    ignore_index = check_ignore_index(ignore_index)
+    issues, labels = np.asarray(issues), np.asarray(labels)
+    if issues.ndim != 3 or issues.dtype != np.bool_:
+        raise ValueError(f"issues: expected a bool array of shape (N, H, W), got {issues.dtype} {issues.shape}")
+    if labels.shape != issues.shape:
+        raise ValueError(f"labels: expected shape {issues.shape} (as issues), got {labels.shape}")
+    if np.ndim(pred_probs) != 4 or (np.shape(pred_probs)[0],) + tuple(np.shape(pred_probs)[2:]) != issues.shape:
+        raise ValueError(f"pred_probs: expected shape (N, K, H, W) matching issues {issues.shape}, "
+                         f"got {np.shape(pred_probs)}")
+    if connectivity not in (1, 2):
+        raise ValueError(f"connectivity: expected 1 (4-neighbours) or 2 (8-neighbours), got {connectivity!r}")
+    regions: list[IssueRegion] = []
+    for i in range(len(issues)):
+        pp = np.asarray(pred_probs[i:i + 1])
+        lab = labels[i:i + 1]
+        valid = None if ignore_index is None else lab != ignore_index
+        s = label_probs(lab, pp, valid)[0]
+        pred, mp = argmax_max(pp)
+        regions += image_regions(issues[i], labels[i], pred[0], s, mp[0], image=i, background=background,
+                                 ignore_index=ignore_index, min_area=min_area, connectivity=connectivity,
+                                 ignored_thresholds=ignored_thresholds)
+    return regions_frame(regions)

@@ -2,20 +2,19 @@
 
 `common_label_issues` counts (given, predicted) class pairs among flagged pixels, `filter_by_class`
 keeps the issues that involve one class, `display_issues` draws the images with most issues.
-Library code never prints: cleanlab's `verbose` lines go to logging.
+With verbose=True, `common_label_issues` prints cleanlab's lines on stdout (a drop-in for scripts and
+notebooks that show them; library code otherwise only logs).
 """
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from blindspots.labels.pixels import argmax_max
-
-log = logging.getLogger(__name__)
+from blindspots.labels._internal.pixels import argmax_max
+from blindspots.metrics import ConfusionMatrix
 
 
 def _check(issues: Any, labels: Any, pred_probs: Any = None) -> tuple[np.ndarray, np.ndarray]:
@@ -48,6 +47,7 @@ def common_label_issues(issues: np.ndarray, labels: np.ndarray, pred_probs: np.n
 
     issues: bool [N, H, W]; labels: int [N, H, W]; pred_probs: float [N, K, H, W].
     exclude: predicted classes not to count (cleanlab's meaning). Pixels labelled ignore_index are skipped.
+    verbose: print one line per row on stdout, as cleanlab does.
     """
     issues, labels = _check(issues, labels, pred_probs)
     k = np.shape(pred_probs)[1]
@@ -55,7 +55,7 @@ def common_label_issues(issues: np.ndarray, labels: np.ndarray, pred_probs: np.n
     top = 20 if top is None else top
     if class_names is None:
         class_names = [str(i) for i in range(k)]
-    counts = np.zeros((k, k), dtype=np.int64)
+    cm = ConfusionMatrix(k, ignore_index=None)  # rows = given label, columns = predicted class
     seen = np.zeros(k, dtype=bool)
     for i in np.flatnonzero(issues.reshape(len(issues), -1).any(axis=1)):
         m = issues[i]
@@ -67,29 +67,34 @@ def common_label_issues(issues: np.ndarray, labels: np.ndarray, pred_probs: np.n
         g, p = g[keep], p[keep]
         seen[np.unique(g)] = True
         p_ok = ~np.isin(p, exclude)
-        counts += np.bincount(g[p_ok] * k + p[p_ok], minlength=k * k).reshape(k, k)
+        cm.update(p[p_ok][None], g[p_ok][None])  # [1, P]: one row of flagged pixels
+    counts = cm.compute()
     rows = [[class_names[gl], class_names[pl], int(counts[gl, pl])]
             for gl in range(min(k, len(class_names))) if seen[gl]
             for pl in range(k) if counts[gl, pl] > 0]
     rows = sorted(rows, key=lambda r: r[2], reverse=True)[:top]  # stable, like cleanlab
     df = pd.DataFrame(rows, columns=["given_label", "predicted_label", "num_pixel_issues"])
-    if verbose:
+    if verbose:  # cleanlab's words, on stdout: a drop-in prints what cleanlab prints
         for _, r in df.iterrows():
-            log.info("Class '%s' is potentially mislabeled as class for '%s' %d pixels in the dataset",
-                     r["given_label"], r["predicted_label"], r["num_pixel_issues"])
+            print(f"Class '{r['given_label']}' is potentially mislabeled as class for '{r['predicted_label']}' "
+                  f"{r['num_pixel_issues']} pixels in the dataset")
     return df
 
 
 def filter_by_class(class_index: int, issues: np.ndarray, labels: np.ndarray, pred_probs: np.ndarray
                     ) -> np.ndarray:
-    """Issues bool [N, H, W] whose given label or predicted class is `class_index`."""
+    """Issues bool [N, H, W] whose given label or predicted class is `class_index`.
+
+    A class id that no pixel has (also one outside 0..K-1) gives an all-False mask, as in cleanlab.
+    class_index: an int, or a sequence of ints (any of them; cleanlab's np.isin accepts both).
+    """
     issues, labels = _check(issues, labels, pred_probs)
-    k = np.shape(pred_probs)[1]
-    if isinstance(class_index, bool) or not isinstance(class_index, (int, np.integer)) or not 0 <= class_index < k:
-        raise ValueError(f"class_index: expected a class id in 0..{k - 1}, got {class_index!r}")
-    out = issues & (labels == class_index)
+    wanted = np.atleast_1d(np.asarray(class_index))
+    if isinstance(class_index, (bool, np.bool_)) or wanted.ndim != 1 or (wanted.size and wanted.dtype.kind not in "iu"):
+        raise ValueError(f"class_index: expected a class id (int) or a sequence of them, got {class_index!r}")
+    out = issues & np.isin(labels, wanted)
     for i in np.flatnonzero(issues.reshape(len(issues), -1).any(axis=1)):
-        out[i] |= issues[i] & (_pred_at(pred_probs, i) == class_index)
+        out[i] |= issues[i] & np.isin(_pred_at(pred_probs, i), wanted)
     return out
 
 
@@ -98,9 +103,10 @@ def display_issues(issues: np.ndarray, *, labels: np.ndarray | None = None, pred
                    top: int | None = None, palette: np.ndarray | None = None, ignore_index: int | None = 255,
                    show: bool = True, **kwargs: Any) -> Any:
     """Draw the `top` (default 20) images with most flagged pixels: given labels, argmax prediction
-    and the flagged pixels in red (columns present when labels / pred_probs are given).
+    and the flagged pixels in red (columns present when labels / pred_probs are given), in one figure.
 
-    Returns the matplotlib Figure (cleanlab returns None); `show=False` skips plt.show(**kwargs).
+    show=True (default): plt.show(**kwargs), then None, as cleanlab (so a notebook cell ending in this
+    call shows the figure once); show=False: the matplotlib Figure, not shown.
     palette: uint8 [K, 3] colours (default: VOC); ignored pixels are white.
     """
     import matplotlib.pyplot as plt
@@ -157,4 +163,5 @@ def display_issues(issues: np.ndarray, *, labels: np.ndarray | None = None, pred
     fig.tight_layout()
     if show:
         plt.show(**kwargs)
+        return None
     return fig

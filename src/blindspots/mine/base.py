@@ -9,24 +9,25 @@ constructor (scikit-learn style); `select(table, n=None, *, seed=0)` returns a
 - `score`: float64, the strategy's score (higher = picked earlier by that strategy),
 - `reason`: str, a short JSON document saying why the image was picked.
 
-Rows whose `status` is not 'ok' (images that failed to decode during the scan) are never
-selected. Column names used by the built-in samplers:
-`frac__{M}__{k}` (pixel fraction of class k in model M's argmax map), `entropy__{M}`,
-`maxprob__{M}`, `dpa__{T}__{G}` (1 - pixel agreement), `dmiou__{T}__{G}` (1 - mIoU).
+Rows whose `status` is not 'ok' (images that failed to decode or that a model failed on during
+the scan) are never selected, and when the table has a `content_hash` column only the first row
+(in table order) of each hash is: exact duplicate images are picked once. Column names are
+spelled in `blindspots.scan.schema`: `frac__{M}__{k}` (pixel fraction of class k in model M's
+argmax map), `entropy__{M}`, `maxprob__{M}`, `dpa__{T}__{G}` (1 - pixel agreement),
+`dmiou__{T}__{G}` (1 - mIoU).
 """
 from __future__ import annotations
 
 import json
-import re
 from abc import ABC, abstractmethod
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from blindspots.scan import schema
+
 RESULT_COLUMNS = ("id", "score", "reason")
-_FRAC_RE = re.compile(r"^frac__([a-z0-9_]+?)__(\d+)$")
-_DIST_RE = re.compile(r"^(dpa|dmiou)__([a-z0-9_]+?)__([a-z0-9_]+)$")
 
 
 class Sampler(ABC):
@@ -72,11 +73,24 @@ def check_n(n: Any, name: str = "n") -> int | None:
 
 
 def usable_mask(table: pd.DataFrame) -> np.ndarray:
-    """bool [N]: rows that may be selected (status 'ok'; all rows if the table has no status)."""
-    if "status" not in table.columns:
-        return np.ones(len(table), dtype=bool)
-    # compare in pandas (vectorised for Arrow strings too), then one bool array out
-    return (table["status"] == "ok").to_numpy(dtype=bool, na_value=False)
+    """bool [N]: rows that may be selected: status 'ok' (all rows if the table has no status),
+    and, with a `content_hash` column, the first ok row of each hash (exact duplicates once;
+    rows without a hash are kept)."""
+    if schema.STATUS not in table.columns:
+        ok = np.ones(len(table), dtype=bool)
+    else:  # compare in pandas (vectorised for Arrow strings too), then one bool array out
+        ok = (table[schema.STATUS] == schema.STATUS_OK).to_numpy(dtype=bool, na_value=False)
+    if schema.CONTENT_HASH in table.columns:
+        h = table[schema.CONTENT_HASH]
+        dup = (h.duplicated(keep="first") & h.notna()).to_numpy(dtype=bool, na_value=False)
+        if dup.any():
+            # duplicates among ok rows only: a failed copy must not hide its ok twin
+            ok_rows = np.flatnonzero(ok)
+            h_ok = h.iloc[ok_rows]
+            later = (h_ok.duplicated(keep="first") & h_ok.notna()).to_numpy(dtype=bool, na_value=False)
+            ok = ok.copy()  # pandas may hand out a read-only view
+            ok[ok_rows[later]] = False
+    return ok
 
 
 def column(table: pd.DataFrame, name: str, dtype: Any = np.float64) -> np.ndarray:
@@ -94,22 +108,12 @@ def ids_at(table: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 def frac_models(table: pd.DataFrame) -> dict[str, list[int]]:
     """Models with `frac__{M}__{k}` columns -> their sorted class ids."""
-    out: dict[str, list[int]] = {}
-    for c in table.columns:
-        m = _FRAC_RE.match(str(c))
-        if m:
-            out.setdefault(m.group(1), []).append(int(m.group(2)))
-    return {k: sorted(v) for k, v in out.items()}
+    return schema.frac_models(table.columns)
 
 
 def distance_pairs(table: pd.DataFrame, kind: str) -> list[tuple[str, str]]:
     """(target, competitor) pairs with a `{kind}__{T}__{G}` column, in column order."""
-    pairs = []
-    for c in table.columns:
-        m = _DIST_RE.match(str(c))
-        if m and m.group(1) == kind:
-            pairs.append((m.group(2), m.group(3)))
-    return pairs
+    return schema.distance_pairs(table.columns, kind)
 
 
 def infer_target(table: pd.DataFrame, kind: str = "dpa") -> str:

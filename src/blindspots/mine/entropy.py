@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from blindspots.scan import schema
 from blindspots.mine.base import (
     Sampler, ids_at, check_n, check_table, column, dumps_reason, infer_target, result_frame, top_n_indices, usable_mask,
 )
@@ -31,9 +32,9 @@ class EntropySampler(Sampler):
     def _target(self, table: pd.DataFrame) -> str:
         if self.target is not None:
             return self.target
-        cols = [c for c in table.columns if str(c).startswith(f"{self.column_prefix}__")]
-        if len(cols) == 1:
-            return str(cols[0]).split("__", 1)[1]
+        models = schema.confidence_models(table.columns, self.column_prefix)
+        if len(models) == 1:
+            return models[0]
         return infer_target(table, "dpa")
 
     def select(self, table: pd.DataFrame, n: int | None = None, *, seed: int = 0) -> pd.DataFrame:
@@ -46,7 +47,7 @@ class EntropySampler(Sampler):
         check_table(table, [])
         n = check_n(n)
         target = self._target(table)
-        col = f"{self.column_prefix}__{target}"
+        col = schema.confidence(self.column_prefix, target)
         check_table(table, [col])
         values = column(table, col)
         key = values if self.column_prefix == "entropy" else -values  # least confident first

@@ -33,6 +33,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from blindspots.data.classes import Classes
+from blindspots.scan import schema
 from blindspots.mine.base import (
     Sampler, check_n, check_table, column, distance_pairs, dumps_reason, frac_models,
     ids_at, infer_target, result_frame, top_n_indices, usable_mask,
@@ -78,6 +79,32 @@ def class_area_ranges(masks: Iterable[np.ndarray], num_classes: int, *, ignore_i
     for k, a in enumerate(areas):
         if a:
             out[k] = np.quantile(np.asarray(a), [lo, hi])
+    return out
+
+
+def class_area_ranges_from_table(table: pd.DataFrame, model: str, *,
+                                 quantiles: tuple[float, float] = (0.25, 0.75)) -> np.ndarray:
+    """[p_k, q_k] from a model's own predictions on the pool: the quantiles of `frac__M__k` over the
+    usable rows where class k is predicted at all.
+
+    For pools without training labels: the paper takes the quartiles of class k's area in the
+    target's *training labels*; these are the quartiles of its area in the *target's maps* of the
+    pool, so a class the target over- or under-segments shifts its own range.
+    Returns float64 [C, 2]; NaN rows for classes the model never predicts (MAD skips them).
+    """
+    lo, hi = quantiles
+    if not (0.0 <= lo <= hi <= 1.0):
+        raise ValueError(f"quantiles: expected 0 <= lower <= upper <= 1, got {quantiles!r}")
+    fracs = frac_models(table)
+    if model not in fracs:
+        raise ValueError(f"model: expected a model with frac columns in the table {sorted(fracs)}, got {model!r}")
+    ok = usable_mask(table)
+    out = np.full((max(fracs[model]) + 1, 2), np.nan)
+    for k in fracs[model]:
+        f = column(table, schema.frac(model, k))[ok]
+        f = f[np.isfinite(f) & (f > 0)]
+        if len(f):
+            out[k] = np.quantile(f, [lo, hi])
     return out
 
 
@@ -186,16 +213,17 @@ class MADSampler(Sampler):
         target = self.target if self.target is not None else infer_target(table, kind)
         fracs = frac_models(table)
         if target not in fracs:
-            raise ValueError(f"target: expected `frac__{target}__{{k}}` columns in the table, got models {sorted(fracs)}")
+            raise ValueError(f"target: expected `{schema.frac(target, 0)[:-1]}{{k}}` columns in the table, "
+                             f"got models {sorted(fracs)}")
         pairs = [g for t, g in distance_pairs(table, kind) if t == target]
         competitors = self.competitors if self.competitors is not None else pairs
         if not competitors:
             raise ValueError(f"competitors: expected at least one `{kind}__{target}__{{G}}` column, got none")
         class_ids = self.class_ids if self.class_ids is not None else fracs[target]
-        need = [f"{kind}__{target}__{g}" for g in competitors]
-        need += [f"frac__{target}__{k}" for k in class_ids]
+        need = [schema.pair(kind, target, g) for g in competitors]
+        need += [schema.frac(target, k) for k in class_ids]
         if self.both_directions:
-            need += [f"frac__{g}__{k}" for g in competitors for k in class_ids]
+            need += [schema.frac(g, k) for g in competitors for k in class_ids]
         check_table(table, need)
         if self.ranges is not None:
             ranges = _as_ranges(self.ranges)
@@ -233,7 +261,7 @@ class MADSampler(Sampler):
             """bool [N]: image in D_{model,k} (class k present with fraction in [p_k, q_k], status ok)."""
             key = (model, k)
             if key not in part_cache:
-                f = column(table, f"frac__{model}__{k}", np.float32)
+                f = column(table, schema.frac(model, k), np.float32)
                 p, q = ranges[k]
                 part_cache[key] = ok & (f > 0) & (f >= np.float32(p)) & (f <= np.float32(q))
             return part_cache[key]
@@ -242,7 +270,7 @@ class MADSampler(Sampler):
         head_size = min(len(table), max(HEAD_MIN, 8 * int(self.n3) * max(1, len(class_ids))))
         rows, comp, cls, direc, dist, rank = [], [], [], [], [], []
         for g in tqdm(competitors, desc="MAD", unit="competitor", disable=len(table) < 200_000):
-            d = column(table, f"{kind}__{target}__{g}")
+            d = column(table, schema.pair(kind, target, g))
             head = _sorted_head(d, head_size)
             parts = [("target", target)] + ([("competitor", g)] if self.both_directions else [])
             for direction, model in parts:

@@ -12,16 +12,15 @@ Public API: ``SurpriseSampler(target=None, *, kind="mdsa", class_id=None, order=
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
+from blindspots.scan import schema
 from blindspots.mine.base import (
     Sampler, check_n, check_table, column, dumps_reason, result_frame, top_n_indices, usable_mask,
 )
 
-KINDS = ("mdsa", "lsa", "dsa")
+KINDS = schema.SURPRISE_KINDS
 
 
 class SurpriseSampler(Sampler):
@@ -44,18 +43,14 @@ class SurpriseSampler(Sampler):
         self.order = order
 
     def _column(self, table: pd.DataFrame) -> tuple[str, str]:
-        pat = re.compile(rf"^surprise_{self.kind}__([a-z0-9_]+?)$")
-        models = [m.group(1) for c in table.columns if (m := pat.match(str(c))) and "__" not in m.group(1)]
+        models = schema.surprise_models(table.columns, self.kind)
         target = self.target
         if target is None:
             if len(models) != 1:
                 raise ValueError(f"target: could not infer the model from `surprise_{self.kind}__{{M}}` columns "
                                  f"(found {models}); pass target= explicitly")
             target = models[0]
-        col = f"surprise_{self.kind}__{target}"
-        if self.class_id is not None:
-            col += f"__{int(self.class_id)}"
-        return target, col
+        return target, schema.surprise(self.kind, target, self.class_id)
 
     def select(self, table: pd.DataFrame, n: int | None = None, *, seed: int = 0) -> pd.DataFrame:
         """Top-n usable rows by surprise (n None: every row with a finite surprise, ranked).

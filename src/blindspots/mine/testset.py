@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from blindspots.metrics import mean_iou, per_image_confusion
 from blindspots.mine.base import check_table, dumps_reason, usable_mask
 
 
@@ -100,29 +101,21 @@ def build_test_set(candidates: pd.DataFrame | Sequence[str], *, main_class: Mapp
 def per_image_confusions(pred: np.ndarray, target: np.ndarray, num_classes: int, *,
                          ignore_index: int | None = 255) -> np.ndarray:
     """Per-image confusion matrices. pred, target: int [N, H, W]. Returns int64 [N, C, C]
-    (rows = target, cols = pred); target pixels equal to ignore_index are skipped."""
+    (rows = target, cols = pred); target pixels equal to ignore_index (or outside 0..C-1) are skipped.
+    Counted by `metrics.per_image_confusion`."""
     pred, target = np.asarray(pred), np.asarray(target)
     if pred.shape != target.shape or pred.ndim != 3:
         raise ValueError(f"pred, target: expected equal shapes [N, H, W], got {pred.shape} and {target.shape}")
     c = int(num_classes)
-    n = pred.shape[0]
-    t = target.reshape(n, -1).astype(np.int64)
-    p = pred.reshape(n, -1).astype(np.int64)
+    t = target.astype(np.int64)
     valid = (t >= 0) & (t < c) & (t != (ignore_index if ignore_index is not None else -1))
-    if ((p < 0) | (p >= c))[valid].any():
-        raise ValueError(f"pred: expected class ids in 0..{c - 1}, got {int(p[valid].min())}..{int(p[valid].max())}")
-    img = np.broadcast_to(np.arange(n)[:, None], t.shape)
-    flat = (img[valid] * c + t[valid]) * c + p[valid]
-    return np.bincount(flat, minlength=n * c * c).reshape(n, c, c).astype(np.int64)
+    if pred.size == 0:
+        return np.zeros((pred.shape[0], c, c), dtype=np.int64)
+    return per_image_confusion(pred.astype(np.int64), np.where(valid, t, c), c, ignore_index=c)
 
 
-def miou_from_confusion(cm: np.ndarray) -> float:
-    """mIoU over classes present in the labels or the prediction; cm: int [C, C] (rows = target)."""
-    cm = np.asarray(cm, dtype=np.float64)
-    tp = np.diag(cm)
-    denom = cm.sum(0) + cm.sum(1) - tp
-    present = denom > 0
-    return float(np.mean(tp[present] / denom[present])) if present.any() else float("nan")
+#: mIoU over classes present in the labels or the prediction; cm: int [C, C] (rows = target).
+miou_from_confusion = mean_iou
 
 
 def leaderboard(results: Mapping[str, Mapping[Any, float]], *, target: str | Sequence[str] | None = None,

@@ -1,20 +1,40 @@
-"""Models: one Segmenter / Classifier protocol and adapters for everything a user can bring."""
+"""Models: one Segmenter / Classifier protocol, one spec grammar, adapters for everything a user can bring.
+
+Entry points: `load_model(spec)` (see `blindspots.models.load` for the grammar),
+`probe_model(seg, image, name)`, `predict_proba_each(seg, images)` for mixed sizes.
+"""
 from blindspots.models.adapters import (
     CallableClassifier,
     CallableSegmenter,
-    Classifier,
-    Segmenter,
+    HFSegmenter,
+    InputPolicy,
+    OnnxClassifier,
+    OnnxSegmenter,
+    PrecomputedSegmenter,
     TorchClassifier,
+    TorchPreprocess,
     TorchScriptClassifier,
     TorchScriptSegmenter,
     TorchSegmenter,
-    check_probabilities,
     select_output,
 )
-from blindspots.models.load import load_model
+from blindspots.models.load import TRAINABLE_KINDS, absolute_spec, load_model, parse_spec, spec_kind
+from blindspots.models.probe import probe_model
+from blindspots.models.protocol import (
+    Classifier,
+    ModelFailure,
+    Segmenter,
+    as_image_batch,
+    check_probabilities,
+    default_classes,
+    model_classes,
+    predict_proba_each,
+)
 
 __all__ = [
-    "CallableClassifier", "CallableSegmenter", "Classifier", "Segmenter", "TorchClassifier",
-    "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "check_probabilities",
-    "load_model", "select_output",
+    "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy",
+    "ModelFailure", "OnnxClassifier", "OnnxSegmenter", "PrecomputedSegmenter", "Segmenter", "TorchClassifier",
+    "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "absolute_spec",
+    "as_image_batch", "check_probabilities", "default_classes", "load_model", "model_classes", "parse_spec",
+    "predict_proba_each", "probe_model", "select_output", "spec_kind",
 ]

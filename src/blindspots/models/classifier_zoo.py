@@ -13,10 +13,10 @@ import math
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
 from torch import nn
 
 from blindspots.models.adapters import TorchClassifier, TorchPreprocess
+from blindspots.models.checkpoints import CLASSIFIER_FORMAT, FORMAT_KEY, load_checkpoint_dict, save_checkpoint_dict
 
 # Classifiers here see pixels scaled to [0, 1] (no mean/std shift), like the VAE decoder's output.
 UNIT_PREPROCESS = TorchPreprocess(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0))
@@ -71,27 +71,20 @@ def build_classifier(arch: str, num_classes: int, image_shape: tuple[int, int, i
 def save_classifier(path: str | Path, module: nn.Module, *, arch: str, class_names: tuple[str, ...] | list[str],
                     image_shape: tuple[int, int, int], kwargs: dict | None = None, meta: dict | None = None) -> Path:
     """Write a checkpoint that `load_classifier` rebuilds without the caller knowing the architecture."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save({"arch": arch, "kwargs": dict(kwargs or {}), "class_names": list(class_names),
-                "image_shape": list(image_shape), "state_dict": module.state_dict(), "meta": dict(meta or {})}, tmp)
-    tmp.replace(path)  # atomic: an interrupted save never leaves a half-written checkpoint
-    return path
+    return save_checkpoint_dict(path, {"arch": arch, "kwargs": dict(kwargs or {}), "class_names": list(class_names),
+                                       "image_shape": list(image_shape), "state_dict": module.state_dict(),
+                                       "meta": dict(meta or {})}, format=CLASSIFIER_FORMAT)
 
 
 def load_classifier_module(path: str | Path) -> tuple[nn.Module, dict]:
     """(module in eval mode, info dict with arch, kwargs, class_names, image_shape, meta)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"path: expected a classifier checkpoint file, got {str(path)!r}")
-    info = torch.load(path, map_location="cpu", weights_only=False)
-    if not isinstance(info, dict) or "arch" not in info or "state_dict" not in info:
-        raise ValueError(f"path: expected a blindspots classifier checkpoint, got {type(info).__name__} in {path}")
+    # untagged files: written before the format tag, same plain data
+    info = load_checkpoint_dict(path, format=CLASSIFIER_FORMAT, legacy_keys=("arch", "state_dict"),
+                                what="blindspots classifier checkpoint")
     module = build_classifier(info["arch"], len(info["class_names"]), tuple(info["image_shape"]), **info["kwargs"])
     module.load_state_dict(info["state_dict"])
     module.eval()
-    return module, {k: v for k, v in info.items() if k != "state_dict"}
+    return module, {k: v for k, v in info.items() if k not in ("state_dict", FORMAT_KEY)}
 
 
 def as_classifier(module: nn.Module, num_classes: int, *, batch_size: int = 256, device: str = "cpu"

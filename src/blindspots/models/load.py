@@ -1,43 +1,152 @@
-"""`load_model(spec)`: turn a path or string into the right Segmenter adapter.
+"""`load_model(spec)`: ONE spec grammar for every entry point (CLI, loop, app, engines).
 
-Spec forms (options may follow a "?" as a query string, e.g. `model.onnx?output=probabilities`):
-- a folder                      -> PrecomputedSegmenter (one `<id>.npy` [C, H, W] per image id)
-- `*.onnx`                      -> OnnxSegmenter (onnxruntime, CPU)
-- `*.ts`, `*.torchscript`       -> TorchScriptSegmenter
-- `*.pt`, `*.pth`               -> a TorchScript archive (has a `code/` entry) -> TorchScriptSegmenter;
-                                   otherwise a zoo checkpoint -> `blindspots.models.zoo.load_segmenter`
-- `package.module:function`     -> CallableSegmenter(function)
-Options: output=logits|probabilities|labels, num_classes=C, batch_size=B, device=cpu|cuda.
+A spec is a path or `module:attr`, optionally followed by `?key=value&key=value` options.
+Kinds, in the order they are recognised:
+- a folder with config.json          -> HFSegmenter (transformers `save_pretrained` folder)
+- any other folder                    -> PrecomputedSegmenter (one `<id>.npy` [C, H, W] per image id)
+- `*.onnx`                            -> OnnxSegmenter (onnxruntime, CPU)
+- `*.ts`, `*.torchscript`             -> TorchScriptSegmenter
+- `*.pt`, `*.pth`                     -> TorchScript when the archive holds code, else a blindspots
+                                         zoo checkpoint (`blindspots.models.zoo`)
+- `package.module:factory`            -> TorchSegmenter(factory()) when the attribute is an nn.Module,
+                                         a Module class or a function taking no arguments; with
+                                         `weights=state_dict.pt` (loaded weights_only)
+- `package.module:function`           -> CallableSegmenter(function(uint8 [N, H, W, 3]) -> scores)
+`module:attr` specs import from the current working directory first (no PYTHONPATH needed).
+
+Options: output=probabilities|logits|labels · num_classes=C · batch_size=B · device=cpu|cuda ·
+resize=HxW (or resize=none) · pad=N · max_side=L · mean=a,b,c · std=a,b,c · scale=1/255 ·
+classes=FILE (JSON or text, read by `blindspots.data.classfile`) · weights=FILE (factories) · output_key=KEY.
+Every error is a one-line ValueError naming the spec.
 """
 from __future__ import annotations
 
 import importlib
+import inspect
+import os
+import re
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
-from blindspots.models.adapters import CallableSegmenter, TorchScriptSegmenter
+import numpy as np
 
-_OPTIONS = ("output", "num_classes", "batch_size", "device")
+from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy, TorchPreprocess
+from blindspots.models.probe import probe_model  # noqa: F401 - part of the loader's API
+from blindspots.models.protocol import OUTPUT_KINDS, short_reason
+
+_OPTIONS = ("output", "num_classes", "batch_size", "device", "resize", "pad", "max_side", "mean", "std",
+            "scale", "classes", "weights", "output_key")
+_POLICY = ("resize", "pad", "max_side")
+_NORM = ("mean", "std", "scale")
+_TORCH = ("output", "num_classes", "batch_size", "device", *_POLICY, *_NORM, "classes", "output_key")
+KIND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "hf": _TORCH,
+    "zoo": _TORCH,
+    "torchscript": _TORCH,
+    "factory": (*_TORCH, "weights"),
+    "onnx": ("output", "num_classes", "batch_size", *_POLICY, *_NORM, "classes", "output_key"),
+    "callable": ("output", "num_classes", "batch_size", *_POLICY, "classes"),
+    "precomputed": ("output", "num_classes", "classes"),
+}
+"""Spec kind -> the options that apply to it."""
+TRAINABLE_KINDS = ("zoo", "factory", "hf")
+"""Kinds whose adapter holds a plain torch `module` that fine-tuning can update (`seg.info["kind"]`)."""
+KIND_NAMES = {"hf": "Hugging Face folder", "zoo": "zoo checkpoint", "torchscript": "TorchScript",
+              "factory": "module:factory", "onnx": "ONNX", "callable": "callable", "precomputed": "precomputed folder"}
+
+_MODULE_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def parse_option(key: str, value: Any, spec: str = "") -> Any:
+    """One option, as a string from a spec or an already typed value, checked and typed."""
+    where = f" in {spec!r}" if spec else ""
+    if key not in _OPTIONS:
+        raise ValueError(f"spec: expected options among {_OPTIONS}, got {key!r}{where}")
+    text = str(value).strip()
+    if key in ("num_classes", "batch_size", "pad", "max_side"):
+        ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool) or text.isdigit()
+        if not ok or int(text) < 1:
+            raise ValueError(f"spec: expected {key} to be a positive integer, got {value!r}{where}")
+        return int(text)
+    if key == "output":
+        if text not in OUTPUT_KINDS:
+            raise ValueError(f"spec: expected output to be one of {'|'.join(OUTPUT_KINDS)}, got {value!r}{where}")
+        return text
+    if key == "resize":
+        if isinstance(value, (tuple, list)):
+            text = "x".join(str(v) for v in value)
+        if text.lower() in ("none", "native"):
+            return None
+        m = re.fullmatch(r"(\d+)[x,](\d+)", text.lower())
+        if m is None or min(int(m.group(1)), int(m.group(2))) < 1:
+            raise ValueError(f"spec: expected resize as HxW (e.g. 512x512) or none, got {value!r}{where}")
+        return int(m.group(1)), int(m.group(2))
+    if key in ("mean", "std"):
+        parts = list(value) if isinstance(value, (tuple, list)) else text.split(",")
+        try:
+            nums = tuple(float(p) for p in parts)
+        except ValueError:
+            nums = ()
+        if len(nums) not in (1, 3) or not all(np.isfinite(nums)) or (key == "std" and min(nums) <= 0):
+            raise ValueError(f"spec: expected {key} as 1 or 3 comma-separated numbers"
+                             f"{' > 0' if key == 'std' else ''} (e.g. 0.485,0.456,0.406), got {value!r}{where}")
+        return nums
+    if key == "scale":
+        num, _, den = text.partition("/")
+        try:
+            scale = float(num) / (float(den) if den else 1.0)
+        except (ValueError, ZeroDivisionError):
+            scale = float("nan")
+        if not np.isfinite(scale) or scale <= 0:
+            raise ValueError(f"spec: expected scale as a positive number or fraction (e.g. 1/255), "
+                             f"got {value!r}{where}")
+        return scale
+    if not text:
+        raise ValueError(f"spec: expected a value for {key}, got an empty one{where}")
+    return text  # device, classes, weights, output_key: checked where they are used
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """'path?output=logits&num_classes=5' -> ('path', {'output': 'logits', 'num_classes': 5})."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"spec: expected a model path or 'module:function', got {spec!r}")
-    base, _, query = spec.partition("?")
+    base, _, query = spec.strip().partition("?")
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ValueError(f"spec: expected options as key=value joined by '&', got {query!r} in {spec!r}") from None
     opts: dict[str, Any] = {}
-    for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
-        if key not in _OPTIONS:
-            raise ValueError(f"spec: expected options among {_OPTIONS}, got {key!r} in {spec!r}")
-        if key in ("num_classes", "batch_size"):
-            if not value.isdigit() or int(value) < 1:
-                raise ValueError(f"spec: expected {key} to be a positive integer, got {value!r} in {spec!r}")
-            opts[key] = int(value)
-        else:
-            opts[key] = value
+    for key, value in pairs:
+        if key in opts:
+            raise ValueError(f"spec: expected each option once, got {key!r} twice in {spec!r}")
+        opts[key] = parse_option(key, value, spec)
     return base, opts
+
+
+PATH_OPTIONS = ("classes", "weights")
+"""Options whose values are file paths (relative to the current folder when the spec is loaded)."""
+
+
+def absolute_spec(spec: str, base_dir: str | Path) -> str:
+    """`spec` with its relative paths (the model path, classes=, weights=) made absolute against `base_dir`.
+
+    For storing a spec that must load later from another folder; `module:attr` stays as is
+    (it imports from the folder `load_model` runs in).
+    """
+    base, _, query = spec.strip().partition("?")
+    parse_spec(spec)  # validate first
+
+    def absolute(p: str) -> str:
+        q = Path(p).expanduser()
+        return str(q if q.is_absolute() else (Path(base_dir) / q).resolve())
+
+    if not (_MODULE_SPEC.match(base) and not (Path(base_dir) / base).exists()):
+        base = absolute(base)
+    pairs = [(k, absolute(v) if k in PATH_OPTIONS else v) for k, v in parse_qsl(query, keep_blank_values=True)]
+    return base + ("?" + urlencode(pairs, safe="/:,\\") if pairs else "")
 
 
 def is_torchscript_archive(path: Path) -> bool:
@@ -48,37 +157,199 @@ def is_torchscript_archive(path: Path) -> bool:
         return any("/code/" in n for n in z.namelist())
 
 
-def load_model(spec: str, **overrides: Any) -> Any:
-    """A Segmenter for `spec` (see the module docstring); keyword overrides beat spec options."""
+def import_attr(target: str) -> Any:
+    """`package.module:attr` -> the attribute, importing from the current folder first."""
+    module_name, _, attr = target.partition(":")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)  # a user's own module next to their data, as `python -m` would find it
+    importlib.invalidate_caches()
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as e:  # noqa: BLE001 - the user's module may raise anything at import
+        raise ValueError(f"expected an importable 'module:function' (from the current folder {cwd} or an "
+                         f"installed package), got {target!r} ({type(e).__name__}: {short_reason(e)})") from None
+    return obj
+
+
+def _is_factory(obj: Any) -> bool:
+    """An nn.Module, a Module class, or a function callable without arguments (it builds the model)."""
+    import torch
+
+    if isinstance(obj, torch.nn.Module):
+        return True
+    if isinstance(obj, type):
+        return issubclass(obj, torch.nn.Module)
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+
+
+def spec_kind(spec: str) -> str:
+    """The kind of a spec (a key of KIND_OPTIONS), without loading any weights.
+
+    `module:attr` specs are imported to tell a factory from a callable.
+    """
     base, opts = parse_spec(spec)
-    opts.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return _kind(base, opts)
+    except ValueError as e:
+        raise ValueError(f"model {spec!r}: {short_reason(e)}") from None
+
+
+def _kind(base: str, opts: dict[str, Any]) -> str:
     path = Path(base)
     if path.is_dir():
-        from blindspots.models.precomputed import PrecomputedSegmenter
-        return PrecomputedSegmenter(path, opts.get("num_classes"), output=opts.get("output", "probabilities"))
+        return "hf" if (path / "config.json").is_file() else "precomputed"
     suffix = path.suffix.lower()
-    if path.is_file() and suffix == ".onnx":
-        from blindspots.models.onnx import OnnxSegmenter
-        return OnnxSegmenter(path, opts.get("num_classes"), output=opts.get("output", "logits"),
-                             batch_size=opts.get("batch_size", 16))
-    if path.is_file() and suffix in (".ts", ".torchscript", ".pt", ".pth"):
-        torch_opts = {k: opts[k] for k in ("output", "batch_size", "device") if k in opts}
-        if suffix in (".ts", ".torchscript") or is_torchscript_archive(path):
-            return TorchScriptSegmenter(path, opts.get("num_classes"), **torch_opts)
-        try:
-            from blindspots.models.zoo import load_segmenter
-        except ImportError:
-            raise ValueError(f"spec: {base!r} is not TorchScript and the zoo (blindspots.models.zoo) "
-                             "is not available to load it as a checkpoint") from None
-        return load_segmenter(path, batch_size=opts.get("batch_size", 16), device=opts.get("device", "cpu"))
+    if path.is_file():
+        if suffix == ".onnx":
+            return "onnx"
+        if suffix in (".ts", ".torchscript"):
+            return "torchscript"
+        if suffix in (".pt", ".pth"):
+            return "torchscript" if is_torchscript_archive(path) else "zoo"
+        what = f"a {suffix!r} file" if suffix else "a file without suffix"
+        raise ValueError(f"expected a folder of .npy, a Hugging Face folder (config.json), an .onnx, "
+                         f".ts/.torchscript or .pt/.pth file, or 'module:function', got {what} {base!r}")
     if path.exists():
-        raise ValueError(f"spec: expected a folder of .npy, an .onnx, .ts/.torchscript or .pt/.pth file, got {base!r}")
-    if ":" in base:
-        module_name, _, attr = base.partition(":")
-        try:
-            fn = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as e:
-            raise ValueError(f"spec: expected an importable 'module:function', got {base!r} ({e})") from None
-        return CallableSegmenter(fn, opts.get("num_classes"), output=opts.get("output", "probabilities"),
-                                 batch_size=opts.get("batch_size"))
-    raise ValueError(f"spec: expected an existing path or 'module:function', got {base!r} (no such file)")
+        raise ValueError(f"expected a folder of .npy, an .onnx, .ts/.torchscript or .pt/.pth file, got {base!r}")
+    if _MODULE_SPEC.match(base):
+        return "factory" if "weights" in opts or _is_factory(import_attr(base)) else "callable"
+    raise ValueError(f"expected an existing path or 'module:function', got {base!r} (no such file)")
+
+
+def load_model(spec: str, **overrides: Any) -> Any:
+    """A Segmenter for `spec` (see the module docstring).
+
+    overrides: options as keywords (e.g. batch_size=8, device="cuda"); those not None beat the
+    spec's, and those that do not apply to the spec's kind are ignored.
+
+    The result has num_classes, classes (a Classes), info (kind, spec, ...) and predict_proba
+    (or predict_proba_ids for a precomputed folder). ValueError, one line naming the spec, for
+    anything that cannot be loaded.
+    """
+    base, opts = parse_spec(spec)
+    typed = {k: parse_option(k, v, spec) for k, v in overrides.items() if v is not None}
+    try:
+        kind = _kind(base, {**opts, **typed})
+        # a caller's defaults (e.g. batch_size for every model) are dropped where they do not apply;
+        # an option the user wrote into the spec is an error there
+        opts.update({k: v for k, v in typed.items() if k in KIND_OPTIONS[kind]})
+        extra = sorted(set(opts) - set(KIND_OPTIONS[kind]))
+        if extra:
+            raise ValueError(f"option {extra[0]!r} does not apply to a {KIND_NAMES[kind]} model; "
+                             f"expected options among {KIND_OPTIONS[kind]}")
+        seg = _build(kind, base, opts)
+    except ValueError as e:
+        raise ValueError(f"model {spec!r}: {short_reason(e)}") from None
+    except Exception as e:  # noqa: BLE001 - torch / onnxruntime / transformers / user code raise anything
+        raise ValueError(f"model {spec!r}: {type(e).__name__}: {short_reason(e)}") from e
+    seg.info.setdefault("kind", kind)
+    seg.info["spec"] = spec
+    return seg
+
+
+def _policy(opts: dict[str, Any]) -> InputPolicy | None:
+    if not any(k in opts for k in _POLICY):
+        return None
+    return InputPolicy(resize=opts.get("resize"), pad=opts.get("pad"), max_side=opts.get("max_side"))
+
+
+def _preprocess(opts: dict[str, Any], base: TorchPreprocess | None = None) -> TorchPreprocess | None:
+    if not any(k in opts for k in _NORM):
+        return None
+    base = base or TorchPreprocess(IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE)
+    return TorchPreprocess(opts.get("mean", base.mean), opts.get("std", base.std), opts.get("scale", base.scale))
+
+
+def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
+    """Construct the adapter of `kind` from checked options."""
+    from blindspots.models import adapters as A
+
+    path = Path(base)
+    classes = _read_classes(opts["classes"]) if "classes" in opts else None
+    common = {"num_classes": opts.get("num_classes"), "classes": classes, "info": {"kind": kind}}
+    torch_kw = {**common, "output": opts.get("output", "logits"), "batch_size": opts.get("batch_size", 16),
+                "device": opts.get("device", "cpu"), "policy": _policy(opts), "output_key": opts.get("output_key"),
+                "preprocess": _preprocess(opts)}
+    if kind == "precomputed":
+        return A.PrecomputedSegmenter(path, output=opts.get("output", "probabilities"), **common)
+    if kind == "hf":
+        from blindspots.models.adapters.hf import read_preprocessor
+        pre = read_preprocessor(path)[0]
+        torch_kw["preprocess"] = _preprocess(opts, pre) or pre
+        return A.HFSegmenter(path, **torch_kw)
+    if kind == "onnx":
+        norm = _preprocess(opts) or TorchPreprocess()
+        return A.OnnxSegmenter(path, opts.get("num_classes"), output=opts.get("output", "logits"),
+                               batch_size=opts.get("batch_size", 16), mean=norm.mean, std=norm.std, scale=norm.scale,
+                               output_name=opts.get("output_key"), policy=_policy(opts), classes=classes,
+                               info=common["info"])
+    if kind == "torchscript":
+        return A.TorchScriptSegmenter(path, **torch_kw)
+    if kind == "zoo":
+        return _load_zoo(path, torch_kw)
+    if kind == "factory":
+        return A.TorchSegmenter(_factory_module(base, opts.get("weights")), **torch_kw)
+    return A.CallableSegmenter(import_attr(base), opts.get("num_classes"), output=opts.get("output", "probabilities"),
+                               batch_size=opts.get("batch_size"), policy=_policy(opts), classes=classes,
+                               info=common["info"])
+
+
+def _read_classes(path: str) -> Any:
+    """The one classes-file reader (`blindspots.data.classfile`, shared with the data layouts)."""
+    from blindspots.data.classfile import read_classes
+
+    return read_classes(path)
+
+
+def _load_zoo(path: Path, torch_kw: dict[str, Any]) -> Any:
+    from blindspots.models.zoo import load_segmenter
+
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"expected a blindspots zoo checkpoint or a TorchScript file (both are zip archives "
+                         f"written by torch), got a file that is neither: {str(path)!r}")
+    kw = {k: v for k, v in torch_kw.items() if k not in ("num_classes", "info") and v is not None}
+    try:
+        seg = load_segmenter(path, **kw)
+    except ValueError as e:
+        raise ValueError(f"{short_reason(e, 200)}; for a plain state_dict give its architecture: "
+                         "'package.module:factory?weights=FILE'") from None
+    if torch_kw.get("num_classes") not in (None, seg.num_classes):
+        raise ValueError(f"num_classes: expected {seg.num_classes} (the checkpoint's), got {torch_kw['num_classes']}")
+    return seg
+
+
+def _factory_module(target: str, weights: str | None) -> Any:
+    """factory() -> nn.Module, with the state dict of `weights` loaded (weights_only: no code runs)."""
+    import torch
+
+    obj = import_attr(target)
+    module = obj if isinstance(obj, torch.nn.Module) else obj()
+    if not isinstance(module, torch.nn.Module):
+        raise ValueError(f"expected {target}() to return a torch nn.Module, got {type(module).__name__}")
+    if weights is None:
+        return module
+    wpath = Path(weights)
+    if not wpath.is_file():
+        raise ValueError(f"weights: expected an existing state_dict file, got {weights!r}")
+    try:
+        state = torch.load(wpath, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises many types for a bad or pickled file
+        raise ValueError(f"weights: expected a state_dict file that loads with weights_only=True, got {weights!r} "
+                         f"({short_reason(e, 160)})") from None
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]  # common wrapper {"state_dict": ..., "epoch": ...}
+    if not isinstance(state, dict):
+        raise ValueError(f"weights: expected a state_dict (a dict of tensors), got {type(state).__name__}")
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as e:
+        raise ValueError(f"weights: expected a state_dict that fits {target}(), got {weights!r} "
+                         f"({short_reason(e, 200)})") from None
+    return module

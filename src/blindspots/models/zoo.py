@@ -15,7 +15,6 @@ state_dict and meta (training data, epochs, seed, metrics, ...), written atomica
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,6 +24,7 @@ from torch import nn
 
 from blindspots.data.classes import Classes
 from blindspots.models.adapters import TorchSegmenter
+from blindspots.models.checkpoints import load_checkpoint_dict, save_checkpoint_dict
 
 CHECKPOINT_FORMAT = "blindspots.segmenter/1"
 
@@ -176,16 +176,13 @@ def save_checkpoint(
     Holds arch (a ZOO name), num_classes, classes (Classes.to_dict()), state_dict, meta
     (JSON-like: training data, epochs, seed, metrics) and `extra` (e.g. optimizer state for resume).
     arch=None and classes=None write a training-state file for a module outside the zoo
-    (resumable by `models.train`, not loadable by `load_checkpoint`).
+    (resumable by `training.segmentation`, not loadable by `load_checkpoint`).
     """
     if arch is not None and arch not in ZOO:
         raise ValueError(f"arch: expected one of {sorted(ZOO)} (or None), got {arch!r}")
     if classes is not None and not isinstance(classes, Classes):
         raise ValueError(f"classes: expected a blindspots Classes (or None), got {type(classes).__name__}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
-        "format": CHECKPOINT_FORMAT,
         "arch": arch,
         "num_classes": None if classes is None else classes.num_classes,
         "classes": None if classes is None else classes.to_dict(),
@@ -194,24 +191,12 @@ def save_checkpoint(
     }
     if extra:
         payload.update(extra)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
-    return path
+    return save_checkpoint_dict(path, payload, format=CHECKPOINT_FORMAT)
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """The raw checkpoint dict (weights_only load: no code runs from the file)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"path: expected an existing checkpoint file, got {str(path)!r}")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for a bad file
-        raise ValueError(f"path: expected a blindspots checkpoint, got an unreadable file {str(path)!r} ({exc})") from exc
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"path: expected a blindspots checkpoint ({CHECKPOINT_FORMAT}), got {str(path)!r}")
-    return ckpt
+    return load_checkpoint_dict(path, format=CHECKPOINT_FORMAT)
 
 
 def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
@@ -229,13 +214,16 @@ def load_checkpoint(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
     return module, info
 
 
-def load_segmenter(path: str | Path, *, batch_size: int = 16, device: str = "cpu") -> TorchSegmenter:
+def load_segmenter(path: str | Path, *, batch_size: int = 16, device: str = "cpu", **options: Any
+                   ) -> TorchSegmenter:
     """A checkpoint as a Segmenter: predict_proba(uint8 [N, H, W, 3]) -> float32 [N, C, H, W].
 
-    The returned adapter also carries `.classes` and `.info` (arch, meta) for reports.
+    The adapter's `.classes` are the checkpoint's (unless options give `classes`) and `.info`
+    holds kind "zoo", path, arch, num_classes, classes and meta. options: more TorchSegmenter
+    keywords (policy, preprocess, output, output_key).
     """
     module, info = load_checkpoint(path)
-    seg = TorchSegmenter(module, info["num_classes"], output="logits", batch_size=batch_size, device=device)
-    seg.classes = info["classes"]  # type: ignore[attr-defined]
-    seg.info = info  # type: ignore[attr-defined]
-    return seg
+    options.setdefault("classes", info["classes"])
+    options.setdefault("output", "logits")
+    return TorchSegmenter(module, info["num_classes"], batch_size=batch_size, device=device,
+                          info={"kind": "zoo", "path": str(path), **info}, **options)

@@ -19,14 +19,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from blindspots.scan.pipeline import resize_image
-from blindspots.scan.table import ScanLayout, ids_digest, load_manifest, write_shard
+from blindspots.scan.engines.pipeline import resize_image
+from blindspots.scan.layout import ScanLayout
+from blindspots.scan.manifest import ids_digest, load_manifest
+from blindspots.scan.plan import scan_ids
+from blindspots.scan.schema import RESERVED, RESERVED_PREFIXES
+from blindspots.scan.shards import write_shard
 
 log = logging.getLogger(__name__)
 
 PART_NAME = re.compile(r"^[a-z0-9_]+$")
-RESERVED = ("id", "status", "error", "width", "height")
-RESERVED_PREFIXES = ("frac__", "entropy__", "maxprob__", "dpa__", "dmiou__")
 Compute = Callable[[np.ndarray], dict[str, np.ndarray]]  # uint8 [n, H, W, 3] -> {column: float [n]}
 
 
@@ -47,7 +49,7 @@ def add_columns(out_dir: str | Path, pool: Any, part: str, compute: Compute, *, 
         raise ValueError(f"part: expected a name of lowercase letters, digits and underscores, got {part!r}")
     if int(batch_size) < 1:
         raise ValueError(f"batch_size: expected a positive integer, got {batch_size}")
-    ids = sorted(pool.ids)
+    ids = scan_ids(pool)
     if ids_digest(ids) != manifest["ids_sha256"]:
         raise ValueError(f"pool: expected the pool that was scanned into {str(out_dir)!r} "
                          f"({manifest['n_images']} images), got a different id list ({len(ids)} images)")

@@ -1,11 +1,15 @@
-"""Argmax maps on disk: one index PNG per model and image id, `out_dir/maps/<M>/<id>.png`."""
+"""Argmax maps on disk: one index PNG per model and image id, `out_dir/maps/<M>/<artifact name>`.
+
+Written under the ids rule (`blindspots.ids.artifact_name`: "a/cat.jpg" -> "a/cat.png"); read
+with `find_artifact`, so scans written before the rule ("a/cat.jpg.png") still read.
+"""
 from __future__ import annotations
 
 import numpy as np
 from PIL import Image
 
+from blindspots.scan.layout import ScanLayout
 from blindspots.scan.png import encode_index_png
-from blindspots.scan.table import ScanLayout
 
 PNG_COMPRESS_LEVEL = 1  # fast zlib level: maps are small and written once per image and model
 
@@ -23,15 +27,23 @@ def save_maps(layout: ScanLayout, model: str, ids: list[str], maps: np.ndarray) 
             fh.write(data)
 
 
+def load_map(layout: ScanLayout, model: str, image_id: str) -> np.ndarray | None:
+    """The saved map of one id (array [H, W] of class ids), or None when there is none."""
+    path = layout.find_map(model, image_id)
+    if path is None:
+        return None
+    with Image.open(path) as im:
+        return np.asarray(im)
+
+
 def load_maps(layout: ScanLayout, model: str, ids: list[str]) -> list[np.ndarray]:
     """The saved maps of `ids` (arrays [H, W] of class ids); ValueError naming a missing file."""
     out = []
     for image_id in ids:
-        path = layout.map_path(model, image_id)
-        if not path.exists():
-            raise ValueError(f"out_dir: expected the saved map {path} of a finished shard, got none; "
-                             f"the scan folder is incomplete, delete {layout.root / 'models' / model} "
-                             f"to redo {model!r}")
-        with Image.open(path) as im:
-            out.append(np.asarray(im))
+        m = load_map(layout, model, image_id)
+        if m is None:
+            raise ValueError(f"out_dir: expected the saved map {layout.map_path(model, image_id)} of a finished "
+                             f"shard, got none; the scan folder is incomplete, delete "
+                             f"{layout.root / 'models' / model} to redo {model!r}")
+        out.append(m)
     return out

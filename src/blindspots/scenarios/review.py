@@ -10,16 +10,25 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 import pandas as pd
 
-from blindspots.defuse.distill import Scenarios
-from blindspots.defuse.vae import BetaVAE
+from blindspots._validation import check_number
 from blindspots.human.votes import NONE, majority_vote
 from blindspots.models.adapters import Classifier
+from blindspots.scenarios.clustering import Scenarios
 from blindspots.scenarios.sampling import sample_codes
+
+
+class Decoder(Protocol):
+    """What review needs of a generative model (e.g. `defuse.vae.BetaVAE`): latent codes -> images."""
+
+    latent_dim: int
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """float32 [N, latent_dim] -> uint8 [N, H, W, C]."""
 
 
 @dataclass
@@ -48,7 +57,7 @@ def predict(classifier: Classifier, images: np.ndarray, num_classes: int) -> np.
     return proba.argmax(1).astype(np.int64)
 
 
-def build_review(scenarios: Scenarios, vae: BetaVAE, classifier: Classifier, class_names: Sequence[str], *,
+def build_review(scenarios: Scenarios, vae: Decoder, classifier: Classifier, class_names: Sequence[str], *,
                  n_per: int = 10, tau: float = 0.5, seed: int = 0) -> ReviewSet:
     """Sample `n_per` images per scenario (paper: 10, τ = 0.5 for MNIST) with the classifier's predictions."""
     if scenarios.latent_dim != vae.latent_dim:
@@ -104,8 +113,7 @@ def decide_scenarios(review: ReviewSet, votes: pd.DataFrame, *, rho: float = 0.5
     label (majority item label; NONE if no item is labelled), label_name. Item table: items with
     label, n_votes, agreement, disagrees, in_failure_scenario.
     """
-    if not 0 <= rho < 1:
-        raise ValueError(f"rho: expected a fraction in [0, 1), got {rho}")
+    check_number(rho, "rho", low=0, high=1, high_open=True)
     k = len(review.class_names)
     known = set(review.items["item_id"].astype(str))
     unknown = sorted(set(votes["item_id"].astype(str)) - known) if "item_id" in votes else []

@@ -5,6 +5,8 @@ from typing import Sequence
 
 import numpy as np
 
+from blindspots._validation import check_number
+
 # Sample diversity τ per dataset (Defuse §4.1): 0.5 for MNIST, 0.01 for SVHN and German signs.
 TAU = {"mnist": 0.5, "svhn": 0.01, "german_signs": 0.01}
 
@@ -23,8 +25,7 @@ def sample_codes(means: np.ndarray, covariances: np.ndarray, n_per: int, *, tau:
         raise ValueError(f"covariances: expected shape [J, D, D] matching means {means.shape}, got {covariances.shape}")
     if n_per < 0:
         raise ValueError(f"n_per: expected a non-negative count, got {n_per}")
-    if tau <= 0:
-        raise ValueError(f"tau: expected a positive covariance scale, got {tau}")
+    check_number(tau, "tau", low=0, low_open=True)  # the covariance scale
     which = list(range(len(means))) if which is None else [int(j) for j in which]
     for j in which:
         if not 0 <= j < len(means):

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from blindspots.metrics import ConfusionMatrix, iou_per_class, per_image_class_iou
+from blindspots.metrics import evaluate, per_image_class_iou
 
 logger = logging.getLogger(__name__)
 
@@ -204,12 +204,7 @@ def class_iou(module: Any, data: Any, num_classes: int, *, batch_size: int = 8) 
     from blindspots.models.adapters import TorchSegmenter
 
     seg = TorchSegmenter(module, num_classes, batch_size=batch_size)
-    cm = ConfusionMatrix(num_classes)
-    for s in range(0, len(data), batch_size):
-        items = [data[i] for i in range(s, min(len(data), s + batch_size))]
-        proba = seg.predict_proba(np.stack([np.asarray(im) for im, _ in items]))
-        cm.update(proba.argmax(1), np.stack([np.asarray(mk) for _, mk in items]).astype(np.int64))
-    return iou_per_class(cm.compute())
+    return evaluate(seg, data, num_classes, batch_size=batch_size).iou_per_class()
 
 
 def run_retraining(model: Any, base: Any, candidates: Any, sa: np.ndarray, val: Any, test: Any, *,
@@ -225,7 +220,7 @@ def run_retraining(model: Any, base: Any, candidates: Any, sa: np.ndarray, val: 
     Results are written to ``work_dir/retrain.json`` after every run; a rerun skips finished runs.
     Returns columns dataset, level, size, n_added, class_iou, miou.
     """
-    from blindspots.finetune.segmentation import SubsetPairs
+    from blindspots.training.replay import SubsetPairs
 
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -257,7 +252,7 @@ def sa_and_iou(extractor: Any, estimators: Mapping[str, Any], dataset: Any, *,
     """Image-level group SA of every estimator and the group IoU of the model on a labelled set.
 
     dataset: ``len()`` and ``[i] -> (image uint8 [H, W, 3], mask int [H, W])``; read `chunk` images at a
-    time (consecutive equal-size images are batched together).
+    time, each size within a chunk run as one batch (images of different sizes are fine).
     groups: name -> class ids (None: one group per class). A single-class group's SA is the raw class SA
     (comparable to the paper's per-class LSA/MDSA); a multi-class group's SA is the mean of z-scored class
     SAs (Section 5.1).
@@ -266,7 +261,7 @@ def sa_and_iou(extractor: Any, estimators: Mapping[str, Any], dataset: Any, *,
     """
     from tqdm.auto import tqdm
 
-    from blindspots.surprise.image import class_surprise, group_surprise
+    from blindspots.surprise.image import class_surprise, group_surprise, size_groups
 
     c = extractor.num_classes
     groups = _groups(groups, c)
@@ -275,13 +270,13 @@ def sa_and_iou(extractor: Any, estimators: Mapping[str, Any], dataset: Any, *,
     n = len(dataset)
     for s in tqdm(range(0, n, chunk), desc="SA vs IoU", disable=not progress):
         items = [dataset[i] for i in range(s, min(n, s + chunk))]
-        shapes: dict[tuple, list[int]] = {}
-        for j, (im, _) in enumerate(items):
-            shapes.setdefault(np.shape(im), []).append(j)
-        if len(shapes) != 1:
-            raise ValueError(f"dataset: expected images of one size within a chunk, got shapes {sorted(shapes)}")
-        imgs = np.stack([np.asarray(im) for im, _ in items])
-        masks = np.stack([np.asarray(mk) for _, mk in items]).astype(np.int64)
+        by_size = size_groups([np.asarray(im) for im, _ in items])
+        if by_size is None:
+            imgs: Any = np.stack([np.asarray(im) for im, _ in items])
+            masks: Any = np.stack([np.asarray(mk) for _, mk in items]).astype(np.int64)
+        else:  # mixed sizes: class_surprise runs each size as one batch; IoU per size below
+            imgs = [np.asarray(im) for im, _ in items]
+            masks = [np.asarray(mk).astype(np.int64) for _, mk in items]
         pred = None
         for name, est in estimators.items():
             res = class_surprise(extractor, est, imgs, per_class=per_class, seed=seed + s)
@@ -293,10 +288,17 @@ def sa_and_iou(extractor: Any, estimators: Mapping[str, Any], dataset: Any, *,
                 else:
                     cols.append(group_surprise(res.class_sa, est, {"g": members})[:, 0])
             out_sa[name].append(np.stack(cols, axis=1))
-        iou, in_label = group_iou(pred, masks, c, groups, ignore_index=ignore_index)
+        if by_size is None:
+            iou, in_label = group_iou(pred, masks, c, groups, ignore_index=ignore_index)
+        else:
+            iou, in_label = np.empty((len(items), len(groups))), np.empty((len(items), len(groups)), dtype=bool)
+            for ix in by_size:
+                iou[ix], in_label[ix] = group_iou(np.stack([pred[i] for i in ix]), np.stack([masks[i] for i in ix]),
+                                                  c, groups, ignore_index=ignore_index)
+            pred = None  # no one [N, H, W] array for mixed sizes
         ious.append(iou)
         labs.append(in_label)
         preds.append(pred)
-    same = len({p.shape[1:] for p in preds}) == 1
+    same = all(p is not None for p in preds) and len({p.shape[1:] for p in preds}) == 1
     return ({k: np.concatenate(v) for k, v in out_sa.items()}, np.concatenate(ious), np.concatenate(labs),
             np.concatenate(preds) if same else np.zeros(0, dtype=np.int64))

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from blindspots.surprise._validation import check_labels, check_traces
+from blindspots._validation import check_labels, check_traces
 
 logger = logging.getLogger(__name__)
 

@@ -114,7 +114,8 @@ class ImageSurprise:
     class_sa: float64 [N, C] mean SA of the sampled pixels predicted as each class; NaN where the
         class is not predicted in the image or has no model (``estimator.skipped_classes_``).
     pixel_counts: int64 [N, C] predicted pixels of each class.
-    pred: int64 [N, H, W] argmax maps (classification: [N]).
+    pred: int64 [N, H, W] argmax maps (classification: [N]); for images of different sizes a list of
+        N int64 [H_i, W_i] maps.
     """
 
     class_sa: np.ndarray
@@ -132,20 +133,54 @@ class ImageSurprise:
         return group_surprise(self.class_sa, estimator, {"all": members})[:, 0]
 
 
+def size_groups(images: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray] | None:
+    """Indices int64 [k] of the images of each size, in order of first appearance; None when every
+    image has one size (then the callers run one batch, exactly as for an [N, H, W, 3] array)."""
+    if isinstance(images, np.ndarray):
+        return None
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, im in enumerate(images):
+        groups.setdefault(np.shape(im), []).append(i)
+    if len(groups) <= 1:
+        return None
+    return [np.asarray(ix, dtype=np.int64) for ix in groups.values()]
+
+
 def class_surprise(extractor: TraceExtractor, estimator: SurpriseEstimator,
                    images: np.ndarray | Sequence[np.ndarray], *, per_class: int | None = SCORE_PIXELS_PER_CLASS,
                    seed: int = 0, progress: bool = False) -> ImageSurprise:
     """Class SA per image: up to `per_class` (paper: 1,000) pixels of each predicted class are scored.
 
-    images: uint8 [N, H, W, 3]. Classification: class_sa holds each image's SA in its predicted class.
+    images: uint8 [N, H, W, 3], or a sequence of uint8 [H_i, W_i, 3] images of different sizes (run one
+    size at a time; each image's pixel sample depends on (seed, its index) only, not on the grouping).
+    Classification: class_sa holds each image's SA in its predicted class.
     """
-    batch = as_image_batch(images)
+    images = images if isinstance(images, np.ndarray) else list(images)
+    rngs = np.random.SeedSequence(seed).spawn(len(images))
+    groups = size_groups(images)
+    if groups is None:
+        return _class_surprise(extractor, estimator, as_image_batch(images), rngs, per_class, progress)
+    n, c = len(images), extractor.num_classes
+    out = ImageSurprise(np.full((n, c), np.nan), np.zeros((n, c), dtype=np.int64), [None] * n)  # type: ignore[arg-type]
+    for ix in groups:
+        part = _class_surprise(extractor, estimator, as_image_batch([images[i] for i in ix]),
+                               [rngs[i] for i in ix], per_class, progress)
+        out.class_sa[ix], out.pixel_counts[ix] = part.class_sa, part.pixel_counts
+        for k, i in enumerate(ix):
+            out.pred[i] = part.pred[k]
+    if extractor.task == "classification":
+        out.pred = np.asarray(out.pred, dtype=np.int64)
+    return out
+
+
+def _class_surprise(extractor: TraceExtractor, estimator: SurpriseEstimator, batch: np.ndarray,
+                    rngs: Sequence[np.random.SeedSequence], per_class: int | None, progress: bool) -> ImageSurprise:
+    """`class_surprise` of one batch uint8 [N, H, W, 3] of one size; rngs: one seed sequence per image."""
     n, c = batch.shape[0], extractor.num_classes
     class_sa = np.full((n, c), np.nan)
     counts = np.zeros((n, c), dtype=np.int64)
     preds = []
     modelled = set(estimator.classes_.tolist())
-    rngs = np.random.SeedSequence(seed).spawn(n)
     for start, feat, proba in tqdm(extractor.iter_batches(batch), total=-(-n // extractor.model.batch_size),
                                    desc="class SA", disable=not progress):
         pred = proba.argmax(axis=1)
@@ -242,9 +277,22 @@ def surprise_heatmaps(extractor: TraceExtractor, estimator: SurpriseEstimator,
     """SA of every pixel under its predicted class: (sa float32 [N, H, W], pred int64 [N, H, W]).
 
     Pixels whose predicted class has no model are NaN (listed in ``estimator.skipped_classes_``).
+    Images of different sizes (a sequence): run one size at a time; returns two lists of N maps
+    (float32 [H_i, W_i] and int64 [H_i, W_i]) in the input order.
     """
     if extractor.task != "segmentation":
         raise ValueError("extractor: expected a segmentation model for pixel heatmaps, got a classifier")
+    images = images if isinstance(images, np.ndarray) else list(images)
+    groups = size_groups(images)
+    if groups is not None:
+        sa_maps: list = [None] * len(images)
+        pred_maps: list = [None] * len(images)
+        for ix in groups:
+            sa, pred = surprise_heatmaps(extractor, estimator, as_image_batch([images[i] for i in ix]),
+                                         progress=progress)
+            for k, i in enumerate(ix):
+                sa_maps[i], pred_maps[i] = sa[k], pred[k]
+        return sa_maps, pred_maps  # type: ignore[return-value]
     batch = as_image_batch(images)
     n, (h, w) = batch.shape[0], batch.shape[1:3]
     sa_all = np.empty((n, h, w), dtype=np.float32)

@@ -133,8 +133,10 @@ def write_video(frames: Iterable[np.ndarray], path: str | Path, *, fps: float = 
 
 def panels_for(images: np.ndarray, preds: np.ndarray, sa_maps: np.ndarray, classes: Classes, *,
                labels: np.ndarray | None = None, threshold: float | None = None) -> Iterable[np.ndarray]:
-    """Yield a panel per image with one colour scale for the whole sequence (1st/99th percentile)."""
-    vals = np.asarray(sa_maps)[np.isfinite(sa_maps)]
+    """Yield a panel per image with one colour scale for the whole sequence (1st/99th percentile).
+    images, preds, sa_maps (and labels): arrays [N, H, W, ...] or sequences of per-image arrays of any size."""
+    vals = np.concatenate([np.ravel(m) for m in sa_maps]) if len(sa_maps) else np.zeros(0, np.float32)
+    vals = vals[np.isfinite(vals)]
     vmin, vmax = (float(np.percentile(vals, 1)), float(np.percentile(vals, 99))) if vals.size else (0.0, 1.0)
     thr = threshold if threshold is not None else (float(np.percentile(vals, 90)) if vals.size else None)
     for i in range(len(images)):

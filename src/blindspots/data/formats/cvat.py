@@ -21,6 +21,7 @@ Export the target's predictions for S as `masks` to give annotators a pre-annota
 from __future__ import annotations
 
 import io
+import logging
 import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Mapping
@@ -31,6 +32,8 @@ from scipy import ndimage
 
 from blindspots.data.classes import Classes, voc_palette
 from blindspots.data.formats.masks import VOID_COLOR, check_mask, rgb_to_index
+
+log = logging.getLogger(__name__)
 
 LABELMAP_HEADER = "# label:color_rgb:parts:actions"
 
@@ -129,20 +132,34 @@ def export_cvat(path: str | Path, masks: Mapping[str, np.ndarray], classes: Clas
 
 
 def parse_labelmap(text: str) -> dict[str, tuple[int, int, int]]:
-    """labelmap.txt -> {label: (r, g, b)}; bad lines raise ValueError naming the line."""
+    """labelmap.txt -> {label: (r, g, b)}; bad lines raise ValueError naming the line.
+
+    A label without a colour (`car:::`) gets the VOC colour of its position in the file, as datumaro
+    (CVAT's dataset library) does, so a colourless labelmap reads the VOC palette masks it describes.
+    """
     out: dict[str, tuple[int, int, int]] = {}
+    voc = voc_palette(256)
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         parts = line.split(":")
         try:
-            rgb = tuple(int(x) for x in parts[1].split(","))
+            if len(parts) < 2 or not parts[1].strip():
+                rgb = tuple(int(x) for x in voc[len(out)])
+            else:
+                rgb = tuple(int(x) for x in parts[1].split(","))
             if len(rgb) != 3 or not all(0 <= x <= 255 for x in rgb):
                 raise ValueError
         except (IndexError, ValueError):
             raise ValueError(f"path: labelmap.txt line {n}: expected 'label:r,g,b:parts:actions', got {line!r}") from None
         out[parts[0]] = rgb  # type: ignore[assignment]
+    seen: dict[tuple[int, int, int], str] = {}
+    for label, rgb in out.items():
+        if rgb in seen:
+            raise ValueError(f"path: labelmap.txt: expected one colour per label, got {rgb} for both "
+                             f"{seen[rgb]!r} and {label!r}")
+        seen[rgb] = label
     return out
 
 
@@ -150,7 +167,8 @@ def import_cvat(path: str | Path, classes: Classes, *, ids: Iterable[str] | None
     """Read a CVAT Segmentation Mask 1.1 zip (or an extracted folder).
 
     classes: the project's classes; CVAT labels map to them by name ('background' -> the class
-        named background, else ignore_index).
+        named background, else ignore_index). Project labels that are not classes are ignored (with a
+        warning) when no pixel uses them; a labelmap without colours means VOC colours in label order.
     ids: image ids to map names back to (a name is the id without extension); None: the
         names themselves are the keys.
     Returns {id: uint8 [H, W]} read from SegmentationClass/.
@@ -175,9 +193,15 @@ def import_cvat(path: str | Path, classes: Classes, *, ids: Iterable[str] | None
     labelmap = parse_labelmap(files["labelmap.txt"].decode("utf-8"))
     label_ids = _label_ids(classes)
     unknown = [n for n in labelmap if n not in label_ids]
-    if unknown:
-        raise ValueError(f"path: expected CVAT labels among {list(classes.names)} (+ background), got {unknown}")
-    colors = {c: label_ids[n] for n, c in labelmap.items()}
+    colors = {c: label_ids[n] for n, c in labelmap.items() if n in label_ids}
+    # a project label that is not a class is fine as long as no pixel uses it: each gets a value that
+    # is neither a class nor ignore, found after decoding
+    free = [v for v in range(255, -1, -1) if v not in set(label_ids.values())]
+    if len(unknown) > len(free):
+        raise ValueError(f"path: expected CVAT labels among {list(classes.names)} (+ background), got "
+                         f"{len(unknown)} others")
+    marker = dict(zip(unknown, free))
+    colors.update({labelmap[n]: v for n, v in marker.items()})
     prefix = "SegmentationClass/"
     masks = {n[len(prefix):-4]: b for n, b in files.items() if n.startswith(prefix) and n.lower().endswith(".png")}
     listed = files.get("ImageSets/Segmentation/default.txt")
@@ -200,5 +224,12 @@ def import_cvat(path: str | Path, classes: Classes, *, ids: Iterable[str] | None
     for n in names:
         with Image.open(io.BytesIO(masks[n])) as im:
             rgb = np.asarray(im.convert("RGB"))
-        out[by_name[n]] = rgb_to_index(rgb, colors, name=f"SegmentationClass/{n}.png")
+        mask = rgb_to_index(rgb, colors, name=f"SegmentationClass/{n}.png")
+        used = [label for label, v in marker.items() if (mask == v).any()]
+        if used:
+            raise ValueError(f"path: expected CVAT labels among {list(classes.names)} (+ background) in "
+                             f"SegmentationClass/{n}.png, got pixels labelled {used}")
+        out[by_name[n]] = mask
+    if unknown:
+        log.warning("CVAT import: project label(s) %s are not classes; no pixel uses them, ignored", unknown)
     return out

@@ -14,26 +14,43 @@ Public API (stable):
   `mask_to_rle(binary [H, W]) -> list[int]`, `rle_to_mask(rle, height, width) -> bool [H, W]`.
 - `labeling_config(classes, *, from_name="tag", to_name="image") -> str` (the XML to paste
   into the Label Studio project).
-- `export_labelstudio(path, masks, classes, *, image_url="/data/local-files/?d={id}",
-  model_version="target") -> Path`: a JSON list of tasks, each with `data.image`,
-  `data.blindspots_id` and a `predictions` entry holding one brush result per class present.
-- `import_labelstudio(path_or_tasks, classes, *, fill_value=None) -> dict[id, uint8 [H, W]]`:
-  the latest non-cancelled annotation of each task; pixels no brush covers get `fill_value`
-  (default: classes.ignore_index); later results paint over earlier ones.
+- `export_labelstudio(path, masks, classes, *, image_url=None, image_root=None, document_root=None,
+  model_version="target") -> Path`: a JSON list of tasks, each with `data.image` (a URL Label Studio
+  can serve, see `task_image_url`), `data.blindspots_id` and a `predictions` entry holding one brush
+  result per class present.
+- `import_labelstudio(path_or_tasks, classes, *, ids=None, fill_value=None) -> dict[id, uint8 [H, W]]`:
+  a JSON or JSON_MIN export; the latest non-cancelled annotation of each task; pixels no brush
+  covers get `fill_value` (default: classes.ignore_index); later results paint over earlier ones.
+  Tasks created in Label Studio itself (no `data.blindspots_id`) are matched to `ids` by the image's
+  path or file name.
+
+Serving the images: Label Studio serves local files only from a Local Files storage whose path is a
+strict subfolder of `LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT`; a task's URL is then
+`/data/local-files/?d=<image path relative to the document root>` (docs/annotation_tools.md).
 """
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
 import zlib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
+from urllib.parse import parse_qs, quote, unquote, urlparse
 
 import numpy as np
 
 from blindspots.data.classes import Classes
 from blindspots.data.formats.masks import check_mask
 
+log = logging.getLogger(__name__)
+
 _RLE_SIZES = (3, 4, 8, 16)
+#: the default task URL before a user says where Label Studio finds the images
+DEFAULT_IMAGE_URL = "/data/local-files/?d={id}"
+DOCUMENT_ROOT_ENV = "LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT"
+_UPLOAD_PREFIX = re.compile(r"^[0-9a-f]{8}-(.+)$")  # Label Studio renames uploads "<8 hex>-<name>"
 _MAX_CHUNK = 1 << 16
 
 
@@ -174,23 +191,53 @@ def brush_results(mask: np.ndarray, classes: Classes, *, from_name: str = "tag",
     return out
 
 
+def task_image_url(image_id: str, *, image_url: str | None = None, image_root: str | Path | None = None,
+                   document_root: str | Path | None = None) -> str:
+    """The URL Label Studio loads the image of `image_id` from.
+
+    image_url: a template with `{id}` ("http://host/imgs/{id}"), or an http(s)/s3/gs base URL the id is
+        appended to (quoted); wins over image_root.
+    image_root: the folder holding the images (the pool root) on the Label Studio machine: the URL becomes
+        `/data/local-files/?d=<path relative to document_root>`.
+    document_root: Label Studio's LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT (default: that environment
+        variable, else image_root's parent — a Local Files storage must be a strict subfolder of it).
+    Neither: the old default `/data/local-files/?d=<id>` (only right when the document root is the pool).
+    """
+    if image_url is not None:
+        if "{id}" in image_url:
+            return image_url.replace("{id}", str(image_id))
+        if re.match(r"^(https?|s3|gs)://", image_url):
+            return image_url.rstrip("/") + "/" + quote(str(image_id), safe="/")
+        raise ValueError(f"image_url: expected a template containing '{{id}}' or an http(s):// base URL, "
+                         f"got {image_url!r}")
+    if image_root is None:
+        return DEFAULT_IMAGE_URL.replace("{id}", str(image_id))
+    root = Path(os.path.abspath(image_root))
+    doc = document_root if document_root is not None else os.environ.get(DOCUMENT_ROOT_ENV) or root.parent
+    doc = Path(os.path.abspath(doc))
+    if root == doc or doc not in root.parents:
+        raise ValueError(f"image_root: expected a strict subfolder of Label Studio's document root {str(doc)!r} "
+                         f"({DOCUMENT_ROOT_ENV}), got {str(root)!r}")
+    rel = (root / str(image_id)).relative_to(doc).as_posix()
+    return "/data/local-files/?d=" + quote(rel, safe="/")
+
+
 def export_labelstudio(path: str | Path, masks: Mapping[str, np.ndarray], classes: Classes, *,
-                       image_url: str = "/data/local-files/?d={id}", model_version: str = "target",
+                       image_url: str | None = None, image_root: str | Path | None = None,
+                       document_root: str | Path | None = None, model_version: str = "target",
                        from_name: str = "tag", to_name: str = "image") -> Path:
     """Write Label Studio tasks (JSON list) with `masks` as predictions (pre-annotations).
 
     masks: image id -> int [H, W] (the target's prediction for S).
-    image_url: task image URL, `{id}` is replaced by the image id (default: Label Studio's
-        local-files storage URL).
+    image_url / image_root / document_root: where Label Studio finds the images (`task_image_url`).
     """
     if not masks:
         raise ValueError("masks: expected at least one mask, got none")
-    if "{id}" not in image_url:
-        raise ValueError(f"image_url: expected a template containing '{{id}}', got {image_url!r}")
     tasks = []
     for image_id, mask in masks.items():
+        url = task_image_url(str(image_id), image_url=image_url, image_root=image_root, document_root=document_root)
         tasks.append({
-            "data": {"image": image_url.replace("{id}", str(image_id)), "blindspots_id": str(image_id)},
+            "data": {"image": url, "blindspots_id": str(image_id)},
             "predictions": [{"model_version": model_version,
                              "result": brush_results(mask, classes, from_name=from_name, to_name=to_name,
                                                      key=str(image_id))}],
@@ -201,53 +248,161 @@ def export_labelstudio(path: str | Path, masks: Mapping[str, np.ndarray], classe
     return path
 
 
+def _when(ann: Mapping[str, Any]) -> str:
+    return str(ann.get("updated_at") or ann.get("created_at") or "")
+
+
 def _latest_annotation(task: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    anns = [a for a in task.get("annotations") or [] if not a.get("was_cancelled")]
+    anns = [a for a in task.get("annotations") or [] if not (a.get("was_cancelled") or a.get("skipped"))]
     if not anns:
         return None
-    return max(enumerate(anns), key=lambda t: (str(t[1].get("updated_at") or t[1].get("created_at") or ""), t[0]))[1]
+    return max(enumerate(anns), key=lambda t: (_when(t[1]), t[0]))[1]
+
+
+def _is_brush(v: Any) -> bool:
+    return isinstance(v, Mapping) and ("brushlabels" in v or v.get("format") == "rle")
+
+
+def _min_results(record: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """JSON_MIN record -> its brush results in the JSON export's shape, or None if it holds none."""
+    found = None
+    for key, value in record.items():
+        if isinstance(value, list) and value and all(_is_brush(v) for v in value):
+            found = (found or []) + [{"type": "brushlabels", "from_name": key, "value": dict(v),
+                                      "original_width": v.get("original_width"),
+                                      "original_height": v.get("original_height")} for v in value]
+    return found
+
+
+def _normalise(tasks: Any) -> list[tuple[int, dict[str, Any], list[dict[str, Any]] | None]]:
+    """JSON (tasks with data + annotations) or JSON_MIN (one flat record per annotation) ->
+    [(task number, data, results of the latest annotation or None)]; unknown shapes raise."""
+    if isinstance(tasks, Mapping) and "data" in tasks:
+        tasks = [tasks]  # one task exported alone
+    if not isinstance(tasks, list):
+        keys = sorted(tasks)[:6] if isinstance(tasks, Mapping) else type(tasks).__name__
+        hint = " (a COCO export? export JSON or JSON_MIN instead)" if isinstance(tasks, Mapping) and \
+            {"images", "annotations", "categories"} <= set(tasks) else ""
+        raise ValueError(f"source: expected a Label Studio JSON or JSON_MIN export (a list of tasks), got {keys}{hint}")
+    out: list[tuple[int, dict[str, Any], list[dict[str, Any]] | None]] = []
+    latest_min: dict[Any, tuple[str, int]] = {}
+    for t, task in enumerate(tasks):
+        if not isinstance(task, Mapping):
+            raise ValueError(f"source: task {t}: expected a JSON object, got {type(task).__name__}")
+        if isinstance(task.get("data"), Mapping):
+            ann = _latest_annotation({"annotations": task.get("annotations", task.get("completions"))})
+            out.append((t, dict(task.get("data") or {}), None if ann is None else list(ann.get("result") or [])))
+            continue
+        results = _min_results(task)
+        data = {k: v for k, v in task.items() if not isinstance(v, list)}
+        if results is None and not any(isinstance(v, str) for v in data.values()):
+            raise ValueError(f"source: task {t}: expected a Label Studio JSON task ('data', 'annotations') or a "
+                             f"JSON_MIN record (the image and brush results under the tag name), got keys "
+                             f"{sorted(task)[:8]}")
+        key = task.get("id", t)  # JSON_MIN: one record per annotation; keep each task's latest
+        when = (_when(task), t)
+        if key in latest_min and latest_min[key][0] >= when[0]:
+            continue
+        if key in latest_min:
+            out = [o for o in out if o[0] != latest_min[key][1]]
+        latest_min[key] = (when[0], t)
+        out.append((t, data, results))
+    return out
+
+
+def image_path_of(url: str) -> str:
+    """The file path a task's image URL points to: the `d=` of a local-files URL, the path of an http/s3
+    URL, or the string itself; a Label Studio upload's "<8 hex>-" prefix is dropped from the name."""
+    parsed = urlparse(url)
+    if "d" in parse_qs(parsed.query):
+        path = parse_qs(parsed.query)["d"][0]
+    elif parsed.scheme or url.startswith("/"):
+        path = unquote(parsed.path)
+    else:
+        path = url
+    p = PurePosixPath(path.replace("\\", "/"))
+    m = _UPLOAD_PREFIX.match(p.name) if "/upload/" in "/" + path else None
+    return str(p.with_name(m.group(1))) if m else str(p)
+
+
+def _matcher(ids: Sequence[str]) -> Any:
+    """url -> the id whose path the URL ends with (at a '/' boundary), else the one with its file name."""
+    by_name: dict[str, list[str]] = {}
+    for i in ids:
+        by_name.setdefault(PurePosixPath(i).name, []).append(i)
+
+    def match(url: str, where: str) -> str | None:
+        path = image_path_of(url)
+        hits = [i for i in ids if path == i or path.endswith("/" + i)]
+        if not hits:
+            hits = by_name.get(PurePosixPath(path).name, [])
+        if len(hits) > 1:
+            hits = sorted(hits, key=len, reverse=True)
+            raise ValueError(f"source: {where}: expected the image {url!r} to name one image id, got several: "
+                             f"{hits[:5]}")
+        return hits[0] if hits else None
+
+    return match
 
 
 def import_labelstudio(source: str | Path | Sequence[Mapping[str, Any]], classes: Classes, *,
-                       fill_value: int | None = None) -> dict[str, np.ndarray]:
-    """Label Studio JSON export (path or parsed list of tasks) -> {id: uint8 [H, W]}.
+                       ids: Sequence[str] | None = None, fill_value: int | None = None) -> dict[str, np.ndarray]:
+    """Label Studio JSON or JSON_MIN export (path or parsed list) -> {id: uint8 [H, W]}.
 
-    The id is `data.blindspots_id` (written by `export_labelstudio`), else `data.image`.
+    The id is `data.blindspots_id` (written by `export_labelstudio`). Without it (tasks created in Label
+    Studio from the same images): with `ids`, the id whose path or file name the task's image URL ends
+    with (tasks matching none are logged and skipped); without `ids`, `data.image` itself.
     Tasks without a non-cancelled annotation are skipped. Brush labels must be class names.
     """
     tasks = json.loads(Path(source).read_text(encoding="utf-8")) if isinstance(source, (str, Path)) else source
-    if not isinstance(tasks, list):
-        raise ValueError(f"source: expected a JSON list of Label Studio tasks, got {type(tasks).__name__}")
     fill = classes.ignore_index if fill_value is None else int(fill_value)
     if fill is None:
         raise ValueError("fill_value: expected a value for unpainted pixels (classes have no ignore_index)")
+    match = _matcher(list(ids)) if ids is not None else None
     out: dict[str, np.ndarray] = {}
-    for t, task in enumerate(tasks):
-        data = task.get("data") or {}
-        image_id = data.get("blindspots_id") or data.get("image")
+    unmatched: list[str] = []
+    for t, data, results in _normalise(tasks):
+        image = data.get("image") or next((v for v in data.values() if isinstance(v, str) and "/" in v), None)
+        image_id = data.get("blindspots_id")
+        if not image_id and image and match is not None:
+            image_id = match(str(image), f"task {t}")
+            if image_id is None:
+                unmatched.append(str(image))
+                continue
+        image_id = image_id or image
         if not image_id:
             raise ValueError(f"source: task {t}: expected data.blindspots_id or data.image, got {sorted(data)}")
-        ann = _latest_annotation(task)
-        if ann is None:
+        if results is None:
             continue
-        mask = None
-        for r in ann.get("result") or []:
-            if str(r.get("type", "")).lower() != "brushlabels":
-                continue
-            value = r.get("value") or {}
-            rle = value.get("rle", r.get("rle"))
-            labels = value.get("brushlabels") or r.get("brushlabels") or []
-            if rle is None or value.get("format", "rle") != "rle":
-                raise ValueError(f"source: task {t} ({image_id}): expected brush results in 'rle' format")
-            if len(labels) != 1:
-                raise ValueError(f"source: task {t} ({image_id}): expected one brush label per result, got {labels}")
-            k = classes.index(labels[0])
-            h, w = int(r["original_height"]), int(r["original_width"])
-            if mask is None:
-                mask = np.full((h, w), fill, dtype=np.uint8)
-            elif mask.shape != (h, w):
-                raise ValueError(f"source: task {t} ({image_id}): expected one image size, got {mask.shape} and {(h, w)}")
-            mask[rle_to_mask(rle, h, w)] = k
+        mask = _paint(results, classes, fill, f"task {t} ({image_id})")
         if mask is not None:
             out[str(image_id)] = mask
+    if unmatched:
+        log.warning("Label Studio import: %d task(s) match no image id and were skipped, e.g. %s",
+                    len(unmatched), unmatched[:3])
     return out
+
+
+def _paint(results: Sequence[Mapping[str, Any]], classes: Classes, fill: int, where: str) -> np.ndarray | None:
+    """Brush results of one annotation -> uint8 [H, W] (None when it holds no brush result)."""
+    mask = None
+    for r in results:
+        if str(r.get("type", "")).lower() != "brushlabels":
+            continue
+        value = r.get("value") or {}
+        rle = value.get("rle", r.get("rle"))
+        labels = value.get("brushlabels") or r.get("brushlabels") or []
+        if rle is None or value.get("format", "rle") != "rle":
+            raise ValueError(f"source: {where}: expected brush results in 'rle' format")
+        if len(labels) != 1:
+            raise ValueError(f"source: {where}: expected one brush label per result, got {labels}")
+        k = classes.index(labels[0])
+        if r.get("original_height") is None or r.get("original_width") is None:
+            raise ValueError(f"source: {where}: expected original_width and original_height in each brush result")
+        h, w = int(r["original_height"]), int(r["original_width"])
+        if mask is None:
+            mask = np.full((h, w), fill, dtype=np.uint8)
+        elif mask.shape != (h, w):
+            raise ValueError(f"source: {where}: expected one image size, got {mask.shape} and {(h, w)}")
+        mask[rle_to_mask(rle, h, w)] = k
+    return mask

@@ -1,0 +1,47 @@
+"""`blindspots mine`: pick the images of a scan most likely to be failures; write picks and a gallery."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def mine(
+    scan_dir: Path = typer.Argument(..., help="A scan folder written by `blindspots scan`."),
+    strategy: str = typer.Option("mad", "--strategy", "-s", help="mad (target vs competitors, the paper), "
+                                 "entropy (least certain target), surprise (needs `blindspots surprise score "
+                                 "--scan` first) or random (the control)."),
+    n: int = typer.Option(20, "-n", help="How many images to pick."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for picks.csv, picks.parquet and index.html "
+                             "(created)."),
+    target: Optional[str] = typer.Option(None, "--target", "-t", help="The scanned model under test (default: the "
+                                         "scan's target)."),
+    seed: int = typer.Option(0, help="Random seed (random strategy; the others are deterministic)."),
+    distance: str = typer.Option("pixel", help="MAD distance: pixel (1 - pixel agreement) or miou (1 - mIoU)."),
+    n3: int = typer.Option(25, help="MAD: images kept per (competitor, class, direction); the paper's 25."),
+    kind: str = typer.Option("mdsa", help="surprise: which surprise columns (mdsa, lsa, dsa)."),
+    pool: Optional[Path] = typer.Option(None, help="Where the pool's images are now (default: the folder that "
+                                        "was scanned)."),
+    gallery: bool = typer.Option(True, "--gallery/--no-gallery", help="Write index.html with thumbnails."),
+) -> None:
+    """Pick N images of SCAN_DIR with a strategy; write OUT/picks.csv, OUT/picks.parquet, OUT/index.html."""
+    from blindspots.mine.run import mine_scan, write_picks
+
+    settings = {"mad": {"distance": distance, "n3": n3}, "surprise": {"kind": kind}}.get(strategy, {})
+    if n < 1:
+        raise ValueError(f"-n: expected a positive number of images, got {n}")
+    picks = mine_scan(scan_dir, strategy, n, target=target, seed=seed, **settings)
+    csv, _ = write_picks(picks, out)
+    typer.echo(f"picked {len(picks)} image(s) with {strategy} -> {csv} (and picks.parquet)")
+    if gallery:
+        from blindspots.report.gallery import write_gallery
+
+        index = write_gallery(picks, scan_dir, out, pool_root=pool, title=f"{strategy}: {len(picks)} picks")
+        typer.echo(f"gallery: {index}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `mine` command."""
+    app.command("mine", help="Pick the images of a scan most likely to be failures (MAD, entropy, surprise, "
+                "random); write the picks (CSV, Parquet) and an offline gallery.")(mine)

@@ -1,0 +1,56 @@
+"""Plain-language reasons: turn a sampler's JSON `reason` into one sentence for people.
+
+e.g. MAD: "target vs deeplab disagree on 38% of pixels (person)"; entropy: "target's mean
+per-pixel entropy is 0.412 nats"; random: "random pick (seed 0)".
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+
+def _class(k: Any, names: Sequence[str] | None, given: str | None = None) -> str:
+    if given:
+        return str(given)
+    if names is not None and isinstance(k, int) and 0 <= k < len(names):
+        return str(names[k])
+    return f"class {k}"
+
+
+def _mad(r: dict, names: Sequence[str] | None) -> str:
+    picks = r.get("picks") or []
+    if not picks:
+        return "MAD pick"
+    best = max(picks, key=lambda p: (p.get("d", 0.0), -p.get("rank", 0)))
+    target, comp, d = r.get("target", "target"), best.get("competitor", "?"), float(best.get("d", float("nan")))
+    cls = _class(best.get("class"), names, best.get("class_name"))
+    if r.get("distance") == "dmiou":
+        text = f"{target} vs {comp}: mIoU distance {d:.2f} ({cls})"
+    else:
+        text = f"{target} vs {comp} disagree on {d:.0%} of pixels ({cls})"
+    others = {(p.get("competitor"), p.get("class")) for p in picks} - {(best.get("competitor"), best.get("class"))}
+    return text + (f"; also picked for {len(others)} other competitor/class pair(s)" if others else "")
+
+
+def describe(reason: str, class_names: Sequence[str] | None = None) -> str:
+    """One sentence for a sampler's `reason` (JSON); the text itself when it is not JSON."""
+    try:
+        r = json.loads(reason)
+    except (TypeError, ValueError):
+        return str(reason)
+    if not isinstance(r, dict):
+        return str(reason)
+    if "picks" in r:
+        return _mad(r, class_names)
+    strategy, target = r.get("strategy"), r.get("target", "target")
+    if strategy == "entropy":
+        return f"{target}'s mean per-pixel entropy is {float(r.get('value', float('nan'))):.3f} nats"
+    if strategy == "maxprob":
+        return f"{target}'s mean top-class probability is only {float(r.get('value', float('nan'))):.3f}"
+    if strategy == "random":
+        return f"random pick (seed {r.get('seed')})"
+    if strategy == "surprise":
+        where = "" if r.get("class_id") is None else f" for {_class(r.get('class_id'), class_names)}"
+        word = "surprise" if r.get("order", "high") == "high" else "surprise (least surprising first)"
+        return f"{target}'s {str(r.get('kind', '')).upper()} {word}{where} is {float(r.get('sa', float('nan'))):.3f}"
+    return str(reason)

@@ -1,0 +1,56 @@
+"""The one list of selection strategies: name -> sampler class.
+
+`make_sampler("mad", target="t", n3=25)` builds the sampler with its settings (checked against
+its constructor: an unknown setting is a ValueError naming it); `sampler_names()` lists the
+names a project, the CLI or the app may offer. Add a strategy here and every caller sees it.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from blindspots.mine.base import Sampler
+from blindspots.mine.entropy import EntropySampler
+from blindspots.mine.mad import MADSampler
+from blindspots.mine.random import RandomSampler
+from blindspots.mine.surprise import SurpriseSampler
+
+SAMPLERS: dict[str, type[Sampler]] = {
+    "mad": MADSampler,  # the paper's MAD competition (default)
+    "entropy": EntropySampler,  # highest mean target entropy (paper Appendix A baseline)
+    "surprise": SurpriseSampler,  # surprise adequacy columns (Kim et al. 2023)
+    "random": RandomSampler,  # uniform control
+}
+
+
+def sampler_names() -> tuple[str, ...]:
+    """The registered strategy names, in registry order ("mad" first)."""
+    return tuple(SAMPLERS)
+
+
+def sampler_settings(name: str) -> tuple[str, ...]:
+    """The settings (constructor arguments) strategy `name` accepts."""
+    cls = _lookup(name)
+    params = inspect.signature(cls.__init__).parameters
+    return tuple(p for p in params if p != "self" and params[p].kind not in (params[p].VAR_POSITIONAL,
+                                                                                 params[p].VAR_KEYWORD))
+
+
+def make_sampler(name: str, **settings: Any) -> Sampler:
+    """A sampler of strategy `name` with `settings` (its constructor's keyword arguments).
+
+    ValueError for an unknown name (listing the registered ones) or a setting the strategy does
+    not take (listing the ones it does).
+    """
+    cls = _lookup(name)
+    allowed = sampler_settings(name)
+    unknown = sorted(set(settings) - set(allowed))
+    if unknown:
+        raise ValueError(f"settings: expected settings of strategy {name!r} among {list(allowed)}, got {unknown}")
+    return cls(**settings)
+
+
+def _lookup(name: str) -> type[Sampler]:
+    if not isinstance(name, str) or name not in SAMPLERS:
+        raise ValueError(f"strategy: expected one of {list(SAMPLERS)}, got {name!r}")
+    return SAMPLERS[name]

@@ -1,0 +1,148 @@
+"""What a model is fed: the input policy (size) and the normalisation (pixel values).
+
+`InputPolicy` brings an image to a size the model accepts and brings the model's output back
+to the image's own size; every adapter uses it, so a pad/resize rule exists once:
+- native (default): the image as is; low-resolution outputs are bilinearly upsampled;
+- `resize=(H, W)`: every image resized to H x W (a batch of mixed sizes becomes one size);
+- `max_side=L`: downscale so that the longer side is <= L (never upscale);
+- `pad=N`: pad bottom/right (edge pixels) to a multiple of N; the output is cropped back.
+`max_side` and `pad` combine (shrink first, then pad); `resize` stands alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+UNIT_SCALE = 1.0 / 255.0
+
+
+@dataclass(frozen=True)
+class InputPolicy:
+    """How images are sized for the model. resize: (H, W); pad: multiple N; max_side: L."""
+
+    resize: tuple[int, int] | None = None
+    pad: int | None = None
+    max_side: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.resize is not None:
+            r = tuple(self.resize)
+            if len(r) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 for v in r):
+                raise ValueError(f"resize: expected (height, width) of positive integers, got {self.resize!r}")
+            object.__setattr__(self, "resize", (int(r[0]), int(r[1])))
+            if self.pad is not None or self.max_side is not None:
+                raise ValueError(f"resize: expected alone (it fixes the size), got it with "
+                                 f"pad={self.pad!r}, max_side={self.max_side!r}")
+        for name in ("pad", "max_side"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+                raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+
+    @property
+    def native(self) -> bool:
+        return self.resize is None and self.pad is None and self.max_side is None
+
+    def content_size(self, h: int, w: int) -> tuple[int, int]:
+        """The size the image is resized to before padding."""
+        if self.resize is not None:
+            return self.resize
+        if self.max_side is not None and max(h, w) > self.max_side:
+            s = self.max_side / max(h, w)
+            return max(1, round(h * s)), max(1, round(w * s))
+        return h, w
+
+    def input_size(self, h: int, w: int) -> tuple[int, int]:
+        """The size the model sees for an h x w image (after resize and padding)."""
+        ch, cw = self.content_size(h, w)
+        if self.pad is None:
+            return ch, cw
+        return ch + (-ch) % self.pad, cw + (-cw) % self.pad
+
+    def prepare(self, batch: np.ndarray) -> np.ndarray:
+        """uint8 [n, H, W, c] -> uint8 [n, H', W', c] at `input_size(H, W)`."""
+        h, w = batch.shape[1:3]
+        ch, cw = self.content_size(h, w)
+        if (ch, cw) != (h, w):
+            batch = resize_images(batch, (ch, cw))
+        if self.pad is not None:
+            ph, pw = (-ch) % self.pad, (-cw) % self.pad
+            if ph or pw:
+                batch = np.pad(batch, ((0, 0), (0, ph), (0, pw), (0, 0)), mode="edge")
+        return batch
+
+    def restore(self, y: torch.Tensor, size: tuple[int, int], *, labels: bool = False) -> torch.Tensor:
+        """Model output [n, C, h, w] -> [n, C, H, W] at the image size (H, W) = `size`.
+
+        Scores are resized bilinearly, class ids (labels=True) by nearest neighbour.
+        """
+        h, w = size
+        if self.pad is not None:
+            ch, cw = self.content_size(h, w)
+            y = resize_scores(y, self.input_size(h, w), labels=labels)[..., :ch, :cw]
+        return resize_scores(y, (h, w), labels=labels)
+
+
+NATIVE = InputPolicy()
+
+
+def resize_scores(y: torch.Tensor, size: tuple[int, int], *, labels: bool = False) -> torch.Tensor:
+    """[n, C, h, w] -> [n, C, H, W]; unchanged when already that size.
+
+    Scores: bilinear, align_corners=False (torchvision's policy for segmentation logits).
+    Labels: nearest neighbour, the class ids stay integers.
+    """
+    if tuple(y.shape[-2:]) == tuple(size):
+        return y
+    if labels:
+        return F.interpolate(y.float(), size=size, mode="nearest").to(y.dtype)
+    return F.interpolate(y.float(), size=size, mode="bilinear", align_corners=False)
+
+
+def resize_images(batch: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """uint8 [n, H, W, c] -> uint8 [n, h, w, c], bilinear (antialiased when shrinking)."""
+    x = torch.from_numpy(np.ascontiguousarray(batch)).permute(0, 3, 1, 2).float()
+    shrink = size[0] < batch.shape[1] or size[1] < batch.shape[2]
+    x = F.interpolate(x, size=size, mode="bilinear", align_corners=False, antialias=shrink)
+    return x.round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+
+
+class TorchPreprocess:
+    """uint8 [N, H, W, C] -> float [N, C, H, W]: x * scale (default 1/255), then (x - mean) / std."""
+
+    def __init__(self, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
+                 scale: float = UNIT_SCALE):
+        self.mean = tuple(float(m) for m in mean)
+        self.std = tuple(float(s) for s in std)
+        self.scale = float(scale)
+        if not self.mean or len(self.mean) != len(self.std):
+            raise ValueError(f"mean: expected as many values as std ({len(self.std)}), got {len(self.mean)}")
+        if min(self.std) <= 0:
+            raise ValueError(f"std: expected positive values, got {self.std}")
+        if not np.isfinite(self.scale) or self.scale <= 0:
+            raise ValueError(f"scale: expected a positive number, got {scale!r}")
+
+    def _stats(self, c: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        if len(self.mean) == 1:
+            return self.mean * c, self.std * c
+        return (self.mean[:c], self.std[:c]) if c > 1 else (self.mean[:1], self.std[:1])
+
+    def __call__(self, batch: np.ndarray, device: torch.device | str = "cpu") -> torch.Tensor:
+        x = torch.from_numpy(np.ascontiguousarray(batch)).to(device).permute(0, 3, 1, 2).float()
+        x = x.div_(255.0) if self.scale == UNIT_SCALE else x.mul_(self.scale)  # div: same bits as before
+        mean, std = self._stats(x.shape[1])
+        return (x - torch.tensor(mean, device=x.device).view(1, -1, 1, 1)) / \
+            torch.tensor(std, device=x.device).view(1, -1, 1, 1)
+
+    def numpy(self, batch: np.ndarray) -> np.ndarray:
+        """The same transform in numpy: uint8 [N, H, W, C] -> float32 [N, C, H, W] (for onnxruntime)."""
+        x = batch.transpose(0, 3, 1, 2).astype(np.float32)
+        x = x / 255.0 if self.scale == UNIT_SCALE else x * np.float32(self.scale)
+        mean, std = self._stats(x.shape[1])
+        shape = (1, -1, 1, 1)
+        return (x - np.asarray(mean, np.float32).reshape(shape)) / np.asarray(std, np.float32).reshape(shape)

@@ -1,0 +1,165 @@
+"""ONNX models: export a torch module to an .onnx file and run one with onnxruntime (CPU).
+
+`OnnxSegmenter` / `OnnxClassifier` follow the Segmenter / Classifier protocols
+(`blindspots.models.protocol`): uint8 [N, H, W, 3] in, float32 probabilities out. A graph with a
+fixed input size gets `resize` to that size unless another input policy is given; an
+onnxruntime failure becomes a one-line ValueError naming the model and the input shape.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from blindspots.data.classes import Classes
+from blindspots.models.adapters.base import BaseAdapter
+from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy, TorchPreprocess
+from blindspots.models.protocol import ModelFailure, short_reason
+
+
+def export_onnx(
+    module: torch.nn.Module,
+    path: str | Path,
+    *,
+    height: int = 128,
+    width: int = 128,
+    output_key: str | None = None,
+    opset: int = 17,
+) -> Path:
+    """Export `module` (float [N, 3, H, W] -> [N, C, h, w] or a dict) to ONNX with dynamic N, H, W.
+
+    Uses the TorchScript-based exporter (`dynamo=False`), which needs no extra packages and
+    keeps batch and spatial axes dynamic. output_key: the dict key to export (torchvision "out").
+    Returns the written path.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model = _SelectOutput(module, output_key).eval()
+    example = torch.zeros(1, 3, int(height), int(width))
+    with torch.no_grad():
+        torch.onnx.export(
+            model, (example,), str(path), input_names=["images"], output_names=["scores"],
+            dynamic_axes={"images": {0: "n", 2: "h", 3: "w"}, "scores": {0: "n"}},
+            opset_version=opset, dynamo=False,
+        )
+    return path
+
+
+class _SelectOutput(torch.nn.Module):
+    """Wrap a module so that its export has exactly one tensor output."""
+
+    def __init__(self, module: torch.nn.Module, output_key: str | None) -> None:
+        super().__init__()
+        self.module = module
+        self.output_key = output_key
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.module(x)
+        if isinstance(out, dict):
+            return out[self.output_key or "out"]
+        if isinstance(out, (tuple, list)):
+            return out[0]
+        return out
+
+
+class _OnnxAdapter(BaseAdapter):
+    """Shared onnxruntime session, preprocessing and batching."""
+
+    _name = "ONNX output"
+
+    def __init__(
+        self,
+        path: str | Path,
+        num_classes: int | None = None,
+        *,
+        output: str = "logits",
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+        scale: float = UNIT_SCALE,
+        batch_size: int = 16,
+        input_name: str | None = None,
+        output_name: str | None = None,
+        intra_op_threads: int = 0,
+        policy: InputPolicy | None = None,
+        classes: Classes | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> None:
+        import onnxruntime as ort  # imported here: only ONNX users pay for it
+
+        self._setup(output=output, batch_size=batch_size, policy=policy, info=info)
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ValueError(f"path: expected an existing .onnx file, got {str(self.path)!r}")
+        self.preprocess = TorchPreprocess(mean, std, scale)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = int(intra_op_threads)  # 0 = onnxruntime's default
+        opts.log_severity_level = 4  # fatal only: a failed run is reported by the ValueError below
+        try:
+            self.session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
+            raise ValueError(f"path: expected a valid ONNX model, got {str(self.path)!r}: {short_reason(e)}") from None
+        inputs = {i.name: i for i in self.session.get_inputs()}
+        outputs = [o.name for o in self.session.get_outputs()]
+        self.input_name = input_name or next(iter(inputs))
+        if self.input_name not in inputs:
+            raise ValueError(f"input_name: expected one of {sorted(inputs)}, got {input_name!r}")
+        self.output_name = output_name or outputs[0]
+        if self.output_name not in outputs:
+            raise ValueError(f"output_name: expected one of {outputs}, got {output_name!r}")
+        # float16 graphs take float16 inputs; everything else gets float32
+        self._input_dtype = np.float16 if inputs[self.input_name].type == "tensor(float16)" else np.float32
+        shape = inputs[self.input_name].shape
+        fixed = shape[0] if shape else None
+        # A model exported with a fixed batch axis is fed chunks of exactly that size (last one padded).
+        self.fixed_batch = fixed if isinstance(fixed, int) and fixed > 0 else None
+        self.batch_size = self.fixed_batch or self.batch_size
+        hw = tuple(shape[2:4]) if len(shape) == 4 else ()
+        if policy is None and self._spatial and len(hw) == 2 and all(isinstance(v, int) and v > 0 for v in hw):
+            self.policy = InputPolicy(resize=(int(hw[0]), int(hw[1])))  # the graph takes one size only
+        self._set_classes(num_classes, classes)
+
+    @property
+    def mean(self) -> np.ndarray:
+        return np.asarray(self.preprocess.mean, dtype=np.float32).reshape(1, -1, 1, 1)
+
+    @property
+    def std(self) -> np.ndarray:
+        return np.asarray(self.preprocess.std, dtype=np.float32).reshape(1, -1, 1, 1)
+
+    def _forward(self, chunk: np.ndarray) -> np.ndarray:
+        """uint8 [n, H, W, C] -> raw model output (no validation)."""
+        n = len(chunk)
+        x = self.preprocess.numpy(chunk)
+        if self.fixed_batch and n < self.fixed_batch:
+            x = np.concatenate([x, np.repeat(x[-1:], self.fixed_batch - n, axis=0)])
+        try:
+            feed = np.ascontiguousarray(x, dtype=self._input_dtype)
+            out = self.session.run([self.output_name], {self.input_name: feed})[0]
+        except Exception as e:  # noqa: BLE001 - onnxruntime's own types; one line naming the input
+            hint = " (if it needs a fixed size or multiples of N, add ?resize=HxW or ?pad=N)" if self._spatial else ""
+            raise ModelFailure(f"ONNX model {self.path.name!r} failed on input of shape {list(x.shape)}{hint}: "
+                             f"{short_reason(e, 160)}") from None
+        return out[:n]
+
+    def _raw(self, chunk: np.ndarray) -> np.ndarray:
+        return self._forward(chunk)
+
+
+class OnnxSegmenter(_OnnxAdapter):
+    """An .onnx file run with onnxruntime (CPU) as a Segmenter.
+
+    The graph maps float [N, 3, H, W] (ImageNet-normalised, as TorchPreprocess) to [N, C, h, w]
+    scores; `output` says whether they are "logits" (default; softmaxed) or "probabilities".
+    Scores at another resolution are bilinearly upsampled. num_classes: None = probe once.
+    A one-channel output is a binary model (sigmoid for logits).
+    """
+
+    _spatial = True
+
+
+class OnnxClassifier(_OnnxAdapter):
+    """An .onnx file mapping float [N, 3, H, W] to [N, C] scores, as a Classifier."""
+
+    _spatial = False

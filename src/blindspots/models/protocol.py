@@ -1,0 +1,212 @@
+"""The two model protocols every engine sees, and the array checks at their boundary.
+
+Images enter as uint8 [N, H, W, 3] (or a sequence of equal-size uint8 [H, W, 3]).
+`Segmenter.predict_proba` returns float32 [N, C, H, W] probabilities at the input
+resolution, summing to 1 over C; `Classifier.predict_proba` returns float32 [N, C].
+The adapters of `blindspots.models.adapters` also carry `classes` (a `Classes`) and `info`
+(where the model came from); `predict_proba_each` runs any Segmenter on images of mixed sizes.
+"""
+from __future__ import annotations
+
+from typing import Literal, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX, Classes
+
+PROBA_TOLERANCE = 1e-3
+
+OutputKind = Literal["probabilities", "logits"]
+OUTPUT_KINDS = ("probabilities", "logits", "labels")
+
+
+@runtime_checkable
+class Segmenter(Protocol):
+    """Per-pixel class probabilities. num_classes: C."""
+
+    num_classes: int
+
+    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """uint8 [N, H, W, 3] -> float32 [N, C, H, W], summing to 1 over C."""
+        ...
+
+
+@runtime_checkable
+class Classifier(Protocol):
+    """Per-image class probabilities. num_classes: C."""
+
+    num_classes: int
+
+    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """uint8 [N, H, W, 3] (or [N, H, W] grey) -> float32 [N, C], summing to 1 over C."""
+        ...
+
+
+class ModelFailure(ValueError, RuntimeError):
+    """A model raised while predicting (torch, onnxruntime or user code), as one line naming the input.
+
+    A ValueError, so the CLI prints it in one line; still a RuntimeError, so callers that caught
+    torch's own errors (e.g. a shape mismatch) keep catching it.
+    """
+
+
+def default_classes(num_classes: int) -> Classes:
+    """`class_0 .. class_{C-1}` for a model that names none (ignore value 255 when it is free)."""
+    ignore = DEFAULT_IGNORE_INDEX if num_classes <= DEFAULT_IGNORE_INDEX else None
+    return Classes(tuple(f"class_{k}" for k in range(num_classes)), ignore)
+
+
+def model_classes(model: Segmenter | Classifier) -> Classes:
+    """The class names of any model: its `classes` (every blindspots adapter has them), else class_0..
+
+    For Segmenters written by hand in Python that carry no names; engines call this instead of
+    `getattr(model, "classes", None)`.
+    """
+    classes = getattr(model, "classes", None)
+    if isinstance(classes, Classes):
+        return classes
+    return default_classes(int(model.num_classes))
+
+
+def as_image_batch(images: np.ndarray | Sequence[np.ndarray], name: str = "images") -> np.ndarray:
+    """Validate and stack images into uint8 [N, H, W, 3] (grey [N, H, W] gets a channel axis of 1)."""
+    if isinstance(images, np.ndarray):
+        batch = images
+    else:
+        seq = list(images)
+        if not seq:
+            raise ValueError(f"{name}: expected at least one image, got an empty sequence")
+        shapes = {np.asarray(im).shape for im in seq}
+        if len(shapes) != 1:
+            raise ValueError(f"{name}: expected images of one size per batch, got shapes {sorted(shapes)} "
+                             "(use blindspots.models.predict_proba_each for mixed sizes)")
+        batch = np.stack([np.asarray(im) for im in seq])
+    if batch.dtype != np.uint8:
+        raise ValueError(f"{name}: expected dtype uint8, got {batch.dtype}")
+    if batch.ndim == 3:
+        batch = batch[..., None]
+    if batch.ndim != 4 or batch.shape[-1] not in (1, 3):
+        raise ValueError(f"{name}: expected shape [N, H, W, 3] (or [N, H, W] grey), got {batch.shape}")
+    if batch.shape[0] == 0:
+        raise ValueError(f"{name}: expected at least one image, got N=0")
+    return batch
+
+
+def predict_proba_each(segmenter: Segmenter, images: Sequence[np.ndarray], batch_size: int = 16
+                       ) -> list[np.ndarray]:
+    """Run `segmenter` on images of mixed sizes: one float32 [C, H_i, W_i] per image, in order.
+
+    Images of one size are batched together (at most `batch_size` per call).
+    """
+    seq = [np.asarray(im) for im in images]
+    if batch_size < 1:
+        raise ValueError(f"batch_size: expected a positive integer, got {batch_size}")
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, im in enumerate(seq):
+        groups.setdefault(im.shape, []).append(i)
+    out: list[np.ndarray | None] = [None] * len(seq)
+    for idx in groups.values():
+        for start in range(0, len(idx), batch_size):
+            part = idx[start:start + batch_size]
+            proba = segmenter.predict_proba(np.stack([seq[i] for i in part]))
+            for i, p in zip(part, proba):
+                out[i] = p
+    return out  # type: ignore[return-value]  # every slot is filled above
+
+
+def short_reason(e: BaseException, limit: int = 300) -> str:
+    """One line of at most `limit` characters from an exception (for one-line error messages)."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def softmax(logits: np.ndarray, axis: int = 1) -> np.ndarray:
+    """Numerically stable softmax, float32."""
+    z = logits.astype(np.float32, copy=True)
+    z -= z.max(axis=axis, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=axis, keepdims=True)
+    return z
+
+
+def fmt_shape(shape: tuple[int | None, ...]) -> str:
+    """(5, None, 32) -> '[5, *, 32]' for error messages."""
+    return "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+
+
+def check_shape(arr: np.ndarray, expected_shape: tuple[int | None, ...], name: str) -> None:
+    """ValueError naming `name` unless `arr` has `expected_shape` (None = a free axis)."""
+    if arr.ndim != len(expected_shape):
+        raise ValueError(
+            f"{name}: expected {len(expected_shape)} dimensions {fmt_shape(expected_shape)}, "
+            f"got {arr.ndim} with shape {arr.shape}"
+        )
+    for axis, (want, got) in enumerate(zip(expected_shape, arr.shape)):
+        if want is not None and want != got:
+            raise ValueError(f"{name}: expected shape {fmt_shape(expected_shape)}, got {arr.shape} (axis {axis})")
+
+
+def check_scores(arr: np.ndarray, name: str) -> None:
+    """ValueError unless `arr` is floating point and finite (logits or probabilities alike)."""
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise ValueError(f"{name}: expected floating-point values, got dtype {arr.dtype}")
+    if not np.isfinite(arr).all():
+        bad = int((~np.isfinite(arr)).sum())
+        raise ValueError(f"{name}: expected finite values, got {bad} NaN/inf entries")
+
+
+def check_in_unit_range(arr: np.ndarray, name: str, tolerance: float = PROBA_TOLERANCE,
+                        what: str = "probabilities") -> None:
+    """ValueError (suggesting output='logits') unless every value lies in [0, 1]."""
+    lo, hi = float(arr.min()), float(arr.max())
+    if lo < -tolerance or hi > 1 + tolerance:
+        raise ValueError(
+            f"{name}: expected {what} in [0, 1], got values in [{lo:.4g}, {hi:.4g}]; "
+            "if the model returns logits, pass output='logits' (spec option ?output=logits)"
+        )
+
+
+def check_probabilities(
+    proba: np.ndarray,
+    *,
+    expected_shape: tuple[int | None, ...],
+    output: OutputKind = "probabilities",
+    name: str = "model output",
+    tolerance: float = PROBA_TOLERANCE,
+) -> np.ndarray:
+    """Validate a model's output and return float32 probabilities.
+
+    expected_shape: the required shape, None for a free axis (e.g. (N, None, H, W)).
+    output: "probabilities" (must already sum to 1 over axis 1) or "logits" (softmaxed here).
+    Raises ValueError naming `name`, the expected and the actual value.
+    """
+    arr = np.asarray(proba)
+    check_shape(arr, expected_shape, name)
+    check_scores(arr, name)
+    if output == "logits":
+        return softmax(arr, axis=1)
+    if output != "probabilities":
+        raise ValueError(f"output: expected 'probabilities' or 'logits', got {output!r}")
+    arr = arr.astype(np.float32, copy=False)
+    check_in_unit_range(arr, name, tolerance)
+    sums = arr.sum(axis=1)
+    worst = float(np.abs(sums - 1).max())
+    if worst > tolerance:
+        raise ValueError(
+            f"{name}: expected probabilities summing to 1 over the class axis (within {tolerance}), "
+            f"got sums off by up to {worst:.4g}; if the model returns logits, pass output='logits' "
+            "(spec option ?output=logits)"
+        )
+    return arr
+
+
+def one_hot_labels(labels: np.ndarray, num_classes: int, name: str = "labels") -> np.ndarray:
+    """int [N, H, W] class ids -> float32 [N, C, H, W] one-hot probabilities."""
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"{name}: expected integer class ids, got dtype {labels.dtype}")
+    lo, hi = int(labels.min()), int(labels.max())
+    if lo < 0 or hi >= num_classes:
+        raise ValueError(f"{name}: expected class ids in [0, {num_classes - 1}], got values in [{lo}, {hi}]")
+    out = np.zeros((labels.shape[0], num_classes) + labels.shape[1:], dtype=np.float32)
+    np.put_along_axis(out, labels[:, None].astype(np.int64), 1.0, axis=1)
+    return out

@@ -1,0 +1,156 @@
+"""A gallery of picked images: `DIR/index.html` plus thumbnails in `DIR/thumbs/`, opened offline.
+
+Per pick: the image, the target's and each competitor's argmax map (saved by the scan) drawn
+over it in the class colours, a legend of the classes shown (names and colours), the score and
+the reason. Thumbnails are JPEG files named by the ids rule (`thumbs/<model>/<artifact name>`),
+linked relatively, so the folder can be moved or zipped as a whole.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from blindspots import ids as id_rules
+from blindspots.data.classes import Classes
+from blindspots.data.pool import ImageDecodeError, decode_image
+from blindspots.report.html import esc, page, rel_url
+from blindspots.report.overlays import colorize, hex_colour, overlay, resize_labels, thumbnail, thumbnail_size
+from blindspots.scan import maps as map_files
+from blindspots.scan.layout import ScanLayout
+from blindspots.scan.manifest import load_manifest
+
+log = logging.getLogger(__name__)
+
+IMAGE_LAYER = "_image"  # thumbs/_image/...: the picture itself (a model name never starts with "_")
+JPEG_QUALITY = 88
+
+
+@dataclass
+class _Figure:
+    caption: str
+    src: str | None  # relative URL, or None when there is nothing to show
+    note: str = ""
+
+
+def _read_image(pool_root: Path, image_id: str) -> tuple[np.ndarray | None, str]:
+    """uint8 [H, W, 3] of a pool image, or (None, why not). Refuses paths leaving the pool root."""
+    path = pool_root / image_id
+    try:
+        if not path.resolve().is_relative_to(pool_root.resolve()):
+            return None, "outside the pool"
+        return decode_image(path), ""
+    except ImageDecodeError as exc:
+        return None, exc.reason
+    except OSError as exc:
+        return None, str(exc)
+
+
+def _save_jpeg(array: np.ndarray, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(array).save(path, format="JPEG", quality=JPEG_QUALITY)
+
+
+def _legend(present: set[int], names: Sequence[str], palette: np.ndarray) -> str:
+    items = []
+    for k in sorted(present):
+        name = names[k] if 0 <= k < len(names) else f"class {k}"
+        colour = hex_colour(palette[k]) if 0 <= k < len(palette) else "#ffffff"
+        items.append(f'<li><span class="swatch" style="background:{colour}"></span>{esc(name)}</li>')
+    return f'<ul class="legend">{"".join(items)}</ul>' if items else ""
+
+
+def _figure(f: _Figure) -> str:
+    if f.src is None:
+        body = f'<div class="missing">{esc(f.note or "not available")}</div>'
+    else:
+        body = f'<img src="{esc(f.src)}" alt="{esc(f.caption)}" loading="lazy">'
+    return f"<figure>{body}<figcaption>{esc(f.caption)}</figcaption></figure>"
+
+
+def write_gallery(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path, *,
+                  pool_root: str | Path | None = None, target: str | None = None,
+                  competitors: Sequence[str] | None = None, max_side: int = 320, alpha: float = 0.5,
+                  title: str | None = None) -> Path:
+    """Write out_dir/index.html and out_dir/thumbs/ for `picks`; returns the page's path.
+
+    picks: rows in display order with columns id, score, reason (plain text) and optionally rank
+        and details (shown folded).
+    scan_dir: the scan folder the picks come from (maps, class names and colours, pool root).
+    pool_root: where the images are (default: the scan's `pool_root`).
+    target, competitors: whose maps to show (default: `picks.attrs` as `mine_scan` sets them, else
+        the scan's target and competitors).
+    max_side: thumbnail size in pixels (longer side). alpha: opacity of the class colours.
+    """
+    for col in ("id", "score", "reason"):
+        if col not in picks.columns:
+            raise ValueError(f"picks: expected columns id, score, reason, got {list(picks.columns)}")
+    manifest = load_manifest(scan_dir)
+    if manifest is None:
+        raise ValueError(f"scan_dir: expected a scan folder with scan.json, got {str(scan_dir)!r}")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
+    root = Path(pool_root if pool_root is not None else manifest["pool_root"])
+    target = target or picks.attrs.get("target") or manifest["target"]
+    if competitors is None:
+        competitors = picks.attrs.get("competitors")
+    if competitors is None:
+        competitors = manifest.get("competitors", []) if target == manifest["target"] else []
+    shown = [target] + [g for g in competitors if g != target]
+    classes = Classes.from_dict(manifest["classes"]) if isinstance(manifest.get("classes"), dict) else None
+    num_classes = int(manifest.get("num_classes", 0))
+    palette = classes.palette if classes is not None else Classes(tuple(f"class_{k}" for k in range(num_classes))).palette
+    model_names = {m: (manifest["models"].get(m, {}).get("classes") or (classes.names if classes else []))
+                   for m in shown}
+    layout = ScanLayout(scan_dir)
+    thumbs = out / "thumbs"
+    blocks = []
+    for pos, row in enumerate(picks.itertuples(index=False)):
+        image_id = str(row.id)
+        rank = getattr(row, "rank", pos + 1)
+        image, why = _read_image(root, image_id)
+        figures, present = [], set()
+        name = id_rules.artifact_name(image_id, ".jpg")
+        if image is not None:
+            small = thumbnail(image, max_side)
+            path = thumbs / IMAGE_LAYER / name
+            _save_jpeg(small, path)
+            figures.append(_Figure("image", rel_url(path, out)))
+        else:
+            figures.append(_Figure("image", None, f"image not readable: {why}"))
+        for m in shown:
+            labels = map_files.load_map(layout, m, image_id)
+            if labels is None:
+                figures.append(_Figure(m, None, "no saved map (scan with --maps)"))
+                continue
+            present |= {int(k) for k in np.unique(labels)}
+            if image is not None:
+                drawn = overlay(small, labels, palette, alpha)
+            else:  # the map alone, at thumbnail size
+                drawn = colorize(resize_labels(labels, thumbnail_size(*labels.shape[:2], max_side)), palette)
+            path = thumbs / m / name
+            _save_jpeg(drawn, path)
+            figures.append(_Figure(m + (" (target)" if m == target else ""), rel_url(path, out)))
+        legend_names = model_names[shown[0]] if shown else []
+        details = getattr(row, "details", None)
+        blocks.append(
+            f'<section class="pick" id="pick-{pos + 1}"><h2>#{esc(rank)} {esc(image_id)}</h2>'
+            f'<p class="reason">{esc(row.reason)}</p>'
+            f'<p class="meta">score {float(row.score):.4g}</p>'
+            f'<div class="row">{"".join(_figure(f) for f in figures)}</div>'
+            f"{_legend(present, legend_names, palette)}"
+            + (f"<details><summary>details</summary><code>{esc(details)}</code></details>" if details else "")
+            + "</section>")
+    heading = title or f"{len(picks)} picks from {Path(scan_dir).name}"
+    intro = (f"<h1>{esc(heading)}</h1><p class=\"meta\">target: {esc(target)}; competitors: "
+             f"{esc(', '.join(shown[1:]) or 'none')}; pool: {esc(root)}</p>")
+    out.mkdir(parents=True, exist_ok=True)
+    index = out / "index.html"
+    index.write_text(page(heading, intro + "\n".join(blocks)), encoding="utf-8")
+    return index

@@ -1,0 +1,45 @@
+"""Self-contained HTML pages: inline CSS, relative links only, nothing fetched from a network.
+
+A report page must open from a folder or a zip on a machine without internet, so it never refers
+to a CDN, a web font or an absolute URL; images are files beside the page, linked relatively.
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from urllib.parse import quote
+
+BASE_CSS = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; background: #fafafa; }
+h1 { font-size: 1.4em; } .meta { color: #555; font-size: 0.9em; }
+.pick { background: #fff; border: 1px solid #ddd; border-radius: 6px; margin: 1em 0; padding: 0.8em; }
+.pick h2 { font-size: 1em; margin: 0 0 0.4em 0; word-break: break-all; }
+.reason { font-weight: 600; margin: 0.3em 0; } .row { display: flex; flex-wrap: wrap; gap: 0.8em; }
+figure { margin: 0; } figcaption { font-size: 0.85em; color: #444; text-align: center; }
+figure img { display: block; height: 200px; width: auto; max-width: 420px; object-fit: contain;
+  border: 1px solid #ccc; }
+.legend { list-style: none; padding: 0; margin: 0.4em 0; display: flex; flex-wrap: wrap; gap: 0.6em; }
+.legend li { font-size: 0.85em; } .swatch { display: inline-block; width: 0.9em; height: 0.9em;
+  border: 1px solid #888; vertical-align: middle; margin-right: 0.3em; }
+.missing { width: 160px; height: 120px; display: flex; align-items: center; justify-content: center;
+  background: #eee; color: #777; font-size: 0.8em; text-align: center; }
+details { font-size: 0.8em; color: #555; } code { word-break: break-all; }
+"""
+
+
+def esc(text: object) -> str:
+    """Text made safe for HTML element content and attribute values."""
+    return html.escape(str(text), quote=True)
+
+
+def rel_url(path: Path, base: Path) -> str:
+    """A relative, percent-encoded URL from the folder `base` to the file `path` (inside base)."""
+    rel = Path(path).resolve().relative_to(Path(base).resolve()).as_posix()
+    return quote(rel)
+
+
+def page(title: str, body: str, css: str = BASE_CSS) -> str:
+    """A complete HTML5 document with inline CSS."""
+    return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{esc(title)}</title>\n<style>{css}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")

@@ -1,0 +1,146 @@
+"""`scan_pool`: stream a pool once through a target and m competitors; write the score table.
+
+Checks the inputs, writes the manifest, plans the shards still to do (`scan.plan`) and hands
+them to an engine (`scan.engines.local`: threads on this machine). Killed at any moment and
+started again, the scan redoes only the unfinished shards and ends with the same table as an
+uninterrupted run.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from tqdm.auto import tqdm
+
+from blindspots import ids as id_rules
+from blindspots.data.classes import Classes
+from blindspots.scan.engines.local import run_local
+from blindspots.scan.fingerprint import model_fingerprint
+from blindspots.scan.layout import ScanLayout
+from blindspots.scan.manifest import SCAN_VERSION, ids_digest, load_manifest, merge_manifest, save_manifest
+from blindspots.scan.plan import num_shards, plan_shards, scan_ids
+from blindspots.scan.schema import check_model_name
+
+log = logging.getLogger(__name__)
+
+
+def _validate(pool: Any, models: Mapping[str, Any], target: str, competitors: Sequence[str] | None,
+              batch_size: int, shard_size: int, resize: tuple[int, int] | None, manifest: dict | None) -> list[str]:
+    for attr in ("ids", "iter_items", "root"):
+        if not hasattr(pool, attr):
+            raise ValueError(f"pool: expected an ImagePool (with .ids, .iter_items, .root), got {type(pool).__name__}")
+    if not isinstance(models, Mapping) or not models:
+        raise ValueError(f"models: expected a non-empty dict name -> Segmenter, got {models!r}")
+    for name, m in models.items():
+        check_model_name(name)
+        if not (hasattr(m, "predict_proba") or hasattr(m, "predict_proba_ids")) or not hasattr(m, "num_classes"):
+            raise ValueError(f"models[{name!r}]: expected a Segmenter (num_classes, predict_proba), "
+                             f"got {type(m).__name__}")
+        if resize is not None and hasattr(m, "predict_proba_ids"):
+            raise ValueError(f"resize: expected None when a model reads precomputed probabilities "
+                             f"({name!r}), got {resize}")
+    sizes = {name: int(m.num_classes) for name, m in models.items()}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"models: expected one label space (equal num_classes), got {sizes}")
+    check_model_name(target, "target")
+    if target not in models:
+        raise ValueError(f"target: expected one of the given models {sorted(models)}, got {target!r}")
+    known = set(models) | set((manifest or {}).get("models", {}))
+    comps = [m for m in models if m != target] if competitors is None else list(competitors)
+    for g in comps:
+        check_model_name(g, "competitors")
+        if g == target or g not in known:
+            raise ValueError(f"competitors: expected names of other models given or already scanned into "
+                             f"out_dir {sorted(known - {target})}, got {g!r}")
+    if not comps:
+        log.warning("scan without competitors: only per-model statistics, no pair distances")
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size: expected a positive integer, got {batch_size}")
+    if int(shard_size) < 1:
+        raise ValueError(f"shard_size: expected a positive integer, got {shard_size}")
+    if resize is not None and (len(resize) != 2 or min(resize) < 1):
+        raise ValueError(f"resize: expected (height, width) of positive integers or None, got {resize}")
+    return comps
+
+
+def class_names(model: Any, num_classes: int) -> list[str]:
+    """A model's class names (`model.classes.names`), or class_0..class_{C-1} when it has none."""
+    names = getattr(getattr(model, "classes", None), "names", None)
+    if names is not None and len(names) == num_classes:
+        return [str(n) for n in names]
+    return [f"class_{k}" for k in range(num_classes)]
+
+
+def scan_pool(
+    pool: Any,
+    models: Mapping[str, Any],
+    out_dir: str | Path,
+    *,
+    target: str,
+    competitors: Sequence[str] | None = None,
+    batch_size: int = 16,
+    shard_size: int = 256,
+    save_maps: bool = True,
+    resize: tuple[int, int] | None = None,
+    classes: Classes | None = None,
+    prefetch: int = 4,
+    progress: bool = True,
+) -> Path:
+    """Stream `pool` once through the target and its competitors; write the score table.
+
+    pool: an `ImagePool` (or any object with sorted `.ids`, `.iter_items(ids)` and `.root`; optional
+        `.refused` (id -> reason: files it will not read, e.g. links leaving the pool, given error
+        rows) and `.content_hash(id)` (the `content_hash` column)).
+    models: name -> Segmenter (`predict_proba(uint8 [N, H, W, 3]) -> float32 [N, C, H, W]`, or a
+        precomputed model with `predict_proba_ids(ids)`); names match [a-z0-9_]+ (no "__").
+        A model that raises on some images gives those images status 'error' with its message;
+        one that fails on every image it is given stops the scan with a ValueError naming it.
+    target: the model under test, T. competitors: the models it is compared with, G_1..G_m
+        (default: every other model in `models`). A competitor already scanned into `out_dir`
+        may be named without passing the model: its columns and saved maps are reused
+        (Algorithm 1: competitors are run once, line 3; a new target only once, line 7).
+    batch_size: images per forward pass; batches hold images of one size (varied pools are
+        grouped per size within a shard). shard_size: images per Parquet shard (resume unit).
+    save_maps: write each model's argmax map as an index PNG `out_dir/maps/<M>/<artifact name>`
+        (`blindspots.ids.artifact_name`: "a/cat.jpg" -> "a/cat.png").
+    resize: (height, width) to resize every image to before inference (maps are at that size;
+        width/height columns keep the original size). None: native size.
+    classes: the label space recorded in scan.json (default: the target's `.classes` if any).
+        Each model's own class names are recorded under models.<M>.classes.
+    Returns out_dir. See `blindspots.scan.schema` for the columns and `read_score_table`.
+    """
+    out = Path(out_dir)
+    old = load_manifest(out)
+    comps = _validate(pool, models, target, competitors, batch_size, shard_size, resize, old)
+    ids = scan_ids(pool)
+    if not ids:
+        raise ValueError(f"pool: expected at least one image, got an empty pool at {pool.root}")
+    if save_maps:
+        id_rules.check_unique_artifacts(ids, "pool")
+    num_classes = int(next(iter(models.values())).num_classes)
+    classes = classes or getattr(models[target], "classes", None) or \
+        Classes(tuple(f"class_{k}" for k in range(num_classes)))
+    if classes.num_classes != num_classes:
+        raise ValueError(f"classes: expected {num_classes} classes (the models' num_classes), "
+                         f"got {classes.num_classes}")
+    manifest = merge_manifest(old, {
+        "version": SCAN_VERSION, "pool_root": str(Path(pool.root).resolve()), "n_images": len(ids),
+        "ids_sha256": ids_digest(ids), "shard_size": int(shard_size), "n_shards": num_shards(len(ids), shard_size),
+        "num_classes": num_classes, "classes": classes.to_dict(), "save_maps": bool(save_maps),
+        "resize": list(resize) if resize else None, "target": target, "competitors": comps,
+        "models": {name: {"kind": type(m).__name__, "fingerprint": model_fingerprint(m),
+                          "classes": class_names(m, num_classes)} for name, m in models.items()},
+    })
+    layout = ScanLayout(out)
+    plans = plan_shards(layout, ids, int(shard_size), models, target, comps, manifest["n_shards"], save_maps)
+    save_manifest(out, manifest)
+    todo = [p for p in plans if p.todo]
+    done_images = len(ids) - sum(len(p.ids) for p in todo)
+    running = [m for m in models if any(m in p.run for p in todo)] or [target]
+    log.info("scan %s: %d of %d shards to do", out, len(todo), len(plans))
+    with tqdm(total=len(ids), initial=done_images, unit="img", desc=f"scan {', '.join(running)}",
+              disable=not progress) as bar:
+        run_local(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps,
+                  max(1, int(prefetch)), bar)
+    return out

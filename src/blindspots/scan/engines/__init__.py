@@ -1,0 +1,4 @@
+"""Scan engines: run the planned shards of a scan (`local`: threads on this machine)."""
+from blindspots.scan.engines.local import run_local
+
+__all__ = ["run_local"]

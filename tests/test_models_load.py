@@ -1,0 +1,350 @@
+"""load_model: every spec kind (HF folder, ONNX with a one-channel head, TorchScript, module:factory +
+state_dict, callable, precomputed), options, probe_model and one-line errors."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from blindspots.models import (
+    CallableSegmenter,
+    HFSegmenter,
+    OnnxSegmenter,
+    PrecomputedSegmenter,
+    TorchScriptSegmenter,
+    TorchSegmenter,
+    load_model,
+    predict_proba_each,
+    probe_model,
+    spec_kind,
+)
+from blindspots.models.adapters.inputs import TorchPreprocess
+from blindspots.models.adapters.onnx import export_onnx
+
+torch.set_num_threads(1)
+RNG = np.random.default_rng(0)
+IMAGES = RNG.integers(0, 256, (2, 40, 56, 3), dtype=np.uint8)  # not a multiple of 32
+OTHER = RNG.integers(0, 256, (1, 33, 47, 3), dtype=np.uint8)
+
+
+def _one_line(err: pytest.ExceptionInfo, spec: str) -> None:
+    msg = str(err.value)
+    assert "\n" not in msg and spec in msg and "Traceback" not in msg, msg
+
+
+# --- Hugging Face SegFormer --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def segformer(tmp_path_factory) -> tuple[Path, torch.nn.Module]:
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.SegformerConfig(
+        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3],
+        strides=[4, 2], num_attention_heads=[1, 1], mlp_ratios=[2, 2], decoder_hidden_size=16, num_labels=3,
+        id2label={0: "sky", 1: "road", 2: "car"}, label2id={"sky": 0, "road": 1, "car": 2})
+    torch.manual_seed(0)
+    model = transformers.SegformerForSemanticSegmentation(cfg).eval()
+    folder = tmp_path_factory.mktemp("hf") / "segformer"
+    model.save_pretrained(folder)
+    return folder, model
+
+
+def _hf_reference(model: torch.nn.Module, images: np.ndarray, size: tuple[int, int] | None = None) -> np.ndarray:
+    x = TorchPreprocess()(images)
+    if size is not None:
+        x = TorchPreprocess()(F.interpolate(torch.from_numpy(images).permute(0, 3, 1, 2).float(), size=size,
+                                            mode="bilinear", antialias=True).round().clamp(0, 255).byte()
+                              .permute(0, 2, 3, 1).numpy())
+    with torch.no_grad():
+        logits = model(pixel_values=x).logits
+    logits = F.interpolate(logits, size=images.shape[1:3], mode="bilinear", align_corners=False)
+    return torch.softmax(logits, 1).numpy()
+
+
+def test_hf_folder_native(segformer):
+    folder, model = segformer
+    seg = load_model(str(folder))
+    assert isinstance(seg, HFSegmenter) and seg.info["kind"] == "hf" and seg.info["spec"] == str(folder)
+    assert seg.classes.names == ("sky", "road", "car") and seg.num_classes == 3
+    p = seg.predict_proba(IMAGES)  # SegFormer logits come at 1/4 resolution
+    assert p.shape == (2, 3, 40, 56) and p.dtype == np.float32
+    np.testing.assert_allclose(p, _hf_reference(model, IMAGES), atol=1e-5)
+    probe_model(seg, IMAGES[0], "hf")
+    assert spec_kind(str(folder)) == "hf"
+
+
+def test_hf_folder_uses_preprocessor_config(segformer, tmp_path):
+    folder, model = segformer
+    copy = tmp_path / "with_processor"
+    model.save_pretrained(copy)
+    (copy / "preprocessor_config.json").write_text(json.dumps({
+        "do_resize": True, "size": {"height": 32, "width": 32}, "do_normalize": True, "do_rescale": True,
+        "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225], "rescale_factor": 1 / 255}))
+    seg = load_model(str(copy))
+    assert seg.policy.resize == (32, 32)
+    p = seg.predict_proba(IMAGES)
+    assert p.shape == (2, 3, 40, 56)
+    np.testing.assert_allclose(p, _hf_reference(model, IMAGES, (32, 32)), atol=1e-4)
+    native = load_model(f"{copy}?resize=none")  # the spec beats the processor config
+    np.testing.assert_allclose(native.predict_proba(IMAGES), _hf_reference(model, IMAGES), atol=1e-5)
+    # mixed sizes in one call: each image comes back at its own size
+    outs = predict_proba_each(seg, [IMAGES[0], OTHER[0], IMAGES[1]])
+    assert [o.shape for o in outs] == [(3, 40, 56), (3, 33, 47), (3, 40, 56)]
+    np.testing.assert_allclose(outs[2], p[1], atol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ["upernet", "dpt"])
+def test_hf_other_architectures(arch, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    if arch == "upernet":
+        backbone = transformers.ConvNextConfig(hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1],
+                                               out_features=["stage1", "stage2", "stage3", "stage4"])
+        model = transformers.UperNetForSemanticSegmentation(transformers.UperNetConfig(
+            backbone_config=backbone, hidden_size=16, auxiliary_channels=8, use_auxiliary_head=False, num_labels=4))
+        spec = str(tmp_path / arch)
+    else:  # a ViT backbone: one input size only, so the spec resizes
+        model = transformers.DPTForSemanticSegmentation(transformers.DPTConfig(
+            hidden_size=16, num_hidden_layers=4, num_attention_heads=2, intermediate_size=32, image_size=32,
+            patch_size=8, backbone_out_indices=[0, 1, 2, 3], neck_hidden_sizes=[8, 8, 16, 16], fusion_hidden_size=16,
+            num_labels=4, use_auxiliary_head=False))
+        spec = f"{tmp_path / arch}?resize=32x32"
+    model.eval().save_pretrained(tmp_path / arch)
+    seg = load_model(spec)
+    assert isinstance(seg, HFSegmenter) and seg.num_classes == 4
+    assert seg.predict_proba(IMAGES).shape == (2, 4, 40, 56)
+    probe_model(seg, OTHER[0], arch)
+
+
+# --- ONNX with a one-channel head that needs multiples of 32 -------------------------------------------
+
+class Needs32(torch.nn.Module):
+    """float [N, 3, H, W] -> one channel [N, 1, H, W]; H and W must be multiples of 32 (a stride-32 branch)."""
+
+    def __init__(self, sigmoid: bool) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.conv = torch.nn.Conv2d(3, 1, 3, padding=1)
+        self.sigmoid = sigmoid
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        context = F.interpolate(F.avg_pool2d(x, 32), scale_factor=32.0, mode="nearest")
+        logit = 4 * self.conv(x + context)  # shapes only agree for multiples of 32
+        return torch.sigmoid(logit) if self.sigmoid else logit
+
+
+@pytest.fixture(scope="module")
+def onnx_pair(tmp_path_factory) -> tuple[Path, Path, np.ndarray]:
+    root = tmp_path_factory.mktemp("onnx")
+    prob = export_onnx(Needs32(True).eval(), root / "prob.onnx", height=64, width=64)
+    logit = export_onnx(Needs32(False).eval(), root / "logit.onnx", height=64, width=64)
+    padded = np.pad(IMAGES, ((0, 0), (0, 24), (0, 8), (0, 0)), mode="edge")  # 64 x 64
+    with torch.no_grad():
+        ref = torch.sigmoid(Needs32(False).eval()(TorchPreprocess()(padded)))[..., :40, :56].numpy()
+    return prob, logit, ref
+
+
+def test_onnx_one_channel_probability_and_logit_variants(onnx_pair):
+    prob, logit, ref = onnx_pair
+    seg_p = load_model(f"{prob}?output=probabilities&pad=32")
+    seg_l = load_model(f"{logit}?output=logits&pad=32")
+    assert isinstance(seg_p, OnnxSegmenter) and seg_p.num_classes == 2 and seg_l.num_classes == 2
+    pp, pl = seg_p.predict_proba(IMAGES), seg_l.predict_proba(IMAGES)
+    assert pp.shape == pl.shape == (2, 2, 40, 56)
+    np.testing.assert_allclose(pp[:, 1], ref[:, 0], atol=1e-5)
+    np.testing.assert_allclose(pl, pp, atol=1e-5)
+    np.testing.assert_allclose(pl.sum(1), 1, atol=1e-6)
+    assert pl[:, 1].std() > 0.01 and (pl[:, 1] < 0.99).any()  # not "1.0 everywhere"
+    for seg in (seg_p, seg_l):
+        probe_model(seg, OTHER[0], "binary")
+    mixed = predict_proba_each(seg_l, [IMAGES[0], OTHER[0], IMAGES[1]])  # mixed sizes in one call
+    assert [m.shape for m in mixed] == [(2, 40, 56), (2, 33, 47), (2, 40, 56)]
+    np.testing.assert_allclose(mixed[2], pl[1], atol=1e-6)
+
+
+def test_onnx_one_channel_errors(onnx_pair):
+    prob, logit, _ = onnx_pair
+    with pytest.raises(ValueError, match=r"one-channel probabilities.*output=logits") as err:
+        probe_model(load_model(f"{logit}?output=probabilities&pad=32"), IMAGES[0], "txt")
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match=r"model 'native' .*failed on a 40x56 image.*pad=N") as err:
+        probe_model(load_model(f"{prob}?output=probabilities"), IMAGES[0], "native")
+    assert "\n" not in str(err.value)
+
+
+# --- TorchScript, module:factory + state_dict -------------------------------------------------------
+
+class TinyNet(torch.nn.Module):
+    def __init__(self, c: int = 3) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, c, 3, padding=1, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+def test_torchscript_with_options(tmp_path):
+    pytest.importorskip("blindspots.data.classfile", reason="the classes-file reader comes with the data helper")
+    torch.manual_seed(0)
+    module = TinyNet().eval()
+    path = tmp_path / "m.pt"
+    torch.jit.save(torch.jit.script(module), str(path))
+    (tmp_path / "classes.txt").write_text("# my classes\nsky 70,130,180\nroad #804080\ncar 0,0,142\n"
+                                          "ignore_index: 255\n")
+    seg = load_model(f"{path}?classes={tmp_path / 'classes.txt'}&max_side=32&batch_size=1")
+    assert isinstance(seg, TorchScriptSegmenter) and seg.classes.names == ("sky", "road", "car")
+    assert seg.classes.palette[1].tolist() == [128, 64, 128]
+    p = seg.predict_proba(IMAGES)
+    ref = TorchSegmenter(module, 3, policy=seg.policy).predict_proba(IMAGES)
+    assert p.shape == (2, 3, 40, 56)
+    np.testing.assert_allclose(p, ref, atol=1e-6)
+    # the same images shrunk to a longer side of 32 first
+    small = TorchSegmenter(module, 3).predict_proba(seg.policy.prepare(IMAGES))
+    assert small.shape[-2:] == (23, 32)
+
+
+FACTORY_SRC = '''
+import torch
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 3, 3, padding=1, stride=2)
+
+    def forward(self, x):
+        return {"out": self.conv(x)}
+
+def build():
+    return Net()
+
+def build_two(x, y):
+    return Net()
+'''
+
+
+def test_module_factory_with_state_dict_from_cwd(tmp_path, monkeypatch):
+    (tmp_path / "my_seg_factory_mod.py").write_text(FACTORY_SRC)
+    monkeypatch.chdir(tmp_path)  # no PYTHONPATH: the spec imports from the current folder
+    torch.manual_seed(5)
+    trained = TinyNet().eval()
+    torch.save({"state_dict": trained.state_dict(), "epoch": 3}, tmp_path / "w.pt")
+    seg = load_model("my_seg_factory_mod:build?weights=w.pt&pad=8")
+    assert isinstance(seg, TorchSegmenter) and seg.info["kind"] == "factory" and seg.num_classes == 3
+    assert isinstance(seg.module, torch.nn.Module)  # trainable: the loop can fine-tune it
+    ref = TorchSegmenter(trained, 3, policy=seg.policy).predict_proba(IMAGES)
+    np.testing.assert_allclose(seg.predict_proba(IMAGES), ref, atol=1e-6)
+    assert spec_kind("my_seg_factory_mod:build") == "factory"
+    assert isinstance(load_model("my_seg_factory_mod:Net"), TorchSegmenter)  # a Module class is a factory too
+    (tmp_path / "junk.pt").write_bytes(b"\x00random bytes")
+    with pytest.raises(ValueError, match="weights: expected a state_dict file") as err:
+        load_model("my_seg_factory_mod:build?weights=junk.pt")
+    _one_line(err, "junk.pt")
+    torch.save(TinyNet(5).state_dict(), tmp_path / "other.pt")
+    with pytest.raises(ValueError, match=r"weights: expected a state_dict that fits") as err:
+        load_model("my_seg_factory_mod:build?weights=other.pt")
+    _one_line(err, "other.pt")
+    with pytest.raises(ValueError, match="does not fit|expected an importable|failed on|TypeError|Error") as err:
+        load_model("my_seg_factory_mod:build_two?weights=w.pt")
+    _one_line(err, "build_two")
+
+
+# --- callables at any resolution, precomputed folders ----------------------------------------------------
+
+CALLABLE_SRC = '''
+import numpy as np
+
+def quarter_logits(images):
+    n, h, w = images.shape[:3]
+    small = images[:, ::4, ::4].astype(np.float32) / 64.0  # [n, ceil(h/4), ceil(w/4), 3]
+    return small.transpose(0, 3, 1, 2)
+
+def quarter_labels(images):
+    return (images[:, ::4, ::4, 0] > 127).astype(np.int64)
+'''
+
+
+def test_callable_low_resolution_output(tmp_path, monkeypatch):
+    (tmp_path / "my_lowres_callables.py").write_text(CALLABLE_SRC)
+    monkeypatch.chdir(tmp_path)
+    seg = load_model("my_lowres_callables:quarter_logits?output=logits")
+    assert isinstance(seg, CallableSegmenter) and seg.num_classes == 3 and spec_kind(seg.info["spec"]) == "callable"
+    p = seg.predict_proba(IMAGES)
+    small = torch.from_numpy(IMAGES[:, ::4, ::4].astype(np.float32).transpose(0, 3, 1, 2) / 64.0)
+    ref = torch.softmax(F.interpolate(small, size=(40, 56), mode="bilinear", align_corners=False), 1).numpy()
+    np.testing.assert_allclose(p, ref, atol=1e-6)
+    labels = load_model("my_lowres_callables:quarter_labels?output=labels&num_classes=2")
+    q = labels.predict_proba(IMAGES)
+    assert q.shape == (2, 2, 40, 56)
+    np.testing.assert_array_equal(q[:, 1, ::4, ::4], IMAGES[:, ::4, ::4, 0] > 127)
+    with pytest.raises(ValueError, match="option 'mean' does not apply to a callable") as err:
+        load_model("my_lowres_callables:quarter_logits?mean=0.5")
+    _one_line(err, "quarter_logits")
+
+
+def test_precomputed_one_channel_with_classes(tmp_path):
+    pytest.importorskip("blindspots.data.classfile", reason="the classes-file reader comes with the data helper")
+    folder = tmp_path / "pre"
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    for i in ("a.png", "b.png"):
+        np.save(folder / f"{i}.npy", rng.random((1, 8, 12)).astype(np.float32))
+    (tmp_path / "c.json").write_text(json.dumps({"names": ["background", "person"], "ignore_index": None,
+                                                 "palette": [[0, 0, 0], [255, 0, 0]]}))
+    seg = load_model(f"{folder}?classes={tmp_path / 'c.json'}")
+    assert isinstance(seg, PrecomputedSegmenter) and seg.classes.names == ("background", "person")
+    assert seg.classes.ignore_index is None and seg.num_classes == 2
+    p = seg.predict_proba_ids(["a.png", "b.png"])
+    np.testing.assert_allclose(p[:, 1], np.stack([np.load(folder / f"{i}.png.npy")[0] for i in ("a", "b")]))
+    probe_model(seg, np.zeros((8, 12, 3), np.uint8), "pre", image_id="a.png")
+    with pytest.raises(ValueError, match="option 'pad' does not apply to a precomputed"):
+        load_model(f"{folder}?pad=32")
+
+
+# --- errors: one line naming the spec ----------------------------------------------------------------------
+
+def test_load_errors_are_one_line(tmp_path):
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(np.random.default_rng(0).bytes(256))
+    (tmp_path / "m.xyz").write_text("?")
+    cases = [
+        (str(tmp_path / "missing.pt"), "no such file"),
+        (str(junk), "neither"),
+        (str(tmp_path / "m.xyz"), "'.xyz'"),
+        ("no_such_pkg_xyz.sub:fn", "importable 'module:function'"),
+        (f"{junk}?resize=big", "resize as HxW"),
+        (f"{junk}?pad=0", "pad to be a positive integer"),
+        (f"{junk}?mean=1,2", "mean as 1 or 3"),
+        (f"{junk}?scale=1/0", "scale as a positive number"),
+        (f"{junk}?output=raw", "output to be one of"),
+    ]
+    for spec, match in cases:
+        with pytest.raises(ValueError, match=match) as err:
+            load_model(spec)
+        _one_line(err, spec)
+    state = tmp_path / "state.pt"
+    torch.save(TinyNet().state_dict(), state)  # a plain state_dict: say how to load it
+    with pytest.raises(ValueError, match="factory\\?weights=") as err:
+        load_model(str(state))
+    _one_line(err, str(state))
+
+
+def test_probe_model_names_the_model():
+    def broken(images):
+        raise RuntimeError("CUDA out of memory.\nTried to allocate 2 GiB")
+
+    seg = CallableSegmenter(broken, 3)
+    with pytest.raises(ValueError, match=r"model 'comp1'.*failed on a 40x56 image.*out of memory") as err:
+        probe_model(seg, IMAGES[0], "comp1")
+    assert "\n" not in str(err.value)
+
+    class Wrong:
+        num_classes = 3
+
+        def predict_proba(self, images):
+            return np.ones((1, 3, 5, 5), np.float32) / 3
+
+    with pytest.raises(ValueError, match=r"model 'w': expected float32 probabilities \[1, 3, 40, 56\]"):
+        probe_model(Wrong(), IMAGES[0], "w")
