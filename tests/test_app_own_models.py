@@ -91,8 +91,7 @@ def make_spec(kind: str, tmp_path: Path, pool: Path) -> tuple[str, str]:
         from blindspots.models.load import load_model
 
         spec = f"{path}?output={'probabilities' if sig else 'logits'}"
-        if load_model(spec).num_classes != 2:
-            pytest.skip("one-channel binary models arrive with the models helper's adapters (issue 13)")
+        assert load_model(spec).num_classes == 2  # a one-channel head is a binary model
         return spec, str(save_ts(Tiny(2, seed=1), tmp_path / "comp2.ts"))
     if kind == "callable":
         (tmp_path / "my_seg_models.py").write_text(CALLABLE)
