@@ -63,6 +63,22 @@ def segment(images):
 '''
 
 
+FACTORY = '''
+import torch
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+def build():
+    return Tiny()
+'''
+
+
 @pytest.fixture()
 def pool(tmp_path: Path) -> Path:
     """12 images of coloured blocks (the models disagree on them)."""
@@ -97,6 +113,24 @@ def make_spec(kind: str, tmp_path: Path, pool: Path) -> tuple[str, str]:
         (tmp_path / "my_seg_models.py").write_text(CALLABLE)
         sys.modules.pop("my_seg_models", None)
         return "my_seg_models:segment", comp3
+    if kind == "callable_lowres":  # output at half the image size; the loader resizes it
+        (tmp_path / "my_seg_lowres.py").write_text(CALLABLE.replace("images.astype", "images[:, ::2, ::2].astype"))
+        sys.modules.pop("my_seg_lowres", None)
+        return "my_seg_lowres:segment", comp3
+    if kind == "factory":  # package.module:factory + a state_dict
+        (tmp_path / "my_seg_factory.py").write_text(FACTORY)
+        sys.modules.pop("my_seg_factory", None)
+        torch.save(Tiny(3, seed=3).state_dict(), tmp_path / "w.pt")
+        return "my_seg_factory:build?weights=w.pt", comp3
+    if kind == "hf":  # a tiny SegFormer saved with save_pretrained (built from a config, no download)
+        transformers = pytest.importorskip("transformers")
+        cfg = transformers.SegformerConfig(
+            num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3],
+            strides=[4, 2], num_attention_heads=[1, 1], mlp_ratios=[2, 2], decoder_hidden_size=16, num_labels=3,
+            id2label={0: "sky", 1: "road", 2: "car"}, label2id={"sky": 0, "road": 1, "car": 2})
+        torch.manual_seed(0)
+        transformers.SegformerForSemanticSegmentation(cfg).eval().save_pretrained(tmp_path / "segformer")
+        return str(tmp_path / "segformer"), comp3
     if kind == "precomputed":
         folder = tmp_path / "probs"
         folder.mkdir()
@@ -151,7 +185,7 @@ def rate_everything_in_the_app(proj: Path) -> int:
 
 
 @pytest.mark.parametrize("kind", ["torchscript", "onnx", "onnx_binary_logits", "onnx_binary_probabilities",
-                                  "callable", "precomputed"])
+                                  "callable", "callable_lowres", "precomputed", "factory", "hf"])
 def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # a callable spec imports from the folder `init` runs in
