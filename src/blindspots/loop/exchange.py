@@ -68,7 +68,8 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
     elif src.suffix.lower() == ".zip":
         masks, kind = import_cvat(src, loop.classes, ids=need), "cvat"
     elif src.suffix.lower() == ".json":
-        masks, kind = import_labelstudio(src, loop.classes), "labelstudio"
+        # ids: tasks created in Label Studio itself (no blindspots_id) are matched by image file name
+        masks, kind = import_labelstudio(src, loop.classes, ids=need), "labelstudio"
     else:
         raise ValueError(f"source: expected a folder of PNG masks, a CVAT .zip or a Label Studio .json, "
                          f"got {str(source)!r}")
@@ -92,9 +93,13 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
 
 
 def export_for_annotation(project: Project, fmt: str, out: str | Path | None = None, *,
-                          round: int | None = None) -> Path:
+                          round: int | None = None, image_url: str | None = None,
+                          image_root: str | Path | None = None, document_root: str | Path | None = None) -> Path:
     """Export round `round`'s S ∪ T (images without a stored mask) with the target's prediction
-    as a pre-annotation: fmt "cvat" (zip with the images) or "labelstudio" (JSON tasks)."""
+    as a pre-annotation: fmt "cvat" (zip with the images) or "labelstudio" (JSON tasks).
+
+    image_url / image_root / document_root: where Label Studio loads each task's image from
+    (`blindspots.data.formats.labelstudio.task_image_url`); image_root defaults to the pool folder."""
     if fmt not in ("cvat", "labelstudio"):
         raise ValueError(f"format: expected 'cvat' or 'labelstudio', got {fmt!r}")
     i = _round_arg(project, round)
@@ -105,4 +110,7 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
         raise ValueError(f"round: expected images awaiting masks in round {i}, got none")
     preds = {x: _target_map(loop, i, x) for x in ids}
     default = project.reports_dir / f"round-{i}-{'cvat.zip' if fmt == 'cvat' else 'labelstudio.json'}"
-    return _export(loop, i, fmt, Path(out) if out is not None else default, ids, preds)
+    where = {"image_url": image_url, "image_root": image_root, "document_root": document_root}
+    if fmt == "labelstudio" and image_url is None and image_root is None:
+        where["image_root"] = loop.cfg.resolve(loop.cfg.pool.root)  # a folder Label Studio can serve
+    return _export(loop, i, fmt, Path(out) if out is not None else default, ids, preds, **where)

@@ -108,21 +108,19 @@ def class_ranges(loop: _Loop) -> np.ndarray:
 
 
 def make_sampler(loop: _Loop, i: int, strategy: str | None = None) -> Any:
-    """The configured sampler (or `strategy`) for round i's target column."""
-    from blindspots.mine.entropy import EntropySampler
-    from blindspots.mine.mad import MADSampler
-    from blindspots.mine.random import RandomSampler
+    """The configured sampler (or `strategy`) for round i's target column, from mine's one registry."""
+    from blindspots.mine.registry import make_sampler as registered
 
     m = loop.cfg.mining
     strategy = strategy or m.strategy
     name = target_column(loop.project, i)
-    if strategy == "entropy":
-        return EntropySampler(name)
+    if strategy == "mad":
+        ranges = np.array([[np.nan if v is None else v for v in r] for r in class_ranges(loop)], dtype=np.float64)
+        return registered("mad", target=name, competitors=[g.name for g in loop.cfg.competitors],
+                          distance=m.distance, n3=m.n3, ranges=ranges, classes=loop.classes)
     if strategy == "random":
-        return RandomSampler()
-    return MADSampler(name, [g.name for g in loop.cfg.competitors], distance=m.distance, n3=m.n3,
-                      ranges=np.array([[np.nan if v is None else v for v in r] for r in class_ranges(loop)],
-                                      dtype=np.float64), classes=loop.classes)
+        return registered("random")
+    return registered(strategy, target=name)  # entropy, surprise: read the target's columns
 
 
 def run_mine(loop: _Loop, i: int, seed: int) -> dict:
@@ -432,9 +430,12 @@ def write_leaderboard(project: Project) -> Path:
     return out
 
 
-def _export(loop: _Loop, i: int, fmt: str, path: Path, ids: list[str], preds: dict[str, np.ndarray]) -> Path:
+def _export(loop: _Loop, i: int, fmt: str, path: Path, ids: list[str], preds: dict[str, np.ndarray],
+            **image_location: Any) -> Path:
+    """image_location: Label Studio's image_url / image_root / document_root (see task_image_url)."""
     from blindspots.data.formats import export_cvat, export_labelstudio
 
     if fmt == "cvat":
         return export_cvat(path, preds, loop.classes, images={x: loop.pool.load(x) for x in ids})
-    return export_labelstudio(path, preds, loop.classes, model_version=target_column(loop.project, i))
+    return export_labelstudio(path, preds, loop.classes, model_version=target_column(loop.project, i),
+                              **image_location)
