@@ -9,16 +9,8 @@ from blindspots.models.adapters import (CallableClassifier, CallableSegmenter, H
                                        TorchSegmenter, select_output)
 from blindspots.models.load import TRAINABLE_KINDS, absolute_spec, load_model, parse_spec, spec_kind
 from blindspots.models.probe import probe_model
-from blindspots.models.protocol import (
-    Classifier,
-    ModelFailure,
-    Segmenter,
-    as_image_batch,
-    check_probabilities,
-    default_classes,
-    model_classes,
-    predict_proba_each,
-)
+from blindspots.models.protocol import (Classifier, ModelFailure, Segmenter, as_image_batch, check_probabilities,
+                                       default_classes, model_classes, predict_proba_each)
 
 __all__ = [
     "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy",
