@@ -29,7 +29,23 @@ def _no_hooks(layer: str) -> ValueError:
                       "name an intermediate output, or give features from a callable or precomputed .npy files")
 
 
-class TorchScriptSegmenter(TorchSegmenter):
+class _NoFeatureHooks:
+    """Feature-map methods of the torch adapters, refused: no layer of a TorchScript module can be hooked."""
+
+    def forward_features(self, chunk: Any, layer: str) -> Any:
+        """Not available: TorchScript modules cannot be hooked (ValueError saying what to do instead)."""
+        raise _no_hooks(layer)
+
+    def default_feature_layer(self) -> str:
+        """Not available (see `forward_features`)."""
+        raise _no_hooks("the default feature layer")
+
+    def check_feature_layer(self, layer: str) -> None:
+        """Not available (see `forward_features`)."""
+        raise _no_hooks(layer)
+
+
+class TorchScriptSegmenter(_NoFeatureHooks, TorchSegmenter):
     """A TorchScript file (torch.jit.save) as a Segmenter.
 
     path: the .ts/.pt file; the scripted module maps float [N, 3, H, W] to [N, C, h, w] (or a
@@ -42,36 +58,12 @@ class TorchScriptSegmenter(TorchSegmenter):
         module = load_torchscript(self.path, kwargs.get("device", "cpu"))
         super().__init__(module, num_classes, **kwargs)
 
-    def forward_features(self, chunk: Any, layer: str) -> Any:
-        """Not available: TorchScript modules cannot be hooked (ValueError saying what to do instead)."""
-        raise _no_hooks(layer)
 
-    def default_feature_layer(self) -> str:
-        """Not available (see `forward_features`)."""
-        raise _no_hooks("the default feature layer")
-
-    def check_feature_layer(self, layer: str) -> None:
-        """Not available (see `forward_features`)."""
-        raise _no_hooks(layer)
-
-
-class TorchScriptClassifier(TorchClassifier):
+class TorchScriptClassifier(_NoFeatureHooks, TorchClassifier):
     """A TorchScript file as a Classifier: float [N, 3, H, W] -> [N, C] logits (default)."""
 
     def __init__(self, path: str | Path, num_classes: int | None = None, **kwargs: Any) -> None:
         self.path = Path(path)
         module = load_torchscript(self.path, kwargs.get("device", "cpu"))
         super().__init__(module, num_classes, **kwargs)
-
-    def forward_features(self, chunk: Any, layer: str) -> Any:
-        """Not available: TorchScript modules cannot be hooked (ValueError saying what to do instead)."""
-        raise _no_hooks(layer)
-
-    def default_feature_layer(self) -> str:
-        """Not available (see `forward_features`)."""
-        raise _no_hooks("the default feature layer")
-
-    def check_feature_layer(self, layer: str) -> None:
-        """Not available (see `forward_features`)."""
-        raise _no_hooks(layer)
 
