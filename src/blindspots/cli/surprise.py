@@ -205,8 +205,6 @@ def view(
     batch_size: int = typer.Option(16, help="Images per forward pass."),
 ) -> None:
     """Draw Figure 6 panels (input, label, prediction, difference, SA above threshold, SA heatmap)."""
-    import numpy as np
-
     from blindspots.data.classes import Classes
     from blindspots.data.pool import ImagePool
     from blindspots.data.segsets import SegmentationSet

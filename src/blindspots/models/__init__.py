@@ -3,33 +3,14 @@
 Entry points: `load_model(spec)` (see `blindspots.models.load` for the grammar),
 `probe_model(seg, image, name)`, `predict_proba_each(seg, images)` for mixed sizes.
 """
-from blindspots.models.adapters import (
-    CallableClassifier,
-    CallableSegmenter,
-    HFSegmenter,
-    InputPolicy,
-    OnnxClassifier,
-    OnnxSegmenter,
-    PrecomputedSegmenter,
-    TorchClassifier,
-    TorchPreprocess,
-    TorchScriptClassifier,
-    TorchScriptSegmenter,
-    TorchSegmenter,
-    select_output,
-)
+from blindspots.models.adapters import (CallableClassifier, CallableSegmenter, HFSegmenter, InputPolicy,
+                                       OnnxClassifier, OnnxSegmenter, PrecomputedSegmenter, TorchClassifier,
+                                       TorchPreprocess, TorchScriptClassifier, TorchScriptSegmenter,
+                                       TorchSegmenter, select_output)
 from blindspots.models.load import TRAINABLE_KINDS, absolute_spec, load_model, parse_spec, spec_kind
 from blindspots.models.probe import probe_model
-from blindspots.models.protocol import (
-    Classifier,
-    ModelFailure,
-    Segmenter,
-    as_image_batch,
-    check_probabilities,
-    default_classes,
-    model_classes,
-    predict_proba_each,
-)
+from blindspots.models.protocol import (Classifier, ModelFailure, Segmenter, as_image_batch, check_probabilities,
+                                       default_classes, model_classes, predict_proba_each)
 
 __all__ = [
     "TRAINABLE_KINDS", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "InputPolicy",
