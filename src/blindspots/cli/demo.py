@@ -128,12 +128,7 @@ def demo(
     from blindspots.mine.testset import format_leaderboard
 
     t0 = time.perf_counter()
-    try:
-        res = run_demo(out, seed=seed, pool_size=pool_size, progress=not quiet, echo=typer.echo,
-                       simulate=simulate)
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    res = run_demo(out, seed=seed, pool_size=pool_size, progress=not quiet, echo=typer.echo, simulate=simulate)
     proj = res["project"]
     typer.echo("")
     typer.echo("Zoo (mIoU on in-distribution / hard held-out scenes):")

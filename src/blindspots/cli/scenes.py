@@ -23,11 +23,7 @@ def generate(
     """Render N scenes (resumable: scenes already on disk are kept)."""
     from blindspots.data.scenes import generate_scene_set, read_conditions
 
-    try:
-        generate_scene_set(out, n, seed=seed, distribution=distribution, size=size, n_jobs=jobs)
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    generate_scene_set(out, n, seed=seed, distribution=distribution, size=size, n_jobs=jobs)
     conds = read_conditions(out)
     hard = sum(c.is_hard for c in conds.values())
     typer.echo(f"wrote {len(conds)} scenes ({hard} hard) to {out}")
