@@ -36,13 +36,21 @@ def histograms(series: Mapping[str, np.ndarray], path: str | Path, *, xlabel: st
     """Overlaid histograms, one per named float [N] array (NaN ignored); writes `path` (PNG)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    shown = 0
-    for name, values in series.items():
-        v = np.asarray(values, dtype=np.float64)
-        v = v[np.isfinite(v)]
-        if len(v):
-            ax.hist(v, bins=bins, alpha=0.55, label=f"{name} (n={len(v)})")
-            shown += 1
+    clean = {name: np.asarray(v, dtype=np.float64)[np.isfinite(np.asarray(v, dtype=np.float64))]
+             for name, v in series.items()}
+    clean = {name: v for name, v in clean.items() if len(v)}
+    shown = len(clean)
+    if shown:  # common bins, so series are comparable; a constant value gets a narrow visible bin
+        lo = min(float(v.min()) for v in clean.values())
+        hi = max(float(v.max()) for v in clean.values())
+        if hi - lo < 1e-9:
+            pad = max(abs(lo), 1.0) * 0.05
+            lo, hi = lo - pad, hi + pad
+        edges = np.linspace(lo, hi, bins + 1)
+        for name, v in clean.items():  # outlines: overlapping series stay visible
+            n, _, patches = ax.hist(v, bins=edges, histtype="stepfilled", alpha=0.25)
+            ax.hist(v, bins=edges, histtype="step", linewidth=1.6, color=patches[0].get_facecolor()[:3],
+                    label=f"{name} (n={len(v)}, mean {v.mean():.3g})")
     if not shown:
         ax.text(0.5, 0.5, "no values", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel(xlabel)
