@@ -17,6 +17,7 @@ from PIL import Image
 
 from blindspots.app import create_app
 from blindspots.app.sample import make_sample_project
+from blindspots.ids import find_artifact
 from blindspots.loop import rounds
 from blindspots.loop.project import Project
 
@@ -392,7 +393,7 @@ def test_ratings_then_masks_then_loop_continues(world: dict, client: TestClient)
     first, second = todo[0]["id"], todo[1]["id"]
     s = client.get("/api/labels/start", params={"kind": "round", "ref": "0", "id": first}, headers=bearer(ANN)).json()
     assert s["source"] == "prediction" and (s["height"], s["width"]) == (32, 32)
-    pred = np.asarray(Image.open(p.scan_dir / "maps" / "target_v0" / (first + ".png")))
+    pred = np.asarray(Image.open(find_artifact(p.scan_dir / "maps" / "target_v0", first)))  # the id rule
     mask = np.frombuffer(base64.b64decode(s["mask"]), np.uint8).reshape(32, 32)
     assert np.array_equal(mask, pred)
     body = {"kind": "round", "ref": "0", "image_id": first, "width": 32, "height": 32}

@@ -84,6 +84,7 @@ def settle(page) -> None:  # noqa: ANN001
 
 
 def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path) -> None:  # noqa: ANN001
+    from blindspots.ids import find_artifact
     from blindspots.loop import rounds
     from blindspots.loop.project import Project
 
@@ -172,7 +173,7 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
     page.goto(f"{url}/label?kind=round&ref=0&id={need[0]}")
     page.wait_for_selector("body[data-ready='1']", state="attached")
     page.wait_for_selector(f"body[data-loaded={need[0]!r}]", state="attached")
-    pred = np.asarray(Image.open(p.scan_dir / "maps" / "target_v0" / (need[0] + ".png")))
+    pred = np.asarray(Image.open(find_artifact(p.scan_dir / "maps" / "target_v0", need[0])))  # the id rule
     saved_counts = paint_and_save(page, need[0], key="4", expect_class=3)
     shoot(page, shots, "5-label")
     m = p.masks_for_round(0)

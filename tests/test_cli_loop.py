@@ -68,6 +68,18 @@ def test_a_project_from_init_to_leaderboard(world: Path, tmp_path: Path) -> None
     assert code == 0 and (tmp_path / "cvat.zip").is_file(), out
     code, out = invoke("export", proj, "--format", "labelstudio")
     assert code == 0 and "labelstudio.json" in out, out
+    # Label Studio serves local files under a strict subfolder of its document root: by default the
+    # task URL is the pool's path relative to the pool's parent; --image-url sets any other location.
+    import json
+
+    ls = tmp_path / "ls.json"
+    code, out = invoke("export", proj, "--format", "labelstudio", "--out", ls)
+    tasks = json.loads(ls.read_text())
+    assert code == 0 and all(t["data"]["image"] == f"/data/local-files/?d=images/{t['data']['blindspots_id']}"
+                             for t in tasks), out  # the pool is world/pool/images
+    code, out = invoke("export", proj, "--format", "labelstudio", "--out", ls, "--image-url", "http://h/img/{id}")
+    tasks = json.loads(ls.read_text())
+    assert code == 0 and all(t["data"]["image"] == f"http://h/img/{t['data']['blindspots_id']}" for t in tasks)
     code, out = invoke("export", proj, "--format", "coco")
     assert code == 2 and "format" in out
     # Masks come back through the CVAT round trip (here: the pre-annotation itself).

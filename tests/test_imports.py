@@ -25,13 +25,7 @@ LAYERS: dict[str, int] = {
 }
 
 #: (importer module, imported module) cycles' edges still to be removed.
-#: Issue 12: app/server.py <-> the six routers (each imports `page` from server.py; the loop helper's files).
-KNOWN_MODULE_CYCLE_EDGES: set[tuple[str, str]] = {
-    *{("blindspots.app.server", f"blindspots.app.routers.{r}") for r in
-      ("api", "dashboard", "label", "rate", "review", "vote")},
-    *{(f"blindspots.app.routers.{r}", "blindspots.app.server") for r in
-      ("api", "dashboard", "label", "rate", "review", "vote")},
-}
+KNOWN_MODULE_CYCLE_EDGES: set[tuple[str, str]] = set()
 #: (importer module, imported module) upward imports still to be removed (issue 12)
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 #: (importer package, imported package) package cycles' edges still to be removed (issue 12)

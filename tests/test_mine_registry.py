@@ -82,3 +82,11 @@ def test_reasons_read_like_sentences():
     assert describe(json.dumps({"strategy": "random", "seed": 4})) == "random pick (seed 4)"
     assert "MDSA" in describe(json.dumps({"strategy": "surprise", "kind": "mdsa", "target": "t", "sa": 2.0}))
     assert describe("not json") == "not json"
+
+
+def test_project_strategies_are_the_registry():
+    # config.py is a foundation and may not import mine/, so it keeps a tuple; it must be the registry's list
+    from blindspots.config import STRATEGIES
+    from blindspots.mine.registry import sampler_names
+
+    assert tuple(STRATEGIES) == sampler_names()

@@ -192,3 +192,33 @@ def test_inconsistent_project_is_reported(world: Path, tmp_path: Path) -> None:
     with pytest.raises(ProjectError, match="simulate.ground_truth"):
         rounds.advance(q, simulate=True, progress=False)
     assert q.step(0, "scan")["status"] == "done" and q.step(0, "ratings")["status"] == "running"
+    # The step that raised is recorded as failed (status says so) and is run again next time.
+    st = rounds.status(q)
+    assert st.state == "failed" and "simulate.ground_truth" in st.message and "retry" in st.message
+
+
+def test_without_labels_the_label_plan_mines_from_pool_predictions(world: Path, tmp_path: Path) -> None:
+    """No S0/T0: class ranges are the quartiles of the target's own argmax areas on the pool, the
+    round stops at ratings, and after simulated ratings S ∪ T is exported instead of fine-tuning."""
+    from PIL import Image
+
+    from blindspots.mine.mad import class_area_ranges
+
+    cfg = make_config(world)
+    cfg.data.train = cfg.data.val = ""
+    cfg.mining.quantiles = [0.25, 0.75]
+    p = Project.create(tmp_path / "p", cfg)
+    assert rounds.plan(p) == rounds.LABEL_STEPS and "no training data" in rounds.finetune_blocker_of(p)
+    st = rounds.advance(p, progress=False)
+    assert st.state == "awaiting_ratings", st.message
+    maps = sorted((p.scan_dir / "maps" / "target_v0").glob("*.png"))
+    assert len(maps) == 40
+    k = rounds._Loop(p, simulate=False, progress=False).classes.num_classes
+    want = class_area_ranges((np.asarray(Image.open(m)) for m in maps), k, ignore_index=None)
+    got = rounds.class_ranges(rounds._Loop(p, simulate=False, progress=False))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    st = rounds.advance(p, simulate=True, progress=False)
+    assert st.state == "exported" and "cannot fine-tune" not in st.message and "no training data" in st.message
+    assert p.step(0, "export")["status"] == "done" and p.step(0, "finetune") is None
+    assert len(p.candidates(0, "S")) > 0 and (p.reports_dir / "round-0" / "S.csv").is_file()
+    assert rounds.advance(p, simulate=True, progress=False).message == st.message  # stays stopped

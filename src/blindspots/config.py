@@ -6,13 +6,14 @@ most 4 images per main foreground class, r = 2 rounds, fine-tuning by SGD (momen
 weight decay 5e-4, polynomial decay, batch size 2, at most 80 epochs, initial LR from
 {1, 5, 10} x 1e-5 chosen by mIoU on T0).
 
-Layout of the file (all tables but [pool], [target], [data] optional)::
+Layout of the file (all tables but [pool], [target] and [[competitors]] optional)::
 
     [project]   name, seed, rounds
     [pool]      root, list_file
-    [target]    name, path                (a zoo checkpoint, `blindspots.models.zoo`)
+    [target]    name, path                (a model spec, `blindspots.models.load`)
     [[competitors]] name, path
-    [data]      train (S0: folder with images/ and masks/), val (T0: same layout)
+    [data]      train (S0: folder with images/ and masks/), val (T0: same layout); both optional:
+                without them the loop mines, collects ratings and exports S for labelling
     [scan]      batch_size, shard_size
     [mining]    strategy ("mad" | "entropy" | "random"), n3, distance ("dmiou" | "dpa"),
                 quantiles (p, q of class areas over S0), n (budget for entropy/random)
@@ -36,7 +37,7 @@ from typing import Any
 
 CONFIG_FILE = "blindspots.toml"
 MODEL_NAME = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*$")  # scan contract, no "__"
-STRATEGIES = ("mad", "entropy", "random")
+STRATEGIES = ("mad", "entropy", "surprise", "random")  # = mine.registry.sampler_names() (a test checks)
 DISTANCES = ("dmiou", "dpa")
 
 
@@ -59,7 +60,9 @@ class PoolSettings:
 
 @dataclass
 class ModelSettings:
-    """name: `[a-z0-9_]+` (score-table columns use it); path: a zoo checkpoint (.pt)."""
+    """name: `[a-z0-9_]+` (score-table columns use it); path: a model spec as the scan takes it
+    (`blindspots.models.load`): a zoo checkpoint, TorchScript, ONNX, a folder of precomputed
+    `.npy`, or `package.module:function`, with options after "?"."""
 
     name: str = ""
     path: str = ""
@@ -69,7 +72,9 @@ class ModelSettings:
 class DataSettings:
     """train: S0, the target's training set; val: T0, its validation set.
 
-    Each is a folder with `images/` and `masks/` (the layout of `generate_scene_set`).
+    Each is a folder with `images/` and `masks/` (the layout of `generate_scene_set`), or ""
+    (none): without S0 the class-size ranges come from the target's predictions on the pool, and
+    without S0 and T0 the loop does not fine-tune (it exports S for labelling instead).
     """
 
     train: str = ""
@@ -87,7 +92,7 @@ class MiningSettings:
     """strategy: "mad" (paper), "entropy" or "random"; n3: top images per (pair, class, direction)
     (paper: 25); distance: "dmiou" (1 - mIoU) or "dpa" (1 - pixel accuracy); quantiles: [p, q]
     quantiles of each class's area over S0 masks for the content constraint (paper: first and
-    third quartiles); n: budget for entropy/random (None: the size MAD would pick, or 2*m*c*n3).
+    third quartiles; without S0, over the target's own predictions on the pool, docs/loop.md); n: budget for entropy/random (None: the size MAD would pick, or 2*m*c*n3).
     """
 
     strategy: str = "mad"
@@ -163,7 +168,7 @@ class Config:
 
     pool: PoolSettings
     target: ModelSettings
-    data: DataSettings
+    data: DataSettings = field(default_factory=DataSettings)
     competitors: list[ModelSettings] = field(default_factory=list)
     project: ProjectSettings = field(default_factory=ProjectSettings)
     scan: ScanSettings = field(default_factory=ScanSettings)
@@ -229,13 +234,13 @@ def validate(cfg: Config) -> None:
     for key, m in [("target", cfg.target)] + [(f"competitors[{i}]", c) for i, c in enumerate(cfg.competitors)]:
         _need(isinstance(m.name, str) and bool(MODEL_NAME.match(m.name)), f"{key}.name",
               "a name of lowercase letters, digits and single underscores", m.name)
-        _need(isinstance(m.path, str) and m.path != "", f"{key}.path", "a checkpoint path", m.path)
+        _need(isinstance(m.path, str) and m.path != "", f"{key}.path", "a model spec (path or module:function)", m.path)
         _need(m.name not in names, f"{key}.name", "a name not used by another model", m.name)
         names.append(m.name)
     _need(len(cfg.competitors) >= 1, "competitors", "at least one competing model", cfg.competitors)
     for key in ("train", "val"):
         v = getattr(cfg.data, key)
-        _need(isinstance(v, str) and v != "", f"data.{key}", "a folder with images/ and masks/", v)
+        _need(isinstance(v, str), f"data.{key}", "a folder with images/ and masks/ (or \"\")", v)
     for key in ("batch_size", "shard_size"):
         v = getattr(cfg.scan, key)
         _need(_int(v) and v >= 1, f"scan.{key}", "an integer >= 1", v)
@@ -289,7 +294,7 @@ _SECTIONS: dict[str, type] = {
     "scan": ScanSettings, "mining": MiningSettings, "ratings": RatingSettings,
     "testset": TestSetSettings, "finetune": FinetuneSettings, "simulate": SimulateSettings,
 }
-_REQUIRED = ("pool", "target", "data", "competitors")
+_REQUIRED = ("pool", "target", "competitors")
 
 
 def _section(cls: type, raw: Any, key: str) -> Any:

@@ -2,6 +2,6 @@
 
 `create_app(project_path)` builds the FastAPI app; `blindspots serve PROJECT` runs it.
 """
-from blindspots.app.server import create_app
+from blindspots.app.main import create_app
 
 __all__ = ["create_app"]

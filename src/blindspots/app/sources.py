@@ -22,6 +22,7 @@ from PIL import Image
 
 from blindspots.app.store import AppStore
 from blindspots.data.classes import Classes
+from blindspots.ids import artifact_name, find_artifact, legacy_artifact_name
 from blindspots.loop.project import Project
 
 log = logging.getLogger(__name__)
@@ -114,12 +115,13 @@ class ProjectView:
                 man = load_manifest(self.project.scan_dir) or {}
                 if isinstance(man.get("classes"), dict):
                     self._classes = Classes.from_dict(man["classes"])
-                else:
-                    from blindspots.models.zoo import load_checkpoint
+                else:  # no scan yet: load the target from its spec, whatever its kind
+                    from blindspots.loop.models import load_spec
+                    from blindspots.loop.rounds import target_classes
 
-                    _, info = load_checkpoint(self.project.model(self.project.config.target.name, 0).path)
-                    cl = info.get("classes")
-                    self._classes = Classes.from_dict(cl) if isinstance(cl, dict) else cl
+                    rec = self.project.model(self.project.config.target.name, 0)
+                    seg = load_spec(rec.spec, import_dir=rec.meta.get("import_dir"))
+                    self._classes = target_classes(self.project, seg)
             return self._classes
 
     def classes_json(self) -> dict:
@@ -135,17 +137,10 @@ class ProjectView:
     # ---- rounds and queues ----------------------------------------------------------------------
     def rating_round(self) -> int | None:
         """The round whose candidates M take ratings now: mined, and S not formed yet."""
-        db = self.project.db
-        for (rnd,) in db.execute("SELECT round FROM steps WHERE step='mine' AND status='done' ORDER BY round DESC"):
-            row = db.execute("SELECT status FROM steps WHERE round=? AND step='select'", (rnd,)).fetchone()
-            if row is None or row[0] != "done":
-                return int(rnd)
-            return None
-        return None
+        return self.project.rating_round()
 
     def is_candidate(self, round: int, image_id: str) -> bool:
-        return self.project.db.execute("SELECT 1 FROM candidates WHERE round=? AND kind='M' AND image_id=?",
-                                       (round, image_id)).fetchone() is not None
+        return self.project.is_candidate(round, image_id, "M")
 
     def rate_queue(self, annotator: str) -> dict:
         """{round, total, done, items: [{id, score}]}: every candidate of M, in rank order, with this
@@ -153,27 +148,18 @@ class ProjectView:
         rnd = self.rating_round()
         if rnd is None:
             return {"round": None, "total": 0, "done": 0, "items": []}
-        db = self.project.db
-        mine = {i: ("ood" if o else s) for i, s, o in db.execute(
-            "SELECT image_id, score, out_of_domain FROM ratings WHERE round=? AND annotator=?", (rnd, annotator))}
-        ids = [r[0] for r in db.execute("SELECT image_id FROM candidates WHERE round=? AND kind='M' ORDER BY rank",
-                                        (rnd,))]
+        mine = self.project.ratings_of(rnd, annotator)
+        ids = self.project.candidate_ids(rnd, "M")
         items = [{"id": i, "score": mine.get(i)} for i in ids]
         return {"round": rnd, "total": len(ids), "done": sum(1 for i in ids if i in mine), "items": items}
 
     def rating_count(self, round: int, annotator: str) -> int:
         # Only candidates of M can be rated through the app, so no join with candidates is needed.
-        return int(self.project.db.execute("SELECT COUNT(*) FROM ratings WHERE round=? AND annotator=?",
-                                           (round, annotator)).fetchone()[0])
+        return self.project.rating_count(round, annotator)
 
     def mask_round(self) -> int | None:
         """The latest round with S or T formed whose masks step is not done."""
-        db = self.project.db
-        row = db.execute("SELECT round FROM steps WHERE step='select' AND status='done' ORDER BY round DESC").fetchone()
-        if row is None:
-            return None
-        st = db.execute("SELECT status FROM steps WHERE round=? AND step='masks'", (row[0],)).fetchone()
-        return None if st is not None and st[0] == "done" else int(row[0])
+        return self.project.mask_round()
 
     def masks_needed(self, round: int) -> list[str]:
         from blindspots.loop.rounds import masks_needed
@@ -213,8 +199,8 @@ class ProjectView:
         if image_id not in self.pool:
             raise NotFound(f"id: expected an image id of the pool, got {image_id!r}")
         root = self.project.scan_dir / "maps" / target_column(self.project, round)
-        path = root / (image_id + ".png")
-        if not path.is_file() or not inside(path, self.project.scan_dir):
+        path = find_artifact(root, image_id)  # the id -> file-name rule (legacy id + ".png" too)
+        if path is None or not inside(path, self.project.scan_dir):
             return None
         return read_index_png(path)
 
@@ -227,11 +213,9 @@ class ProjectView:
         return self._cache.get(("pred", round, image_id), make)
 
     def stored_mask(self, round: int, image_id: str) -> np.ndarray | None:
-        row = self.project.db.execute("SELECT path FROM masks WHERE round=? AND image_id=?",
-                                      (round, image_id)).fetchone()
-        if row is None:
+        path = self.project.stored_mask_path(round, image_id)
+        if path is None:
             return None
-        path = self.project.path / row[0]
         return read_index_png(path) if path.is_file() and inside(path, self.project.path) else None
 
     # ---- vote sets (Defuse scenario review folders) -----------------------------------------------
@@ -255,8 +239,7 @@ class ProjectView:
         return list(json.loads((self.vote_set(name)["path"] / "classes.json").read_text())["class_names"])
 
     def vote_queue(self, annotator: str) -> dict:
-        mine = {i: lab for i, lab in self.project.db.execute(
-            "SELECT item_id, label FROM votes WHERE annotator=?", (annotator,))}
+        mine = self.project.votes_of(annotator)
         sets = []
         for s in self.store.sets("vote"):
             ids = list(self.vote_items(s["name"])["item_id"])
@@ -310,8 +293,9 @@ class ProjectView:
         if key is None:
             raise ValueError(f"layer: expected 'image', 'given' or 'pred', got {layer!r}")
         root = Path(meta[key])
-        stem = image_id.rsplit(".", 1)[0] if layer != "image" else image_id
-        cands = [root / image_id] if layer == "image" else [root / f"{stem}.png", root / f"{image_id}.png"]
+        # Masks and predictions follow the id -> file-name rule (blindspots.ids); legacy id + ".png" too.
+        cands = [root / image_id] if layer == "image" else \
+            [root / artifact_name(image_id), root / legacy_artifact_name(image_id)]
         if layer == "image" and not cands[0].is_file():
             cands = sorted(root.glob(f"{image_id}.*"))
         for p in cands:
@@ -333,8 +317,7 @@ class ProjectView:
         return self._cache.get(("review", name, image_id, layer), make)
 
     def review_queue(self, annotator: str) -> dict:
-        mine = {(i, r): v for i, r, v in self.project.db.execute(
-            "SELECT image_id, region_id, verdict FROM reviews WHERE annotator=?", (annotator,))}
+        mine = self.project.verdicts_of(annotator)
         sets = []
         for s in self.store.sets("review"):
             regs = self.review_regions(s["name"])
@@ -359,8 +342,7 @@ class ProjectView:
     def confirmed_errors(self) -> list[tuple[str, str]]:
         """(set, image id) of review images with at least one region confirmed as an error."""
         out = []
-        for (key,) in self.project.db.execute(
-                "SELECT DISTINCT image_id FROM reviews WHERE verdict='error' ORDER BY image_id"):
+        for key in self.project.error_image_ids():
             s, _, i = key.partition("/")
             if s in {x["name"] for x in self.store.sets("review")}:
                 out.append((s, i))

@@ -2,9 +2,10 @@
 vote and review sets, and fixed masks of confirmed label issues.
 
 The loop's tables (annotators, ratings, masks, votes, reviews) belong to
-`blindspots.loop.project.Project`; answers go through its methods. This module adds only what
-the app needs besides them, with `CREATE TABLE IF NOT EXISTS`, so an old project gains them on
-first use and the loop never sees them.
+`blindspots.loop.project.Project`; answers go through its methods. The app's own tables are
+created on first use (`Store.create_app_schema`, `CREATE TABLE IF NOT EXISTS`), so an old
+project gains them; their SQL lives in `blindspots.loop.queries.AppTables` too — this module
+runs none.
 
 Tables::
 
@@ -26,7 +27,6 @@ handler sleep in growing steps, which turns 20 concurrent raters into long laten
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import secrets
 import threading
@@ -35,23 +35,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from blindspots.loop.project import Project, _check_id, hash_token, now
+from blindspots.ids import artifact_name
+from blindspots.loop.project import Project, hash_token
+from blindspots.loop.store import _check_id
 
 SESSION_HOURS = 12
 SET_KINDS = ("vote", "review")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS app_sessions (
-    id_hash TEXT PRIMARY KEY, annotator TEXT NOT NULL, csrf TEXT NOT NULL, created TEXT NOT NULL,
-    expires TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS app_sets (
-    kind TEXT NOT NULL, name TEXT NOT NULL, path TEXT NOT NULL, meta TEXT NOT NULL, created TEXT NOT NULL,
-    PRIMARY KEY (kind, name));
-CREATE TABLE IF NOT EXISTS app_fixes (
-    "set" TEXT NOT NULL, image_id TEXT NOT NULL, path TEXT NOT NULL, annotator TEXT, time TEXT NOT NULL,
-    PRIMARY KEY ("set", image_id));
-CREATE INDEX IF NOT EXISTS app_ratings_by_annotator ON ratings (round, annotator);
-"""
 
 
 def _utc(hours: float = 0.0) -> str:
@@ -75,17 +64,15 @@ class AppStore:
     def __init__(self, project: Project) -> None:
         self.project = project
         self.write_lock = threading.Lock()
-        self.project.db.executescript(_SCHEMA)
+        self.project.create_app_schema()
 
     # ---- sessions --------------------------------------------------------------------------
     def create_session(self, annotator: str, *, hours: float = SESSION_HOURS) -> tuple[str, str]:
         """A new cookie session for `annotator`: returns (session id, CSRF token). Only the
         SHA-256 of the session id is stored."""
         sid, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-        with self.write_lock, self.project.transaction() as db:
-            db.execute("DELETE FROM app_sessions WHERE expires < ?", (_utc(),))
-            db.execute("INSERT INTO app_sessions VALUES (?,?,?,?,?)",
-                       (hash_token(sid), annotator, csrf, now(), _utc(hours)))
+        with self.write_lock:
+            self.project.add_session(hash_token(sid), annotator, csrf, _utc(hours))
         return sid, csrf
 
     def session(self, sid: str) -> dict | None:
@@ -94,30 +81,25 @@ class AppStore:
             h = hash_token(sid)
         except ValueError:
             return None
-        row = self.project.db.execute(
-            "SELECT a.name, a.role, s.csrf FROM app_sessions s JOIN annotators a ON a.name = s.annotator "
-            "WHERE s.id_hash = ? AND s.expires > ?", (h, _utc())).fetchone()
-        return None if row is None else {"name": row[0], "role": row[1], "csrf": row[2]}
+        return self.project.live_session(h, _utc())
 
     def end_session(self, sid: str) -> None:
         try:
             h = hash_token(sid)
         except ValueError:
             return
-        with self.write_lock, self.project.transaction() as db:
-            db.execute("DELETE FROM app_sessions WHERE id_hash = ?", (h,))
+        with self.write_lock:
+            self.project.delete_sessions(id_hash=h)
 
     def end_sessions_of(self, annotator: str) -> None:
-        with self.write_lock, self.project.transaction() as db:
-            db.execute("DELETE FROM app_sessions WHERE annotator = ?", (annotator,))
+        with self.write_lock:
+            self.project.delete_sessions(annotator=annotator)
 
     # ---- ratings: undo ----------------------------------------------------------------------
     def delete_rating(self, round: int, image_id: str, annotator: str) -> bool:
         """Withdraw one annotator's rating (the rate page's undo). True if there was one."""
-        with self.write_lock, self.project.transaction() as db:
-            n = db.execute("DELETE FROM ratings WHERE round=? AND image_id=? AND annotator=?",
-                           (int(round), image_id, annotator)).rowcount
-        return n > 0
+        with self.write_lock:
+            return self.project.delete_rating(round, image_id, annotator)
 
     # ---- attached sets ----------------------------------------------------------------------
     def attach_set(self, kind: str, name: str, path: str | Path, meta: dict | None = None) -> None:
@@ -127,22 +109,20 @@ class AppStore:
         p = Path(path).resolve()
         if not p.is_dir():
             raise ValueError(f"path: expected an existing folder, got {str(path)!r}")
-        with self.write_lock, self.project.transaction() as db:
-            db.execute("INSERT INTO app_sets VALUES (?,?,?,?,?) ON CONFLICT (kind, name) DO UPDATE SET "
-                       "path=excluded.path, meta=excluded.meta", (kind, name, str(p), json.dumps(meta or {}), now()))
+        with self.write_lock:
+            self.project.put_set(kind, name, str(p), meta or {})
 
     def detach_set(self, kind: str, name: str) -> bool:
-        with self.write_lock, self.project.transaction() as db:
-            return db.execute("DELETE FROM app_sets WHERE kind=? AND name=?", (kind, name)).rowcount > 0
+        with self.write_lock:
+            return self.project.delete_set(kind, name)
 
     def sets(self, kind: str) -> list[dict]:
         """[{name, path (Path), meta}] of one kind, by name."""
-        rows = self.project.db.execute("SELECT name, path, meta FROM app_sets WHERE kind=? ORDER BY name", (kind,))
-        return [{"name": n, "path": Path(p), "meta": json.loads(m)} for n, p, m in rows]
+        return self.project.app_sets(kind)
 
     # ---- fixed masks of confirmed label issues ----------------------------------------------
     def fix_path(self, set_name: str, image_id: str) -> Path:
-        return self.project.path / "masks" / "fixes" / check_set_name(set_name) / (_check_id(image_id) + ".png")
+        return self.project.path / "masks" / "fixes" / check_set_name(set_name) / artifact_name(_check_id(image_id))
 
     def add_fix(self, set_name: str, image_id: str, mask: np.ndarray, annotator: str | None) -> Path:
         """Store a corrected mask (uint8 [H, W]) as an index PNG; written atomically, then committed."""
@@ -154,15 +134,9 @@ class AppStore:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
         rel = path.relative_to(self.project.path).as_posix()
-        with self.write_lock, self.project.transaction() as db:
-            db.execute('INSERT INTO app_fixes VALUES (?,?,?,?,?) ON CONFLICT ("set", image_id) DO UPDATE SET '
-                       "path=excluded.path, annotator=excluded.annotator, time=excluded.time",
-                       (set_name, image_id, rel, annotator, now()))
+        with self.write_lock:
+            self.project.put_fix(set_name, image_id, rel, annotator)
         return path
 
     def fixes(self, set_name: str | None = None) -> list[dict]:
-        q = 'SELECT "set", image_id, path, annotator, time FROM app_fixes'
-        rows = self.project.db.execute(q + (' WHERE "set"=?' if set_name else "") + " ORDER BY 1, 2",
-                                       (set_name,) if set_name else ())
-        return [{"set": s, "id": i, "path": self.project.path / p, "annotator": a, "time": t}
-                for s, i, p, a, t in rows]
+        return self.project.app_fixes(set_name)

@@ -1,4 +1,4 @@
-"""`blindspots init | round | status | leaderboard | export | ratings import | masks import`:
+"""`blindspots init | round | status | leaderboard | export | register | ratings import | masks import`:
 the troubleshooting loop (Algorithm 1 of the MAD paper) over a project folder."""
 from __future__ import annotations
 
@@ -13,38 +13,40 @@ masks_app = typer.Typer(help="Pixel labels of the counterexamples S and the test
 
 
 def _model_spec(spec: str, default_name: str, option: str) -> tuple[str, str]:
-    """'NAME=PATH' or 'PATH' (name from the file stem) -> (name, path)."""
-    if "=" in spec:
+    """'NAME=SPEC' or 'SPEC' (name from the file stem) -> (name, spec). An '=' after '?' belongs
+    to the spec's options (`model.onnx?output=logits`), not to a name."""
+    head = spec.split("=", 1)[0]
+    if "=" in spec and "?" not in head:
         name, path = spec.split("=", 1)
     else:
-        name, path = (default_name or Path(spec).stem.lower().replace("-", "_")), spec
+        base = spec.partition("?")[0]
+        stem = base.rsplit(":", 1)[-1] if ":" in base and not Path(base).exists() else Path(base).stem
+        name, path = (default_name or stem.lower().replace("-", "_").replace(".", "_")), spec
     if not name or not path:
         raise typer.BadParameter(f"expected NAME=PATH or PATH, got {spec!r}", param_hint=option)
     return name, path
 
 
-def _open(project: Path):  # noqa: ANN202 - Project
+def open_project(project: Path):  # noqa: ANN202 - Project
+    """`Project.open` for the commands (loop and web)."""
     from blindspots.loop.project import Project
 
-    try:
-        return Project.open(project)
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-
-
-def _fail(e: Exception) -> None:
-    typer.echo(f"error: {e}", err=True)
-    raise typer.Exit(2)
+    return Project.open(project)  # a ProjectError (ValueError) becomes one line via the CLI handler
 
 
 def init(
     project: Path = typer.Argument(..., help="Project folder to create."),
     pool: Path = typer.Option(..., "--pool", help="Folder of unlabeled images (the pool D)."),
-    target: str = typer.Option(..., "--target", help="Target model: NAME=CHECKPOINT.pt or CHECKPOINT.pt (zoo checkpoint)."),
-    competitor: list[str] = typer.Option(..., "--competitor", help="A competing model, NAME=CHECKPOINT.pt; repeat for each."),
-    train_data: Path = typer.Option(..., "--train-data", help="S0, the target's training set: folder with images/ and masks/."),
-    val_data: Path = typer.Option(..., "--val-data", help="T0, the target's validation set: folder with images/ and masks/."),
+    target: str = typer.Option(..., "--target", help="Target model: NAME=SPEC or SPEC. SPEC as for `blindspots scan`: "
+                               "a zoo .pt checkpoint, TorchScript, .onnx, a folder of <id>.npy, or "
+                               "'module:function', options after '?'."),
+    competitor: list[str] = typer.Option(..., "--competitor", help="A competing model, NAME=SPEC; repeat for each."),
+    train_data: Optional[Path] = typer.Option(None, "--train-data", help="S0, the target's training set: folder with "
+                                              "images/ and masks/ (optional: without it class sizes come from the "
+                                              "target's predictions on the pool)."),
+    val_data: Optional[Path] = typer.Option(None, "--val-data", help="T0, the target's validation set: folder with "
+                                            "images/ and masks/ (optional: without S0 and T0 the loop exports S for "
+                                            "labelling instead of fine-tuning)."),
     ground_truth: Optional[Path] = typer.Option(None, "--ground-truth", help="True masks of the pool (only for --simulate)."),
     rounds: int = typer.Option(2, "--rounds", help="Fine-tuning rounds r (paper: 2)."),
     seed: int = typer.Option(0, "--seed", help="Seed of every random choice (same seed, same selections)."),
@@ -57,35 +59,36 @@ def init(
     batch_size: int = typer.Option(2, "--batch-size", help="Fine-tuning mini-batch size (paper: 2)."),
     lrs: str = typer.Option("1e-5,5e-5,1e-4", "--lrs", help="Initial learning rates to grid-search on T0, comma separated."),
 ) -> None:
-    """Create a project folder: blindspots.toml, the SQLite store, scans/, masks/, checkpoints/, reports/."""
+    """Create a project folder: blindspots.toml, the SQLite store, scans/, masks/, checkpoints/, reports/.
+
+    Every model is loaded and run on one pool image first, so a bad spec fails here."""
     from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings,
                                    PoolSettings, ProjectSettings, RatingSettings, SimulateSettings,
                                    TestSetSettings)
-    from blindspots.loop.project import Project
+    from blindspots.loop.project import STORE_FILE, Project
+    from blindspots.loop.setup import check_config
 
-    try:
-        tname, tpath = _model_spec(target, "target", "--target")
-        comps = [ModelSettings(*_model_spec(c, "", "--competitor")) for c in competitor]
-        cfg = Config(
-            pool=PoolSettings(root=str(pool)), target=ModelSettings(tname, tpath), competitors=comps,
-            data=DataSettings(train=str(train_data), val=str(val_data)),
-            project=ProjectSettings(name=project.name, seed=seed, rounds=rounds),
-            mining=MiningSettings(strategy=strategy, n3=n3), ratings=RatingSettings(n4=n4, raters=raters),
-            testset=TestSetSettings(size=test_size),
-            finetune=FinetuneSettings(lrs=[float(x) for x in lrs.split(",") if x.strip()], epochs=epochs,
-                                      batch_size=batch_size),
-            simulate=SimulateSettings(ground_truth=str(ground_truth) if ground_truth else ""),
-            base_dir=Path.cwd(),
-        )
-        for key, p in [("--pool", pool), ("--train-data", train_data), ("--val-data", val_data)]:
-            if not p.is_dir():
-                raise ValueError(f"{key}: expected an existing folder, got {str(p)!r}")
-        for m in [cfg.target, *comps]:
-            if not Path(m.path).is_file():
-                raise ValueError(f"--target/--competitor: expected an existing checkpoint for {m.name!r}, got {m.path!r}")
-        proj = Project.create(project, cfg)
-    except ValueError as e:
-        _fail(e)
+    tname, tpath = _model_spec(target, "target", "--target")
+    comps = [ModelSettings(*_model_spec(c, "", "--competitor")) for c in competitor]
+    cfg = Config(
+        pool=PoolSettings(root=str(pool)), target=ModelSettings(tname, tpath), competitors=comps,
+        data=DataSettings(train=str(train_data) if train_data else "", val=str(val_data) if val_data else ""),
+        project=ProjectSettings(name=project.name, seed=seed, rounds=rounds),
+        mining=MiningSettings(strategy=strategy, n3=n3), ratings=RatingSettings(n4=n4, raters=raters),
+        testset=TestSetSettings(size=test_size),
+        finetune=FinetuneSettings(lrs=[float(x) for x in lrs.split(",") if x.strip()], epochs=epochs,
+                                  batch_size=batch_size),
+        simulate=SimulateSettings(ground_truth=str(ground_truth) if ground_truth else ""),
+        base_dir=Path.cwd(),
+    )
+    for key, p in [("--pool", pool), ("--train-data", train_data), ("--val-data", val_data)]:
+        if p is not None and not p.is_dir():
+            raise ValueError(f"{key}: expected an existing folder, got {str(p)!r}")
+    if (project / STORE_FILE).exists():
+        raise ValueError(f"project: expected a folder without a project, got {str(project)!r} "
+                         f"(it already holds {STORE_FILE})")
+    check_config(cfg)  # every model loads and runs on one pool image; S0/T0 hold images with masks
+    proj = Project.create(project, cfg)
     typer.echo(f"created project {proj.path}\n  settings: {proj.path / 'blindspots.toml'}\n"
                f"  next: blindspots round {project}")
 
@@ -98,13 +101,9 @@ def round_(
     """Advance the loop to the next step that needs a human, and say what is awaited."""
     from blindspots.loop.rounds import advance
 
-    proj = _open(project)
-    try:
-        st = advance(proj, simulate=simulate, max_steps=max_steps)
-    except ValueError as e:
-        _fail(e)
+    st = advance(open_project(project), simulate=simulate, max_steps=max_steps)
     typer.echo(st.message)
-    if st.finished:
+    if st.state == "finished":
         leaderboard(project)
     if st.awaited:
         shown = ", ".join(st.awaited[:10]) + (" ..." if len(st.awaited) > 10 else "")
@@ -115,10 +114,14 @@ def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
     """Show the rounds, the steps done and what the loop waits for."""
     from blindspots.loop.rounds import status as loop_status
 
-    proj = _open(project)
+    proj = open_project(project)
     steps = proj.steps()
     for _, r in steps.iterrows():
-        typer.echo(f"round {r['round']}  {r['step']:<9} {r['status']:<8} model v{r['model_version']}  "
+        state = r["status"]
+        err = proj.step_failure(int(r["round"]), r["step"]) if state != "done" else None
+        if err is not None:  # the step raised: say why (the next `round` retries it)
+            state = f"failed: {err}"
+        typer.echo(f"round {r['round']}  {r['step']:<9} {state:<8} model v{r['model_version']}  "
                    f"seed {r['seed']}  {r['finished_at'] or r['started_at']}")
     typer.echo(loop_status(proj).message)
 
@@ -128,7 +131,7 @@ def leaderboard(project: Path = typer.Argument(..., help="Project folder.")) -> 
     from blindspots.loop.rounds import leaderboard_frame
     from blindspots.mine.testset import format_leaderboard
 
-    df = leaderboard_frame(_open(project))
+    df = leaderboard_frame(open_project(project))
     typer.echo(format_leaderboard(df) if len(df) else "no round has been evaluated yet")
 
 
@@ -137,15 +140,21 @@ def export(
     format: str = typer.Option(..., "--format", help="cvat (zip) or labelstudio (JSON)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Output file (default: reports/round-<i>-...)."),
     round: Optional[int] = typer.Option(None, "--round", help="Round (default: the current one)."),
+    image_root: Optional[Path] = typer.Option(
+        None, "--image-root", help="labelstudio: the pool folder as Label Studio's machine sees it (default: the "
+        "project's pool); task URLs become /data/local-files/?d=<path relative to --document-root>."),
+    document_root: Optional[Path] = typer.Option(
+        None, "--document-root", help="labelstudio: LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT (default: that "
+        "variable, else the parent of --image-root; see docs/annotation_tools.md)."),
+    image_url: Optional[str] = typer.Option(
+        None, "--image-url", help="labelstudio: image URL template with {id} or an http(s)/s3/gs base URL "
+        "(beats --image-root)."),
 ) -> None:
     """Export the images awaiting masks with the target's prediction as a pre-annotation."""
     from blindspots.loop.rounds import export_for_annotation
 
-    proj = _open(project)
-    try:
-        path = export_for_annotation(proj, format, out, round=round)
-    except ValueError as e:
-        _fail(e)
+    path = export_for_annotation(open_project(project), format, out, round=round, image_url=image_url,
+                                 image_root=image_root, document_root=document_root)
     typer.echo(f"wrote {path}")
 
 
@@ -158,11 +167,7 @@ def ratings_import(
     """Import ACR ratings of the candidates M from a CSV."""
     from blindspots.loop.rounds import import_ratings
 
-    proj = _open(project)
-    try:
-        n = import_ratings(proj, csv, round=round)
-    except ValueError as e:
-        _fail(e)
+    n = import_ratings(open_project(project), csv, round=round)
     typer.echo(f"imported {n} ratings; run `blindspots round {project}` to continue")
 
 
@@ -176,17 +181,25 @@ def masks_import(
     """Import pixel labels for S and T."""
     from blindspots.loop.rounds import import_masks
 
-    proj = _open(project)
-    try:
-        n = import_masks(proj, source, round=round, annotator=annotator)
-    except ValueError as e:
-        _fail(e)
+    n = import_masks(open_project(project), source, round=round, annotator=annotator)
     typer.echo(f"imported {n} masks; run `blindspots round {project}` to continue")
+
+
+def register_model(
+    project: Path = typer.Argument(..., help="Project folder."),
+    spec: str = typer.Argument(..., help="The retrained target as a model SPEC (as for `init --target`)."),
+) -> None:
+    """Register the target's next version (retrained on S in your own stack); `round` then continues with it."""
+    from blindspots.loop.setup import register_version
+
+    version = register_version(open_project(project), spec, base_dir=Path.cwd())
+    typer.echo(f"registered the target's version {version}; run `blindspots round {project}` to scan and mine with it")
 
 
 def register(app: typer.Typer) -> None:
     """Add the loop commands to the root `blindspots` app."""
     app.command("init")(init)
+    app.command("register")(register_model)
     app.command("round")(round_)
     app.command("status")(status)
     app.command("leaderboard")(leaderboard)

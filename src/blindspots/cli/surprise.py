@@ -12,11 +12,19 @@ surprise_app = typer.Typer(help="Surprise adequacy (LSA, MDSA, DSA): fit per-cla
                            no_args_is_help=True)
 
 
-def _extractor(model: str, layer: Optional[str], interpolation: str, batch_size: int):
-    from blindspots.models.load import load_model
+FEATURES_HELP = ("Feature maps from elsewhere: a folder of <image id>.npy arrays (float [D, h, w] or [D], the "
+                 "id's extension replaced by .npy) or 'module:function' returning [N, D, h, w] / [N, D]; the "
+                 "model then only gives the predictions (any kind, also ONNX, TorchScript or precomputed).")
+
+
+def _extractor(model: str, layer: Optional[str], interpolation: str, batch_size: int,
+               features: Optional[str] = None):
+    from blindspots.models.load import load_features, load_model
     from blindspots.surprise.traces import TraceExtractor
 
-    return TraceExtractor(load_model(model, batch_size=batch_size), layer, interpolation=interpolation)
+    source = load_features(features) if features else None
+    return TraceExtractor(load_model(model, batch_size=batch_size), layer, features=source,
+                          interpolation=interpolation)
 
 
 def _sidecar(estimator: Path) -> dict:
@@ -24,11 +32,12 @@ def _sidecar(estimator: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _fitted_extractor(estimator: Path, model: Optional[str], batch_size: int):
-    """The trace extractor recorded at fit (model spec, layer, interpolation); `model` overrides the spec."""
+def _fitted_extractor(estimator: Path, model: Optional[str], batch_size: int, features: Optional[str] = None):
+    """The trace extractor recorded at fit (model spec, layer, interpolation, features); `model` and
+    `features` override the recorded ones (e.g. the pool's own precomputed feature folder)."""
     meta = _sidecar(estimator)
     return _extractor(model or meta.get("model", ""), meta.get("layer"), meta.get("interpolation", "bilinear"),
-                      batch_size)
+                      batch_size, features or meta.get("features"))
 
 
 def _parse_groups(values: list[str]) -> dict[str, list[int]] | None:
@@ -49,12 +58,17 @@ def _parse_groups(values: list[str]) -> dict[str, list[int]] | None:
 
 @surprise_app.command("fit")
 def fit(
-    model: str = typer.Argument(..., help="Segmentation model spec with reachable layers (a zoo .pt checkpoint)."),
+    model: str = typer.Argument(..., help="Segmentation model spec (docs/models.md): torch and ONNX models give the "
+                                "features themselves (ONNX: --layer names an intermediate tensor); other kinds "
+                                "need --features."),
     images: Path = typer.Option(..., help="Folder of training images."),
     masks: Path = typer.Option(..., help="Folder of index-PNG masks matching the images."),
     out: Path = typer.Option(..., "--out", "-o", help="Estimator file to write (.npz; settings go to a .json beside it)."),
     kind: str = typer.Option("mdsa", help="Estimator: mdsa (default), lsa or dsa."),
-    layer: Optional[str] = typer.Option(None, help="Module name for traces (default: input of the final classifier)."),
+    layer: Optional[str] = typer.Option(None, help="Torch: module name (NAME or NAME@input; default: input of the "
+                                        "final classifier). ONNX: an intermediate tensor name, e.g. "
+                                        "/backbone/layer3/Relu_output_0 (required)."),
+    features: Optional[str] = typer.Option(None, help=FEATURES_HELP),
     interpolation: str = typer.Option("bilinear", help="How features are upsampled to output pixels (as the logits)."),
     max_images: int = typer.Option(10_000, help="Training images sampled (paper: 10,000)."),
     per_class: int = typer.Option(100, help="Pixels per label class per image (paper: 100)."),
@@ -67,15 +81,17 @@ def fit(
     from blindspots.surprise.estimators import make_estimator
     from blindspots.surprise.image import collect_fit_traces
 
-    ex = _extractor(model, layer, interpolation, batch_size)
+    ex = _extractor(model, layer, interpolation, batch_size, features)
     data = SegmentationSet(images, masks)
     out.parent.mkdir(parents=True, exist_ok=True)
     x, y = collect_fit_traces(ex, data, max_images=max_images, per_class=per_class, cap=cap, seed=seed,
                               checkpoint=out.with_suffix(".traces.npz"))
     est = make_estimator(kind).fit(x, y)
     est.save(out)
-    out.with_suffix(".json").write_text(json.dumps({"model": model, "layer": ex.layer, "interpolation": interpolation,
-                                                    "kind": kind, "traces": int(len(y))}, indent=1))
+    meta = {"model": model, "layer": ex.layer, "interpolation": interpolation, "kind": kind, "traces": int(len(y))}
+    if features:
+        meta["features"] = features
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=1))
     typer.echo(f"fitted {kind} on {len(y)} traces of {len(est.classes_)} classes (layer {ex.layer}) -> {out}")
 
 
@@ -88,6 +104,8 @@ def score(
                                         "table (extra/surprise_<kind>__<name>/, resumable) instead of --out."),
     model: Optional[str] = typer.Option(None, help="Model spec (default: the one recorded at fit)."),
     name: str = typer.Option("target", help="Model name used in the column names surprise_{kind}__{name}[__{k}]."),
+    features: Optional[str] = typer.Option(None, help="Feature source of this pool (default: the one recorded at "
+                                           "fit). " + FEATURES_HELP),
     per_class: int = typer.Option(1000, help="Pixels scored per predicted class per image (paper: 1,000)."),
     seed: int = typer.Option(0, help="Random seed for pixel sampling."),
     batch_size: int = typer.Option(16, help="Images per forward pass."),
@@ -104,13 +122,16 @@ def score(
     if (out is None) == (scan is None):
         raise ValueError(f"--out / --scan: expected exactly one of them, got out={out}, scan={scan}")
     est = load_estimator(estimator)
-    ex = _fitted_extractor(estimator, model, batch_size)
+    ex = _fitted_extractor(estimator, model, batch_size, features)
     image_pool = ImagePool(pool)
 
-    def compute(images: np.ndarray) -> dict[str, np.ndarray]:
-        return surprise_columns(ex, est, images, name, per_class=per_class, seed=seed)
+    def compute(images: np.ndarray, ids: list[str] | None = None) -> dict[str, np.ndarray]:
+        return surprise_columns(ex, est, images, name, per_class=per_class, seed=seed, ids=ids)
 
     if scan is not None:
+        if ex.by_id:
+            raise ValueError("--scan: expected features computed from pixels (a model or a callable), got features "
+                             "read by image id; use --out for precomputed feature maps")
         part = f"surprise_{est.name}__{name}"
         cols = add_columns(scan, image_pool, part, compute, batch_size=batch_size)
         typer.echo(f"added {len(cols)} surprise columns to the score table of {scan} (extra/{part})")
@@ -122,7 +143,7 @@ def score(
 
     def flush(shape: tuple) -> None:
         ids, imgs = group_ids.pop(shape), group_imgs.pop(shape)
-        rows.append(pd.DataFrame({"id": ids, "status": "ok", **compute(np.stack(imgs))}))
+        rows.append(pd.DataFrame({"id": ids, "status": "ok", **compute(np.stack(imgs), ids)}))
 
     for it in image_pool.iter_items(progress=True):  # streamed: a batch per image size in memory
         if it.image is None:
@@ -149,6 +170,7 @@ def analyze(
     estimator: list[Path] = typer.Option(..., "--estimator", "-e", help="Estimator .npz; repeat (e.g. LSA and MDSA)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for table3.csv, figure9.png and the trade-off CSV."),
     model: Optional[str] = typer.Option(None, help="Model spec (default: the one recorded at fit)."),
+    features: Optional[str] = typer.Option(None, help="Feature source (default: the one recorded at fit)."),
     group: list[str] = typer.Option([], help="Class group NAME=ID,ID,... (repeat); default: one group per class."),
     per_class: int = typer.Option(1000, help="Pixels scored per predicted class per image (paper: 1,000)."),
     seed: int = typer.Option(0, help="Random seed for pixel sampling."),
@@ -168,7 +190,7 @@ def analyze(
     for path in estimator:
         est = load_estimator(path)
         ests[est.name.upper() if est.name.upper() not in ests else f"{est.name.upper()}_{len(ests)}"] = est
-    ex = _fitted_extractor(estimator[0], model, batch_size)
+    ex = _fitted_extractor(estimator[0], model, batch_size, features)
     groups = _parse_groups(group)
     data = SegmentationSet(images, masks)
     sa, iou, in_label, _ = sa_and_iou(ex, ests, data, groups=groups, per_class=per_class, seed=seed,
@@ -199,6 +221,7 @@ def view(
     masks: Optional[Path] = typer.Option(None, help="Folder of label masks (adds label and difference tiles)."),
     video: Optional[Path] = typer.Option(None, help="Also write the panels as an MP4 video to this file."),
     model: Optional[str] = typer.Option(None, help="Model spec (default: the one recorded at fit)."),
+    features: Optional[str] = typer.Option(None, help="Feature source (default: the one recorded at fit)."),
     threshold: Optional[float] = typer.Option(None, help="SA threshold for the 'above' tile (default: 90th pct)."),
     limit: int = typer.Option(200, help="At most this many images."),
     fps: float = typer.Option(5.0, help="Video frame rate."),
@@ -213,7 +236,7 @@ def view(
     from blindspots.surprise.views import panels_for, save_png, write_video
 
     est = load_estimator(estimator)
-    ex = _fitted_extractor(estimator, model, batch_size)
+    ex = _fitted_extractor(estimator, model, batch_size, features)
     classes = getattr(ex.model, "classes", None) or Classes(tuple(f"class{k}" for k in range(ex.num_classes)))
     # lists: images of different sizes are run one size at a time
     if masks is not None:
@@ -227,7 +250,7 @@ def view(
         ids = pool.ids[:limit]
         imgs = [pool.load(i) for i in ids]
         labels = None
-    sa, pred = surprise_heatmaps(ex, est, imgs, progress=True)
+    sa, pred = surprise_heatmaps(ex, est, imgs, progress=True, ids=list(ids))
     frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
     for i, frame in zip(ids, frames):
         save_png(frame, out / (Path(i).with_suffix(".png")))

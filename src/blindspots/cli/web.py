@@ -7,20 +7,12 @@ from pathlib import Path
 
 import typer
 
+from blindspots.cli.loop import open_project
+
 annotators_app = typer.Typer(help="People who answer in the web app (tokens are stored hashed).",
                              no_args_is_help=True)
 app_app = typer.Typer(help="Web-app extras: attach vote / label-issue review sets, build a sample project.",
                       no_args_is_help=True)
-
-
-def _open(project: Path):  # noqa: ANN202 - Project
-    from blindspots.loop.project import Project
-
-    try:
-        return Project.open(project)
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
 
 
 def serve(
@@ -35,12 +27,7 @@ def serve(
 
     from blindspots.app import create_app
 
-    _open(project)
-    try:
-        web = create_app(project, secure_cookies=secure_cookies)
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    web = create_app(project, secure_cookies=secure_cookies)
     typer.echo(f"serving {project} on http://{host}:{port}/  (sign-in links: `blindspots annotators add`)")
     uvicorn.run(web, host=host, port=port, log_level="warning")
 
@@ -56,9 +43,8 @@ def annotators_add(
     import re
 
     if not re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", name):
-        typer.echo(f"error: name: expected 1-64 letters, digits or _ . @ -, got {name!r}", err=True)
-        raise typer.Exit(2)
-    proj = _open(project)
+        raise ValueError(f"name: expected 1-64 letters, digits or _ . @ -, got {name!r}")
+    proj = open_project(project)
     token = secrets.token_urlsafe(24)
     proj.add_annotator(name, token, "admin" if admin else "annotator")
     from blindspots.app.store import AppStore
@@ -71,7 +57,7 @@ def annotators_add(
 @annotators_app.command("list")
 def annotators_list(project: Path = typer.Argument(..., help="Project folder.")) -> None:
     """List annotators with their role and creation time."""
-    df = _open(project).annotators()
+    df = open_project(project).annotators()
     if not len(df):
         typer.echo("no annotators yet; add one with `blindspots annotators add PROJECT NAME`")
     for r in df.itertuples():
@@ -84,10 +70,9 @@ def annotators_remove(
     name: str = typer.Argument(..., help="Annotator to remove (their answers are kept)."),
 ) -> None:
     """Remove an annotator: their token and sessions stop working; their answers stay."""
-    proj = _open(project)
+    proj = open_project(project)
     if not proj.remove_annotator(name):
-        typer.echo(f"error: name: expected a registered annotator, got {name!r}", err=True)
-        raise typer.Exit(2)
+        raise ValueError(f"name: expected a registered annotator, got {name!r}")
     from blindspots.app.store import AppStore
 
     AppStore(proj).end_sessions_of(name)
@@ -106,24 +91,20 @@ def attach_votes(
 
     from blindspots.app.store import AppStore, check_set_name
 
-    proj = _open(project)
-    try:
-        check_set_name(name)
-        for f in ("items.csv", "classes.json"):
-            if not (folder / f).is_file():
-                raise ValueError(f"folder: expected {f} (from export_review) in {str(folder)!r}, got none")
-        ids = set(pd.read_csv(folder / "items.csv", dtype={"item_id": str})["item_id"])
-        store = AppStore(proj)
-        for s in store.sets("vote"):
-            if s["name"] != name:
-                other = set(pd.read_csv(s["path"] / "items.csv", dtype={"item_id": str})["item_id"])
-                if ids & other:
-                    raise ValueError(f"folder: expected item ids unlike those of vote set {s['name']!r}, got "
-                                     f"{len(ids & other)} shared (votes are keyed by item id)")
-        store.attach_set("vote", name, folder)
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    proj = open_project(project)
+    check_set_name(name)
+    for f in ("items.csv", "classes.json"):
+        if not (folder / f).is_file():
+            raise ValueError(f"folder: expected {f} (from export_review) in {str(folder)!r}, got none")
+    ids = set(pd.read_csv(folder / "items.csv", dtype={"item_id": str})["item_id"])
+    store = AppStore(proj)
+    for s in store.sets("vote"):
+        if s["name"] != name:
+            other = set(pd.read_csv(s["path"] / "items.csv", dtype={"item_id": str})["item_id"])
+            if ids & other:
+                raise ValueError(f"folder: expected item ids unlike those of vote set {s['name']!r}, got "
+                                 f"{len(ids & other)} shared (votes are keyed by item id)")
+    store.attach_set("vote", name, folder)
     typer.echo(f"attached vote set {name!r} ({len(ids)} items)")
 
 
@@ -140,18 +121,14 @@ def attach_review(
     """Offer a label-issue review set on the review page."""
     from blindspots.app.store import AppStore
 
-    proj = _open(project)
-    try:
-        if not (folder / "regions.csv").is_file():
-            raise ValueError(f"folder: expected regions.csv (from blindspots label-issues) in {str(folder)!r}, got none")
-        for opt, p in (("--images", images), ("--masks", masks), ("--predictions", predictions)):
-            if not p.is_dir():
-                raise ValueError(f"{opt}: expected an existing folder, got {str(p)!r}")
-        AppStore(proj).attach_set("review", name, folder, {"images": str(images.resolve()), "masks": str(masks.resolve()),
-                                                          "predictions": str(predictions.resolve())})
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    proj = open_project(project)
+    if not (folder / "regions.csv").is_file():
+        raise ValueError(f"folder: expected regions.csv (from blindspots label-issues) in {str(folder)!r}, got none")
+    for opt, p in (("--images", images), ("--masks", masks), ("--predictions", predictions)):
+        if not p.is_dir():
+            raise ValueError(f"{opt}: expected an existing folder, got {str(p)!r}")
+    AppStore(proj).attach_set("review", name, folder, {"images": str(images.resolve()), "masks": str(masks.resolve()),
+                                                      "predictions": str(predictions.resolve())})
     typer.echo(f"attached review set {name!r}")
 
 
@@ -167,12 +144,8 @@ def sample(
     from blindspots.app.sample import make_sample_project
 
     token = secrets.token_urlsafe(24)
-    try:
-        p = make_sample_project(out, n_pool=n_pool, size=size, seed=seed, n_candidates=candidates,
-                                annotators={"admin": ("admin", token)})
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    p = make_sample_project(out, n_pool=n_pool, size=size, seed=seed, n_candidates=candidates,
+                            annotators={"admin": ("admin", token)})
     typer.echo(f"sample project: {p.path}\nserve it: blindspots serve {p.path}\n"
                f"admin sign-in: http://127.0.0.1:8000/signin#token={token}")
 

@@ -353,3 +353,20 @@ def _factory_module(target: str, weights: str | None) -> Any:
         raise ValueError(f"weights: expected a state_dict that fits {target}(), got {weights!r} "
                          f"({short_reason(e, 200)})") from None
     return module
+
+
+def load_features(source: str | Path) -> Any:
+    """A feature source for surprise from the command line: a folder of `<image id>.npy` maps
+    (`PrecomputedFeatures`) or `package.module:function` returning [N, D, h, w] / [N, D] (`CallableFeatures`)."""
+    from blindspots.models.adapters.features import CallableFeatures, PrecomputedFeatures
+
+    text = str(source)
+    if Path(text).is_dir():
+        return PrecomputedFeatures(text, info={"spec": text, "kind": "precomputed features"})
+    if ":" in text and not Path(text).exists():
+        try:
+            fn = import_attr(text)
+        except ValueError as e:
+            raise ValueError(f"features: {e}") from None
+        return CallableFeatures(fn, info={"spec": text, "kind": "callable features"})
+    raise ValueError(f"features: expected a folder of <image id>.npy feature maps or 'module:function', got {text!r}")

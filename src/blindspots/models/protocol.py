@@ -42,6 +42,15 @@ class Classifier(Protocol):
         ...
 
 
+@runtime_checkable
+class FeatureModel(Protocol):
+    """Intermediate feature maps (for surprise adequacy): torch and ONNX adapters, callable features."""
+
+    def features(self, images: np.ndarray | Sequence[np.ndarray], layer: str | None = None) -> np.ndarray:
+        """uint8 [N, H, W, 3] -> float32 [N, D, h, w] of `layer` (a flat [N, D] layer may come as is)."""
+        ...
+
+
 class ModelFailure(ValueError, RuntimeError):
     """A model raised while predicting (torch, onnxruntime or user code), as one line naming the input.
 

@@ -268,6 +268,7 @@ def sa_and_iou(extractor: Any, estimators: Mapping[str, Any], dataset: Any, *,
     out_sa: dict[str, list[np.ndarray]] = {k: [] for k in estimators}
     ious, labs, preds = [], [], []
     n = len(dataset)
+    all_ids = getattr(dataset, "ids", None)  # for features / predictions read by image id
     for s in tqdm(range(0, n, chunk), desc="SA vs IoU", disable=not progress):
         items = [dataset[i] for i in range(s, min(n, s + chunk))]
         by_size = size_groups([np.asarray(im) for im, _ in items])
@@ -279,7 +280,8 @@ def sa_and_iou(extractor: Any, estimators: Mapping[str, Any], dataset: Any, *,
             masks = [np.asarray(mk).astype(np.int64) for _, mk in items]
         pred = None
         for name, est in estimators.items():
-            res = class_surprise(extractor, est, imgs, per_class=per_class, seed=seed + s)
+            res = class_surprise(extractor, est, imgs, per_class=per_class, seed=seed + s,
+                                 ids=None if all_ids is None else list(all_ids[s:s + len(items)]))
             pred = res.pred
             cols = []
             for members in groups.values():

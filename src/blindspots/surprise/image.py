@@ -41,7 +41,8 @@ def collect_fit_traces(extractor: TraceExtractor, dataset: Any, *, max_images: i
     """Traces of the fitting set grouped by label class (defaults: the paper's 100 / 10,000 / 10,000).
 
     dataset: ``len()`` and ``dataset[i] -> (image uint8 [H, W, 3], target)`` — target a mask int [H, W]
-        for segmentation (e.g. ``SegmentationSet``) or an int class id for classification.
+        for segmentation (e.g. ``SegmentationSet``) or an int class id for classification; its ``ids``
+        (when it has them) are passed on for features or predictions read by image id.
     checkpoint: optional ``.npz`` path; partial traces are saved after every batch and a rerun with the
         same arguments resumes after the last saved image (interrupt-safe).
     Returns (traces float32 [n, d], labels int64 [n]); for classification one trace per image.
@@ -59,7 +60,8 @@ def collect_fit_traces(extractor: TraceExtractor, dataset: Any, *, max_images: i
             if data["chosen"].shape == chosen.shape and np.array_equal(data["chosen"], chosen):
                 traces, labels, done = [data["traces"]], [data["labels"]], int(data["done"])
                 logger.info("resuming trace collection after %d of %d images", done, chosen.size)
-    bs = extractor.model.batch_size
+    bs = extractor.batch_size
+    all_ids = getattr(dataset, "ids", None)
     bar = tqdm(total=chosen.size, initial=done, desc="fit traces", disable=not progress)
     pos = done
     while pos < chosen.size:
@@ -67,7 +69,8 @@ def collect_fit_traces(extractor: TraceExtractor, dataset: Any, *, max_images: i
         shape0 = items[0][0].shape  # equal-size chunk (the model batches one size at a time)
         items = items[:next((j for j, it in enumerate(items) if it[0].shape != shape0), len(items))]
         batch = as_image_batch([im for im, _ in items])
-        feat, _ = extractor.forward(batch)
+        ids = None if all_ids is None else [all_ids[int(i)] for i in chosen[pos:pos + len(items)]]
+        feat, _ = extractor.forward(batch, ids)
         for j, (_, target) in enumerate(items):
             if extractor.task == "classification":
                 traces.append(feat[j:j + 1].cpu().numpy())
@@ -105,6 +108,16 @@ def _save_partial(path: Path, chosen: np.ndarray, traces: list[np.ndarray], labe
     tmp.replace(path)  # atomic: an interrupt never leaves a half-written checkpoint
     traces[:] = [x]
     labels[:] = [y]
+
+
+def _check_ids(ids: Sequence[str] | None, n: int) -> list[str] | None:
+    """None, or the ids as a list of n (one per image)."""
+    if ids is None:
+        return None
+    ids = list(ids)
+    if len(ids) != n:
+        raise ValueError(f"ids: expected {n} image ids (one per image), got {len(ids)}")
+    return ids
 
 
 @dataclass
@@ -148,23 +161,26 @@ def size_groups(images: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray] |
 
 def class_surprise(extractor: TraceExtractor, estimator: SurpriseEstimator,
                    images: np.ndarray | Sequence[np.ndarray], *, per_class: int | None = SCORE_PIXELS_PER_CLASS,
-                   seed: int = 0, progress: bool = False) -> ImageSurprise:
+                   seed: int = 0, progress: bool = False, ids: Sequence[str] | None = None) -> ImageSurprise:
     """Class SA per image: up to `per_class` (paper: 1,000) pixels of each predicted class are scored.
 
     images: uint8 [N, H, W, 3], or a sequence of uint8 [H_i, W_i, 3] images of different sizes (run one
     size at a time; each image's pixel sample depends on (seed, its index) only, not on the grouping).
     Classification: class_sa holds each image's SA in its predicted class.
+    ids: one image id per image, for features or predictions read by id (precomputed); else None.
     """
     images = images if isinstance(images, np.ndarray) else list(images)
+    ids = _check_ids(ids, len(images))
     rngs = np.random.SeedSequence(seed).spawn(len(images))
     groups = size_groups(images)
     if groups is None:
-        return _class_surprise(extractor, estimator, as_image_batch(images), rngs, per_class, progress)
+        return _class_surprise(extractor, estimator, as_image_batch(images), rngs, per_class, progress, ids)
     n, c = len(images), extractor.num_classes
     out = ImageSurprise(np.full((n, c), np.nan), np.zeros((n, c), dtype=np.int64), [None] * n)  # type: ignore[arg-type]
     for ix in groups:
         part = _class_surprise(extractor, estimator, as_image_batch([images[i] for i in ix]),
-                               [rngs[i] for i in ix], per_class, progress)
+                               [rngs[i] for i in ix], per_class, progress,
+                               None if ids is None else [ids[i] for i in ix])
         out.class_sa[ix], out.pixel_counts[ix] = part.class_sa, part.pixel_counts
         for k, i in enumerate(ix):
             out.pred[i] = part.pred[k]
@@ -174,14 +190,15 @@ def class_surprise(extractor: TraceExtractor, estimator: SurpriseEstimator,
 
 
 def _class_surprise(extractor: TraceExtractor, estimator: SurpriseEstimator, batch: np.ndarray,
-                    rngs: Sequence[np.random.SeedSequence], per_class: int | None, progress: bool) -> ImageSurprise:
+                    rngs: Sequence[np.random.SeedSequence], per_class: int | None, progress: bool,
+                    ids: Sequence[str] | None = None) -> ImageSurprise:
     """`class_surprise` of one batch uint8 [N, H, W, 3] of one size; rngs: one seed sequence per image."""
     n, c = batch.shape[0], extractor.num_classes
     class_sa = np.full((n, c), np.nan)
     counts = np.zeros((n, c), dtype=np.int64)
     preds = []
     modelled = set(estimator.classes_.tolist())
-    for start, feat, proba in tqdm(extractor.iter_batches(batch), total=-(-n // extractor.model.batch_size),
+    for start, feat, proba in tqdm(extractor.iter_batches(batch, ids), total=-(-n // extractor.batch_size),
                                    desc="class SA", disable=not progress):
         pred = proba.argmax(axis=1)
         preds.append(pred)
@@ -272,24 +289,25 @@ def mdsa_map(extractor: TraceExtractor, estimator: MDSA, features: torch.Tensor,
 
 
 def surprise_heatmaps(extractor: TraceExtractor, estimator: SurpriseEstimator,
-                      images: np.ndarray | Sequence[np.ndarray], *, progress: bool = False
-                      ) -> tuple[np.ndarray, np.ndarray]:
+                      images: np.ndarray | Sequence[np.ndarray], *, progress: bool = False,
+                      ids: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """SA of every pixel under its predicted class: (sa float32 [N, H, W], pred int64 [N, H, W]).
 
     Pixels whose predicted class has no model are NaN (listed in ``estimator.skipped_classes_``).
     Images of different sizes (a sequence): run one size at a time; returns two lists of N maps
-    (float32 [H_i, W_i] and int64 [H_i, W_i]) in the input order.
+    (float32 [H_i, W_i] and int64 [H_i, W_i]) in the input order. ids: as in ``class_surprise``.
     """
     if extractor.task != "segmentation":
         raise ValueError("extractor: expected a segmentation model for pixel heatmaps, got a classifier")
     images = images if isinstance(images, np.ndarray) else list(images)
+    ids = _check_ids(ids, len(images))
     groups = size_groups(images)
     if groups is not None:
         sa_maps: list = [None] * len(images)
         pred_maps: list = [None] * len(images)
         for ix in groups:
             sa, pred = surprise_heatmaps(extractor, estimator, as_image_batch([images[i] for i in ix]),
-                                         progress=progress)
+                                         progress=progress, ids=None if ids is None else [ids[i] for i in ix])
             for k, i in enumerate(ix):
                 sa_maps[i], pred_maps[i] = sa[k], pred[k]
         return sa_maps, pred_maps  # type: ignore[return-value]
@@ -297,10 +315,11 @@ def surprise_heatmaps(extractor: TraceExtractor, estimator: SurpriseEstimator,
     n, (h, w) = batch.shape[0], batch.shape[1:3]
     sa_all = np.empty((n, h, w), dtype=np.float32)
     pred_all = np.empty((n, h, w), dtype=np.int64)
-    bs = extractor.model.batch_size
+    bs = extractor.batch_size
     for start in tqdm(range(0, n, bs), desc="SA heatmaps", disable=not progress, total=-(-n // bs)):
         # argmax on the model output: no softmax, no probability array (the bare forward's extra work)
-        feat, pred_t = extractor.forward_pred(batch[start:start + bs])
+        feat, pred_t = extractor.forward_pred(batch[start:start + bs],
+                                             None if ids is None else ids[start:start + bs])
         pred = pred_t.numpy()
         stop = start + pred.shape[0]
         pred_all[start:stop] = pred
@@ -321,10 +340,12 @@ def surprise_heatmaps(extractor: TraceExtractor, estimator: SurpriseEstimator,
 
 def surprise_columns(extractor: TraceExtractor, estimator: SurpriseEstimator,
                      images: np.ndarray | Sequence[np.ndarray], model_name: str, *,
-                     per_class: int | None = SCORE_PIXELS_PER_CLASS, seed: int = 0) -> dict[str, np.ndarray]:
+                     per_class: int | None = SCORE_PIXELS_PER_CLASS, seed: int = 0,
+                     ids: Sequence[str] | None = None) -> dict[str, np.ndarray]:
     """Score-table columns for a scan: ``surprise_{kind}__{M}`` (image SA: mean z-scored class SA, float32
-    [N]) and ``surprise_{kind}__{M}__{k}`` (class SA of class k, float32 [N], NaN where k not predicted)."""
-    res = class_surprise(extractor, estimator, images, per_class=per_class, seed=seed)
+    [N]) and ``surprise_{kind}__{M}__{k}`` (class SA of class k, float32 [N], NaN where k not predicted).
+    ids: as in ``class_surprise``."""
+    res = class_surprise(extractor, estimator, images, per_class=per_class, seed=seed, ids=ids)
     prefix = f"surprise_{estimator.name}__{model_name}"
     cols = {prefix: res.image_sa(estimator).astype(np.float32)}
     for k in range(res.class_sa.shape[1]):

@@ -1,24 +1,39 @@
-"""Activation traces (paper Section 3.1, Figure 4) from a torch model behind the foundation adapters.
+"""Activation traces (paper Section 3.1, Figure 4) from any model that can give feature maps.
 
-A forward hook stores a named layer's output; by default the *deepest feature layer* L_f, i.e. the
-input of the final classifier (the last executed Conv2d / Linear with one output per class, auxiliary
-heads excluded). Segmentation: that [N, d, h0, w0] map is upsampled to the output (label) resolution
-with the same interpolation the model uses for its logits (bilinear, align_corners=False — the policy of
-``TorchSegmenter`` and torchvision heads — unless told otherwise), so every output pixel has a
-d-dimensional trace (the L_AT layer). Classification: a conv layer's trace is its per-channel spatial
-mean (the original SA convention); a flat layer's output is used as is.
+Where the features come from (the extractor does not care which kind the model is):
+- the model itself, through its ``features(images, layer)`` (torch modules: a forward hook; ONNX: a
+  named intermediate tensor added as a graph output); when it also has ``forward_features`` the
+  features and the predictions come from ONE forward;
+- a separate source (``features=``): ``CallableFeatures`` (a function returning [N, D, h, w] or
+  [N, D]) or ``PrecomputedFeatures`` (one ``.npy`` per image id, read with ``ids=``); the
+  predictions then come from the model's ``predict_proba`` (or ``predict_proba_ids`` for a
+  precomputed model).
+
+By default (torch) the layer is the *deepest feature layer* L_f, i.e. the input of the final classifier
+(the last executed Conv2d / Linear with one output per class, auxiliary heads excluded). Segmentation:
+that [N, d, h0, w0] map is upsampled to the output (label) resolution with the same interpolation the
+model uses for its logits (bilinear, align_corners=False — the policy of the adapters and torchvision
+heads — unless told otherwise), so every output pixel has a d-dimensional trace (the L_AT layer).
+Classification: a conv layer's trace is its per-channel spatial mean (the original SA convention); a
+flat layer's output is used as is. Raw model outputs become probabilities / classes with the adapters'
+own rule (``to_probabilities``): a one-channel output is a binary model.
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from blindspots.models.adapters import TorchClassifier, TorchSegmenter, as_image_batch, select_output
+from blindspots.models.adapters import (CallableClassifier, OnnxClassifier, TorchClassifier, as_image_batch)
+from blindspots.models.adapters.features import check_features
+from blindspots.models.adapters.inputs import NATIVE
+from blindspots.models.adapters.outputs import to_probabilities
 
 INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "nearest-exact")
+DEFAULT_BATCH_SIZE = 16  # chunk size for models that batch everything at once (batch_size None)
+_CLASSIFIERS = (TorchClassifier, OnnxClassifier, CallableClassifier)
 
 
 def argmax_classes(y: torch.Tensor) -> torch.Tensor:
@@ -41,125 +56,144 @@ def argmax_classes(y: torch.Tensor) -> torch.Tensor:
 
 
 class TraceExtractor:
-    """Hooks one layer of a torch model and returns its activation traces with the model's probabilities.
+    """Reads one layer's feature maps of a model and returns its activation traces with the model's predictions.
 
-    model: a ``TorchSegmenter`` or ``TorchClassifier`` (any adapter exposing a torch module).
-    layer: a module name from ``module.named_modules()`` (its output is the trace; append ``"@input"``
-        to take the module's input instead); None = the input of the final classifier (paper default).
+    model: any blindspots adapter (Segmenter or Classifier: torch, ONNX, callable, precomputed, ...); it
+        gives the predictions and, unless `features` is given, the features (its ``features(images, layer)``).
+    layer: torch: a module name from ``module.named_modules()`` (its output is the trace; append ``"@input"``
+        to take the module's input instead), None = the input of the final classifier (paper default);
+        ONNX: the name of an intermediate tensor (required), e.g. ``"/backbone/layer3/Relu_output_0"``;
+        a callable feature source gets it as its second argument; precomputed features ignore it.
+    features: a separate feature source (``CallableFeatures``, ``PrecomputedFeatures`` or anything with
+        ``features(images, layer)`` / ``features_ids(ids, layer)``); None = the model's own.
     interpolation / align_corners: how low-resolution features are brought to the output resolution;
-        defaults match how ``TorchSegmenter`` upsamples logits.
+        defaults match how the adapters upsample logits.
     """
 
-    def __init__(self, model: TorchSegmenter | TorchClassifier, layer: str | None = None, *,
+    def __init__(self, model: Any, layer: str | None = None, *, features: Any = None,
                  interpolation: str = "bilinear", align_corners: bool = False) -> None:
-        module = getattr(model, "module", None)
-        if not isinstance(model, (TorchSegmenter, TorchClassifier)) or not isinstance(module, torch.nn.Module):
+        if not hasattr(model, "num_classes") or not (hasattr(model, "predict_proba")
+                                                     or hasattr(model, "predict_proba_ids")):
+            raise ValueError(f"model: expected a blindspots model adapter (num_classes, predict_proba), "
+                             f"got {type(model).__name__}")
+        source = model if features is None else features
+        if not (callable(getattr(source, "features", None)) or callable(getattr(source, "features_ids", None))):
+            what = "model" if features is None else "features"
             raise ValueError(
-                "model: expected a TorchSegmenter or TorchClassifier wrapping a torch nn.Module (layers must be "
-                f"reachable for activation traces), got {type(model).__name__}; ONNX, TorchScript-only, callable "
-                "or precomputed models expose no layers"
-            )
+                f"{what}: expected a model or source that gives feature maps (torch, ONNX, CallableFeatures, "
+                f"PrecomputedFeatures), got {type(source).__name__}; pass features= (a callable or precomputed "
+                "feature maps) for other models")
         if interpolation not in INTERPOLATIONS:
             raise ValueError(f"interpolation: expected one of {INTERPOLATIONS}, got {interpolation!r}")
         self.model = model
-        self.module: torch.nn.Module = module
-        self.task = "segmentation" if isinstance(model, TorchSegmenter) else "classification"
+        self.source = source
+        self.task = "classification" if isinstance(model, _CLASSIFIERS) else "segmentation"
         self.interpolation = interpolation
         self.align_corners = align_corners
-        self.layer = layer if layer is not None else self._default_layer()
-        name, _, where = self.layer.partition("@")
-        modules = dict(self.module.named_modules())
-        if name not in modules:
-            sample = [n for n in modules if n][:12]
-            raise ValueError(f"layer: expected a module name of the model such as {sample}, got {name!r}")
-        if where not in ("", "input", "output"):
-            raise ValueError(f"layer: expected 'name', 'name@input' or 'name@output', got {self.layer!r}")
-        self._target = modules[name]
-        self._use_input = where == "input"
+        if layer is None and hasattr(source, "default_feature_layer"):
+            layer = source.default_feature_layer()
+        self.layer = layer
+        if layer is not None and hasattr(source, "check_feature_layer"):
+            source.check_feature_layer(layer)
+        # one forward gives features and scores when the model is its own feature source
+        self._one_pass = features is None and callable(getattr(model, "forward_features", None))
+        self.by_id = callable(getattr(source, "features_ids", None))
 
     @property
     def num_classes(self) -> int:
         return int(self.model.num_classes)
 
-    def _default_layer(self) -> str:
-        """Name@input of the last executed classifier layer (C outputs, not an auxiliary head)."""
-        heads = [(n, m) for n, m in self.module.named_modules()
-                 if "aux" not in n.lower() and (
-                     (isinstance(m, torch.nn.Conv2d) and m.out_channels == self.model.num_classes)
-                     or (isinstance(m, torch.nn.Linear) and m.out_features == self.model.num_classes))]
-        if not heads:
-            raise ValueError(
-                "layer: could not find a final Conv2d/Linear with num_classes outputs to take its input as the "
-                "deepest feature layer; pass layer='<module name>' (see module.named_modules())"
-            )
-        if len(heads) == 1:
-            return f"{heads[0][0]}@input"
-        order: list[str] = []
-        hooks = [m.register_forward_pre_hook(lambda _m, _i, n=n: order.append(n)) for n, m in heads]
-        try:
-            probe = np.zeros((1, 64, 64, 3), dtype=np.uint8)
-            self.model.forward_tensor(probe)
-        finally:
-            for h in hooks:
-                h.remove()
-        return f"{(order[-1] if order else heads[-1][0])}@input"
+    @property
+    def batch_size(self) -> int:
+        """Images per chunk: the model's batch size (16 for models that take any batch at once)."""
+        return int(getattr(self.model, "batch_size", None) or DEFAULT_BATCH_SIZE)
 
     @torch.no_grad()
-    def forward(self, batch: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
+    def forward(self, batch: np.ndarray, ids: Sequence[str] | None = None) -> tuple[torch.Tensor, np.ndarray]:
         """One chunk uint8 [n, H, W, 3] -> (features, probabilities).
 
+        ids: the n image ids (needed for features or predictions read by id, e.g. precomputed).
         Segmentation: features float32 [n, d, h0, w0] at the layer's own resolution, probabilities
         float32 [n, C, H, W]. Classification: traces float32 [n, d], probabilities float32 [n, C].
         """
-        feat, y = self._forward_raw(batch)
-        proba = torch.softmax(y, dim=1) if self.model.output == "logits" else y
-        return feat, proba.cpu().numpy().astype(np.float32, copy=False)
+        feat, y, kind = self._forward_raw(batch, ids)
+        if kind == "proba":
+            return feat, y.numpy()
+        proba = to_probabilities(y, kind, self.num_classes, "model output")
+        return feat, proba.astype(np.float32, copy=False)
 
     @torch.no_grad()
-    def forward_pred(self, batch: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_pred(self, batch: np.ndarray, ids: Sequence[str] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """One chunk uint8 [n, H, W, 3] -> (features as in ``forward``, argmax class int64 [n, H, W] or [n]).
 
-        The argmax is taken on the model output (softmax is monotone), so no probabilities are built."""
-        feat, y = self._forward_raw(batch)
+        The argmax is taken on the model output (softmax is monotone), so no probabilities are built; a
+        one-channel (binary) output is thresholded (logit > 0, probability > 0.5: the argmax of [1 - p, p])."""
+        feat, y, kind = self._forward_raw(batch, ids)
+        if y.shape[1] == 1 and kind in ("logits", "probabilities"):
+            return feat, (y[:, 0] > (0.0 if kind == "logits" else 0.5)).long()
         return feat, argmax_classes(y).cpu()
 
-    def _forward_raw(self, batch: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """Features (see ``forward``) and the model output float32 (segmentation: at [n, C, H, W])."""
-        store: list[torch.Tensor] = []
+    def _features(self, batch: np.ndarray, ids: Sequence[str] | None) -> torch.Tensor:
+        """Features float32 [n, D, h, w] (or [n, D]) of one chunk from the separate source."""
+        n = batch.shape[0]
+        if self.by_id:
+            if ids is None:
+                raise ValueError("ids: expected the image ids of the batch (features are read by id, e.g. "
+                                 "precomputed .npy maps), got None")
+            if len(ids) != n:
+                raise ValueError(f"ids: expected {n} ids (one per image), got {len(ids)}")
+            out = self.source.features_ids(list(ids), self.layer)
+        else:
+            out = self.source.features(batch, self.layer)
+        return check_features(out, n, "features")
 
-        def grab(_m, inputs, output=None):
-            val = inputs if self._use_input else output
-            if isinstance(val, (tuple, list)):
-                val = val[0]
-            store.append(val)
+    def _predictions(self, batch: np.ndarray, ids: Sequence[str] | None) -> torch.Tensor:
+        """Probabilities float32 [n, C, H, W] / [n, C] of one chunk from the model's own prediction call."""
+        if callable(getattr(self.model, "predict_proba_ids", None)):
+            if ids is None:
+                raise ValueError("ids: expected the image ids of the batch (the model's predictions are read by "
+                                 "id), got None")
+            sizes = [tuple(batch.shape[1:3])] * len(ids) if self.task == "segmentation" else None
+            return torch.from_numpy(np.asarray(self.model.predict_proba_ids(list(ids), sizes), dtype=np.float32))
+        return torch.from_numpy(np.asarray(self.model.predict_proba(batch), dtype=np.float32))
 
-        hook = (self._target.register_forward_pre_hook(lambda m, i: grab(m, i)) if self._use_input
-                else self._target.register_forward_hook(lambda m, i, o: grab(m, i, o)))
-        try:
-            x = self.model.preprocess(batch, self.model.device)
-            y = select_output(self.module(x), self.model.output_key).float()
-        finally:
-            hook.remove()
-        if not store or not isinstance(store[-1], torch.Tensor):
-            raise ValueError(f"layer: {self.layer!r} did not produce a tensor during the forward pass")
-        feat = store[-1].detach().float()
+    def _forward_raw(self, batch: np.ndarray, ids: Sequence[str] | None
+                     ) -> tuple[torch.Tensor, torch.Tensor, str]:
+        """Features (see ``forward``), the model output float32 (segmentation: at [n, C or 1, H, W]) and its
+        kind: the model's `output` ("logits" / "probabilities") or "proba" (already [n, C, ...] probabilities)."""
+        h, w = batch.shape[1:3]
+        if self._one_pass:
+            policy = getattr(self.model, "policy", NATIVE)
+            if policy.pad is not None:
+                raise ValueError(f"model: expected no pad= input policy for feature maps (padding shifts them "
+                                 f"against the image), got {policy}")
+            chunk = policy.prepare(batch) if self.task == "segmentation" else batch
+            feat, y = self.model.forward_features(chunk, self.layer)
+            kind = self.model.output
+        else:
+            feat, y, kind = self._features(batch, ids), self._predictions(batch, ids), "proba"
         if self.task == "segmentation":
             if feat.ndim != 4:
                 raise ValueError(f"layer: expected a feature map [N, d, h, w] from {self.layer!r}, got shape "
                                  f"{tuple(feat.shape)}")
-            h, w = batch.shape[1:3]
+            if y.ndim != 4:
+                raise ValueError(f"model output: expected [N, C, H, W] scores, got shape {tuple(y.shape)}")
             if y.shape[-2:] != (h, w):
                 y = F.interpolate(y, size=(h, w), mode="bilinear", align_corners=False)
         else:
             feat = feat.mean(dim=(2, 3)) if feat.ndim == 4 else feat.reshape(feat.shape[0], -1)
-        return feat, y
+        return feat, y, kind
 
-    def iter_batches(self, images: np.ndarray | Sequence[np.ndarray]
+    def iter_batches(self, images: np.ndarray | Sequence[np.ndarray], ids: Sequence[str] | None = None
                      ) -> Iterator[tuple[int, torch.Tensor, np.ndarray]]:
-        """Yield (start index, features, probabilities) per chunk of ``model.batch_size`` images."""
+        """Yield (start index, features, probabilities) per chunk of ``batch_size`` images (ids: one per image)."""
         batch = as_image_batch(images)
-        for start in range(0, batch.shape[0], self.model.batch_size):
-            feat, proba = self.forward(batch[start:start + self.model.batch_size])
+        if ids is not None and len(ids) != batch.shape[0]:
+            raise ValueError(f"ids: expected {batch.shape[0]} ids (one per image), got {len(ids)}")
+        bs = self.batch_size
+        for start in range(0, batch.shape[0], bs):
+            part = None if ids is None else list(ids[start:start + bs])
+            feat, proba = self.forward(batch[start:start + bs], part)
             yield start, feat, proba
 
     def upsample(self, features: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
@@ -175,11 +209,12 @@ class TraceExtractor:
         flat = up.reshape(up.shape[0], -1)
         return flat[:, torch.from_numpy(np.asarray(flat_idx, dtype=np.int64))].T.contiguous().cpu().numpy()
 
-    def extract(self, images: np.ndarray | Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    def extract(self, images: np.ndarray | Sequence[np.ndarray], ids: Sequence[str] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
         """All traces at once (small inputs): segmentation float32 [N, d, H, W] and [N, C, H, W];
-        classification float32 [N, d] and [N, C]."""
+        classification float32 [N, d] and [N, C]. ids: the image ids (for features read by id)."""
         feats, probas = [], []
-        for _, feat, proba in self.iter_batches(images):
+        for _, feat, proba in self.iter_batches(images, ids):
             if self.task == "segmentation":
                 feat = self.upsample(feat, proba.shape[-2:])
             feats.append(feat.cpu().numpy())

@@ -9,7 +9,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from pydantic import BaseModel, Field
 
 from blindspots.app.auth import SESSION_COOKIE, Principal, identify, require_admin, require_user
-from blindspots.app.server import page
+from blindspots.app import deps
+from blindspots.app.deps import page
 
 router = APIRouter()
 
@@ -19,12 +20,11 @@ class SignIn(BaseModel):
 
 
 def _start_session(request: Request, token: str, response: Response) -> dict:
-    st = request.app.state
-    who = st.project.annotator_for_token(token)
+    who = deps.project(request).annotator_for_token(token)
     if who is None:
         raise HTTPException(401, "token: expected a valid annotator token, got an unknown one")
-    sid, csrf = st.store.create_session(who["name"])
-    response.set_cookie(SESSION_COOKIE, sid, httponly=True, samesite="strict", secure=st.secure_cookies,
+    sid, csrf = deps.store(request).create_session(who["name"])
+    response.set_cookie(SESSION_COOKIE, sid, httponly=True, samesite="strict", secure=deps.secure_cookies(request),
                         max_age=12 * 3600, path="/")
     return {"name": who["name"], "role": who["role"], "csrf": csrf}
 
@@ -55,7 +55,7 @@ def api_signout(request: Request, who: Principal = Depends(require_user)) -> JSO
     """End the cookie session (bearer tokens stay valid until the annotator is removed)."""
     sid = request.cookies.get(SESSION_COOKIE)
     if sid:
-        request.app.state.store.end_session(sid)
+        deps.store(request).end_session(sid)
     resp = JSONResponse({"ok": True})
     resp.delete_cookie(SESSION_COOKIE, path="/")
     return resp
@@ -85,16 +85,16 @@ class NewAnnotator(BaseModel):
 @router.get("/api/annotators", tags=["annotators"])
 def list_annotators(request: Request, who: Principal = Depends(require_admin)) -> list[dict]:
     """Every annotator: name, role, created (tokens are never shown again)."""
-    return request.app.state.project.annotators().to_dict(orient="records")
+    return deps.project(request).annotators().to_dict(orient="records")
 
 
 @router.post("/api/annotators", tags=["annotators"], status_code=201)
 def add_annotator(body: NewAnnotator, request: Request, who: Principal = Depends(require_admin)) -> dict:
     """Create (or re-key) an annotator; the token is returned once, only its hash is stored."""
     token = secrets.token_urlsafe(24)
-    with request.app.state.store.write_lock:
-        request.app.state.project.add_annotator(body.name, token, body.role)
-    request.app.state.store.end_sessions_of(body.name)
+    with deps.store(request).write_lock:
+        deps.project(request).add_annotator(body.name, token, body.role)
+    deps.store(request).end_sessions_of(body.name)
     return {"name": body.name, "role": body.role, "token": token, "link": f"/signin#token={token}"}
 
 
@@ -103,11 +103,11 @@ def remove_annotator(name: str, request: Request, who: Principal = Depends(requi
     """Remove an annotator (their answers stay; their token and sessions stop working)."""
     if name == who.name:
         raise HTTPException(400, "name: expected another annotator than yourself")
-    with request.app.state.store.write_lock:
-        removed = request.app.state.project.remove_annotator(name)
+    with deps.store(request).write_lock:
+        removed = deps.project(request).remove_annotator(name)
     if not removed:
         raise HTTPException(404, f"name: expected a registered annotator, got {name!r}")
-    request.app.state.store.end_sessions_of(name)
+    deps.store(request).end_sessions_of(name)
     return {"removed": name}
 
 
@@ -116,7 +116,7 @@ def remove_annotator(name: str, request: Request, who: Principal = Depends(requi
 @router.get("/api/status", tags=["loop"])
 def loop_status(request: Request, who: Principal = Depends(require_user)) -> dict:
     """Where the loop stands and what it waits for (awaited ids only for admins)."""
-    st = request.app.state.view.status()
+    st = deps.view(request).status()
     out = {"state": st.state, "round": st.round, "step": st.step, "message": st.message, "done": st.done,
            "total": st.total}
     if who.is_admin:

@@ -9,7 +9,8 @@ from fastapi.responses import HTMLResponse, Response
 
 from blindspots.app.auth import Principal, page_admin, require_admin
 from blindspots.app.routers.images import figure_files
-from blindspots.app.server import page
+from blindspots.app import deps
+from blindspots.app.deps import page
 
 router = APIRouter()
 
@@ -23,13 +24,11 @@ def dashboard_data(request: Request) -> dict:
     from blindspots.human.ratings import Ratings
     from blindspots.loop.rounds import leaderboard_frame
 
-    st = request.app.state
-    project, view = st.project, st.view
+    project, view, store = deps.project(request), deps.view(request), deps.store(request)
     status = view.status()
     rnd = view.rating_round()
     if rnd is None:  # ratings closed: show the latest round that had candidates
-        row = project.db.execute("SELECT MAX(round) FROM candidates WHERE kind='M'").fetchone()
-        rnd = None if row[0] is None else int(row[0])
+        rnd = project.last_mined_round()
     r = project.ratings_for_round(rnd) if rnd is not None else None
     n_m = len(project.candidates(rnd, "M")) if rnd is not None else 0
     people = []
@@ -55,8 +54,8 @@ def dashboard_data(request: Request) -> dict:
             "rating_round": rnd, "candidates": n_m, "annotators": people, "agreement": agreement,
             "masks": {"done": lq["done"], "total": lq["total"]},
             "leaderboard_html": board_html, "figures": list(figure_files(request)),
-            "vote_sets": [s["name"] for s in st.store.sets("vote")],
-            "review_sets": [s["name"] for s in st.store.sets("review")]}
+            "vote_sets": [s["name"] for s in store.sets("vote")],
+            "review_sets": [s["name"] for s in store.sets("review")]}
 
 
 @router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)

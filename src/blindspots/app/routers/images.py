@@ -7,6 +7,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, Response
 
+from blindspots.app import deps
 from blindspots.app.auth import Principal, require_admin, require_user
 from blindspots.app.sources import NotFound, overlay_rgba, png_bytes
 
@@ -23,21 +24,21 @@ def _png(data: bytes) -> Response:
 @router.get("/api/images/pool")
 def pool_image(request: Request, image_id: str = ID, who: Principal = Depends(require_user)) -> Response:
     """A pool image as PNG (decoded, EXIF-rotated, re-encoded)."""
-    return _png(request.app.state.view.pool_png(image_id))
+    return _png(deps.view(request).pool_png(image_id))
 
 
 @router.get("/api/images/prediction")
 def prediction(request: Request, round: int = Query(ge=0), image_id: str = ID,
                who: Principal = Depends(require_user)) -> Response:
     """The target f_t^(round)'s prediction in the class palette (RGBA, ignore transparent)."""
-    return _png(request.app.state.view.prediction_png(round, image_id))
+    return _png(deps.view(request).prediction_png(round, image_id))
 
 
 @router.get("/api/images/mask")
 def stored_mask(request: Request, round: int = Query(ge=0), image_id: str = ID,
                 who: Principal = Depends(require_user)) -> Response:
     """A stored pixel label in the class palette (RGBA)."""
-    view = request.app.state.view
+    view = deps.view(request)
     m = view.stored_mask(round, image_id)
     if m is None:
         raise NotFound(f"id: expected an image with a stored mask in round {round}, got {image_id!r}")
@@ -49,7 +50,7 @@ def stored_mask(request: Request, round: int = Query(ge=0), image_id: str = ID,
 def vote_image(request: Request, set: str = Query(max_length=64), image_id: str = ID,
                who: Principal = Depends(require_user)) -> Response:
     """A generated image of a vote set."""
-    return _png(request.app.state.view.vote_png(set, image_id))
+    return _png(deps.view(request).vote_png(set, image_id))
 
 
 @router.get("/api/images/review")
@@ -57,14 +58,14 @@ def review_image(request: Request, set: str = Query(max_length=64), image_id: st
                  layer: Literal["image", "given", "pred"] = "image",
                  who: Principal = Depends(require_user)) -> Response:
     """A layer of a label-issue review image: the image, the given mask or the predicted mask."""
-    return _png(request.app.state.view.review_png(set, image_id, layer))
+    return _png(deps.view(request).review_png(set, image_id, layer))
 
 
 def figure_files(request: Request) -> dict[str, object]:
     """Report files by name (the reports folder's top level; links leaving it are skipped)."""
     from blindspots.app.sources import inside
 
-    root = request.app.state.project.reports_dir
+    root = deps.project(request).reports_dir
     out = {}
     if root.is_dir():
         for p in sorted(root.iterdir()):

@@ -13,7 +13,8 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from pydantic import BaseModel, Field
 
 from blindspots.app.auth import Principal, page_user, require_user
-from blindspots.app.server import page
+from blindspots.app import deps
+from blindspots.app.deps import page
 
 router = APIRouter()
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
@@ -30,7 +31,7 @@ class MaskIn(BaseModel):
 
 def _target(request: Request, kind: str, ref: str, image_id: str) -> tuple[int, int]:
     """Check that (kind, ref, image_id) awaits a mask; returns the image's (height, width)."""
-    view = request.app.state.view
+    view = deps.view(request)
     if kind == "round":
         try:
             rnd = int(ref)
@@ -52,17 +53,16 @@ def _target(request: Request, kind: str, ref: str, image_id: str) -> tuple[int, 
 def _check_values(request: Request, mask: np.ndarray) -> np.ndarray:
     from blindspots.data.formats.masks import check_mask
 
-    return check_mask(mask, request.app.state.view.classes, name="mask")
+    return check_mask(mask, deps.view(request).classes, name="mask")
 
 
 def _save(request: Request, kind: str, ref: str, image_id: str, mask: np.ndarray, who: Principal,
           source: str) -> dict:
-    st = request.app.state
     if kind == "round":
-        with st.store.write_lock:
-            st.project.add_mask(int(ref), image_id, mask, source=source, annotator=who.name)
+        with deps.store(request).write_lock:
+            deps.project(request).add_mask(int(ref), image_id, mask, source=source, annotator=who.name)
     else:
-        st.store.add_fix(ref, image_id, mask, who.name)
+        deps.store(request).add_fix(ref, image_id, mask, who.name)
     counts = np.bincount(mask.ravel(), minlength=256)
     return {"ok": True, "kind": kind, "ref": ref, "image_id": image_id,
             "pixels": {str(k): int(c) for k, c in enumerate(counts) if c}}
@@ -76,8 +76,8 @@ def label_page(request: Request, who: Principal = Depends(page_user)) -> Respons
 @router.get("/api/labels/queue", tags=["labels"])
 def label_queue(request: Request, who: Principal = Depends(require_user)) -> dict:
     """Images awaiting pixel labels: S ∪ T of the round in its masks step, and confirmed label errors."""
-    out = request.app.state.view.label_queue()
-    out["classes"] = request.app.state.view.classes_json()
+    out = deps.view(request).label_queue()
+    out["classes"] = deps.view(request).classes_json()
     return out
 
 
@@ -87,7 +87,7 @@ def label_start(request: Request, kind: Literal["round", "fix"], ref: str = Quer
                 who: Principal = Depends(require_user)) -> dict:
     """The mask to start editing from: the stored one if any, else the target's prediction (round)
     or the given label (fix); base64 uint8 [height, width]."""
-    view = request.app.state.view
+    view = deps.view(request)
     h, w = _target(request, kind, ref, image_id)
     mask, source = None, "empty"
     if kind == "round":
@@ -96,7 +96,7 @@ def label_start(request: Request, kind: Literal["round", "fix"], ref: str = Quer
         if mask is None:
             mask = view.prediction(int(ref), image_id)
     else:
-        fixes = {f["id"]: f["path"] for f in request.app.state.store.fixes(ref)}
+        fixes = {f["id"]: f["path"] for f in deps.store(request).fixes(ref)}
         if image_id in fixes and fixes[image_id].is_file():
             from blindspots.app.sources import read_index_png
 
@@ -149,7 +149,7 @@ async def upload_mask(request: Request, kind: Literal["round", "fix"] = Form(...
         raise HTTPException(422, f"file: expected a {w}x{h} (width x height) mask like the image, "
                             f"got {size[0]}x{size[1]}")
     try:
-        mask = read_mask(data, classes=request.app.state.view.classes)
+        mask = read_mask(data, classes=deps.view(request).classes)
     except ValueError as e:
         raise HTTPException(422, f"file: {e}") from None
     return _save(request, kind, ref, image_id, mask, who, "upload")
@@ -162,10 +162,10 @@ def export(request: Request, format: Literal["cvat", "labelstudio"],
     or Label Studio (JSON) (`blindspots export`)."""
     from blindspots.loop.rounds import export_for_annotation
 
-    view = request.app.state.view
+    view = deps.view(request)
     rnd = view.mask_round()
     if rnd is None:
         raise HTTPException(409, "round: expected a round awaiting masks, got none")
-    path = export_for_annotation(request.app.state.project, format, round=rnd)
+    path = export_for_annotation(deps.project(request), format, round=rnd)
     return FileResponse(path, filename=path.name,
                         media_type="application/zip" if format == "cvat" else "application/json")

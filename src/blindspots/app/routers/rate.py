@@ -8,7 +8,8 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field, StrictInt, field_validator
 
 from blindspots.app.auth import Principal, page_user, require_user
-from blindspots.app.server import page
+from blindspots.app import deps
+from blindspots.app.deps import page
 from blindspots.human.ratings import ACR_LABELS
 
 router = APIRouter()
@@ -37,7 +38,7 @@ class RatingKey(BaseModel):
 
 
 def _check_open(request: Request, round: int, image_id: str) -> None:
-    view = request.app.state.view
+    view = deps.view(request)
     open_round = view.rating_round()
     if open_round is None or round != open_round:
         raise HTTPException(409, f"round: expected the round now taking ratings ({open_round}), got {round}")
@@ -54,8 +55,8 @@ def rate_page(request: Request, who: Principal = Depends(page_user)) -> Response
 def rating_queue(request: Request, who: Principal = Depends(require_user)) -> dict:
     """The caller's rating queue: round, every candidate of M in rank order with the caller's
     answer (or null), done / total, and the label space for the overlay legend."""
-    out = request.app.state.view.rate_queue(who.name)
-    out["classes"] = request.app.state.view.classes_json() if out["round"] is not None else None
+    out = deps.view(request).rate_queue(who.name)
+    out["classes"] = deps.view(request).classes_json() if out["round"] is not None else None
     return out
 
 
@@ -65,8 +66,8 @@ def submit_rating(body: RatingIn, request: Request, who: Principal = Depends(req
     new score) replaces the earlier answer: one rating per annotator and candidate."""
     _check_open(request, body.round, body.image_id)
     # Committed (group commit with other raters' answers) before this returns.
-    request.app.state.writer.submit((body.round, body.image_id, who.name, body.score))
-    done = request.app.state.view.rating_count(body.round, who.name)
+    deps.writer(request).submit((body.round, body.image_id, who.name, body.score))
+    done = deps.view(request).rating_count(body.round, who.name)
     return {"ok": True, "round": body.round, "image_id": body.image_id, "score": body.score, "done": done}
 
 
@@ -74,5 +75,5 @@ def submit_rating(body: RatingIn, request: Request, who: Principal = Depends(req
 def undo_rating(body: RatingKey, request: Request, who: Principal = Depends(require_user)) -> dict:
     """Withdraw the caller's rating of one candidate (the U key)."""
     _check_open(request, body.round, body.image_id)
-    removed = request.app.state.store.delete_rating(body.round, body.image_id, who.name)
-    return {"ok": True, "removed": removed, "done": request.app.state.view.rating_count(body.round, who.name)}
+    removed = deps.store(request).delete_rating(body.round, body.image_id, who.name)
+    return {"ok": True, "removed": removed, "done": deps.view(request).rating_count(body.round, who.name)}

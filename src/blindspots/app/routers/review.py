@@ -10,7 +10,8 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
 from blindspots.app.auth import Principal, page_user, require_user
-from blindspots.app.server import page
+from blindspots.app import deps
+from blindspots.app.deps import page
 
 router = APIRouter()
 
@@ -30,8 +31,8 @@ def review_page(request: Request, who: Principal = Depends(page_user)) -> Respon
 @router.get("/api/reviews/queue", tags=["reviews"])
 def review_queue(request: Request, who: Principal = Depends(require_user)) -> dict:
     """Images of every attached review set with their flagged regions and the caller's verdicts."""
-    out = request.app.state.view.review_queue(who.name)
-    out["classes"] = request.app.state.view.classes_json()
+    out = deps.view(request).review_queue(who.name)
+    out["classes"] = deps.view(request).classes_json()
     return out
 
 
@@ -39,14 +40,14 @@ def review_queue(request: Request, who: Principal = Depends(require_user)) -> di
 def submit_review(body: ReviewIn, request: Request, who: Principal = Depends(require_user)) -> dict:
     """Record the caller's verdict on one region (stored with image id '<set>/<image id>');
     again replaces it. For 'error' the answer carries the label page's URL to fix the mask."""
-    view = request.app.state.view
+    view = deps.view(request)
     view.review_set(body.set)
     if body.image_id not in set(view.review_images(body.set)):
         raise HTTPException(404, f"image_id: expected an image of review set {body.set!r}, got {body.image_id!r}")
     if not view.has_region(body.set, body.image_id, body.region):
         raise HTTPException(404, f"region: expected a flagged region of {body.image_id!r}, got {body.region!r}")
-    with request.app.state.store.write_lock:
-        request.app.state.project.add_review(f"{body.set}/{body.image_id}", body.region, body.verdict, who.name)
+    with deps.store(request).write_lock:
+        deps.project(request).add_review(f"{body.set}/{body.image_id}", body.region, body.verdict, who.name)
     out = {"ok": True, "set": body.set, "image_id": body.image_id, "region": body.region, "verdict": body.verdict}
     if body.verdict == "error":
         out["fix_url"] = "/label?" + urlencode({"kind": "fix", "ref": body.set, "id": body.image_id})

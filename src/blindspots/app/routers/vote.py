@@ -7,7 +7,8 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
 from blindspots.app.auth import Principal, page_user, require_user
-from blindspots.app.server import page
+from blindspots.app import deps
+from blindspots.app.deps import page
 
 router = APIRouter()
 NONE_LABEL = "none"
@@ -28,19 +29,19 @@ def vote_page(request: Request, who: Principal = Depends(page_user)) -> Response
 @router.get("/api/votes/queue", tags=["votes"])
 def vote_queue(request: Request, who: Principal = Depends(require_user)) -> dict:
     """Items of every attached vote set with the caller's vote (no predictions, no scenario ids)."""
-    return request.app.state.view.vote_queue(who.name)
+    return deps.view(request).vote_queue(who.name)
 
 
 @router.post("/api/votes", tags=["votes"])
 def submit_vote(body: VoteIn, request: Request, who: Principal = Depends(require_user)) -> dict:
     """Record the caller's vote (a class name or 'none'); voting again replaces it."""
-    view = request.app.state.view
+    view = deps.view(request)
     names = view.vote_class_names(body.set)
     if body.item_id not in set(view.vote_items(body.set)["item_id"]):
         raise HTTPException(404, f"item_id: expected an item of vote set {body.set!r}, got {body.item_id!r}")
     if body.label != NONE_LABEL and body.label not in names:
         raise HTTPException(422, f"label: expected one of {names} or 'none', got {body.label!r}")
-    with request.app.state.store.write_lock:
-        request.app.state.project.add_vote(body.item_id, who.name, None if body.label == NONE_LABEL else body.label)
+    with deps.store(request).write_lock:
+        deps.project(request).add_vote(body.item_id, who.name, None if body.label == NONE_LABEL else body.label)
     q = view.vote_queue(who.name)
     return {"ok": True, "item_id": body.item_id, "label": body.label, "done": q["done"], "total": q["total"]}

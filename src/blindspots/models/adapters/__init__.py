@@ -7,6 +7,7 @@ turns raw scores into probabilities. The names importable from here before the s
 """
 from blindspots.models.adapters.base import PROBE_SIZE, BaseAdapter
 from blindspots.models.adapters.callable import CallableClassifier, CallableSegmenter
+from blindspots.models.adapters.features import CallableFeatures, PrecomputedFeatures
 from blindspots.models.adapters.hf import HFSegmenter
 from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, InputPolicy, TorchPreprocess
 from blindspots.models.adapters.onnx import OnnxClassifier, OnnxSegmenter, export_onnx
@@ -17,6 +18,7 @@ from blindspots.models.adapters.torchscript import TorchScriptClassifier, TorchS
 from blindspots.models.protocol import (
     PROBA_TOLERANCE,
     Classifier,
+    FeatureModel,
     OutputKind,
     Segmenter,
     as_image_batch,
@@ -26,7 +28,8 @@ from blindspots.models.protocol import (
 )
 
 __all__ = [
-    "BaseAdapter", "CallableClassifier", "CallableSegmenter", "Classifier", "HFSegmenter", "IMAGENET_MEAN",
+    "BaseAdapter", "CallableFeatures", "CallableClassifier", "FeatureModel", "PrecomputedFeatures",
+ "CallableSegmenter", "Classifier", "HFSegmenter", "IMAGENET_MEAN",
     "IMAGENET_STD", "InputPolicy", "OnnxClassifier", "OnnxSegmenter", "OutputKind", "PROBA_TOLERANCE",
     "PROBE_SIZE", "PrecomputedSegmenter", "Segmenter", "TorchClassifier", "TorchPreprocess",
     "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "as_image_batch", "check_probabilities",

@@ -16,7 +16,7 @@ import torch
 from blindspots.data.classes import Classes
 from blindspots.models.adapters.base import BaseAdapter
 from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy, TorchPreprocess
-from blindspots.models.protocol import ModelFailure, short_reason
+from blindspots.models.protocol import ModelFailure, as_image_batch, short_reason
 
 
 def export_onnx(
@@ -145,6 +145,69 @@ class _OnnxAdapter(BaseAdapter):
 
     def _raw(self, chunk: np.ndarray) -> np.ndarray:
         return self._forward(chunk)
+
+    def _feature_session(self, layer: str) -> Any:
+        """An onnxruntime session whose outputs include the intermediate tensor `layer` (cached per layer).
+
+        A tensor that is already a graph output is read from the main session; any other tensor named by
+        a node output is added as an extra graph output (onnx.helper), the graph otherwise unchanged."""
+        if layer in [o.name for o in self.session.get_outputs()]:
+            return self.session
+        cache: dict[str, Any] = self.__dict__.setdefault("_feature_sessions", {})
+        if layer in cache:
+            return cache[layer]
+        import onnx
+        import onnxruntime as ort
+
+        model = onnx.load(str(self.path))
+        produced = [o for node in model.graph.node for o in node.output if o]
+        if layer not in produced:
+            sample = [o for o in produced if not o.startswith("onnx::")][-12:]
+            raise ValueError(f"layer: expected the name of a tensor in {self.path.name!r} such as {sample}, "
+                             f"got {layer!r}")
+        model.graph.output.append(onnx.helper.make_tensor_value_info(layer, onnx.TensorProto.FLOAT, None))
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self.session.get_session_options().intra_op_num_threads
+        opts.log_severity_level = 4
+        cache[layer] = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        return cache[layer]
+
+    def forward_features(self, chunk: np.ndarray, layer: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """One run of uint8 [n, H, W, C] (no policy): (the intermediate tensor `layer` float32 as it
+        comes, e.g. [n, D, h, w]; the raw scores output float32 [n, C, h', w'])."""
+        n = len(chunk)
+        x = self.preprocess.numpy(chunk)
+        if self.fixed_batch and n < self.fixed_batch:
+            x = np.concatenate([x, np.repeat(x[-1:], self.fixed_batch - n, axis=0)])
+        session = self._feature_session(layer)
+        try:
+            feed = np.ascontiguousarray(x, dtype=self._input_dtype)
+            feat, out = session.run([layer, self.output_name], {self.input_name: feed})
+        except Exception as e:  # noqa: BLE001 - onnxruntime's own types; one line naming the input
+            raise ModelFailure(f"ONNX model {self.path.name!r} failed on input of shape {list(x.shape)} reading "
+                               f"{layer!r}: {short_reason(e, 160)}") from None
+        return (torch.from_numpy(np.asarray(feat[:n], dtype=np.float32)),
+                torch.from_numpy(np.asarray(out[:n], dtype=np.float32)))
+
+    def features(self, images: np.ndarray | Sequence[np.ndarray], layer: str | None = None) -> np.ndarray:
+        """uint8 [N, H, W, 3] -> float32 [N, D, h, w] (or [N, D]) of the graph tensor `layer` (required)."""
+        if not layer:
+            raise ValueError("layer: expected the name of an intermediate tensor of the ONNX graph "
+                             "(e.g. '/backbone/layer3/Relu_output_0'), got None")
+        batch = as_image_batch(images)
+        step = self.batch_size or len(batch)
+        return np.concatenate([self.forward_features(batch[s:s + step], layer)[0].numpy()
+                               for s in range(0, len(batch), step)])
+
+    def check_feature_layer(self, layer: str) -> None:
+        """ValueError naming `layer` unless the graph has a tensor of that name."""
+        self._feature_session(layer)
+
+    def default_feature_layer(self) -> str:
+        """ONNX graphs have no module tree to find the classifier in: the layer must be named."""
+        raise ValueError("layer: expected the name of an intermediate tensor of the ONNX graph "
+                         "(e.g. '/backbone/layer3/Relu_output_0'; list them with onnx.load(path).graph.node), "
+                         "got None")
 
 
 class OnnxSegmenter(_OnnxAdapter):

@@ -1,4 +1,4 @@
-"""Probabilities already on disk: one `<folder>/<id>.npy` per image id, float [C, H, W].
+"""Probabilities already on disk: one `<folder>/<id>.npy` (or `<artifact name>.npy`) per image id, float [C, H, W].
 
 A precomputed model is keyed by image id, not by pixels, so besides the Segmenter protocol's
 `predict_proba(images)` (which cannot know which files to read and raises a ValueError saying
@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from blindspots.data.classes import Classes
+from blindspots.ids import artifact_name
 from blindspots.models.adapters.outputs import check_raw, to_probabilities, to_tensor
 from blindspots.models.protocol import default_classes
 
@@ -56,11 +57,16 @@ class PrecomputedSegmenter:
         self.classes = classes if classes is not None else default_classes(self.num_classes)
 
     def path(self, image_id: str) -> Path:
-        """The file of `image_id`; ValueError for ids that would leave the folder."""
+        """The file of `image_id`: `<id>.npy`, else the ids rule's name (extension replaced by .npy,
+        `blindspots.ids.artifact_name`); the first when neither exists. ValueError for ids leaving the folder."""
         p = Path(image_id)
         if p.is_absolute() or ".." in p.parts or not image_id:
             raise ValueError(f"ids: expected relative ids inside the folder, got {image_id!r}")
-        return self.folder / (image_id + NPY_SUFFIX)
+        legacy = self.folder / (image_id + NPY_SUFFIX)
+        if legacy.is_file():
+            return legacy
+        ruled = self.folder / artifact_name(image_id, NPY_SUFFIX)
+        return ruled if ruled.is_file() else legacy
 
     def predict_proba_ids(self, ids: Sequence[str], sizes: Sequence[tuple[int, int]] | None = None) -> np.ndarray:
         """ids: N image ids (equal-size arrays) -> float32 [N, C, H, W].

@@ -22,7 +22,30 @@ def load_torchscript(path: str | Path, device: str | torch.device = "cpu") -> to
                          f"{short_reason(e)}") from None
 
 
-class TorchScriptSegmenter(TorchSegmenter):
+def _no_hooks(layer: str) -> ValueError:
+    # Scripted and traced modules inline their submodules: torch 2.14 refuses forward hooks on them.
+    return ValueError(f"layer: TorchScript modules take no forward hooks (torch: 'register_forward_hook is not "
+                      f"supported on ScriptModules'), so {layer!r} cannot be read; export the model to ONNX and "
+                      "name an intermediate output, or give features from a callable or precomputed .npy files")
+
+
+class _NoFeatureHooks:
+    """Feature-map methods of the torch adapters, refused: no layer of a TorchScript module can be hooked."""
+
+    def forward_features(self, chunk: Any, layer: str) -> Any:
+        """Not available: TorchScript modules cannot be hooked (ValueError saying what to do instead)."""
+        raise _no_hooks(layer)
+
+    def default_feature_layer(self) -> str:
+        """Not available (see `forward_features`)."""
+        raise _no_hooks("the default feature layer")
+
+    def check_feature_layer(self, layer: str) -> None:
+        """Not available (see `forward_features`)."""
+        raise _no_hooks(layer)
+
+
+class TorchScriptSegmenter(_NoFeatureHooks, TorchSegmenter):
     """A TorchScript file (torch.jit.save) as a Segmenter.
 
     path: the .ts/.pt file; the scripted module maps float [N, 3, H, W] to [N, C, h, w] (or a
@@ -36,10 +59,11 @@ class TorchScriptSegmenter(TorchSegmenter):
         super().__init__(module, num_classes, **kwargs)
 
 
-class TorchScriptClassifier(TorchClassifier):
+class TorchScriptClassifier(_NoFeatureHooks, TorchClassifier):
     """A TorchScript file as a Classifier: float [N, 3, H, W] -> [N, C] logits (default)."""
 
     def __init__(self, path: str | Path, num_classes: int | None = None, **kwargs: Any) -> None:
         self.path = Path(path)
         module = load_torchscript(self.path, kwargs.get("device", "cpu"))
         super().__init__(module, num_classes, **kwargs)
+

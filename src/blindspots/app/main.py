@@ -1,5 +1,8 @@
 """The app factory: `create_app(project_path)` -> a FastAPI app serving one project folder.
 
+The app's shared objects (project, view, store, writer, templates) live on `app.state`; routers
+reach them only through `blindspots.app.deps` and never import this module (no cycle).
+
 Server-rendered pages (Jinja2) with plain JavaScript from `static/` (no build step), and a JSON
 API under `/api` for every action (OpenAPI schema at `/api/openapi.json`, docs at `/api/docs`).
 Run it with `blindspots serve PROJECT` (uvicorn, 127.0.0.1:8000 by default).
@@ -156,10 +159,3 @@ def jsonable(errors: list) -> list:
     from fastapi.encoders import jsonable_encoder
 
     return jsonable_encoder([{k: v for k, v in e.items() if k != "ctx"} for e in errors])
-
-
-def page(request: Request, template: str, who, **context) -> object:  # noqa: ANN001
-    """Render a page with the signed-in principal, its CSRF token and the project name."""
-    return request.app.state.templates.TemplateResponse(
-        request, template, {"who": who, "csrf": who.csrf if who else "",
-                            "project": request.app.state.project.config.project.name, **context})

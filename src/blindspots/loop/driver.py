@@ -1,0 +1,118 @@
+"""The driver of Algorithm 1: `advance` runs steps until people are needed, `status` says where
+the loop stands; both follow the project's plan (`context.plan`)."""
+from __future__ import annotations
+
+import logging
+
+from blindspots.loop.context import LABEL_STEPS, STEPS, Status, _Loop, finetune_blocker_of, plan, step_seed
+from blindspots.loop.project import Project, ProjectError
+from blindspots.loop.steps import STEP_FUNCS, _settings, export_dir, masks_needed, ratings_progress
+
+log = logging.getLogger(__name__)
+
+
+def current_position(project: Project) -> tuple[int, str] | None:
+    """(round, step) of the first step not done yet, or None when every round is done (label
+    plan: or when the next round waits for the target's next version to be registered)."""
+    last = project.config.project.rounds
+    steps = plan(project)
+    for i in range(last + 1):
+        if steps is LABEL_STEPS and i > project.target_version():
+            return None
+        for step in steps:
+            st = project.step(i, step)
+            if st is None or st["status"] != "done":
+                return i, step
+    return None
+
+
+def _stopped(project: Project) -> Status:
+    """The Status once `current_position` is None: every round done, or (label plan) S exported."""
+    blocker = finetune_blocker_of(project)
+    last = project.config.project.rounds
+    if blocker is None:
+        return Status("finished", last, "done", f"all {last} rounds are done; see `blindspots leaderboard "
+                      f"{project.path}`")
+    done = [i for i in range(last + 1) if (project.step(i, "export") or {}).get("status") == "done"]
+    i = done[-1] if done else 0
+    r = (project.step(i, "export") or {}).get("result") or {}
+    return Status("exported", i, "done",
+                  f"round {i}: S({i + 1}) ({r.get('n_S', 0)} images) and T({i + 1}) ({r.get('n_T', 0)}) exported "
+                  f"for pixel labelling to {r.get('folder', export_dir(project, i))} (images, predictions, "
+                  f"cvat.zip, labelstudio.json); the loop stops here: {blocker}")
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}" if not isinstance(e, ValueError) or not text else text
+
+
+def advance(project: Project, *, simulate: bool = False, progress: bool = True,
+            max_steps: int | None = None) -> Status:
+    """Run Algorithm 1 until a human answer is needed (or the last round is done).
+
+    simulate: simulated raters / annotators answer (needs `simulate.ground_truth`).
+    max_steps: stop after this many steps (None: no limit) — for tests and stepping by hand.
+    Returns a Status; re-running after a crash continues with the unfinished step.
+    """
+    loop = _Loop(project, simulate=simulate, progress=progress)
+    seed = project.config.project.seed
+    ran = 0
+    while True:
+        pos = current_position(project)
+        if pos is None:
+            return _stopped(project)
+        i, step = pos
+        if max_steps is not None and ran >= max_steps:
+            return Status("paused", i, step, f"round {i}: paused before step {step!r}")
+        if project.step(i, step) is None and step == STEPS[0]:  # both plans start with "scan"
+            project.start_round(i, model_version=i)
+        if project.target_version() < i:
+            raise ProjectError(f"models.{project.config.target.name}: expected version {i} before round {i}, "
+                               f"got version {project.target_version()} (the store is inconsistent)")
+        s = step_seed(seed, i, step)
+        project.begin_step(i, step, _settings(loop, step), model_version=i, seed=s)
+        log.info("round %d: %s", i, step)
+        try:
+            result = STEP_FUNCS[step](loop, i, s)
+        except Exception as e:
+            # Recorded, so `status` says "failed: <message>" (not running); the next `advance` runs it
+            # again. Ctrl-C leaves it "running", as a crash does; it is run again too.
+            try:
+                project.fail_step(i, step, _one_line(e))
+            except Exception:  # noqa: BLE001 - a broken store must not hide the step's own error
+                log.warning("round %d: could not record that step %r failed", i, step, exc_info=True)
+            raise
+        if isinstance(result, Status):
+            project.log_event("awaiting", {"state": result.state, "missing": len(result.awaited)}, round=i, step=step)
+            return result
+        project.end_step(i, step, result)
+        if step == plan(project)[-1]:
+            project.finish_round(i)
+        ran += 1
+
+
+def status(project: Project) -> Status:
+    """Where the loop stands, without running anything (human steps report their progress)."""
+    pos = current_position(project)
+    if pos is None:
+        st = _stopped(project)
+        return Status("finished", st.round, "done", "all rounds are done") if st.state == "finished" else st
+    i, step = pos
+    loop = _Loop(project, simulate=False, progress=False)
+    st = project.step(i, step)
+    err = project.step_failure(i, step) if st is not None and st["status"] != "done" else None
+    if err is not None:
+        return Status("failed", i, step, f"round {i}: step {step!r} failed: {err}; fix the cause and run "
+                      f"`blindspots round {project.path}` to retry")
+    if step == "ratings" and st is not None:
+        missing, have, total = ratings_progress(loop, i)
+        return Status("awaiting_ratings", i, step, f"round {i}: waiting for ratings ({have}/{total} answers in)",
+                      missing, have, total)
+    if step == "masks" and st is not None:
+        need = masks_needed(project, i)
+        have = set(project.masks_for_round(i)["id"])
+        missing = [x for x in need if x not in have]
+        return Status("awaiting_masks", i, step, f"round {i}: waiting for masks ({len(need) - len(missing)}/"
+                      f"{len(need)} in)", missing, len(need) - len(missing), len(need))
+    return Status("ready", i, step, f"round {i}: next step is {step!r}; run `blindspots round {project.path}`")

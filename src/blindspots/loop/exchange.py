@@ -1,0 +1,116 @@
+"""Human answers in and out: CSV ratings, mask folders, CVAT and Label Studio imports and exports."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from blindspots.loop.context import LABEL_STEPS, _Loop, plan
+from blindspots.loop.driver import current_position
+from blindspots.loop.project import Project
+from blindspots.loop.steps import _export, _target_map, masks_needed
+
+
+def _round_arg(project: Project, round: int | None) -> int:
+    """The round to import into: `round`, or the one now in progress."""
+    if round is not None:
+        if project.step(round, "mine") is None:
+            raise ValueError(f"round: expected a round that has candidates, got {round}")
+        return round
+    pos = current_position(project)
+    if pos is None:
+        if plan(project) is LABEL_STEPS:  # S exported, waiting for the next version: that round's S ∪ T
+            done = [i for i in range(project.config.project.rounds + 1)
+                    if (project.step(i, "select") or {}).get("status") == "done"]
+            if done:
+                return done[-1]
+        raise ValueError("round: every round is done; pass --round to import into a past round")
+    return pos[0]
+
+
+def import_ratings(project: Project, path: str | Path, *, round: int | None = None) -> int:
+    """Add the ratings of a CSV (`image_id,rater,score`, score 1..5 or ood) to `round` (default:
+    the current one). Every image must be a candidate of M for that round; returns the count."""
+    from blindspots.human.ratings import Ratings
+
+    i = _round_arg(project, round)
+    frame = Ratings.from_csv(path).frame
+    m = set(project.candidates(i, "M")["id"])
+    unknown = sorted(set(frame["image_id"]) - m)
+    if unknown:
+        raise ValueError(f"path: expected ratings of round {i}'s candidates M({i + 1}), got {len(unknown)} other "
+                         f"image ids (e.g. {unknown[:3]})")
+    rows = [(i, x, r, "ood" if np.isinf(v) else int(v)) for x, r, v in zip(frame["image_id"], frame["rater"],
+                                                                           frame["score"])]
+    n = project.add_ratings(rows)
+    project.log_event("ratings-import", {"path": str(path), "n": n}, round=i, step="ratings")
+    return n
+
+
+def import_masks(project: Project, source: str | Path, *, round: int | None = None,
+                 annotator: str | None = None) -> int:
+    """Add pixel labels for round `round`'s S ∪ T from a folder of index/palette PNGs (named
+    like the image ids, extension .png), a CVAT "Segmentation Mask 1.1" zip, or a Label Studio
+    JSON export. Masks must match their image's size; returns how many were stored."""
+    from blindspots.data.formats import import_cvat, import_labelstudio, read_masks
+
+    i = _round_arg(project, round)
+    loop = _Loop(project, simulate=False, progress=False)
+    need = masks_needed(project, i)
+    if not need:
+        raise ValueError(f"round: expected round {i} to have images awaiting masks (S and T), got none yet")
+    src = Path(source)
+    if src.is_dir():
+        from blindspots.data.formats.masks import mask_filename
+
+        present = [x for x in need if (src / mask_filename(x)).is_file()]
+        masks, kind = read_masks(src, present, classes=loop.classes), "folder"
+    elif src.suffix.lower() == ".zip":
+        masks, kind = import_cvat(src, loop.classes, ids=need), "cvat"
+    elif src.suffix.lower() == ".json":
+        # ids: tasks created in Label Studio itself (no blindspots_id) are matched by image file name
+        masks, kind = import_labelstudio(src, loop.classes, ids=need), "labelstudio"
+    else:
+        raise ValueError(f"source: expected a folder of PNG masks, a CVAT .zip or a Label Studio .json, "
+                         f"got {str(source)!r}")
+    unknown = sorted(set(masks) - set(need))
+    if unknown:
+        raise ValueError(f"source: expected masks for round {i}'s S ∪ T, got {len(unknown)} other ids "
+                         f"(e.g. {unknown[:3]})")
+    for image_id, mask in masks.items():
+        shape = loop.pool.load(image_id).shape[:2]
+        if mask.shape != shape:
+            raise ValueError(f"source: expected the mask of {image_id!r} to be {shape[0]}x{shape[1]} like its "
+                             f"image, got {mask.shape[0]}x{mask.shape[1]}")
+        bad = (mask >= loop.classes.num_classes) & (mask != (loop.classes.ignore_index or 255))
+        if bad.any():
+            raise ValueError(f"source: expected class ids 0..{loop.classes.num_classes - 1} or ignore in the mask "
+                             f"of {image_id!r}, got {int(mask[bad][0])}")
+    for image_id, mask in masks.items():
+        project.add_mask(i, image_id, mask, source=kind, annotator=annotator)
+    project.log_event("masks-import", {"source": str(source), "kind": kind, "n": len(masks)}, round=i, step="masks")
+    return len(masks)
+
+
+def export_for_annotation(project: Project, fmt: str, out: str | Path | None = None, *,
+                          round: int | None = None, image_url: str | None = None,
+                          image_root: str | Path | None = None, document_root: str | Path | None = None) -> Path:
+    """Export round `round`'s S ∪ T (images without a stored mask) with the target's prediction
+    as a pre-annotation: fmt "cvat" (zip with the images) or "labelstudio" (JSON tasks).
+
+    image_url / image_root / document_root: where Label Studio loads each task's image from
+    (`blindspots.data.formats.labelstudio.task_image_url`); image_root defaults to the pool folder."""
+    if fmt not in ("cvat", "labelstudio"):
+        raise ValueError(f"format: expected 'cvat' or 'labelstudio', got {fmt!r}")
+    i = _round_arg(project, round)
+    loop = _Loop(project, simulate=False, progress=False)
+    have = set(project.masks_for_round(i)["id"])
+    ids = [x for x in masks_needed(project, i) if x not in have]
+    if not ids:
+        raise ValueError(f"round: expected images awaiting masks in round {i}, got none")
+    preds = {x: _target_map(loop, i, x) for x in ids}
+    default = project.reports_dir / f"round-{i}-{'cvat.zip' if fmt == 'cvat' else 'labelstudio.json'}"
+    where = {"image_url": image_url, "image_root": image_root, "document_root": document_root}
+    if fmt == "labelstudio" and image_url is None and image_root is None:
+        where["image_root"] = loop.cfg.resolve(loop.cfg.pool.root)  # a folder Label Studio can serve
+    return _export(loop, i, fmt, Path(out) if out is not None else default, ids, preds, **where)

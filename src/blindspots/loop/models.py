@@ -1,0 +1,120 @@
+"""The project's models: spec strings, loading through `blindspots.models.load`, the init probe,
+and whether the loop can fine-tune the target.
+
+A project stores each model as the same spec string the scan takes (`blindspots.models.load`):
+a zoo checkpoint, a TorchScript or ONNX file, a folder of precomputed `.npy`, or
+`package.module:function`, with options after "?". The loop never special-cases a kind to load
+it; only fine-tuning needs to know whether the target is a zoo checkpoint it can train.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+__all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "probe_models",
+           "finetune_blocker", "LOOP_TRAINABLE_KINDS"]
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """'model.onnx?output=logits' -> ('model.onnx', '?output=logits'); the query is '' without options."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"spec: expected a model path or 'module:function', got {spec!r}")
+    base, sep, query = spec.partition("?")
+    return base, sep + query
+
+
+def is_path_spec(spec: str, base_dir: str | Path = ".") -> bool:
+    """True unless `spec` names a `module:function` callable (a ':' and no such file or folder)."""
+    base, _ = split_spec(spec)
+    if ":" not in base:
+        return True
+    p = Path(base).expanduser()
+    # A Windows drive ("C:\\m.onnx") or an existing path with a colon is still a path.
+    return p.exists() or (Path(base_dir) / p).exists() or (len(base) > 1 and base[1] == ":")
+
+
+def absolute_spec(spec: str, base_dir: str | Path) -> str:
+    """The spec with its relative paths (model, classes=, weights=) made absolute against `base_dir`
+    (`blindspots.models.load.absolute_spec`; a `module:function` stays as is)."""
+    from blindspots.models.load import absolute_spec as models_absolute_spec
+
+    return models_absolute_spec(spec, base_dir)
+
+
+def spec_path(spec: str) -> Path | None:
+    """The file or folder a path spec names (None for a callable)."""
+    return Path(split_spec(spec)[0]) if is_path_spec(spec) else None
+
+
+def use_import_dir(spec: str, import_dir: str | None) -> None:
+    """Let a `module:function` spec import from `import_dir` (the folder `init` ran in)."""
+    if import_dir and not is_path_spec(spec) and import_dir not in sys.path:
+        sys.path.insert(0, import_dir)
+
+
+def load_spec(spec: str, *, import_dir: str | None = None, device: str | None = None) -> Any:
+    """A Segmenter for `spec` through `blindspots.models.load.load_model`.
+
+    import_dir: the folder `init` ran in; a `module:function` spec imports from it (the user's
+    own package need not be installed or on PYTHONPATH when `round` runs elsewhere).
+    device: torch device for torch kinds (the project's `finetune.device`), None: the spec's own.
+    """
+    from blindspots.models.load import load_model
+
+    use_import_dir(spec, import_dir)
+    return load_model(spec, device=device)  # device is ignored by kinds it does not apply to
+
+
+def predict_one(seg: Any, image_id: str, image: np.ndarray) -> np.ndarray:
+    """float [1, C, H, W] for one pool image: by id for models keyed by id (precomputed
+    outputs have `predict_proba_ids`), by pixels otherwise. image: uint8 [H, W, 3]."""
+    if hasattr(seg, "predict_proba_ids"):
+        return np.asarray(seg.predict_proba_ids([image_id], sizes=[image.shape[:2]]))
+    return np.asarray(seg.predict_proba(image[None]))
+
+
+def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> int:
+    """Run one pool image through every model (`blindspots.models.probe_model`); returns C.
+
+    models: name -> Segmenter; image: uint8 [H, W, 3]. ValueError in one line naming the model if
+    one fails on the image or gives invalid probabilities, or if the models' C differ.
+    """
+    from blindspots.models.probe import probe_model
+
+    sizes: dict[str, int] = {}
+    for name, seg in models.items():
+        probe_model(seg, image, f"models.{name}", image_id=image_id)
+        sizes[name] = int(seg.num_classes)
+    if len(set(sizes.values())) > 1:
+        raise ValueError(f"models: expected one label space (the same number of classes), got {sizes}")
+    return next(iter(sizes.values()))
+
+
+#: Spec kinds the loop fine-tunes: `run_finetune` reads and writes zoo checkpoints (arch + weights).
+#: TODO(issue 13): the models package's TRAINABLE_KINDS ("factory", "hf") once it takes any torch module.
+LOOP_TRAINABLE_KINDS = ("zoo",)
+
+
+def finetune_blocker(spec: str, target: str, data: Iterable[str], *, import_dir: str | None = None) -> str | None:
+    """Why the loop cannot fine-tune the target (one sentence), or None when it can.
+
+    It can with a zoo checkpoint and both S0 and T0 (`data`: the [data] train and val values).
+    import_dir: where a `module:function` spec imports from (see `load_spec`).
+    """
+    from blindspots.models.load import KIND_NAMES, spec_kind
+
+    use_import_dir(spec, import_dir)
+    kind = spec_kind(spec)
+    if kind not in LOOP_TRAINABLE_KINDS:
+        return (f"the target {target!r} is a {KIND_NAMES.get(kind, kind)} model, which blindspots cannot "
+                "fine-tune: label S, retrain it in "
+                "your own stack, then register the new model with `blindspots register PROJECT SPEC` as the "
+                "next version and run `blindspots round` again")
+    if not all(data):
+        return ("the project has no training data (--train-data and --val-data) to fine-tune with: label S, "
+                "retrain the target in your own stack, then register the new model with `blindspots register "
+                "PROJECT SPEC` as the next version and run `blindspots round` again")
+    return None

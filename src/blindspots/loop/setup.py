@@ -1,0 +1,116 @@
+"""Checks `init` runs before it creates a project, and registering a target's next version.
+
+Everything a round would trip over later is tried here, once: the pool has a readable image,
+every model loads (any spec kind `blindspots.models.load` takes) and runs on that image with one
+label space, and S0 / T0 (when given) hold images with masks. So a bad spec or folder fails at
+`init` in one line naming it, not rounds later after a whole scan.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from blindspots.config import Config
+from blindspots.loop.models import load_spec, probe_models
+
+log = logging.getLogger(__name__)
+
+__all__ = ["first_pool_image", "check_models", "check_labelled_data", "check_config", "register_version"]
+
+
+def first_pool_image(cfg: Config) -> tuple[str, Any]:
+    """(id, uint8 [H, W, 3]) of the first readable pool image; ValueError if there is none."""
+    from blindspots.data.pool import ImagePool
+
+    root = cfg.resolve(cfg.pool.root)
+    if not root.is_dir():
+        raise ValueError(f"pool.root: expected an existing folder, got {str(root)!r}")
+    lf = None if cfg.pool.list_file is None else cfg.resolve(cfg.pool.list_file)
+    pool = ImagePool(root, list_file=lf)
+    errors = []
+    for image_id in pool.ids[:20]:
+        try:
+            return image_id, pool.load(image_id)
+        except ValueError as e:  # unreadable file: try the next one
+            errors.append(f"{image_id}: {e}")
+    raise ValueError(f"pool.root: expected at least one readable image in {str(root)!r}, got "
+                     + (f"none readable ({errors[0]})" if errors else "none"))
+
+
+def check_models(specs: dict[str, str], image_id: str, image: Any, *, import_dir: str | None = None) -> int:
+    """Load every model (name -> spec) and run `image` through it; returns C. One-line ValueError
+    naming the model otherwise."""
+    models = {}
+    for name, spec in specs.items():
+        try:
+            models[name] = load_spec(spec, import_dir=import_dir)
+        except Exception as e:  # noqa: BLE001 - any loader failure becomes one line naming the model
+            text = " ".join(str(e).split()) or type(e).__name__
+            where = "" if spec.partition("?")[0] in text else f" (spec {spec!r})"
+            raise ValueError(f"models.{name}: {text}{where}") from None
+    return probe_models(models, image, image_id)
+
+
+def check_labelled_data(cfg: Config) -> None:
+    """S0 / T0 ([data] train, val), when given: folders with images/ and masks/ pairing at least one image."""
+    from blindspots.data.segsets import SegmentationSet
+
+    for key in ("train", "val"):
+        value = getattr(cfg.data, key)
+        if not value:
+            continue
+        root = cfg.resolve(value)
+        if not (root / "images").is_dir() or not (root / "masks").is_dir():
+            raise ValueError(f"data.{key} (--{key}-data): expected a folder with images/ and masks/, got {str(root)!r}")
+        try:
+            n = len(SegmentationSet(root / "images", root / "masks"))
+        except ValueError as e:
+            raise ValueError(f"data.{key} (--{key}-data): expected images with masks in {str(root)!r}, got {e}") from None
+        if n == 0:
+            raise ValueError(f"data.{key} (--{key}-data): expected at least one image with a mask in {str(root)!r}, got none")
+
+
+def check_config(cfg: Config) -> int:
+    """Everything `init` checks before creating a project (module docstring); returns C."""
+    check_labelled_data(cfg)
+    image_id, image = first_pool_image(cfg)
+    specs = {cfg.target.name: cfg.target.path, **{c.name: c.path for c in cfg.competitors}}
+    specs = {name: _absolute(cfg, spec) for name, spec in specs.items()}
+    return check_models(specs, image_id, image, import_dir=str(Path(cfg.base_dir).resolve()))
+
+
+def _absolute(cfg: Config, spec: str) -> str:
+    from blindspots.loop.models import absolute_spec
+
+    return absolute_spec(spec, cfg.base_dir)
+
+
+def register_version(project: Any, spec: str, *, base_dir: str | Path = ".") -> int:
+    """Register `spec` as the target's next version (after the user retrained it on S in their own
+    stack); checked like `init` (loads, runs on a pool image, same number of classes). Returns the
+    new version i; `blindspots round` then runs round i with it."""
+    from blindspots.loop.models import absolute_spec
+
+    from blindspots.loop.models import finetune_blocker
+
+    cfg = project.config
+    name = cfg.target.name
+    first = project.model(name, 0)
+    if finetune_blocker(first.spec, name, [cfg.data.train, cfg.data.val],
+                        import_dir=first.meta.get("import_dir")) is None:
+        raise ValueError(f"project: expected a project that does not fine-tune its target itself, got "
+                         f"{str(project.path)!r} (its rounds fine-tune {name!r}; run `blindspots round`)")
+    spec = absolute_spec(spec, base_dir)
+    image_id, image = first_pool_image(cfg)
+    old = project.model(name)
+    here = str(Path(base_dir).resolve())
+    c_new = check_models({name: spec}, image_id, image, import_dir=here)
+    c_old = check_models({name: old.spec}, image_id, image, import_dir=old.meta.get("import_dir"))
+    if c_new != c_old:
+        raise ValueError(f"spec: expected a model with the target's {c_old} classes, got {c_new}")
+    version = old.version + 1
+    project.register_model(name, version, "target", spec, round=version - 1,
+                           meta={"import_dir": here, "registered": "by the user"})
+    project.log_event("register", {"name": name, "version": version, "spec": spec})
+    return version

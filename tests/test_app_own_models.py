@@ -1,0 +1,344 @@
+"""Issue 13: a user's own models (ONNX, TorchScript, a callable, precomputed outputs, a zoo
+checkpoint) and an unlabeled pool, carried through `init` (no train/val data) -> `round` (stops
+at ratings) -> the app's rating page -> ratings -> `round` (S exported for pixel labelling).
+Plus the failure paths: a bad spec fails at init in one line, a failed step shows as failed and
+is retried, a corrupt store is one line, `register` continues with the next version."""
+from __future__ import annotations
+
+import gc
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from PIL import Image
+from typer.testing import CliRunner
+
+from blindspots.cli import app as cli_app
+from blindspots.loop.project import Project
+
+torch.set_num_threads(1)
+SIZE = 32
+TOKEN = "ann-token-0001"
+
+
+class Tiny(torch.nn.Module):
+    """float [N, 3, H, W] -> [N, C, H, W] scores: one 3x3 convolution (untrained, seeded)."""
+
+    def __init__(self, c: int = 3, seed: int = 0, sigmoid: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.conv = torch.nn.Conv2d(3, c, 3, padding=1)
+        self.sigmoid = sigmoid
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return torch.sigmoid(y) if self.sigmoid else y
+
+
+def save_ts(module: torch.nn.Module, path: Path) -> Path:
+    torch.jit.script(module.eval()).save(str(path))
+    return path
+
+
+def save_onnx(module: torch.nn.Module, path: Path) -> Path:
+    with torch.no_grad():
+        torch.onnx.export(module.eval(), (torch.zeros(1, 3, SIZE, SIZE),), str(path), input_names=["images"],
+                          output_names=["scores"], dynamic_axes={"images": {0: "n", 2: "h", 3: "w"}, "scores": {0: "n", 2: "h", 3: "w"}},
+                          opset_version=17, dynamo=False)
+    return path
+
+
+CALLABLE = '''
+import numpy as np
+
+def segment(images):
+    """uint8 [N, H, W, 3] -> probabilities [N, 3, H, W] from the colour channels."""
+    x = images.astype(np.float32).transpose(0, 3, 1, 2) / 64.0
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+'''
+
+
+FACTORY = '''
+import torch
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+def build():
+    return Tiny()
+'''
+
+
+@pytest.fixture()
+def pool(tmp_path: Path) -> Path:
+    """12 images of coloured blocks (the models disagree on them)."""
+    rng = np.random.default_rng(0)
+    root = tmp_path / "pool"
+    root.mkdir()
+    for k in range(12):
+        img = np.zeros((SIZE, SIZE, 3), np.uint8)
+        for _ in range(4):
+            y, x, h, w = rng.integers(0, SIZE - 8, 4)
+            img[y:y + h + 4, x:x + w + 4] = rng.integers(0, 256, 3)
+        Image.fromarray(img).save(root / f"img{k:02d}.png")
+    return root
+
+
+def make_spec(kind: str, tmp_path: Path, pool: Path) -> tuple[str, str]:
+    """(target spec, competitor spec) for one kind, files written under tmp_path."""
+    comp3 = str(save_ts(Tiny(3, seed=1), tmp_path / "comp.ts"))
+    if kind == "torchscript":
+        return str(save_ts(Tiny(3, seed=0), tmp_path / "target.ts")), comp3
+    if kind == "onnx":
+        return str(save_onnx(Tiny(3, seed=0), tmp_path / "target.onnx")), comp3
+    if kind in ("onnx_binary_logits", "onnx_binary_probabilities"):
+        sig = kind.endswith("probabilities")
+        path = save_onnx(Tiny(1, seed=0, sigmoid=sig), tmp_path / "target.onnx")
+        from blindspots.models.load import load_model
+
+        spec = f"{path}?output={'probabilities' if sig else 'logits'}"
+        assert load_model(spec).num_classes == 2  # a one-channel head is a binary model
+        return spec, str(save_ts(Tiny(2, seed=1), tmp_path / "comp2.ts"))
+    if kind == "callable":
+        (tmp_path / "my_seg_models.py").write_text(CALLABLE)
+        sys.modules.pop("my_seg_models", None)
+        return "my_seg_models:segment", comp3
+    if kind == "callable_lowres":  # output at half the image size; the loader resizes it
+        (tmp_path / "my_seg_lowres.py").write_text(CALLABLE.replace("images.astype", "images[:, ::2, ::2].astype"))
+        sys.modules.pop("my_seg_lowres", None)
+        return "my_seg_lowres:segment", comp3
+    if kind == "factory":  # package.module:factory + a state_dict
+        (tmp_path / "my_seg_factory.py").write_text(FACTORY)
+        sys.modules.pop("my_seg_factory", None)
+        torch.save(Tiny(3, seed=3).state_dict(), tmp_path / "w.pt")
+        return "my_seg_factory:build?weights=w.pt", comp3
+    if kind == "hf":  # a tiny SegFormer saved with save_pretrained (built from a config, no download)
+        transformers = pytest.importorskip("transformers")
+        cfg = transformers.SegformerConfig(
+            num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3],
+            strides=[4, 2], num_attention_heads=[1, 1], mlp_ratios=[2, 2], decoder_hidden_size=16, num_labels=3,
+            id2label={0: "sky", 1: "road", 2: "car"}, label2id={"sky": 0, "road": 1, "car": 2})
+        torch.manual_seed(0)
+        transformers.SegformerForSemanticSegmentation(cfg).eval().save_pretrained(tmp_path / "segformer")
+        return str(tmp_path / "segformer"), comp3
+    if kind == "precomputed":
+        folder = tmp_path / "probs"
+        folder.mkdir()
+        rng = np.random.default_rng(1)
+        for f in sorted(pool.iterdir()):  # `<id>.npy`, float32 [C, H, W] probabilities
+            p = rng.random((3, SIZE, SIZE)).astype(np.float32)
+            np.save(folder / (f.name + ".npy"), p / p.sum(0, keepdims=True))
+        return str(folder), comp3
+    if kind == "zoo":
+        from blindspots.data.scenes import SCENE_CLASSES
+        from blindspots.models.zoo import build_model, save_checkpoint
+
+        torch.manual_seed(0)
+        save_checkpoint(tmp_path / "target.pt", build_model("tiny_unet", SCENE_CLASSES.num_classes),
+                        arch="tiny_unet", classes=SCENE_CLASSES)
+        return str(tmp_path / "target.pt"), str(save_ts(Tiny(SCENE_CLASSES.num_classes, seed=1),
+                                                          tmp_path / "comp.ts"))
+    raise AssertionError(kind)
+
+
+def cli(*args: object) -> tuple[int, str]:
+    res = CliRunner().invoke(cli_app, [str(a) for a in args])
+    out = res.output
+    if res.stderr_bytes is not None and res.stderr not in out:  # click < 8.2 keeps stderr apart
+        out += res.stderr
+    return res.exit_code, out
+
+
+def init(tmp_path: Path, pool: Path, target: str, comp: str, *extra: object) -> tuple[int, str]:
+    return cli("init", tmp_path / "proj", "--pool", pool, "--target", f"target={target}",
+               "--competitor", f"comp={comp}", "--n3", 3, "--n4", 2, "--raters", 1, "--test-size", 2, *extra)
+
+
+def rate_everything_in_the_app(proj: Path) -> int:
+    """Sign in, open the rating page, rate every candidate through the API; returns how many."""
+    Project.open(proj).add_annotator("ann", TOKEN)
+    from blindspots.app import create_app
+
+    client = TestClient(create_app(proj))
+    assert client.post("/api/signin", json={"token": TOKEN}).status_code == 200
+    page = client.get("/rate")
+    assert page.status_code == 200 and "rate" in page.text.lower()
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    queue = client.get("/api/ratings/queue", headers=auth).json()
+    assert queue["round"] == 0 and queue["total"] > 0 and queue["classes"]["names"]
+    for k, item in enumerate(queue["items"]):
+        r = client.get("/api/images/prediction", params={"round": 0, "id": item["id"]}, headers=auth)
+        assert r.status_code == 200 and r.headers["content-type"] == "image/png"
+        r = client.post("/api/ratings", json={"round": 0, "image_id": item["id"], "score": 1 + k % 5}, headers=auth)
+        assert r.status_code == 200, r.text
+    return queue["total"]
+
+
+@pytest.mark.parametrize("kind", ["torchscript", "onnx", "onnx_binary_logits", "onnx_binary_probabilities",
+                                  "callable", "callable_lowres", "precomputed", "factory", "hf"])
+def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a callable spec imports from the folder `init` runs in
+    target, comp = make_spec(kind, tmp_path, pool)
+    code, out = init(tmp_path, pool, target, comp)
+    assert code == 0, out
+    proj = tmp_path / "proj"
+    code, out = cli("round", proj)
+    assert code == 0 and "waiting for ratings" in out, out
+    n = rate_everything_in_the_app(proj)
+    code, out = cli("round", proj)
+    assert code == 0 and "exported for pixel labelling" in out and "cannot fine-tune" in out, out
+    assert len(out.strip().splitlines()) == 1, out
+    folder = proj / "reports" / "round-0"
+    p = Project.open(proj)
+    s, t = (set(p.candidates(0, k)["id"]) for k in "ST")
+    assert 0 < len(s) <= 2 and s | t <= set(p.candidates(0, "M")["id"]) and len(p.candidates(0, "M")) == n
+    assert (folder / "cvat.zip").is_file() and (folder / "labelstudio.json").is_file()
+    assert {f.name for f in (folder / "images").iterdir()} == {x for x in s | t}  # ids are .png already
+    assert {f.name for f in (folder / "predictions").iterdir()} == {x for x in s | t}
+    # Nothing more to do until a new version is registered; status says the same.
+    code, again = cli("round", proj)
+    assert code == 0 and again == out
+    code, st = cli("status", proj)
+    assert code == 0 and "exported for pixel labelling" in st
+    # The label page offers S ∪ T (people can draw the masks in the app too).
+    from blindspots.app import create_app
+
+    q = TestClient(create_app(proj)).get("/api/labels/queue", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert q.status_code == 200, q.text
+    assert {x["id"] for x in q.json()["items"] if x["kind"] == "round"} == s | t
+
+
+def test_zoo_target_without_data_mines_by_entropy(tmp_path: Path, pool: Path) -> None:
+    target, comp = make_spec("zoo", tmp_path, pool)
+    code, out = init(tmp_path, pool, target, comp, "--strategy", "entropy")
+    assert code == 0, out
+    code, out = cli("round", tmp_path / "proj")
+    assert code == 0 and "waiting for ratings" in out, out
+    p = Project.open(tmp_path / "proj")
+    assert p.step(0, "mine")["result"]["sampler"] == "EntropySampler"
+    ranges = (p.reports_dir / "class_ranges.json").read_text()
+    assert '"source": "pool predictions"' in ranges
+
+
+def test_register_next_version_continues_the_loop(tmp_path: Path, pool: Path) -> None:
+    target, comp = make_spec("onnx", tmp_path, pool)
+    assert init(tmp_path, pool, target, comp)[0] == 0
+    proj = tmp_path / "proj"
+    cli("round", proj)
+    rate_everything_in_the_app(proj)
+    assert "exported" in cli("round", proj)[1]
+    # The exported pre-annotation comes back as the labels of round 0's S ∪ T (no --round needed).
+    code, out = cli("masks", "import", proj, proj / "reports" / "round-0" / "cvat.zip", "--annotator", "bob")
+    assert code == 0 and "imported" in out, out
+    retrained = save_onnx(Tiny(3, seed=7), tmp_path / "target_v1.onnx")
+    code, out = cli("register", proj, retrained)
+    assert code == 0 and "version 1" in out, out
+    code, out = cli("round", proj)
+    assert code == 0 and "round 1: waiting for ratings" in out, out
+    p = Project.open(proj)
+    assert p.step(1, "scan")["result"]["scanned"] == ["target_v1"]
+    code, out = cli("register", proj, tmp_path / "nothing.onnx")
+    assert code == 2 and out.startswith("error:") and len(out.strip().splitlines()) == 1, out
+
+
+def test_bad_specs_and_data_fail_at_init_in_one_line(tmp_path: Path, pool: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _, comp = make_spec("torchscript", tmp_path, pool)
+    (tmp_path / "junk.onnx").write_bytes(b"not an onnx model")
+    cases = {
+        "models.target": str(tmp_path / "junk.onnx"),
+        "models.target ": "no_such_module_xyz:segment",
+    }
+    for needle, spec in cases.items():
+        code, out = init(tmp_path, pool, spec, comp)
+        assert code == 2 and needle.strip() in out and len(out.strip().splitlines()) == 1, out
+        assert not (tmp_path / "proj" / "store.sqlite").exists()
+    # Different label spaces: found by running one pool image, not after a scan.
+    code, out = init(tmp_path, pool, str(save_ts(Tiny(4), tmp_path / "four.ts")), comp)
+    assert code == 2 and "label space" in out, out
+    # --train-data is checked at init: images with masks.
+    (tmp_path / "train" / "images").mkdir(parents=True)
+    (tmp_path / "train" / "masks").mkdir()
+    code, out = init(tmp_path, pool, str(tmp_path / "target.ts"), comp, "--train-data", tmp_path / "train")
+    assert code == 2 and "data.train" in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_failed_step_is_shown_and_retried(tmp_path: Path, pool: Path) -> None:
+    target, comp = make_spec("torchscript", tmp_path, pool)
+    assert init(tmp_path, pool, target, comp)[0] == 0
+    proj = tmp_path / "proj"
+    moved = tmp_path / "target.moved"
+    Path(target).rename(moved)  # the model file disappears after init
+    code, out = cli("round", proj)
+    assert code == 2 and out.startswith("error:") and len(out.strip().splitlines()) == 1, out
+    moved.rename(target)
+    # Broken model: the scan step raises inside the loop, and status says so.
+    Path(target).write_bytes(b"broken")
+    code, out = cli("round", proj)
+    assert code == 2 and "error:" in out, out
+    code, out = cli("status", proj)
+    assert code == 0 and "failed: " in out and "retry" in out, out
+    save_ts(Tiny(3, seed=0), Path(target))
+    code, out = cli("round", proj)
+    assert code == 0 and "waiting for ratings" in out, out
+    assert "failed" not in cli("status", proj)[1]
+
+
+def test_corrupt_store_is_one_line(tmp_path: Path, pool: Path) -> None:
+    target, comp = make_spec("torchscript", tmp_path, pool)
+    assert init(tmp_path, pool, target, comp)[0] == 0
+    proj = tmp_path / "proj"
+    cli("round", proj)
+    store = proj / "store.sqlite"
+    gc.collect()  # close the connections the in-process commands left open, then fold the WAL in
+    db = sqlite3.connect(store)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    data = store.read_bytes()
+    for broken in (data[: len(data) // 3], b"\0" * 512 + data[512:], b"garbage" * 100):
+        store.write_bytes(broken)
+        for wal in ("store.sqlite-wal", "store.sqlite-shm"):
+            (proj / wal).unlink(missing_ok=True)
+        for cmd in ("round", "leaderboard", "status"):
+            code, out = cli(cmd, proj)
+            assert code == 2 and out.startswith("error:") and "store" in out, (cmd, out)
+            assert len(out.strip().splitlines()) == 1, out
+
+
+def test_callable_spec_imports_from_the_init_folder_wherever_round_runs(tmp_path: Path, pool: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.chdir(home)
+    target, comp = make_spec("callable", home, pool)
+    assert init(tmp_path, pool, target, comp)[0] == 0
+    # A new session elsewhere: the module is neither imported nor importable from the path.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != home.resolve()])
+    sys.modules.pop("my_seg_models", None)
+    code, out = cli("round", tmp_path / "proj")
+    assert code == 0 and "waiting for ratings" in out, out
+
+
+def test_specs_with_options_and_without_names(tmp_path: Path, pool: Path) -> None:
+    """`--target m.onnx?output=logits`: the '=' of an option is not a NAME=SPEC separator."""
+    target, comp = make_spec("onnx", tmp_path, pool)
+    code, out = cli("init", tmp_path / "proj", "--pool", pool, "--target", f"{target}?output=logits",
+                    "--competitor", comp, "--raters", 1)
+    assert code == 0, out
+    p = Project.open(tmp_path / "proj")
+    assert [(m.name, m.spec) for m in p.models()] == [("target", f"{target}?output=logits"), ("comp", comp)]
