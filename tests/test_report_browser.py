@@ -10,6 +10,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from test_report_scan import make_scan
+from test_rounds import make_config, world  # noqa: F401
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -23,14 +24,11 @@ pytestmark = [
 ]
 
 
-def test_scan_report_opens_offline(tmp_path: Path):
+def check_in_browser(index: Path, shot: Path) -> int:
+    """Open `index` in chromium; assert a clean load; return the number of <img> elements."""
     from playwright.sync_api import sync_playwright
 
-    from blindspots.report import write_scan_report
-
-    scan = make_scan(tmp_path)
-    out = tmp_path / "report folder"  # a space: links must be percent-encoded
-    index = write_scan_report(scan, out, n_disputed=4)
+    out = index.parent
     errors, failed, outside = [], [], []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
@@ -54,13 +52,31 @@ def test_scan_report_opens_offline(tmp_path: Path):
             broken = page.evaluate("() => [...document.images].filter(i => !(i.complete && i.naturalWidth > 0))"
                                    ".map(i => i.getAttribute('src'))")
             n_images = page.evaluate("() => document.images.length")
-            shot = tmp_path / "scan_report.png"
             page.screenshot(path=str(shot), full_page=True)
         finally:
             browser.close()
     if NOTES.is_dir():
         (NOTES / "screenshots").mkdir(exist_ok=True)
-        shutil.copy(shot, NOTES / "screenshots" / "report_scan.png")
-    assert n_images >= 5 + 4 * 4
+        shutil.copy(shot, NOTES / "screenshots" / shot.name)
     assert broken == [], broken
     assert errors == [] and failed == [] and outside == [], (errors, failed, outside)
+    return n_images
+
+
+def test_scan_report_opens_offline(tmp_path: Path):
+    from blindspots.report import write_scan_report
+
+    scan = make_scan(tmp_path)
+    index = write_scan_report(scan, tmp_path / "report folder", n_disputed=4)  # a space: links percent-encoded
+    assert check_in_browser(index, tmp_path / "report_scan.png") >= 5 + 4 * 4
+
+
+def test_round_report_opens_offline(world: Path, tmp_path: Path):  # noqa: F811
+    from blindspots.loop import rounds
+    from blindspots.loop.project import Project
+    from blindspots.report import write_round_report
+
+    p = Project.create(tmp_path / "p", make_config(world))
+    assert rounds.advance(p, simulate=True, progress=False).finished
+    index = write_round_report(p, 0, tmp_path / "round report")
+    assert check_in_browser(index, tmp_path / "report_round.png") >= 4

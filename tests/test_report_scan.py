@@ -62,6 +62,6 @@ def test_scan_page_cli_and_bad_input(scan_dir: Path, tmp_path: Path):
     assert res.exit_code == 0, res.output
     assert (tmp_path / "cli" / "index.html").is_file() and "report:" in res.output
     res = CliRunner().invoke(app, ["report", str(tmp_path)])
-    assert res.exit_code == 2 and "scan.json" in res.output
+    assert res.exit_code == 2 and "error" in res.output
     with pytest.raises(ValueError, match="n_disputed"):
         write_scan_report(scan_dir, tmp_path / "x", n_disputed=-1)

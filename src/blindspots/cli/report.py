@@ -1,4 +1,4 @@
-"""`blindspots report`: write the offline HTML report of a scan folder (and, later, of a project round)."""
+"""`blindspots report`: write the offline HTML report of a project round or of a scan folder."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,22 +8,33 @@ import typer
 
 
 def report(
-    source: Path = typer.Argument(..., help="A scan folder (with scan.json) written by `blindspots scan`."),
+    source: Path = typer.Argument(..., help="A project folder (`blindspots init`) or a scan folder (with "
+                                  "scan.json) written by `blindspots scan`."),
+    round: Optional[int] = typer.Option(None, "--round", "-r", help="Project: which round (default: the "
+                                        "latest with mined candidates)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for index.html and its figures "
-                                       "(default: SOURCE/report)."),
-    n: int = typer.Option(12, "-n", help="How many of the most disputed images to show."),
-    pool: Optional[Path] = typer.Option(None, help="Where the pool's images are now (default: the folder "
-                                        "that was scanned)."),
+                                       "(default: PROJECT/reports/html/round-<i>, or SCAN/report)."),
+    n: int = typer.Option(12, "-n", help="Scan: how many of the most disputed images to show; project: "
+                          "candidates shown (twice this)."),
+    pool: Optional[Path] = typer.Option(None, help="Scan: where the pool's images are now (default: the "
+                                        "folder that was scanned)."),
 ) -> None:
     """Write SOURCE's report: one self-contained page (OUT/index.html) plus its figures as PNG."""
-    from blindspots.report.scan_page import write_scan_report
+    if (source / "scan.json").is_file():
+        from blindspots.report.scan_page import write_scan_report
 
-    if not (source / "scan.json").is_file():
-        raise ValueError(f"SOURCE: expected a scan folder with scan.json, got {str(source)!r}")
-    index = write_scan_report(source, out if out is not None else source / "report", n_disputed=n, pool_root=pool)
+        if round is not None:
+            raise ValueError(f"--round: expected no round for a scan folder, got {round}")
+        index = write_scan_report(source, out if out is not None else source / "report", n_disputed=n,
+                                  pool_root=pool)
+    else:
+        from blindspots.report.round_page import write_round_report
+
+        index = write_round_report(source, round, out, n_gallery=2 * n)
     typer.echo(f"report: {index}")
 
 
 def register(app: typer.Typer) -> None:
     """Add the `report` command."""
-    app.command("report", help="Write an offline HTML report (figures as PNG beside it) of a scan folder.")(report)
+    app.command("report", help="Write an offline HTML report (figures as PNG beside it) of a project round or "
+                "of a scan folder.")(report)

@@ -1,6 +1,7 @@
 """Reports: self-contained HTML pages (galleries of picks, the scan page, later the round report) that
 open offline."""
 from blindspots.report.gallery import gallery_blocks, write_gallery
+from blindspots.report.round_page import write_round_report
 from blindspots.report.scan_page import write_scan_report
 
-__all__ = ["gallery_blocks", "write_gallery", "write_scan_report"]
+__all__ = ["gallery_blocks", "write_gallery", "write_round_report", "write_scan_report"]
