@@ -20,6 +20,7 @@ import pandas as pd
 
 from blindspots.data.classes import Classes
 from blindspots.metrics import confusion_matrix, iou_per_class
+from blindspots.mine.reasons import describe
 from blindspots.report import figures
 from blindspots.report.gallery import IMAGE_LAYER, _Figure, _figure, _legend, _read_image, _save_jpeg, gallery_blocks
 from blindspots.report.html import REPORT_CSS, esc, figure_img, page, rel_url, table
@@ -92,10 +93,12 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     target_i, target_next = target_column(p, i), target_column(p, i + 1)
     comps = [g.name for g in cfg.competitors]
     classes = Classes.from_dict(manifest["classes"]) if isinstance(manifest.get("classes"), dict) else None
+    names = list(classes.names) if classes is not None else []
     parts = [f"<h1>{esc(cfg.project.name or p.path.name)}: round {i}</h1>",
              '<nav><a href="#table1">Table 1</a><a href="#candidates">candidates</a><a href="#mos">MOS</a>'
              '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a></nav>',
-             f'<p class="meta">target {esc(cfg.target.name)} (version {i} in this round: {esc(target_i)}); '
+             f'<p class="meta">target model: {esc(cfg.target.name)} (version {i} in this round, scanned as '
+             f'{esc(target_i)}); '
              f'competitors: {esc(", ".join(comps) or "none")}; project: {esc(p.path)}</p>']
 
     # --- where the round stands
@@ -135,7 +138,8 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
         for r in df.itertuples(index=False):
             said = (f"MOS {mos.loc[r.id, 'mos']:.2f} from ratings {mos.loc[r.id, 'text']}" if r.id in mos.index
                     else "not rated yet")
-            reasons.append(f"{said}. Picked because: {r.reason or 'n/a'}")
+            why = describe(r.reason, names) if r.reason else "n/a"
+            reasons.append(f"{said}. Picked because: {why}")
         picks = pd.DataFrame({"id": df["id"].astype(str), "score": df["score"].fillna(np.nan).astype(float),
                               "reason": reasons, "rank": df["rank"].astype(int) + 1})
         if manifest:
@@ -167,7 +171,6 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     masks = p.masks_for_round(i)
     has_after = target_next in manifest.get("models", {})
     palette = classes.palette if classes is not None else None
-    names = list(classes.names) if classes is not None else []
     if s_ids and palette is not None:
         pool_root = Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))
         for image_id in s_ids:
