@@ -78,5 +78,7 @@ def test_round_report_opens_offline(world: Path, tmp_path: Path):  # noqa: F811
 
     p = Project.create(tmp_path / "p", make_config(world))
     assert rounds.advance(p, simulate=True, progress=False).finished
-    index = write_round_report(p, 0, tmp_path / "round report")
+    from blindspots.report.round_page import round_scenarios
+
+    index = write_round_report(p, 0, tmp_path / "round report", scenarios=round_scenarios(p, 0))
     assert check_in_browser(index, tmp_path / "report_round.png") >= 4

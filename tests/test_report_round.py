@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from blindspots.loop import rounds
 from blindspots.loop.project import Project
 from blindspots.report import write_round_report
+from blindspots.report.round_page import round_scenarios
 from test_rounds import make_config, world  # noqa: F401  (the module-scoped scenes + models fixture)
 
 torch.set_num_threads(1)
@@ -44,13 +45,16 @@ def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa
     for name in ("mos.png", "class_iou_change.png"):
         assert (index.parent / "figures" / name).is_file()
     assert "target" in (index.parent / "table1.csv").read_text()
+    assert round_scenarios(Project.create(tmp_path / "fresh", make_config(world))) is None
     html = links_ok(write_round_report(p, 1, tmp_path / "last"))  # the last round forms no S
     assert "No S in this round yet" in html
 
     from blindspots.cli import app
 
-    res = CliRunner().invoke(app, ["report", str(p.path), "--round", "0", "--out", str(tmp_path / "cli")])
+    res = CliRunner().invoke(app, ["report", str(p.path), "--round", "0", "--out", str(tmp_path / "cli"),
+                                   "--scenarios"])
     assert res.exit_code == 0, res.output
-    assert (tmp_path / "cli" / "index.html").is_file()
+    html = links_ok(tmp_path / "cli" / "index.html")
+    assert "Failure scenarios" in html and "Scenario 1:" in html and "most typical" in html
     with pytest.raises(ValueError, match="round"):
         write_round_report(p, 7, tmp_path / "bad")

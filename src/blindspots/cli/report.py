@@ -16,6 +16,8 @@ def report(
                                        "(default: PROJECT/reports/html/round-<i>, or SCAN/report)."),
     n: int = typer.Option(12, "-n", help="Scan: how many of the most disputed images to show; project: "
                           "candidates shown (twice this)."),
+    scenarios: bool = typer.Option(False, "--scenarios/--no-scenarios", help="Project: add the failure "
+                                   "scenarios of the confirmed failures so far (decodes every pool image once)."),
     pool: Optional[Path] = typer.Option(None, help="Scan: where the pool's images are now (default: the "
                                         "folder that was scanned)."),
 ) -> None:
@@ -28,9 +30,12 @@ def report(
         index = write_scan_report(source, out if out is not None else source / "report", n_disputed=n,
                                   pool_root=pool)
     else:
-        from blindspots.report.round_page import write_round_report
+        from blindspots.report.round_page import round_scenarios, write_round_report
 
-        index = write_round_report(source, round, out, n_gallery=2 * n)
+        found = round_scenarios(source, round) if scenarios else None
+        if scenarios and found is None:
+            typer.echo("scenarios: fewer than 2 confirmed failures so far; none shown", err=True)
+        index = write_round_report(source, round, out, n_gallery=2 * n, scenarios=found)
     typer.echo(f"report: {index}")
 
 

@@ -70,11 +70,13 @@ def default_round(project: Any) -> int:
 
 
 def write_round_report(project: Any, round: int | None = None, out_dir: str | Path | None = None, *,
-                       n_gallery: int = 24, max_side: int = 200) -> Path:
+                       n_gallery: int = 24, max_side: int = 200, scenarios: Any = None) -> Path:
     """Write the page of `round` (default: the latest mined) of a project; returns index.html's path.
 
     project: a `Project` or its folder. out_dir: default `<project>/reports/html/round-<i>`.
     n_gallery: candidates shown (lowest MOS first once rated, else in mining order).
+    scenarios: optional failure scenarios (`scenarios.segmentation.find_scenarios`, e.g. from
+    `round_scenarios`) shown in their own section.
     """
     from blindspots.loop.rounds import leaderboard_frame, target_column
 
@@ -96,7 +98,8 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     names = list(classes.names) if classes is not None else []
     parts = [f"<h1>{esc(cfg.project.name or p.path.name)}: round {i}</h1>",
              '<nav><a href="#table1">Table 1</a><a href="#candidates">candidates</a><a href="#mos">MOS</a>'
-             '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a></nav>',
+             '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a>'
+             + ('<a href="#scenarios">scenarios</a>' if scenarios is not None else "") + '</nav>',
              f'<p class="meta">target model: {esc(cfg.target.name)} (version {i} in this round, scanned as '
              f'{esc(target_i)}); '
              f'competitors: {esc(", ".join(comps) or "none")}; project: {esc(p.path)}</p>']
@@ -230,6 +233,11 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     else:
         parts.append('<p class="note">Shown once the round\'s images are labelled and the fine-tuned target '
                      f'({esc(target_next)}) has been scanned (the next round\'s scan).</p>')
+    if scenarios is not None:
+        from blindspots.report.scenario_section import scenario_section
+
+        parts.append('<h2 class="section" id="scenarios">Failure scenarios</h2>')
+        parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))))
     summary = {"round": i, "n_candidates": int(len(cands)), "n_rated": int(len(mos)), "n_S": len(s_ids),
                "n_masks": len(labelled), "table1": bool(len(board))}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
@@ -237,3 +245,23 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     index.write_text(page(f"Round {i} report", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")
     log.info("round report written to %s", index)
     return index
+
+
+def round_scenarios(project: Any, round: int | None = None, **settings: Any) -> Any:
+    """Failure scenarios of the confirmed failures so far: S of rounds 0..round (the lowest-MOS
+    candidates), over `scan_attributes` of the project's scan; None with fewer than 2 failures.
+    settings: passed to `find_scenarios`."""
+    from blindspots.scenarios.segmentation import find_scenarios
+    from blindspots.scenarios.segmentation_attributes import scan_attributes
+
+    p = _open(project)
+    last = default_round(p) if round is None else int(round)
+    failures = sorted({str(x) for r in range(last + 1) for x in p.candidates(r, "S")["id"]})
+    if len(failures) < 2 or load_manifest(p.scan_dir) is None:
+        return None
+    features = scan_attributes(p.scan_dir)
+    failures = [f for f in failures if f in features.index]
+    if len(failures) < 2:
+        return None
+    settings.setdefault("random_state", p.config.project.seed)
+    return find_scenarios(features, failures, **settings)
