@@ -25,7 +25,8 @@ class ScenarioSampler(Sampler):
     """Round-robin over scenarios, nearest pool images first.
 
     scenarios: a `SegmentationScenarios` (duck-typed: `log_density`, `summaries`, `failures`).
-    features: DataFrame indexed by id with the scenarios' attribute columns (None: the table's).
+    features: DataFrame indexed by id with the scenarios' attribute columns (None: the table's); pool
+        images without a feature row (or, with activations, without an activation row) are skipped.
     activations: DataFrame indexed by id (None when the scenarios used none).
     which: scenario indices to mine (default all).
     """
