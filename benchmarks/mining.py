@@ -11,7 +11,7 @@ What it measures (issue 3, "Done when"):
    (|M| of MAD). For each: precision of M and of S (share of picked images whose true target
    mIoU < 0.5; S = the n4 lowest-MOS images under simulated raters), the share of distinct
    failure conditions covered, the pool's base failure rate for reference.
-3. One fine-tuning round per strategy (`blindspots.finetune.segmentation.ReplayFinetuner`,
+3. One fine-tuning round per strategy (`blindspots.training.replay.ReplayFinetuner`,
    S plus replay of S0): target mIoU on T0 and on a large held-out set of hard scenes,
    before and after; then Table 2 (Appendix A): a MAD competition between the MAD-tuned
    and the entropy-tuned target on the pool images where they disagree most.
@@ -280,7 +280,7 @@ def main() -> None:
     out["base_failure_rate"] = base
 
     if not args.skip_finetune:
-        from blindspots.finetune.segmentation import PairList, ReplayFinetuner, evaluate_module
+        from blindspots.training.replay import PairList, ReplayFinetuner, evaluate_module
         from blindspots.models.zoo import load_checkpoint
 
         module0, _ = load_checkpoint(paths[target])

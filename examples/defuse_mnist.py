@@ -31,7 +31,7 @@ from blindspots.scenarios.clustering import Distiller, Scenarios, scenario_respo
 from blindspots.defuse.identify import Identified, IdentifySettings, identify
 from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff, plot_tsne
 from blindspots.defuse.vae import BetaVAE
-from blindspots.finetune.classification import accuracy, predict_labels, train_classifier
+from blindspots.training.classification import accuracy, predict_labels, train_classifier
 from blindspots.human.simulate_votes import SimulatedAnnotators
 from blindspots.human.votes import NONE, agreement_table, format_agreement_table, majority_vote
 from blindspots.models.classifier_zoo import as_classifier, build_classifier, load_classifier_module, save_classifier

@@ -1,26 +1,27 @@
-"""Use your own models: real pretrained person segmenters on real photos -> scan -> mine -> sheets.
+"""Use your own models: real pretrained models on real photos -> `blindspots scan` -> `blindspots mine`.
 
-Models (weights ship inside wheels on PyPI; nothing was trained by us):
-- target `selfie`: MediaPipe selfie segmentation, general model (256x256), and
-- competitor `landscape`: MediaPipe selfie segmentation, landscape model (144x256), both the
-  `.tflite` files of the `mediapipe==0.10.21` wheel, run by today's `mediapipe` (1.2.2) through
-  the callables in `own_models_lib/mediapipe_seg.py` (uint8 [N, H, W, 3] -> [N, 2, H, W]).
+Two pairs of real pretrained models (weights ship inside wheels on PyPI; nothing trained by us):
+- text (`--task text`): PP-OCRv4 (target `ocr4`) vs PP-OCRv6 small (competitor `ocr6`) text
+  detectors, ONNX files from the `rapidocr-onnxruntime==1.4.4` / `rapidocr==3.10.0` wheels, given
+  to blindspots as plain ONNX specs (no wrapper): a one-channel probability map, sides padded to
+  multiples of 32, RapidOCR's normalisation (mean = std = 0.5), classes named in a classes file;
+- person (`--task person`, the default): MediaPipe's selfie segmenters, general (target `selfie`)
+  vs landscape (competitor `landscape`), the `.tflite` files of the `mediapipe==0.10.21` wheel run
+  by today's `mediapipe` (1.2.2) through the `module:function` callables of
+  `own_models_lib/mediapipe_seg.py` (uint8 [N, H, W, 3] -> p(person) [N, 1, H, W]).
 Photos: Debian `opencv-doc` (photos + frames of its videos) and scikit-image's bundled photos,
-~180 images of ~60 sizes with a few exact duplicates (`own_models_lib/pool.py`).
+176 images of 61 sizes with 4 exact duplicates (`own_models_lib/pool.py`).
 
-Set-up (once):  apt-get install opencv-doc ; pip install mediapipe==1.2.2 scikit-image
-Run:            cd examples && python own_models.py --work ../runs/own_models   [--task text|all]
-(`--task text`: the same pool through two PP-OCR text detectors, ONNX files from the
-`rapidocr-onnxruntime==1.4.4` and `rapidocr==3.10.0` wheels, wrapped in `own_models_lib/ppocr_det.py`.)
+Set-up (once):  apt-get install opencv-doc ; pip install scikit-image  [; pip install mediapipe==1.2.2]
+Run:            python examples/own_models.py --work runs/own_models [--task person|text|all]
+                python examples/own_models.py --work runs/own_models --prepare   (pool + model files only)
 
-What it does, as a user would from the shell (printed as it goes):
-  python -m blindspots scan POOL -t selfie=own_models_lib.mediapipe_seg:selfie_general \
-      -c landscape=own_models_lib.mediapipe_seg:selfie_landscape --out SCAN
-  python -m blindspots mine SCAN --strategy mad -n 20 --out PICKS        (when that command exists;
-      until then the same picks come from `MADSampler().select(read_score_table(SCAN), n=20)`)
-then writes one side-by-side PNG per pick (photo | target's person mask | competitor's mask) for
-the top-20 MAD picks, the top-20 MAD picks with class-size ranges fitted on the target's own
-predictions, and 20 random picks, to be judged by eye (docs/own_models.md has the verdicts).
+What it runs, as a user would from the shell (each line is printed before it runs):
+  blindspots scan POOL -t NAME=SPEC -c NAME=SPEC --out SCAN
+  blindspots mine SCAN --strategy mad -n 20 --out PICKS/mad          (gallery: PICKS/mad/index.html)
+  blindspots mine SCAN --strategy random -n 20 --seed 0 --out PICKS/random
+then writes one side-by-side PNG per pick (photo | target's class-1 pixels | competitor's) under
+JUDGE/{mad,random}/ to judge the picks by eye at full size (docs/own_models.md has the verdicts).
 """
 from __future__ import annotations
 
@@ -32,101 +33,82 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from PIL import Image
 
 HERE = Path(__file__).resolve().parent
-TARGET = "selfie=own_models_lib.mediapipe_seg:selfie_general"
-COMPETITOR = "landscape=own_models_lib.mediapipe_seg:selfie_landscape"
-# task -> (target spec, competitor spec, model files, output sub-folder of --work)
-TASKS = {
-    "person": (TARGET, COMPETITOR, ("selfie_segmentation.tflite", "selfie_segmentation_landscape.tflite"), ""),
-    "text": ("ocr4=own_models_lib.ppocr_det:det_v4", "ocr6=own_models_lib.ppocr_det:det_v6",
-             ("ppocr_v4_det.onnx", "ppocr_v6_det_small.onnx"), "text"),
-}
+# RapidOCR's detector input: sides multiples of 32 (padded), longest side <= 960, x/255 then
+# (x - 0.5) / 0.5; the output is one sigmoid channel p(text), read as [1 - p, p]
+TEXT_OPTIONS = "output=probabilities&pad=32&max_side=960&mean=0.5&std=0.5"
+
+
+def task_specs(task: str, models: Path) -> tuple[str, str]:
+    """(target, competitor) as `NAME=SPEC` for `blindspots scan`, with absolute paths under `models`."""
+    m = models.resolve()
+    if task == "text":
+        opts = f"{TEXT_OPTIONS}&classes={m / 'text_classes.txt'}"
+        return f"ocr4={m / 'ppocr_v4_det.onnx'}?{opts}", f"ocr6={m / 'ppocr_v6_det_small.onnx'}?{opts}"
+    if task == "person":
+        opts = f"classes={m / 'person_classes.txt'}"
+        return (f"selfie=own_models_lib.mediapipe_seg:selfie_general?{opts}",
+                f"landscape=own_models_lib.mediapipe_seg:selfie_landscape?{opts}")
+    raise ValueError(f"task: expected 'person' or 'text', got {task!r}")
+
+
+TASK_FILES = {"person": ("selfie_segmentation.tflite", "selfie_segmentation_landscape.tflite"),
+              "text": ("ppocr_v4_det.onnx", "ppocr_v6_det_small.onnx")}
+TASK_DIRS = {"person": "", "text": "text"}  # sub-folder of --work
 
 
 def spec_name(spec: str) -> str:
-    """'selfie=pkg.mod:fn' -> 'selfie' (the model's name in the scan)."""
+    """'selfie=pkg.mod:fn?x=1' -> 'selfie' (the model's name in the scan)."""
     return spec.partition("=")[0]
 
 
-def _env(models_dir: Path) -> dict[str, str]:
-    """The subprocess environment: the callables importable (examples/ on PYTHONPATH), their model folder."""
-    env = dict(os.environ, OWN_MODELS_DIR=str(models_dir.resolve()), OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
-    return env
+def cli_env(models_dir: Path) -> dict[str, str]:
+    """The environment of the CLI runs: where the MediaPipe callables find their `.tflite` files
+    (callable specs take no options), one thread per library (shared cores)."""
+    return dict(os.environ, OWN_MODELS_DIR=str(models_dir.resolve()), OMP_NUM_THREADS="1")
 
 
-def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    """`python -m blindspots ARGS`, echoed like a shell line; raises on a non-zero exit."""
-    print("$ blindspots " + " ".join(shlex.quote(a) for a in args), flush=True)
-    return subprocess.run([sys.executable, "-m", "blindspots", *args], env=env, check=True)
+def run_cli(args: list[str], env: dict[str, str]) -> None:
+    """`blindspots ARGS` run from `examples/` (where `module:function` specs import from), echoed
+    like a shell line; raises CalledProcessError on a non-zero exit."""
+    print(f"$ (cd {HERE.name} && blindspots " + " ".join(shlex.quote(a) for a in args) + ")", flush=True)
+    subprocess.run([sys.executable, "-m", "blindspots", *args], env=env, cwd=HERE, check=True)
 
 
-def has_cli_command(name: str, env: dict[str, str]) -> bool:
-    """True when this blindspots has the sub-command `name` (e.g. `mine`, being added)."""
-    r = subprocess.run([sys.executable, "-m", "blindspots", name, "--help"], env=env,
-                       capture_output=True, text=True)
-    return r.returncode == 0
-
-
-def scan(pool: Path, out: Path, env: dict[str, str], *, target: str = TARGET,
-         competitor: str = COMPETITOR, progress: bool = True) -> None:
-    """Scan `pool` with the target and the competitor into `out` (resumes an existing scan)."""
-    run_cli(["scan", str(pool), "-t", target, "-c", competitor, "--out", str(out),
+def scan(pool: Path, out: Path, env: dict[str, str], target: str, competitor: str, *,
+         progress: bool = True) -> None:
+    """`blindspots scan`: the target and the competitor over `pool` into `out` (resumes)."""
+    run_cli(["scan", str(pool.resolve()), "-t", target, "-c", competitor, "--out", str(out.resolve()),
              "--progress" if progress else "--no-progress"], env)
 
 
-def target_maps(scan_dir: Path, ids, model: str = "selfie"):
-    """The scan's argmax maps of `model` (int [H, W] each), in `ids` order."""
-    from blindspots.ids import find_artifact
-
-    for image_id in ids:
-        path = find_artifact(scan_dir / "maps" / model, image_id)
-        if path is None:
-            raise FileNotFoundError(f"maps: expected a map of {image_id!r} under {scan_dir / 'maps' / model}")
-        yield np.asarray(Image.open(path))
-
-
-def mine(scan_dir: Path, out: Path, env: dict[str, str], *, n: int = 20, seed: int = 0,
-         target: str = "selfie"):
-    """Top-n MAD picks, top-n MAD picks with fitted class sizes, n random picks: three DataFrames
-    (mad, mad_fitted, random) with columns id, score, reason.
-
-    mad: as `blindspots mine --strategy mad` (no labels, so no class-size ranges: (0, 1]).
-    mad_fitted: MAD with [p_k, q_k] = quartiles of each class's area in the *target's own
-    predicted maps* (the paper takes them from training labels, which this user does not have).
-    Uses `blindspots mine` (which also writes the offline gallery `out/mad/index.html`) when it
-    exists; the picks themselves come from the library either way, so they are the same.
-    """
-    from blindspots.mine import MADSampler, RandomSampler
-    from blindspots.scan import read_score_table
-
-    if has_cli_command("mine", env):
-        run_cli(["mine", str(scan_dir), "--strategy", "mad", "-n", str(n), "--out", str(out / "mad")], env)
-        run_cli(["mine", str(scan_dir), "--strategy", "random", "-n", str(n), "--out", str(out / "random")], env)
-    table = read_score_table(scan_dir)
-    mad = MADSampler().select(table, n=n)
-    num_classes = sum(c.startswith(f"frac__{target}__") for c in table.columns)
-    fitted = MADSampler().fit(target_maps(scan_dir, table["id"], target), num_classes, ignore_index=None)
-    mad_fitted = fitted.select(table, n=n)
-    rnd = RandomSampler().select(table, n=n, seed=seed)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, picks in (("mad", mad), ("mad_fitted", mad_fitted), ("random", rnd)):
-        picks.to_csv(out / f"{name}.csv", index=False)
-    return mad, mad_fitted, rnd
+def mine(scan_dir: Path, out: Path, env: dict[str, str], *, n: int = 20, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """`blindspots mine` with MAD and with random picks (the control) into `out/mad`, `out/random`
+    (picks.csv, picks.parquet, index.html); strategy -> the picks (columns rank, id, score, reason, ...)."""
+    picks = {}
+    for strategy in ("mad", "random"):
+        extra = ["--seed", str(seed)] if strategy == "random" else []
+        run_cli(["mine", str(scan_dir.resolve()), "--strategy", strategy, "-n", str(n), *extra,
+                 "--out", str((out / strategy).resolve())], env)
+        picks[strategy] = pd.read_csv(out / strategy / "picks.csv")
+    return picks
 
 
-def _overlay(img: np.ndarray, person: np.ndarray) -> np.ndarray:
+def _overlay(img: np.ndarray, positive: np.ndarray) -> np.ndarray:
     """uint8 [H, W, 3] with the class-1 pixels (bool [H, W]) tinted red and the rest darkened."""
     out = img.astype(np.float32) * 0.45
-    out[person] = img[person] * 0.5 + np.array([255, 0, 0]) * 0.5
+    out[positive] = img[positive] * 0.5 + np.array([255, 0, 0]) * 0.5
     return out.clip(0, 255).astype(np.uint8)
 
 
-def sheet(pool: Path, scan_dir: Path, image_id: str, models: tuple[str, ...] = ("selfie", "landscape"),
-          max_side: int = 420) -> Image.Image:
-    """photo | overlay of each model's class-1 pixels (person, text; from the scan's argmax maps)."""
+def sheet(pool: Path, scan_dir: Path, image_id: str, models: tuple[str, ...], max_side: int = 420) -> Image.Image:
+    """photo | overlay of each model's class-1 pixels (person, text; from the scan's argmax maps).
+
+    Why, next to the gallery: the gallery's thumbnails are small; this is each map at full size.
+    """
     from blindspots.data.pool import decode_image
     from blindspots.ids import find_artifact
 
@@ -142,8 +124,7 @@ def sheet(pool: Path, scan_dir: Path, image_id: str, models: tuple[str, ...] = (
     return row.resize((max(1, int(row.width * s)), max(1, int(row.height * s))), Image.BILINEAR) if s < 1 else row
 
 
-def write_sheets(pool: Path, scan_dir: Path, picks, out: Path,
-                 models: tuple[str, ...] = ("selfie", "landscape")) -> list[Path]:
+def write_sheets(pool: Path, scan_dir: Path, picks: pd.DataFrame, out: Path, models: tuple[str, ...]) -> list[Path]:
     """One PNG per pick, `out/NN_<id without extension, / as __>.png`, in pick order."""
     from blindspots.ids import stem_key
 
@@ -163,8 +144,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("-n", type=int, default=20, help="picks per strategy")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random picks")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
-    ap.add_argument("--task", choices=(*TASKS, "all"), default="person",
+    ap.add_argument("--task", choices=(*TASK_FILES, "all"), default="person",
                     help="person: MediaPipe selfie segmenters; text: PP-OCR text detectors (v4 vs v6)")
+    ap.add_argument("--prepare", action="store_true", help="only write the pool and the model files")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(HERE))
@@ -172,21 +154,25 @@ def main(argv: list[str] | None = None) -> None:
     from own_models_lib.pool import build_pool
 
     work = args.work
-    models_dir = work / "models"
-    pool = work / "pool"
+    models_dir, pool = work / "models", work / "pool"
     ids = build_pool(pool)
     print(f"pool: {len(ids)} photos in {pool}")
-    env = _env(models_dir)
-    for task in TASKS if args.task == "all" else (args.task,):
-        target, competitor, files, sub = TASKS[task]
-        prepare_models(models_dir, args.wheels or work / "wheels", names=files)
-        out = work / sub
-        scan(pool, out / "scan", env, target=target, competitor=competitor, progress=not args.no_progress)
-        names = (spec_name(target), spec_name(competitor))
-        mad, mad_fitted, rnd = mine(out / "scan", out / "picks", env, n=args.n, seed=args.seed, target=names[0])
-        for name, picks in (("mad", mad), ("mad_fitted", mad_fitted), ("random", rnd)):
-            paths = write_sheets(pool, out / "scan", picks, out / "judge" / name, names)
-            print(f"{task} {name}: {len(paths)} sheets in {out / 'judge' / name}")
+    tasks = tuple(TASK_FILES) if args.task == "all" else (args.task,)
+    for task in tasks:
+        prepare_models(models_dir, args.wheels or work / "wheels", names=TASK_FILES[task])
+    print(f"models: {sorted(p.name for p in models_dir.iterdir())} in {models_dir}")
+    if args.prepare:
+        return
+    env = cli_env(models_dir)
+    for task in tasks:
+        target, competitor = task_specs(task, models_dir)
+        out = work / TASK_DIRS[task]
+        scan(pool, out / "scan", env, target, competitor, progress=not args.no_progress)
+        picks = mine(out / "scan", out / "picks", env, n=args.n, seed=args.seed)
+        for strategy, p in picks.items():
+            paths = write_sheets(pool, out / "scan", p, out / "judge" / strategy,
+                                 (spec_name(target), spec_name(competitor)))
+            print(f"{task} {strategy}: {len(paths)} sheets in {out / 'judge' / strategy}")
 
 
 if __name__ == "__main__":

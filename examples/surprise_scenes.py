@@ -159,7 +159,7 @@ def retrain(args, model, mdsa, ex, train_imgs, train_masks, test):
     """RQ3 at CPU scale: candidates are broad-condition scenes with >= 50 vehicle pixels, scored by their
     vehicle class MDSA; subsets of 10/20/30% of the base are added and fine-tuned with the replay routine."""
     from blindspots.data.scenes import VEHICLE
-    from blindspots.finetune.segmentation import ReplayFinetuner
+    from blindspots.training.replay import ReplayFinetuner
     from blindspots.surprise.analysis import run_retraining
 
     cand_imgs, cand_masks, _ = render_scene_arrays(4 * args.retrain_base, seed=args.seed + 20, distribution="broad",

@@ -10,7 +10,7 @@ from blindspots.data.classsets import load_sklearn_digits
 from blindspots.defuse.correct import PAPER_LAMBDAS, correct, scenario_data
 from blindspots.scenarios.clustering import Scenarios
 from blindspots.defuse.vae import BetaVAE
-from blindspots.finetune.classification import accuracy, train_classifier
+from blindspots.training.classification import accuracy, train_classifier
 from blindspots.models.classifier_zoo import (
     build_classifier, load_classifier, load_classifier_module, save_classifier,
 )

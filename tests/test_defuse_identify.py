@@ -11,7 +11,7 @@ from blindspots.data.classsets import load_sklearn_digits
 from blindspots.scenarios.clustering import Distiller
 from blindspots.defuse.identify import Identified, IdentifySettings, _cap_per_source, draw_noise, identify
 from blindspots.defuse.vae import BetaVAE
-from blindspots.finetune.classification import train_classifier
+from blindspots.training.classification import train_classifier
 from blindspots.models.classifier_zoo import as_classifier, build_classifier
 
 torch.set_num_threads(1)

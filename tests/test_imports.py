@@ -20,7 +20,7 @@ ROOT = "blindspots"
 LAYERS: dict[str, int] = {
     **dict.fromkeys(["cli", "app", "__main__", "__init__"], 3),
     **dict.fromkeys(["loop", "report"], 2),
-    **dict.fromkeys(["scan", "mine", "surprise", "labels", "defuse", "scenarios", "human", "training", "finetune"], 1),
+    **dict.fromkeys(["scan", "mine", "surprise", "labels", "defuse", "scenarios", "human", "training"], 1),
     **dict.fromkeys(["models", "data", "metrics", "ids", "_validation", "config"], 0),
 }
 

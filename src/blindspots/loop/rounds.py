@@ -15,7 +15,7 @@ Round i (0-based, i = 0..r with r = `project.rounds`) runs these steps in order:
 5. ``masks``    — HUMAN: pixel labels of S(i+1) ∪ T(i+1).
 6. ``evaluate`` — mIoU of f_t^(i) and every competitor on T0 and T(i+1) (Table 1, round i).
 7. ``finetune`` — f_t^(i+1) = f_t^(i) fine-tuned on S(1..i+1) ∪ S0, LR chosen on T0
-                  (`blindspots.finetune.segmentation`). Skipped in the last round.
+                  (`blindspots.training.replay`). Skipped in the last round.
 
 `advance(project)` runs steps until one needs a human answer that is not there yet and returns
 a `Status` saying what is awaited; with `simulate=True` simulated raters and annotators

@@ -287,7 +287,7 @@ def run_masks(loop: _Loop, i: int, seed: int) -> dict | Status:
 
 def _round_set(loop: _Loop, i: int, kind: str, rounds: range | None = None) -> Any:
     """Labelled pairs (pool image, stored mask) of candidates `kind` over `rounds` (default: i only)."""
-    from blindspots.finetune.segmentation import PairList
+    from blindspots.training.replay import PairList
 
     p = loop.project
     ids: list[tuple[int, str]] = []
@@ -299,7 +299,7 @@ def _round_set(loop: _Loop, i: int, kind: str, rounds: range | None = None) -> A
 
 def run_evaluate(loop: _Loop, i: int, seed: int) -> dict:
     """Table 1, round i: every model's mIoU on T0 and on T(i+1)."""
-    from blindspots.finetune.segmentation import evaluate_segmenter
+    from blindspots.training.replay import evaluate_segmenter
 
     p, c = loop.project, loop.cfg
     t0 = loop.labelled_set("val")
@@ -320,7 +320,7 @@ def run_evaluate(loop: _Loop, i: int, seed: int) -> dict:
 
 def run_finetune(loop: _Loop, i: int, seed: int) -> dict:
     """f_t^(i+1): fine-tune f_t^(i) on S(1..i+1) ∪ S0, LR chosen by T0 mIoU; register it."""
-    from blindspots.finetune.segmentation import ReplayFinetuner
+    from blindspots.training.replay import ReplayFinetuner
     from blindspots.models.zoo import load_checkpoint, save_checkpoint
 
     p, c = loop.project, loop.cfg

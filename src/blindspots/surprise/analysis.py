@@ -214,7 +214,7 @@ def run_retraining(model: Any, base: Any, candidates: Any, sa: np.ndarray, val: 
     """Tables 4-5: fine-tune `model` on base + each SA subset and report the class IoU on `test`.
 
     base, candidates, val, test: labelled sets (``len()``, ``[i] -> (image, mask)``).
-    finetuner: builds a fresh ``blindspots.finetune.segmentation.ReplayFinetuner`` (settings are the
+    finetuner: builds a fresh ``blindspots.training.replay.ReplayFinetuner`` (settings are the
         caller's); each run calls ``fit(model, subset, base, val, num_classes=...)``. Row "B" is the
         same routine on the base set alone, the control the paper calls T'_r[Base].
     Results are written to ``work_dir/retrain.json`` after every run; a rerun skips finished runs.

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from blindspots.finetune.segmentation import (ConcatPairs, PairList, ReplayFinetuner, collate, evaluate_module,
-                                              poly_lr)
+from blindspots.training.loop import poly_lr
+from blindspots.training.replay import ConcatPairs, PairList, ReplayFinetuner, collate, evaluate_module
 
 torch.set_num_threads(1)
 
