@@ -28,6 +28,7 @@ COMMAND_GROUPS: list[str] = [
     "labels",
     "loop",
     "mine",
+    "report",
     "scan",
     "scenes",
     "surprise",

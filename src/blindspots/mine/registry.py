@@ -13,6 +13,7 @@ from blindspots.mine.base import Sampler
 from blindspots.mine.entropy import EntropySampler
 from blindspots.mine.mad import MADSampler
 from blindspots.mine.random import RandomSampler
+from blindspots.mine.scenario import ScenarioSampler
 from blindspots.mine.surprise import SurpriseSampler
 
 SAMPLERS: dict[str, type[Sampler]] = {
@@ -20,6 +21,7 @@ SAMPLERS: dict[str, type[Sampler]] = {
     "entropy": EntropySampler,  # highest mean target entropy (paper Appendix A baseline)
     "surprise": SurpriseSampler,  # surprise adequacy columns (Kim et al. 2023)
     "random": RandomSampler,  # uniform control
+    "scenario": ScenarioSampler,  # pool images nearest confirmed failure scenarios (needs scenarios=)
 }
 
 

@@ -1,4 +1,7 @@
-"""Reports: self-contained HTML pages (galleries of picks, later the round report) that open offline."""
-from blindspots.report.gallery import write_gallery
+"""Reports: self-contained HTML pages (galleries of picks, the scan page, later the round report) that
+open offline."""
+from blindspots.report.gallery import gallery_blocks, write_gallery
+from blindspots.report.round_page import write_round_report
+from blindspots.report.scan_page import write_scan_report
 
-__all__ = ["write_gallery"]
+__all__ = ["gallery_blocks", "write_gallery", "write_round_report", "write_scan_report"]

@@ -73,20 +73,13 @@ def _figure(f: _Figure) -> str:
     return f"<figure>{body}<figcaption>{esc(f.caption)}</figcaption></figure>"
 
 
-def write_gallery(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path, *,
-                  pool_root: str | Path | None = None, target: str | None = None,
-                  competitors: Sequence[str] | None = None, max_side: int = 320, alpha: float = 0.5,
-                  title: str | None = None) -> Path:
-    """Write out_dir/index.html and out_dir/thumbs/ for `picks`; returns the page's path.
-
-    picks: rows in display order with columns id, score, reason (plain text) and optionally rank
-        and details (shown folded).
-    scan_dir: the scan folder the picks come from (maps, class names and colours, pool root).
-    pool_root: where the images are (default: the scan's `pool_root`).
-    target, competitors: whose maps to show (default: `picks.attrs` as `mine_scan` sets them, else
-        the scan's target and competitors).
-    max_side: thumbnail size in pixels (longer side). alpha: opacity of the class colours.
-    """
+def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path, *,
+                   pool_root: str | Path | None = None, target: str | None = None,
+                   competitors: Sequence[str] | None = None, max_side: int = 320,
+                   alpha: float = 0.5) -> tuple[list[str], dict]:
+    """The HTML sections of `picks` (one per row; thumbnails written under out_dir/thumbs/) and what
+    was shown: {"target", "shown" (models), "pool_root"}. Arguments as in `write_gallery`; other
+    pages (the scan report) embed these sections."""
     for col in ("id", "score", "reason"):
         if col not in picks.columns:
             raise ValueError(f"picks: expected columns id, score, reason, got {list(picks.columns)}")
@@ -147,6 +140,27 @@ def write_gallery(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path
             f"{_legend(present, legend_names, palette)}"
             + (f"<details><summary>details</summary><code>{esc(details)}</code></details>" if details else "")
             + "</section>")
+    return blocks, {"target": target, "shown": shown, "pool_root": root}
+
+
+def write_gallery(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path, *,
+                  pool_root: str | Path | None = None, target: str | None = None,
+                  competitors: Sequence[str] | None = None, max_side: int = 320, alpha: float = 0.5,
+                  title: str | None = None) -> Path:
+    """Write out_dir/index.html and out_dir/thumbs/ for `picks`; returns the page's path.
+
+    picks: rows in display order with columns id, score, reason (plain text) and optionally rank
+        and details (shown folded).
+    scan_dir: the scan folder the picks come from (maps, class names and colours, pool root).
+    pool_root: where the images are (default: the scan's `pool_root`).
+    target, competitors: whose maps to show (default: `picks.attrs` as `mine_scan` sets them, else
+        the scan's target and competitors).
+    max_side: thumbnail size in pixels (longer side). alpha: opacity of the class colours.
+    """
+    out = Path(out_dir)
+    blocks, info = gallery_blocks(picks, scan_dir, out, pool_root=pool_root, target=target,
+                                  competitors=competitors, max_side=max_side, alpha=alpha)
+    target, shown, root = info["target"], info["shown"], info["pool_root"]
     heading = title or f"{len(picks)} picks from {Path(scan_dir).name}"
     intro = (f"<h1>{esc(heading)}</h1><p class=\"meta\">target: {esc(target)}; competitors: "
              f"{esc(', '.join(shown[1:]) or 'none')}; pool: {esc(root)}</p>")

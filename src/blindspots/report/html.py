@@ -26,6 +26,16 @@ figure img { display: block; height: 200px; width: auto; max-width: 420px; objec
 details { font-size: 0.8em; color: #555; } code { word-break: break-all; }
 """
 
+REPORT_CSS = BASE_CSS + """
+h2.section { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ccc; padding-bottom: 0.2em; }
+table.data { border-collapse: collapse; background: #fff; font-size: 0.9em; margin: 0.5em 0; }
+table.data th, table.data td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; }
+table.data td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.figs { display: flex; flex-wrap: wrap; gap: 1em; }
+.figs img { width: 600px; max-width: 100%; height: auto; border: 1px solid #ddd; background: #fff; }
+.note { color: #555; font-size: 0.9em; } nav a { margin-right: 1em; }
+"""
+
 
 def esc(text: object) -> str:
     """Text made safe for HTML element content and attribute values."""
@@ -43,3 +53,17 @@ def page(title: str, body: str, css: str = BASE_CSS) -> str:
     return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
             f"<title>{esc(title)}</title>\n<style>{css}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+
+
+def table(header: list[str], rows: list[list[object]], numeric: set[int] | None = None) -> str:
+    """An HTML table (escaped cells); columns whose index is in `numeric` are right-aligned."""
+    numeric = numeric or set()
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f'<td class="num">{esc(c)}</td>' if j in numeric else f"<td>{esc(c)}</td>"
+                                    for j, c in enumerate(r)) + "</tr>" for r in rows)
+    return f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def figure_img(src: str, alt: str) -> str:
+    """An <img> of a figure file (relative URL `src`)."""
+    return f'<img src="{esc(src)}" alt="{esc(alt)}">'

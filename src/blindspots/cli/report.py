@@ -1,0 +1,45 @@
+"""`blindspots report`: write the offline HTML report of a project round or of a scan folder."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def report(
+    source: Path = typer.Argument(..., help="A project folder (`blindspots init`) or a scan folder (with "
+                                  "scan.json) written by `blindspots scan`."),
+    round: Optional[int] = typer.Option(None, "--round", "-r", help="Project: which round (default: the "
+                                        "latest with mined candidates)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for index.html and its figures "
+                                       "(default: PROJECT/reports/html/round-<i>, or SCAN/report)."),
+    n: int = typer.Option(12, "-n", help="Scan: how many of the most disputed images to show; project: "
+                          "candidates shown (twice this)."),
+    scenarios: bool = typer.Option(False, "--scenarios/--no-scenarios", help="Project: add the failure "
+                                   "scenarios of the confirmed failures so far (decodes every pool image once)."),
+    pool: Optional[Path] = typer.Option(None, help="Scan: where the pool's images are now (default: the "
+                                        "folder that was scanned)."),
+) -> None:
+    """Write SOURCE's report: one self-contained page (OUT/index.html) plus its figures as PNG."""
+    if (source / "scan.json").is_file():
+        from blindspots.report.scan_page import write_scan_report
+
+        if round is not None:
+            raise ValueError(f"--round: expected no round for a scan folder, got {round}")
+        index = write_scan_report(source, out if out is not None else source / "report", n_disputed=n,
+                                  pool_root=pool)
+    else:
+        from blindspots.report.round_page import round_scenarios, write_round_report
+
+        found = round_scenarios(source, round) if scenarios else None
+        if scenarios and found is None:
+            typer.echo("scenarios: fewer than 2 confirmed failures so far; none shown", err=True)
+        index = write_round_report(source, round, out, n_gallery=2 * n, scenarios=found)
+    typer.echo(f"report: {index}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `report` command."""
+    app.command("report", help="Write an offline HTML report (figures as PNG beside it) of a project round or "
+                "of a scan folder.")(report)

@@ -1,0 +1,75 @@
+"""Report figures as PNG files (matplotlib, Agg backend: no display, no network).
+
+Each function takes plain arrays, writes one PNG and returns its path; the report pages link them
+relatively. Figures are small (about 6 x 3.2 inches at 100 dpi) so a page with many stays light.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+DPI = 100
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)  # headless; a no-op when Agg is already active
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:  # noqa: ANN001
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    _pyplot().close(fig)
+    return path
+
+
+def histograms(series: Mapping[str, np.ndarray], path: str | Path, *, xlabel: str, title: str,
+               bins: int = 30) -> Path:
+    """Overlaid histograms, one per named float [N] array (NaN ignored); writes `path` (PNG)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    clean = {name: np.asarray(v, dtype=np.float64)[np.isfinite(np.asarray(v, dtype=np.float64))]
+             for name, v in series.items()}
+    clean = {name: v for name, v in clean.items() if len(v)}
+    shown = len(clean)
+    if shown:  # common bins, so series are comparable; a constant value gets a narrow visible bin
+        lo = min(float(v.min()) for v in clean.values())
+        hi = max(float(v.max()) for v in clean.values())
+        if hi - lo < 1e-9:
+            pad = max(abs(lo), 1.0) * 0.05
+            lo, hi = lo - pad, hi + pad
+        edges = np.linspace(lo, hi, bins + 1)
+        for name, v in clean.items():  # outlines: overlapping series stay visible
+            n, _, patches = ax.hist(v, bins=edges, histtype="stepfilled", alpha=0.25)
+            ax.hist(v, bins=edges, histtype="step", linewidth=1.6, color=patches[0].get_facecolor()[:3],
+                    label=f"{name} (n={len(v)}, mean {v.mean():.3g})")
+    if not shown:
+        ax.text(0.5, 0.5, "no values", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("images")
+    ax.set_title(title)
+    if shown:
+        ax.legend(fontsize=8)
+    return _save(fig, Path(path))
+
+
+def bars(labels: Sequence[str], values: np.ndarray, path: str | Path, *, ylabel: str, title: str) -> Path:
+    """A bar chart of float [K] `values` named by `labels`; writes `path` (PNG)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    x = np.arange(len(labels))
+    ax.bar(x, np.asarray(values, dtype=np.float64), color="#4c72b0")
+    ax.set_xticks(x)
+    ax.set_xticklabels(list(labels), rotation=30, ha="right", fontsize=8)
+    ax.axhline(0, color="#444", linewidth=0.8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    return _save(fig, Path(path))

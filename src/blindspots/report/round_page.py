@@ -1,0 +1,267 @@
+"""The round page: `DIR/index.html` for one round of a project, with its figures and thumbnails
+beside it (relative links, opens offline).
+
+Sections: where the round stands (its steps); Table 1 (every model's mIoU on T0 and each T(i));
+the mined candidates M as a gallery with their MOS and ratings, the MOS histogram and the spread
+of ratings per image; S with the human mask and the target's prediction before and after
+fine-tuning; per-class IoU changes on the round's labelled images. The project is read only
+through `blindspots.loop` (Project's query methods, `leaderboard_frame`, `target_column`) and
+the scan through `blindspots.scan`; a section whose data does not exist yet says so.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from blindspots.data.classes import Classes
+from blindspots.metrics import confusion_matrix, iou_per_class
+from blindspots.mine.reasons import describe
+from blindspots.report import figures
+from blindspots.report.gallery import IMAGE_LAYER, _Figure, _figure, _legend, _read_image, _save_jpeg, gallery_blocks
+from blindspots.report.html import REPORT_CSS, esc, figure_img, page, rel_url, table
+from blindspots.report.overlays import overlay, thumbnail
+from blindspots.scan import find_map
+from blindspots.scan.manifest import load_manifest
+from blindspots import ids as id_rules
+
+log = logging.getLogger(__name__)
+
+
+def _open(project: Any) -> Any:
+    from blindspots.loop.project import Project
+
+    if isinstance(project, Project):
+        return project
+    return Project.open(project)
+
+
+def _read_map(scan_dir: Path, model: str, image_id: str) -> np.ndarray | None:
+    from PIL import Image
+
+    path = find_map(scan_dir, model, image_id)
+    if path is None:
+        return None
+    with Image.open(path) as im:
+        return np.asarray(im)
+
+
+def _mos(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Per id: mos (mean of the 1-5 scores), n, ood (out-of-domain flags), text (the ratings)."""
+    rows = []
+    for image_id, g in ratings.groupby("id", sort=False):
+        finite = g["score"][np.isfinite(g["score"])]
+        text = ", ".join("OOD" if not np.isfinite(s) else f"{int(s)}" for s in g["score"])
+        rows.append({"id": image_id, "mos": float(finite.mean()) if len(finite) else np.nan, "n": len(g),
+                     "ood": int((~np.isfinite(g["score"])).sum()), "sd": float(finite.std(ddof=0)) if len(finite) else np.nan,
+                     "text": text})
+    return pd.DataFrame(rows, columns=["id", "mos", "n", "ood", "sd", "text"]).set_index("id")
+
+
+def default_round(project: Any) -> int:
+    """The latest round with mined candidates (0 when nothing was mined yet)."""
+    p = _open(project)
+    done = [i for i in range(p.config.project.rounds + 1) if len(p.candidates(i, "M"))]
+    return max(done) if done else 0
+
+
+def write_round_report(project: Any, round: int | None = None, out_dir: str | Path | None = None, *,
+                       n_gallery: int = 24, max_side: int = 200, scenarios: Any = None) -> Path:
+    """Write the page of `round` (default: the latest mined) of a project; returns index.html's path.
+
+    project: a `Project` or its folder. out_dir: default `<project>/reports/html/round-<i>`.
+    n_gallery: candidates shown (lowest MOS first once rated, else in mining order).
+    scenarios: optional failure scenarios (`scenarios.segmentation.find_scenarios`, e.g. from
+    `round_scenarios`) shown in their own section.
+    """
+    from blindspots.loop.rounds import leaderboard_frame, target_column
+
+    p = _open(project)
+    cfg = p.config
+    i = default_round(p) if round is None else int(round)
+    if not 0 <= i <= cfg.project.rounds:
+        raise ValueError(f"round: expected a round in 0..{cfg.project.rounds}, got {round}")
+    out = Path(out_dir) if out_dir is not None else p.reports_dir / "html" / f"round-{i}"
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    figs, thumbs = out / "figures", out / "thumbs"
+    scan_dir = p.scan_dir
+    manifest = load_manifest(scan_dir) or {}
+    target_i, target_next = target_column(p, i), target_column(p, i + 1)
+    comps = [g.name for g in cfg.competitors]
+    classes = Classes.from_dict(manifest["classes"]) if isinstance(manifest.get("classes"), dict) else None
+    names = list(classes.names) if classes is not None else []
+    parts = [f"<h1>{esc(cfg.project.name or p.path.name)}: round {i}</h1>",
+             '<nav><a href="#table1">Table 1</a><a href="#candidates">candidates</a><a href="#mos">MOS</a>'
+             '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a>'
+             + ('<a href="#scenarios">scenarios</a>' if scenarios is not None else "") + '</nav>',
+             f'<p class="meta">target model: {esc(cfg.target.name)} (version {i} in this round, scanned as '
+             f'{esc(target_i)}); '
+             f'competitors: {esc(", ".join(comps) or "none")}; project: {esc(p.path)}</p>']
+
+    # --- where the round stands
+    steps = p.steps()
+    steps = steps[steps["round"] == i] if "round" in steps.columns else steps.iloc[0:0]
+    if len(steps):
+        cols = [c for c in ("step", "status", "model_version", "seed") if c in steps.columns]
+        parts.append(table(cols, steps[cols].astype(str).values.tolist()))
+    else:
+        parts.append('<p class="note">No step of this round has run yet.</p>')
+
+    # --- Table 1
+    parts.append('<h2 class="section" id="table1">Table 1: mIoU on T0 and each T(i)</h2>')
+    board = leaderboard_frame(p)
+    if len(board):
+        cols = [c for c in board.columns if not (isinstance(c, tuple) and c[-1] == "role")]
+        header = ["model"] + [" ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in cols]
+        rows = [[name] + [("–" if pd.isna(v) else f"{float(v):.3f}") for v in board.loc[name, cols]]
+                for name in board.index]
+        parts.append(table(header, rows, set(range(1, len(header)))))
+        board.to_csv(out / "table1.csv")
+    else:
+        parts.append('<p class="note">No round has been evaluated yet.</p>')
+
+    # --- candidates with MOS and ratings
+    cands = p.candidates(i, "M")
+    mos = _mos(p.ratings_for_round(i))
+    parts.append(f'<h2 class="section" id="candidates">Mined candidates M({i + 1}): {len(cands)} images, '
+                 f'{len(mos)} rated</h2>')
+    if len(cands):
+        df = cands.copy()
+        df["mos"] = [mos["mos"].get(x, np.nan) for x in df["id"]]
+        if df["mos"].notna().any():
+            df = df.sort_values("mos", kind="stable", na_position="last")
+        df = df.head(n_gallery)
+        reasons = []
+        for r in df.itertuples(index=False):
+            said = (f"MOS {mos.loc[r.id, 'mos']:.2f} from ratings {mos.loc[r.id, 'text']}" if r.id in mos.index
+                    else "not rated yet")
+            why = describe(r.reason, names) if r.reason else "n/a"
+            reasons.append(f"{said}. Picked because: {why}")
+        picks = pd.DataFrame({"id": df["id"].astype(str), "score": df["score"].fillna(np.nan).astype(float),
+                              "reason": reasons, "rank": df["rank"].astype(int) + 1})
+        if manifest:
+            blocks, _ = gallery_blocks(picks, scan_dir, out, target=target_i if target_i in manifest.get("models", {})
+                                       else None, competitors=[g for g in comps if g in manifest.get("models", {})],
+                                       max_side=max_side)
+            parts.extend(blocks)
+        else:
+            parts.append(table(["id", "why"], picks[["id", "reason"]].values.tolist()))
+    else:
+        parts.append('<p class="note">Nothing mined in this round yet.</p>')
+
+    # --- MOS histogram and rater agreement
+    parts.append('<h2 class="section" id="mos">MOS and rater agreement</h2>')
+    if len(mos):
+        f = figures.histograms({"MOS": mos["mos"].to_numpy()}, figs / "mos.png", xlabel="mean opinion score (1-5)",
+                               title=f"MOS of the {len(mos)} rated candidates", bins=16)
+        spread = mos["sd"][mos["n"] > 1]
+        note = (f"mean spread of ratings per image (sd) {spread.mean():.2f} over {len(spread)} images rated more "
+                f"than once" if len(spread) else "each image has one rating: no agreement to measure")
+        parts.append(f'<div class="figs">{figure_img(rel_url(f, out), "MOS histogram")}</div>'
+                     f'<p class="note">{esc(note)}; {int(mos["ood"].sum())} out-of-domain flags.</p>')
+    else:
+        parts.append('<p class="note">No ratings yet.</p>')
+
+    # --- S with human mask, before / after
+    parts.append(f'<h2 class="section" id="s">S({i + 1}): human mask, target before and after fine-tuning</h2>')
+    s_ids = [str(x) for x in p.candidates(i, "S")["id"]]
+    masks = p.masks_for_round(i)
+    has_after = target_next in manifest.get("models", {})
+    palette = classes.palette if classes is not None else None
+    if s_ids and palette is not None:
+        pool_root = Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))
+        for image_id in s_ids:
+            image, why = _read_image(pool_root, image_id)
+            small = thumbnail(image, max_side) if image is not None else None
+            name = id_rules.artifact_name(image_id, ".jpg")
+            figs_s, present = [], set()
+            if small is not None:
+                _save_jpeg(small, thumbs / IMAGE_LAYER / name)
+                figs_s.append(_Figure("image", rel_url(thumbs / IMAGE_LAYER / name, out)))
+            else:
+                figs_s.append(_Figure("image", None, f"image not readable: {why}"))
+            human = p.load_mask(i, image_id) if image_id in set(masks["id"]) else None
+            layers = [("human mask", "_human", human), (f"before ({target_i})", target_i, _read_map(scan_dir, target_i, image_id)),
+                      (f"after ({target_next})", target_next, _read_map(scan_dir, target_next, image_id) if has_after else None)]
+            for caption, folder, lab in layers:
+                if lab is None or small is None:
+                    figs_s.append(_Figure(caption, None, "not labelled yet" if folder == "_human" else "not scanned yet"))
+                    continue
+                shown_lab = np.where(lab == 255, 0, lab)  # ignore pixels drawn as class 0's colour
+                present |= {int(k) for k in np.unique(shown_lab)}
+                _save_jpeg(overlay(small, shown_lab, palette), thumbs / folder / name)
+                figs_s.append(_Figure(caption, rel_url(thumbs / folder / name, out)))
+            parts.append(f'<section class="pick"><h2>{esc(image_id)}</h2>'
+                         f'<p class="meta">MOS {mos["mos"].get(image_id, np.nan):.2f}</p>'
+                         f'<div class="row">{"".join(_figure(f) for f in figs_s)}</div>{_legend(present, names, palette)}'
+                         f'</section>')
+    else:
+        parts.append('<p class="note">No S in this round yet (selected after the ratings; the last round forms none).</p>')
+
+    # --- per-class IoU before / after on the round's labelled images
+    parts.append('<h2 class="section" id="classes">Per-class IoU on the round\'s labelled images (S ∪ T)</h2>')
+    labelled = [str(x) for x in masks["id"]]
+    if labelled and has_after and classes is not None:
+        k = classes.num_classes
+        cm = {"before": np.zeros((k, k), np.int64), "after": np.zeros((k, k), np.int64)}
+        used = 0
+        for image_id in labelled:
+            gt = p.load_mask(i, image_id)
+            maps = {"before": _read_map(scan_dir, target_i, image_id), "after": _read_map(scan_dir, target_next, image_id)}
+            if any(m is None or m.shape != gt.shape for m in maps.values()):
+                continue
+            used += 1
+            for key, m in maps.items():
+                cm[key] += confusion_matrix(m, gt, k, ignore_index=255)
+        if used:
+            before, after = iou_per_class(cm["before"]), iou_per_class(cm["after"])
+            rows = [[names[c], "–" if np.isnan(before[c]) else f"{before[c]:.3f}",
+                     "–" if np.isnan(after[c]) else f"{after[c]:.3f}",
+                     "–" if np.isnan(after[c] - before[c]) else f"{after[c] - before[c]:+.3f}"] for c in range(k)]
+            f = figures.bars(names, np.nan_to_num(after - before), figs / "class_iou_change.png",
+                             ylabel="IoU after - before", title=f"Per-class IoU change on {used} labelled images")
+            parts.append(table(["class", f"IoU {target_i}", f"IoU {target_next}", "change"], rows, {1, 2, 3}))
+            parts.append(f'<div class="figs">{figure_img(rel_url(f, out), "per-class IoU change")}</div>')
+        else:
+            parts.append('<p class="note">No labelled image has both maps at the mask\'s size.</p>')
+    else:
+        parts.append('<p class="note">Shown once the round\'s images are labelled and the fine-tuned target '
+                     f'({esc(target_next)}) has been scanned (the next round\'s scan).</p>')
+    if scenarios is not None:
+        from blindspots.report.scenario_section import scenario_section
+
+        parts.append('<h2 class="section" id="scenarios">Failure scenarios</h2>')
+        parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))))
+    summary = {"round": i, "n_candidates": int(len(cands)), "n_rated": int(len(mos)), "n_S": len(s_ids),
+               "n_masks": len(labelled), "table1": bool(len(board))}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    index = out / "index.html"
+    index.write_text(page(f"Round {i} report", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")
+    log.info("round report written to %s", index)
+    return index
+
+
+def round_scenarios(project: Any, round: int | None = None, **settings: Any) -> Any:
+    """Failure scenarios of the confirmed failures so far: S of rounds 0..round (the lowest-MOS
+    candidates), over `scan_attributes` of the project's scan; None with fewer than 2 failures.
+    settings: passed to `find_scenarios`."""
+    from blindspots.scenarios.segmentation import find_scenarios
+    from blindspots.scenarios.segmentation_attributes import scan_attributes
+
+    p = _open(project)
+    last = default_round(p) if round is None else int(round)
+    failures = sorted({str(x) for r in range(last + 1) for x in p.candidates(r, "S")["id"]})
+    if len(failures) < 2 or load_manifest(p.scan_dir) is None:
+        return None
+    features = scan_attributes(p.scan_dir)
+    failures = [f for f in failures if f in features.index]
+    if len(failures) < 2:
+        return None
+    settings.setdefault("random_state", p.config.project.seed)
+    return find_scenarios(features, failures, **settings)

@@ -1,0 +1,123 @@
+"""Simple image attributes for segmentation failure scenarios: what a person can name.
+
+Per image: brightness, contrast, saturation, sharpness, colour balance (red-blue, green-magenta)
+and size; per predicted map: object count and sizes; per scan row: the target's predicted class
+mix (`frac__T__k`). One row per image id, one float column per attribute, so that scenarios can be
+described by the attributes that set them apart (`segmentation.find_scenarios`).
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+log = logging.getLogger(__name__)
+
+IMAGE_ATTRIBUTES = ("brightness", "contrast", "saturation", "sharpness", "red_blue", "green_magenta", "hue_cos",
+                    "hue_sin", "log_pixels")
+MAP_ATTRIBUTES = ("objects", "object_size", "largest_region")
+MIN_OBJECT_PIXELS = 4  # connected regions smaller than this are speckle, not objects
+
+
+def image_attributes(image: np.ndarray) -> dict[str, float]:
+    """uint8 [H, W, 3] -> IMAGE_ATTRIBUTES: brightness / contrast = mean / std of luma in [0, 1],
+    saturation = mean HSV saturation, sharpness = mean |Laplacian| of luma, red_blue and
+    green_magenta = mean colour-balance differences in [-1, 1], hue_cos / hue_sin = the direction of the
+    mean chroma (YIQ I, Q: a hue rotation of the whole image turns it), log_pixels = log(H * W)."""
+    img = np.asarray(image)
+    if img.ndim != 3 or img.shape[2] != 3:
+        raise ValueError(f"image: expected uint8 [H, W, 3], got shape {img.shape}")
+    x = img.astype(np.float32) / 255.0
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    luma = 0.299 * r + 0.587 * g + 0.114 * b
+    mx, mn = x.max(axis=2), x.min(axis=2)
+    sat = np.where(mx > 1e-6, (mx - mn) / np.maximum(mx, 1e-6), 0.0)
+    lap = np.zeros_like(luma)
+    if min(luma.shape) >= 3:
+        lap[1:-1, 1:-1] = (4 * luma[1:-1, 1:-1] - luma[:-2, 1:-1] - luma[2:, 1:-1] - luma[1:-1, :-2] - luma[1:-1, 2:])
+    i_mean = float((0.596 * r - 0.274 * g - 0.322 * b).mean())
+    q_mean = float((0.211 * r - 0.523 * g + 0.312 * b).mean())
+    angle = np.arctan2(q_mean, i_mean)
+    return {"brightness": float(luma.mean()), "contrast": float(luma.std()), "saturation": float(sat.mean()),
+            "sharpness": float(np.abs(lap).mean()), "red_blue": float((r - b).mean()),
+            "green_magenta": float((g - (r + b) / 2).mean()), "hue_cos": float(np.cos(angle)),
+            "hue_sin": float(np.sin(angle)), "log_pixels": float(np.log(luma.size))}
+
+
+def map_attributes(labels: np.ndarray, background: Sequence[int] = ()) -> dict[str, float]:
+    """int [H, W] class map -> MAP_ATTRIBUTES: objects = connected regions (>= MIN_OBJECT_PIXELS) of
+    the classes not in `background`, object_size = their median area as a share of the image,
+    largest_region = the largest region's share (any class)."""
+    from scipy import ndimage
+
+    lab = np.asarray(labels)
+    if lab.ndim != 2:
+        raise ValueError(f"labels: expected a class map [H, W], got shape {lab.shape}")
+    areas, largest = [], 0
+    for k in np.unique(lab):
+        comp, n = ndimage.label(lab == k)
+        if n == 0:
+            continue
+        sizes = np.bincount(comp.ravel())[1:]
+        largest = max(largest, int(sizes.max()))
+        if int(k) not in set(background):
+            areas.extend(int(s) for s in sizes if s >= MIN_OBJECT_PIXELS)
+    total = float(lab.size)
+    return {"objects": float(len(areas)), "object_size": float(np.median(areas) / total) if areas else 0.0,
+            "largest_region": largest / total}
+
+
+def scan_attributes(scan_dir: str | Path, *, ids: Iterable[str] | None = None, pool_root: str | Path | None = None,
+                    background: Sequence[int] = (), progress: bool = False) -> pd.DataFrame:
+    """The attribute table of a scan's ok images: index id, columns IMAGE_ATTRIBUTES, MAP_ATTRIBUTES
+    (from the target's saved maps; NaN without maps) and `class_<name>` (the target's class mix).
+
+    Reads the scan through `blindspots.scan` (score table, manifest, saved maps) and decodes each
+    image once. ids: a subset (default: every ok row). background: class ids not counted as
+    objects (e.g. sky, road). Images that no longer decode get NaN image attributes.
+    """
+    from PIL import Image
+
+    from blindspots.data.pool import ImageDecodeError, decode_image
+    from blindspots.scan import find_map, read_score_table, schema
+    from blindspots.scan.manifest import load_manifest
+
+    manifest = load_manifest(scan_dir)
+    if manifest is None:
+        raise ValueError(f"scan_dir: expected a scan folder with scan.json, got {str(scan_dir)!r}")
+    table = read_score_table(scan_dir)
+    target = manifest["target"]
+    ok = table[schema.STATUS] == schema.STATUS_OK
+    table = table[ok.to_numpy(bool)].set_index(schema.ID)
+    if ids is not None:
+        wanted = [str(i) for i in ids]
+        missing = [i for i in wanted if i not in table.index]
+        if missing:
+            raise ValueError(f"ids: expected ok images of the scan, got {len(missing)} others (first {missing[0]!r})")
+        table = table.loc[wanted]
+    root = Path(pool_root if pool_root is not None else manifest["pool_root"])
+    names = manifest.get("models", {}).get(target, {}).get("classes") or manifest.get("classes", {}).get("names", [])
+    rows = []
+    for image_id in tqdm(table.index, desc="attributes", disable=not progress):
+        row: dict[str, float] = {}
+        try:
+            row.update(image_attributes(decode_image(root / image_id)))
+        except (ImageDecodeError, OSError) as exc:
+            log.warning("attributes: %s not readable (%s)", image_id, exc)
+            row.update({a: np.nan for a in IMAGE_ATTRIBUTES})
+        path = find_map(scan_dir, target, image_id)
+        if path is not None:
+            with Image.open(path) as im:
+                row.update(map_attributes(np.asarray(im), background))
+        else:
+            row.update({a: np.nan for a in MAP_ATTRIBUTES})
+        rows.append(row)
+    out = pd.DataFrame(rows, index=pd.Index(table.index, name="id"))
+    for k in schema.frac_models(table.columns).get(target, []):
+        name = names[k] if k < len(names) else f"{k}"
+        out[f"class_{name}"] = table[schema.frac(target, k)].to_numpy(np.float64, na_value=np.nan)
+    return out

@@ -1,0 +1,60 @@
+"""The round page at every stage of a project: new, waiting for ratings, finished (simulated humans);
+every link is relative and present, and each section says what is not there yet."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from blindspots.loop import rounds
+from blindspots.loop.project import Project
+from blindspots.report import write_round_report
+from blindspots.report.round_page import round_scenarios
+from test_rounds import make_config, world  # noqa: F401  (the module-scoped scenes + models fixture)
+
+torch.set_num_threads(1)
+
+
+def links_ok(index: Path) -> str:
+    html = index.read_text()
+    for src in re.findall(r'(?:src|href)="([^"#]+)"', html):
+        assert not src.startswith(("/", "http", "file:")) and (index.parent / unquote(src)).is_file(), src
+    return html
+
+
+def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa: F811
+    p = Project.create(tmp_path / "p", make_config(world))
+    html = links_ok(write_round_report(p, out_dir=tmp_path / "new"))
+    assert "No round has been evaluated yet" in html and "Nothing mined in this round yet" in html
+
+    st = rounds.advance(p, simulate=False, progress=False)  # stops waiting for ratings
+    assert not st.finished
+    html = links_ok(write_round_report(p, out_dir=tmp_path / "waiting"))
+    assert "not rated yet" in html and "No ratings yet" in html and "candidates M(1)" in html
+
+    assert rounds.advance(p, simulate=True, progress=False).finished
+    index = write_round_report(p, 0)
+    assert index == p.reports_dir / "html" / "round-0" / "index.html"
+    html = links_ok(index)
+    assert "MOS " in html and "Picked because" in html and "target_v1" in html
+    assert "IoU change" in html or "per-class IoU change" in html
+    for name in ("mos.png", "class_iou_change.png"):
+        assert (index.parent / "figures" / name).is_file()
+    assert "target" in (index.parent / "table1.csv").read_text()
+    assert round_scenarios(Project.create(tmp_path / "fresh", make_config(world))) is None
+    html = links_ok(write_round_report(p, 1, tmp_path / "last"))  # the last round forms no S
+    assert "No S in this round yet" in html
+
+    from blindspots.cli import app
+
+    res = CliRunner().invoke(app, ["report", str(p.path), "--round", "0", "--out", str(tmp_path / "cli"),
+                                   "--scenarios"])
+    assert res.exit_code == 0, res.output
+    html = links_ok(tmp_path / "cli" / "index.html")
+    assert "Failure scenarios" in html and "Scenario 1:" in html and "most typical" in html
+    with pytest.raises(ValueError, match="round"):
+        write_round_report(p, 7, tmp_path / "bad")
