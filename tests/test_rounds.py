@@ -222,3 +222,15 @@ def test_without_labels_the_label_plan_mines_from_pool_predictions(world: Path, 
     assert p.step(0, "export")["status"] == "done" and p.step(0, "finetune") is None
     assert len(p.candidates(0, "S")) > 0 and (p.reports_dir / "round-0" / "S.csv").is_file()
     assert rounds.advance(p, simulate=True, progress=False).message == st.message  # stays stopped
+
+
+def test_scenario_strategy_mines_near_round_0s_failures(world: Path, tmp_path: Path) -> None:
+    # Round 0 has no confirmed failures yet and mines with MAD; round 1 groups S(1) into failure
+    # scenarios (scenarios/segmentation.py) and mines the pool images nearest them.
+    p = Project.create(tmp_path / "p", make_config(world, strategy="scenario"))
+    st = rounds.advance(p, simulate=True, progress=False)
+    assert st.finished, st.message
+    m0, m1, s0 = p.candidates(0, "M"), p.candidates(1, "M"), p.candidates(0, "S")
+    assert len(m0) and len(m1) and len(s0) >= 2
+    assert not set(m1["id"]) & set(s0["id"])  # confirmed failures are not mined again
+    assert "scenario" in str(m1.iloc[0].to_dict())  # the reason names the scenario

@@ -125,6 +125,7 @@ def demo(
                                        "then `blindspots annotators add`, `blindspots serve` and `blindspots round`."),
 ) -> None:
     """Two full MAD rounds on procedural scenes with simulated humans; prints Table 1."""
+    from blindspots.cli.report import write_round_pages
     from blindspots.mine.testset import format_leaderboard
 
     t0 = time.perf_counter()
@@ -141,6 +142,7 @@ def demo(
     typer.echo(format_leaderboard(res["leaderboard"]) if len(res["leaderboard"]) else "(no round evaluated)")
     typer.echo("")
     typer.echo(res["status"].message)
+    write_round_pages(proj, res["status"].round)
     typer.echo(f"files: project {proj} (settings blindspots.toml, store store.sqlite, scans/, masks/, "
                f"checkpoints/, reports/leaderboard.txt); scenes {Path(out) / 'scenes'}; zoo {Path(out) / 'zoo'}")
     times = ", ".join(f"{k} {v:.0f} s" for k, v in res["times"].items())

@@ -102,6 +102,8 @@ def round_(
     """Advance the loop to the next step that needs a human, and say what is awaited."""
     from blindspots.loop.rounds import advance
 
+    from blindspots.cli.report import write_round_pages
+
     st = advance(open_project(project), simulate=simulate, max_steps=max_steps)
     typer.echo(st.message)
     if st.state == "finished":
@@ -109,6 +111,7 @@ def round_(
     if st.awaited:
         shown = ", ".join(st.awaited[:10]) + (" ..." if len(st.awaited) > 10 else "")
         typer.echo(f"awaiting {len(st.awaited)} images: {shown}")
+    write_round_pages(project, st.round)
 
 
 def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:

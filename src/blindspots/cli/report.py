@@ -39,6 +39,25 @@ def report(
     typer.echo(f"report: {index}")
 
 
+def write_round_pages(project: Path, last_round: int) -> Path | None:
+    """Write the report page of rounds 0..last_round (as far as each got) and echo the last one's path.
+
+    Called by `round` and the demo. A failure here is a warning, not the command's failure: the
+    round's own results are already stored.
+    """
+    from blindspots.report.round_page import write_round_report
+
+    path = None
+    try:
+        for i in range(last_round + 1):
+            path = write_round_report(project, i)
+    except Exception as e:  # noqa: BLE001 - the loop's results are safe; say why the page is missing
+        typer.echo(f"warning: could not write the round report: {type(e).__name__}: {e}", err=True)
+        return None
+    typer.echo(f"report: {path}")
+    return path
+
+
 def register(app: typer.Typer) -> None:
     """Add the `report` command."""
     app.command("report", help="Write an offline HTML report (figures as PNG beside it) of a project round or "

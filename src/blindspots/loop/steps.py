@@ -120,7 +120,23 @@ def make_sampler(loop: _Loop, i: int, strategy: str | None = None) -> Any:
                           distance=m.distance, n3=m.n3, ranges=ranges, classes=loop.classes)
     if strategy == "random":
         return registered("random")
+    if strategy == "scenario":
+        return _scenario_sampler(loop, i) or make_sampler(loop, i, "mad")
     return registered(strategy, target=name)  # entropy, surprise: read the target's columns
+
+
+def _scenario_sampler(loop: _Loop, i: int) -> Any:
+    """Pool images nearest the failure scenarios of the S of rounds 0..i-1 (None before two failures exist:
+    round 0 then mines with MAD)."""
+    from blindspots.mine.registry import make_sampler as registered
+    from blindspots.scenarios.segmentation import find_scenarios
+    from blindspots.scenarios.segmentation_attributes import scan_attributes
+
+    feats = scan_attributes(loop.project.scan_dir)
+    fails = sorted({str(x) for r in range(i) for x in loop.project.candidates(r, "S")["id"]} & set(feats.index))
+    if len(fails) < 2:
+        return None
+    return registered("scenario", scenarios=find_scenarios(feats, fails), features=feats)
 
 
 def run_mine(loop: _Loop, i: int, seed: int) -> dict:
