@@ -149,6 +149,9 @@ def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: lis
     ray = import_ray()
     refs = model_refs(models)
     started = _connect(ray, address)
+    ctx = ray.data.DataContext.get_current()
+    bars = ctx.enable_progress_bars
+    ctx.enable_progress_bars = False  # the scan has its own tqdm bar
     try:
         n_actors = int(actors) if actors else default_actors(ray)
         if n_actors < 1:
@@ -164,6 +167,7 @@ def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: lis
                                                    "save_maps": save_maps})
         _drain(ds, plans, models, layout, target, num_classes, save_maps, bar)
     finally:
+        ctx.enable_progress_bars = bars
         if started:
             ray.shutdown()
 
