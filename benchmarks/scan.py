@@ -32,6 +32,7 @@ with other jobs give noisy times: compare the ratio, which is measured side by s
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import tempfile
@@ -126,6 +127,22 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
                   shard_size=args.shard_size, progress=False, **kw)
         return time.perf_counter() - t
 
+    class Startup(logging.Handler):
+        """Grabs the Ray engine's 'first result after A s, then N images in B s' log line."""
+
+        def __init__(self) -> None:
+            super().__init__(logging.INFO)
+            self.last: tuple[float, float] = (float("nan"), float("nan"))
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.msg.startswith("ray scan: first result"):
+                self.last = (float(record.args[0]), float(record.args[2]))
+
+    grab = Startup()
+    engine_log = logging.getLogger("blindspots.scan.engines.ray")
+    engine_log.addHandler(grab)
+    engine_log.setLevel(logging.INFO)
+
     def on_ray(folder: Path, nodes: int) -> float:
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
         try:
@@ -142,15 +159,20 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
     for r in range(args.ray_rounds):
         t_local = timed(out / "ray-local")
         t1 = on_ray(out / "ray-1x1", 1)
+        (s1, w1) = grab.last
         t2 = on_ray(out / "ray-2x1", 2)
+        (s2, w2) = grab.last
         r11.append(t1 / t_local)
         r21.append(t1 / t2)
         print(f"ray round {r}: {len(part)} images; local engine (1 torch thread) {t_local:6.2f} s, "
-              f"Ray 1x1 CPU {t1:6.2f} s, Ray 2x1 CPU {t2:6.2f} s; Ray 1x1 / local {r11[-1]:.3f}, "
-              f"speed-up 2x1 / 1x1 {r21[-1]:.3f}; {load()}", flush=True)
+              f"Ray 1x1 CPU {t1:6.2f} s (start-up {s1:.1f} s + {w1:.1f} s), Ray 2x1 CPU {t2:6.2f} s "
+              f"(start-up {s2:.1f} s + {w2:.1f} s); Ray 1x1 / local {r11[-1]:.3f}, speed-up 2x1 / 1x1 "
+              f"{r21[-1]:.3f}; after start-up: {w1 / t_local:.3f} and {w1 / w2:.3f}; {load()}", flush=True)
     print(f"Ray 1 node x 1 CPU / local engine (1 torch thread): median {np.median(r11):.3f} (target <= 1.2); "
           f"{load()}")
     print(f"Ray 2 nodes x 1 CPU / 1 node x 1 CPU speed-up: median {np.median(r21):.3f} (target >= 1.7); {load()}")
+    print("(start-up = from the Ray pipeline's start to its first result: actor processes importing torch and "
+          "loading the models, and the first batch's decode and forward; paid once per scan)")
 
 
 def main() -> None:

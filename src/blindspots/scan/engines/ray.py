@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import time
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -184,7 +185,11 @@ def _drain(ds: Any, plans: list[ShardPlan], models: Mapping[str, Any], layout: S
     health = Health()
     planned = {m: sum(len(p.ids) for p in plans if m in p.run) for m in models}
     deferred: list[tuple[ShardPlan, ShardRows]] = []
+    t0 = time.perf_counter()
+    first: float | None = None
     for row in ds.iter_rows():
+        if first is None:
+            first = time.perf_counter()
         _, item = pickle.loads(row["item"])
         plan = by_k[item.k]
         shard = rows.setdefault(plan.k, ShardRows())
@@ -208,6 +213,10 @@ def _drain(ds: Any, plans: list[ShardPlan], models: Mapping[str, Any], layout: S
     health.check(planned, final=True)
     for p, s in deferred:
         finish_shard(p, s, layout, target, num_classes)
+    end = time.perf_counter()
+    if first is not None:  # start-up (actor processes importing torch, loading models) vs the rest
+        log.info("ray scan: first result after %.2f s, then %d images in %.2f s",
+                 first - t0, sum(seen.values()), end - first)
     missing = [p.k for p in plans if seen.get(p.k, 0) < len(p.ids)]
     if missing:
         raise RuntimeError(f"scan: the Ray pipeline ended without every row of shards {missing[:5]}")
