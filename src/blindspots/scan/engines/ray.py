@@ -118,7 +118,7 @@ def _connect(ray: Any, address: str | None) -> bool:
     """Connect to `address` (or start a local Ray) unless connected already; True when we did."""
     if ray.is_initialized():
         if address is not None:
-            log.info("ray already initialised; ignoring address %r", address)
+            log.warning("ray is already initialised in this process; ignoring address %r", address)
         return False
     ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     return True
