@@ -17,13 +17,23 @@ different designs). Printed:
    and the cost of the statistics alone on the same probabilities, as a share of the bare
    forward.
 
-Run: ``.venv/bin/python benchmarks/scan.py [--n 2000] [--threads 1] [--workdir DIR]``.
+With --ray N, the first N images are also scanned on Ray (`engine="ray"`, needs blindspots[ray]),
+in rounds that interleave: the local engine with 1 torch thread; a local Ray of 1 node x 1 CPU;
+a Ray cluster of 2 nodes x 1 CPU on this machine (`ray.cluster_utils.Cluster`). Printed per round
+and as medians of the per-round ratios: Ray 1x1 / local (target <= 1.2) and the speed-up of
+2x1 over 1x1 (target >= 1.7), with `os.getloadavg()` beside them. Ray's start-up is not timed;
+starting the model actors (a Python process each, importing torch) is, as every scan pays it.
+All Ray traffic stays on 127.0.0.1 (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0).
+
+Run: ``.venv/bin/python benchmarks/scan.py [--n 2000] [--threads 1] [--ray 400] [--workdir DIR]``.
 The scenes are cached in the work folder. Prints; asserts nothing about time. Machines shared
 with other jobs give noisy times: compare the ratio, which is measured side by side.
 """
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import shutil
 import tempfile
 import time
@@ -94,6 +104,77 @@ class SubPool:
         return self._pool.iter_items(ids)
 
 
+def load() -> str:
+    return "load %.2f %.2f %.2f" % os.getloadavg()
+
+
+def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str], args: argparse.Namespace,
+               out: Path) -> None:
+    """Interleaved rounds: local engine (1 torch thread), Ray 1 node x 1 CPU, Ray 2 nodes x 1 CPU."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray starts: bind to 127.0.0.1
+    import ray
+    from ray.cluster_utils import Cluster
+
+    part = ids[:args.ray]
+    target = next(iter(models))
+    torch.set_num_threads(1)
+    quiet = {"logging_level": "WARNING", "log_to_driver": False}
+
+    def timed(folder: Path, **kw) -> float:
+        shutil.rmtree(folder, ignore_errors=True)
+        t = time.perf_counter()
+        scan_pool(SubPool(pool, part), models, folder, target=target, batch_size=args.batch_size,
+                  shard_size=args.shard_size, progress=False, **kw)
+        return time.perf_counter() - t
+
+    class Startup(logging.Handler):
+        """Grabs the Ray engine's 'first result after A s, then N images in B s' log line."""
+
+        def __init__(self) -> None:
+            super().__init__(logging.INFO)
+            self.last: tuple[float, float] = (float("nan"), float("nan"))
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.msg.startswith("ray scan: first result"):
+                self.last = (float(record.args[0]), float(record.args[2]))
+
+    grab = Startup()
+    engine_log = logging.getLogger("blindspots.scan.engines.ray")
+    engine_log.addHandler(grab)
+    engine_log.setLevel(logging.INFO)
+
+    def on_ray(folder: Path, nodes: int) -> float:
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+        try:
+            for _ in range(nodes - 1):
+                cluster.add_node(num_cpus=1)
+            ray.init(address=cluster.address, **quiet)
+            assert all(n["NodeManagerAddress"] == "127.0.0.1" for n in ray.nodes())
+            return timed(folder, engine="ray")
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+
+    r11, r21 = [], []
+    for r in range(args.ray_rounds):
+        t_local = timed(out / "ray-local")
+        t1 = on_ray(out / "ray-1x1", 1)
+        (s1, w1) = grab.last
+        t2 = on_ray(out / "ray-2x1", 2)
+        (s2, w2) = grab.last
+        r11.append(t1 / t_local)
+        r21.append(t1 / t2)
+        print(f"ray round {r}: {len(part)} images; local engine (1 torch thread) {t_local:6.2f} s, "
+              f"Ray 1x1 CPU {t1:6.2f} s (start-up {s1:.1f} s + {w1:.1f} s), Ray 2x1 CPU {t2:6.2f} s "
+              f"(start-up {s2:.1f} s + {w2:.1f} s); Ray 1x1 / local {r11[-1]:.3f}, speed-up 2x1 / 1x1 "
+              f"{r21[-1]:.3f}; after start-up: {w1 / t_local:.3f} and {w1 / w2:.3f}; {load()}", flush=True)
+    print(f"Ray 1 node x 1 CPU / local engine (1 torch thread): median {np.median(r11):.3f} (target <= 1.2); "
+          f"{load()}")
+    print(f"Ray 2 nodes x 1 CPU / 1 node x 1 CPU speed-up: median {np.median(r21):.3f} (target >= 1.7); {load()}")
+    print("(start-up = from the Ray pipeline's start to its first result: actor processes importing torch and "
+          "loading the models, and the first batch's decode and forward; paid once per scan)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000, help="pool size (>= 2000 for the reported figure)")
@@ -106,6 +187,9 @@ def main() -> None:
     ap.add_argument("--models", nargs="*", default=None, help="zoo names (default: the first three)")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "blindspots-bench-scan")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ray", type=int, default=0, help="also time the Ray engine on the first N images (0: not)")
+    ap.add_argument("--ray-rounds", type=int, default=3)
+    ap.add_argument("--ray-only", action="store_true", help="skip the local scan / bare forward segments")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -120,6 +204,10 @@ def main() -> None:
 
     out = args.workdir / "scan-out"
     shutil.rmtree(out, ignore_errors=True)
+    if args.ray:
+        ray_rounds(pool, models, ids, args, out)
+        if args.ray_only:
+            return
     seg = -(-len(ids) // max(1, args.segments))
     scan = scan_cpu = bare = bare_cpu = 0.0
     all_batches: list[np.ndarray] = []

@@ -31,6 +31,12 @@ def scan(
     list_file: Optional[Path] = typer.Option(None, help="Text file of image paths relative to POOL (one a line) "
                                              "instead of walking the folder."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    engine: str = typer.Option("local", help="'local' (threads on this machine) or 'ray' (Ray Data tasks and "
+                               "actors; pip install 'blindspots[ray]'; see docs/ray.md)."),
+    address: Optional[str] = typer.Option(None, help="Ray cluster address for --engine ray (e.g. 'auto' on a "
+                                          "cluster node, or HOST:6379); default: a local Ray on this machine."),
+    actors: Optional[int] = typer.Option(None, help="Model actors for --engine ray (each loads every model once); "
+                                         "default: one per CPU of the cluster."),
 ) -> None:
     """Scan POOL with a target and competitors (MAD Algorithm 1, steps 2-4 and 7-9)."""
     from blindspots.data.pool import ImagePool
@@ -56,7 +62,8 @@ def scan(
     try:
         image_pool = ImagePool(pool, list_file=list_file)
         scan_pool(image_pool, models, out, target=t_name, competitors=competitors, batch_size=batch_size,
-                  shard_size=shard_size, save_maps=maps, resize=size, progress=progress)
+                  shard_size=shard_size, save_maps=maps, resize=size, progress=progress, engine=engine,
+                  ray_address=address, actors=actors)
         table = read_score_table(out)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)

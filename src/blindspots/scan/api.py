@@ -1,9 +1,9 @@
 """`scan_pool`: stream a pool once through a target and m competitors; write the score table.
 
 Checks the inputs, writes the manifest, plans the shards still to do (`scan.plan`) and hands
-them to an engine (`scan.engines.local`: threads on this machine). Killed at any moment and
-started again, the scan redoes only the unfinished shards and ends with the same table as an
-uninterrupted run.
+them to an engine (`scan.engines.local`: threads on this machine; `scan.engines.ray`: Ray Data
+tasks and actors on a cluster). Killed at any moment and started again, with either engine, the
+scan redoes only the unfinished shards and ends with the same table as an uninterrupted run.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
 from blindspots.scan.engines.local import run_local
+from blindspots.scan.engines.ray import import_ray, run_ray
 from blindspots.scan.fingerprint import model_fingerprint
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.manifest import SCAN_VERSION, ids_digest, load_manifest, merge_manifest, save_manifest
@@ -23,6 +24,8 @@ from blindspots.scan.plan import num_shards, plan_shards, scan_ids
 from blindspots.scan.schema import check_model_name
 
 log = logging.getLogger(__name__)
+
+ENGINES = ("local", "ray")
 
 
 def _validate(pool: Any, models: Mapping[str, Any], target: str, competitors: Sequence[str] | None,
@@ -86,6 +89,9 @@ def scan_pool(
     classes: Classes | None = None,
     prefetch: int = 4,
     progress: bool = True,
+    engine: str = "local",
+    ray_address: str | None = None,
+    actors: int | None = None,
 ) -> Path:
     """Stream `pool` once through the target and its competitors; write the score table.
 
@@ -106,10 +112,21 @@ def scan_pool(
         (`blindspots.ids.artifact_name`: "a/cat.jpg" -> "a/cat.png").
     resize: (height, width) to resize every image to before inference (maps are at that size;
         width/height columns keep the original size). None: native size.
+    engine: "local" (threads on this machine) or "ray" (Ray Data: decode tasks, model actors; needs
+        `pip install 'blindspots[ray]'`, see docs/ray.md). Both write the same files.
+    ray_address: the Ray cluster for engine="ray" ("auto", "host:6379", "ray://host:10001"); None:
+        the Ray this process is connected to, or a new local one. actors: model actors for
+        engine="ray" (default: one per cluster CPU); each loads every model once.
     classes: the label space recorded in scan.json (default: the target's `.classes` if any).
         Each model's own class names are recorded under models.<M>.classes.
     Returns out_dir. See `blindspots.scan.schema` for the columns and `read_score_table`.
     """
+    if engine not in ENGINES:
+        raise ValueError(f"engine: expected one of {ENGINES}, got {engine!r}")
+    if actors is not None and (isinstance(actors, bool) or int(actors) < 1):
+        raise ValueError(f"actors: expected a positive integer or None, got {actors!r}")
+    if engine == "ray":
+        import_ray()  # before anything is written: say how to install it
     out = Path(out_dir)
     old = load_manifest(out)
     comps = _validate(pool, models, target, competitors, batch_size, shard_size, resize, old)
@@ -141,6 +158,10 @@ def scan_pool(
     log.info("scan %s: %d of %d shards to do", out, len(todo), len(plans))
     with tqdm(total=len(ids), initial=done_images, unit="img", desc=f"scan {', '.join(running)}",
               disable=not progress) as bar:
-        run_local(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps,
-                  max(1, int(prefetch)), bar)
+        if engine == "ray":
+            run_ray(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps, bar,
+                    address=ray_address, actors=actors)
+        else:
+            run_local(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps,
+                      max(1, int(prefetch)), bar)
     return out

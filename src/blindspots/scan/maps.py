@@ -14,17 +14,27 @@ from blindspots.scan.png import encode_index_png
 PNG_COMPRESS_LEVEL = 1  # fast zlib level: maps are small and written once per image and model
 
 
-def save_maps(layout: ScanLayout, model: str, ids: list[str], maps: np.ndarray) -> None:
-    """maps: uint8 (or int32 for C > 256, saved as 16-bit) [N, H, W] class ids, one per id."""
+def encode_maps(maps: np.ndarray) -> list[bytes]:
+    """maps: uint8 (or int32 for C > 256, saved as 16-bit) [N, H, W] class ids -> N index PNG files' bytes."""
+    return [encode_index_png(m if m.dtype == np.uint8 else m.astype(np.uint16), level=PNG_COMPRESS_LEVEL)
+            for m in maps]
+
+
+def write_pngs(layout: ScanLayout, model: str, ids: list[str], pngs: list[bytes]) -> None:
+    """Write encoded maps (`encode_maps`), one file per id, at `layout.map_path(model, id)`."""
     made: set = set()  # folders created in this call (ids may live in subfolders)
-    for image_id, m in zip(ids, maps):
+    for image_id, data in zip(ids, pngs):
         path = layout.map_path(model, image_id)
         if path.parent not in made:
             path.parent.mkdir(parents=True, exist_ok=True)
             made.add(path.parent)
-        data = encode_index_png(m if m.dtype == np.uint8 else m.astype(np.uint16), level=PNG_COMPRESS_LEVEL)
         with open(path, "wb") as fh:
             fh.write(data)
+
+
+def save_maps(layout: ScanLayout, model: str, ids: list[str], maps: np.ndarray) -> None:
+    """maps: uint8 (or int32 for C > 256, saved as 16-bit) [N, H, W] class ids, one per id."""
+    write_pngs(layout, model, ids, encode_maps(maps))
 
 
 def load_map(layout: ScanLayout, model: str, image_id: str) -> np.ndarray | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from PIL import Image
@@ -70,49 +70,51 @@ def put_until_stopped(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
 
 def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple[int, int] | None,
                  q: queue.Queue, stop: threading.Event) -> None:
-    """Reader thread: decode each planned shard's images and put same-size Batch messages, then
-    the shard's Errors (undecodable ids) and EndShard, then DONE.
+    """Reader thread: put each planned shard's messages (`shard_messages`), then DONE."""
+    for plan in plans:
+        for msg in shard_messages(pool, plan, batch_size, resize):
+            if stop.is_set() or not put_until_stopped(q, msg, stop):
+                return
+    put_until_stopped(q, DONE, stop)
 
-    plans: objects with .k, .ids and .needs_images; shards that need no images get Batch
+
+def shard_messages(pool: Any, plan: Any, batch_size: int,
+                   resize: tuple[int, int] | None) -> Iterator[Batch | Errors | EndShard]:
+    """One shard's messages, in order: same-size Batch messages, then the shard's Errors
+    (undecodable ids, if any), then EndShard. Both engines batch through here, so a shard's
+    batches (and hence every float of the score table) do not depend on the engine.
+
+    plan: an object with .k, .ids and .needs_images; a shard that needs no images gives Batch
     messages without pixels (images=None). resize: (H, W) to resize to (bilinear), or None.
     Each decoded image's file is hashed here too (`pool.content_hash(id)`, when the pool has it),
     so exact duplicates are known without a second pass.
     """
+    if not plan.needs_images:  # only pair shards missing: the maps are read back, no decoding
+        for s in range(0, len(plan.ids), batch_size):
+            yield Batch(plan.k, plan.ids[s:s + batch_size], None, [])
+        yield EndShard(plan.k)
+        return
     hash_of = getattr(pool, "content_hash", None)
-    for plan in plans:
-        if not plan.needs_images:  # only pair shards missing: the maps are read back, no decoding
-            for s in range(0, len(plan.ids), batch_size):
-                if not put_until_stopped(q, Batch(plan.k, plan.ids[s:s + batch_size], None, []), stop):
-                    return
-            if not put_until_stopped(q, EndShard(plan.k), stop):
-                return
+    pending: dict[tuple[int, int], list[tuple[str, np.ndarray, tuple[int, int], str | None]]] = {}
+    errors: list[tuple[str, str]] = []
+    for item in pool.iter_items(plan.ids):
+        if item.image is None:
+            errors.append((item.id, str(item.error)))
             continue
-        pending: dict[tuple[int, int], list[tuple[str, np.ndarray, tuple[int, int], str | None]]] = {}
-        errors: list[tuple[str, str]] = []
-        for item in pool.iter_items(plan.ids):
-            if stop.is_set():
-                return
-            if item.image is None:
-                errors.append((item.id, str(item.error)))
-                continue
-            image = item.image
-            size = image.shape[:2]
-            if resize is not None and tuple(size) != tuple(resize):
-                image = resize_image(image, resize)
-            group = pending.setdefault(image.shape[:2], [])
-            group.append((item.id, image, size, _hash(hash_of, item.id)))
-            if len(group) == batch_size:
-                del pending[image.shape[:2]]
-                if not put_until_stopped(q, make_batch(plan.k, group), stop):
-                    return
-        for shape in sorted(pending):
-            if not put_until_stopped(q, make_batch(plan.k, pending[shape]), stop):
-                return
-        if errors and not put_until_stopped(q, Errors(plan.k, errors), stop):
-            return
-        if not put_until_stopped(q, EndShard(plan.k), stop):
-            return
-    put_until_stopped(q, DONE, stop)
+        image = item.image
+        size = image.shape[:2]
+        if resize is not None and tuple(size) != tuple(resize):
+            image = resize_image(image, resize)
+        group = pending.setdefault(image.shape[:2], [])
+        group.append((item.id, image, size, _hash(hash_of, item.id)))
+        if len(group) == batch_size:
+            del pending[image.shape[:2]]
+            yield make_batch(plan.k, group)
+    for shape in sorted(pending):
+        yield make_batch(plan.k, pending[shape])
+    if errors:
+        yield Errors(plan.k, errors)
+    yield EndShard(plan.k)
 
 
 def resize_image(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:

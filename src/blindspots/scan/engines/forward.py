@@ -1,0 +1,199 @@
+"""One batch through the models, and the statistics beside the forward: the part of a scan
+that both engines run where the models live (the local engine's main + writer threads, the
+Ray engine's actors).
+
+`forward` runs each model a shard still needs on a batch; a model that raises on the batch is
+retried image by image, and the images it still fails on get its one-line message (status
+'error' in the score table). `batch_result` turns the probabilities into what the score table
+keeps (`scan.stats.model_stats`: argmax map, class fractions, entropy, max probability) and the
+(target, competitor) distances between maps computed in this batch, so that only small arrays
+leave the forward.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from blindspots.models.protocol import ModelFailure
+from blindspots.scan.engines.pipeline import Batch
+from blindspots.scan.plan import ShardPlan
+from blindspots.scan.stats import model_stats, pair_distances
+
+log = logging.getLogger(__name__)
+
+ALL_FAIL_MIN = 8  # a model that failed on this many images (or all it got) and on none ran: stop
+MAX_ERROR_CHARS = 500
+
+
+@dataclass
+class Output:
+    """One model's probabilities on part of a batch: positions into the batch's ids."""
+
+    pos: list[int]
+    proba: np.ndarray  # float32 [len(pos), C, H, W]
+
+
+@dataclass
+class ModelResult:
+    """One model's statistics on the images of a batch it produced output for."""
+
+    ids: list[str]
+    argmax: np.ndarray  # uint8 (int32 for C > 256) [n, H, W]
+    frac: np.ndarray  # float32 [n, C]
+    entropy: np.ndarray  # float32 [n]
+    maxprob: np.ndarray  # float32 [n]
+    whole: bool  # the model ran on every image of the batch
+    pngs: list[bytes] | None = None  # the maps encoded as index PNGs (Ray: encoded where they are made)
+
+
+@dataclass
+class BatchResult:
+    """What a batch adds to its shard's rows: statistics per model, errors, pair distances."""
+
+    k: int
+    ids: list[str]
+    sizes: list[tuple[int, int]]  # original (H, W) per image
+    hashes: list[str | None]
+    decoded: bool  # False for a map-only batch (no pixels: only pairs against saved maps)
+    models: dict[str, ModelResult] = field(default_factory=dict)
+    errors: dict[str, dict[str, str]] = field(default_factory=dict)  # model -> id -> message
+    pairs: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # competitor -> id -> d
+
+
+@dataclass
+class Health:
+    """Per model: images it produced output for, images it failed on, and the first failure."""
+
+    ok: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, int] = field(default_factory=dict)
+    first: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def add(self, run: list[str], ok: Mapping[str, int], errors: Mapping[str, Mapping[str, str]]) -> None:
+        """Count one batch: ok = model -> images it produced output for; errors = model -> id -> message."""
+        for name in run:
+            if ok.get(name):
+                self.ok[name] = self.ok.get(name, 0) + ok[name]
+            errs = errors.get(name, {})
+            self.failed[name] = self.failed.get(name, 0) + len(errs)
+            for image_id, text in errs.items():
+                self.first.setdefault(name, (image_id, text))
+
+    def undecided(self) -> list[str]:
+        """Models that have failed and never succeeded yet."""
+        return [m for m, f in self.failed.items() if f and not self.ok.get(m)]
+
+    def check(self, planned: Mapping[str, int], final: bool) -> None:
+        for m in self.undecided():
+            if final or self.failed[m] >= min(ALL_FAIL_MIN, planned.get(m, 0)):
+                image_id, msg = self.first[m]
+                raise ValueError(f"models[{m!r}]: expected a model that runs on the pool's images, got one that "
+                                 f"failed on every image it was given ({self.failed[m]}), e.g. on {image_id!r}: "
+                                 f"{msg.split(': ', 1)[-1]}")
+
+
+def predict(model: Any, ids: list[str], images: np.ndarray, name: str, num_classes: int) -> np.ndarray:
+    """float32 [n, C, H, W] of one model on images uint8 [n, H, W, 3]; raises on a bad output."""
+    n, h, w = images.shape[:3]
+    if hasattr(model, "predict_proba_ids"):
+        proba = model.predict_proba_ids(ids, sizes=[(h, w)] * n)
+    else:
+        proba = model.predict_proba(images)
+    if proba.shape != (n, num_classes, h, w):
+        raise ValueError(f"models[{name!r}]: expected probabilities of shape {(n, num_classes, h, w)}, "
+                         f"got {proba.shape}")
+    return proba
+
+
+def message(name: str, exc: Exception) -> str:
+    """The error text of a model failure: one line, at most MAX_ERROR_CHARS."""
+    # ModelFailure already names the model kind, the input shape and the original exception's type
+    head = f"{name}: " if isinstance(exc, ModelFailure) else f"{name}: {type(exc).__name__}: "
+    text = head + " ".join(str(exc).split())  # one line, whatever the model raised
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 3] + "..."
+
+
+def forward(msg: Batch, run: list[str], models: Mapping[str, Any], num_classes: int
+            ) -> tuple[dict[str, Output], dict[str, dict[str, str]]]:
+    """Each model of `run` on this batch, and its failures (model -> id -> message).
+
+    A model that raises on the batch is retried one image at a time to find the images it fails
+    on; Exceptions only (KeyboardInterrupt and friends still stop the scan)."""
+    if msg.images is None:
+        return {}, {}
+    outputs: dict[str, Output] = {}
+    errors: dict[str, dict[str, str]] = {}
+    for name in run:
+        model = models[name]
+        try:
+            outputs[name] = Output(list(range(len(msg.ids))), predict(model, msg.ids, msg.images, name, num_classes))
+        except Exception as exc:  # noqa: BLE001 - recorded per image below
+            found = [(0, None, exc)] if len(msg.ids) == 1 else _one_by_one(model, msg, name, num_classes)
+            good = [(i, p) for i, p, _ in found if p is not None]
+            if good:
+                outputs[name] = Output([i for i, _ in good], np.concatenate([p for _, p in good]))
+            for i, _, err in found:
+                if err is not None:
+                    text = message(name, err)
+                    log.warning("model %r failed on %s: %s", name, msg.ids[i], text)
+                    errors.setdefault(name, {})[msg.ids[i]] = text
+    return outputs, errors
+
+
+def _one_by_one(model: Any, msg: Batch, name: str, num_classes: int
+                ) -> list[tuple[int, np.ndarray | None, Exception | None]]:
+    """(position, probabilities [1, C, H, W] or None, exception or None) per image of a batch that failed."""
+    found: list[tuple[int, np.ndarray | None, Exception | None]] = []
+    for i, image_id in enumerate(msg.ids):
+        try:
+            found.append((i, predict(model, [image_id], msg.images[i:i + 1], name, num_classes), None))
+        except Exception as exc:  # noqa: BLE001 - this image's error row
+            found.append((i, None, exc))
+    return found
+
+
+def batch_result(msg: Batch, plan: ShardPlan, outputs: dict[str, Output], errors: dict[str, dict[str, str]],
+                 target: str, num_classes: int) -> BatchResult:
+    """Statistics of each model's output on the batch, and the pair distances whose two maps were
+    both computed here (pairs against maps saved by an earlier run are left to `rows.add_batch`)."""
+    ids = msg.ids
+    res = BatchResult(msg.k, list(ids), [tuple(s) for s in msg.sizes], list(msg.hashes or [None] * len(ids)),
+                      msg.images is not None, errors=errors)
+    for name, out in outputs.items():
+        st = model_stats(out.proba)
+        res.models[name] = ModelResult([ids[i] for i in out.pos], st.argmax, st.frac, st.entropy, st.maxprob,
+                                       len(out.pos) == len(ids))
+    if target not in plan.run:
+        return res
+    for g in plan.pairs:
+        if g not in plan.run:  # one map is on disk only: the writer side reads it back
+            continue
+        res.pairs[g] = pair_rows(res.models.get(target), res.models.get(g), ids, num_classes)
+    return res
+
+
+def pair_rows(a: ModelResult | None, b: ModelResult | None, ids: list[str],
+              num_classes: int) -> dict[str, tuple[float, float]]:
+    """id -> (dpa, dmiou) for the ids that have both maps."""
+    if a is None or b is None:
+        return {}
+    if a.whole and b.whole:  # the common case: one vectorised call on the batch's maps
+        dpa, dmiou = pair_distances(a.argmax, b.argmax, num_classes)
+        return dict(zip(ids, zip(dpa.tolist(), dmiou.tolist())))
+    ma, mb = dict(zip(a.ids, a.argmax)), dict(zip(b.ids, b.argmax))
+    both = [i for i in ids if i in ma and i in mb]
+    return dict(zip(both, distances([ma[i] for i in both], [mb[i] for i in both], num_classes)))
+
+
+def distances(a: list[np.ndarray], b: list[np.ndarray], num_classes: int) -> list[tuple[float, float]]:
+    """(dpa, dmiou) per image of two lists of maps; one vectorised call when all shapes agree."""
+    if not a:
+        return []
+    if len({m.shape for m in a} | {m.shape for m in b}) == 1:
+        dpa, dmiou = pair_distances(np.stack(a), np.stack(b), num_classes)
+    else:  # varied sizes (a map-only batch of a pool of many sizes): one image at a time
+        d = [pair_distances(x[None], y[None], num_classes) for x, y in zip(a, b)]
+        dpa, dmiou = np.concatenate([x[0] for x in d]), np.concatenate([x[1] for x in d])
+    return [(float(x), float(y)) for x, y in zip(dpa, dmiou)]
