@@ -355,7 +355,7 @@ def test_cli_scan(tmp_path, monkeypatch):
             "--no-progress", "--shard-size", "2"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
-    assert "scanned 6 images (1 unreadable)" in res.output
+    assert "scanned 6 images (1 with errors)" in res.output
     df = read_score_table(out)
     assert {"dpa__red__green", "entropy__red"} <= set(df.columns)
     assert np.allclose(df.loc[df.status == "ok", "entropy__red"], 0)  # one-hot labels

@@ -59,17 +59,14 @@ def scan(
         else:
             name = value
         competitors.append(name)
-    try:
-        image_pool = ImagePool(pool, list_file=list_file)
-        scan_pool(image_pool, models, out, target=t_name, competitors=competitors, batch_size=batch_size,
-                  shard_size=shard_size, save_maps=maps, resize=size, progress=progress, engine=engine,
-                  ray_address=address, actors=actors)
-        table = read_score_table(out)
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    image_pool = ImagePool(pool, list_file=list_file)
+    scan_pool(image_pool, models, out, target=t_name, competitors=competitors, batch_size=batch_size,
+              shard_size=shard_size, save_maps=maps, resize=size, progress=progress, engine=engine,
+              ray_address=address, actors=actors)
+    table = read_score_table(out)
     n_err = int((table[schema.STATUS] == schema.STATUS_ERROR).sum())
-    typer.echo(f"scanned {len(table)} images ({n_err} unreadable) with {len(models)} model(s) -> {out}")
+    # error rows: unreadable files, refused links, and images a model failed on (see the `error` column)
+    typer.echo(f"scanned {len(table)} images ({n_err} with errors) with {len(models)} model(s) -> {out}")
 
 
 def register(app: typer.Typer) -> None:
