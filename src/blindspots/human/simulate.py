@@ -23,6 +23,7 @@ from scipy import ndimage
 from blindspots._validation import check_int, check_number
 from blindspots.human.ratings import OUT_OF_DOMAIN, Ratings
 from blindspots.metrics import per_image_miou
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 
 def _rng(seed: int, *keys: str | int) -> np.random.Generator:
@@ -31,7 +32,8 @@ def _rng(seed: int, *keys: str | int) -> np.random.Generator:
     return np.random.default_rng(words)
 
 
-def image_miou(pred: np.ndarray, gt: np.ndarray, num_classes: int, *, ignore_index: int | None = 255) -> np.ndarray:
+def image_miou(pred: np.ndarray, gt: np.ndarray, num_classes: int, *,
+               ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> np.ndarray:
     """Per-image mIoU of `pred` against `gt` over the classes present in either.
 
     pred, gt: int [N, H, W] (or [H, W] for one image). Returns float64 [N].
@@ -131,7 +133,7 @@ class SimulatedAnnotator:
     """
 
     def __init__(self, *, boundary_px: int = 0, drop_below: int = 0, background: int = 0,
-                 ignore_index: int | None = 255, seed: int = 0) -> None:
+                 ignore_index: int | None = DEFAULT_IGNORE_INDEX, seed: int = 0) -> None:
         for name, v in (("boundary_px", boundary_px), ("drop_below", drop_below)):
             check_int(v, name, minimum=0)
         self.boundary_px, self.drop_below = int(boundary_px), int(drop_below)

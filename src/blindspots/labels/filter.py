@@ -27,6 +27,7 @@ from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batc
                                                 check_positive_int)
 from blindspots.labels._internal.pixels import sortable_key, upsample_mask
 from blindspots.labels._internal.stats import ArrayStats, CachedStats, PixelStats
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
@@ -39,7 +40,7 @@ CONFIDENT_THRESHOLDS_LOWER_BOUND = 2 * FLOATING_POINT_COMPARISON
 
 
 def open_stats(labels: Any = None, pred_probs: Any = None, *, model: Segmenter | None = None,
-               dataset: Any = None, model_batch_size: int = 8, ignore_index: int | None = 255,
+               dataset: Any = None, model_batch_size: int = 8, ignore_index: int | None = DEFAULT_IGNORE_INDEX,
                downsample: int = 1, batch_size: int | None = None, verbose: bool = True,
                atol: float = PROB_ATOL, cache_dir: str | os.PathLike | None = None) -> ArrayStats | CachedStats:
     """Wrap any supported input into a multi-pass source of per-pixel statistics."""
@@ -81,7 +82,8 @@ class LabelIssueFinder:
     image's H, W).
     """
 
-    def __init__(self, *, downsample: int = 1, ignore_index: int | None = 255, batch_size: int | None = None,
+    def __init__(self, *, downsample: int = 1, ignore_index: int | None = DEFAULT_IGNORE_INDEX,
+                 batch_size: int | None = None,
                  verbose: bool = True, cache_dir: str | os.PathLike | None = None, atol: float = PROB_ATOL) -> None:
         self.downsample = downsample
         self.ignore_index = ignore_index
@@ -323,7 +325,8 @@ def print_evaluated(finder: LabelIssueFinder) -> None:
 
 def find_label_issues(labels: Any = None, pred_probs: Any = None, *, batch_size: int | None = None,
                       n_jobs: int | None = None, verbose: bool = True, downsample: int = 1,
-                      ignore_index: int | None = 255, model: Segmenter | None = None, dataset: Any = None,
+                      ignore_index: int | None = DEFAULT_IGNORE_INDEX, model: Segmenter | None = None,
+                      dataset: Any = None,
                       model_batch_size: int = 8, out: np.ndarray | str | os.PathLike | None = None,
                       cache_dir: str | os.PathLike | None = None, atol: float = PROB_ATOL, **kwargs: Any
                       ) -> np.ndarray | list[np.ndarray]:

@@ -19,6 +19,7 @@ from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batc
                                                 check_positive_int, chunk_images, warn_unnormalised)
 from blindspots.labels._internal.pixels import scan_chunk
 from blindspots.labels.filter import LabelIssueFinder, print_evaluated
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
@@ -59,7 +60,8 @@ def _open_out(out: Any, shape: tuple[int, ...], dtype: np.dtype, name: str) -> n
 
 def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, method: str = "softmin",
                              batch_size: int | None = None, n_jobs: int | None = None, verbose: bool = True,
-                             temperature: float = 0.1, downsample: int = 1, ignore_index: int | None = 255,
+                             temperature: float = 0.1, downsample: int = 1,
+                             ignore_index: int | None = DEFAULT_IGNORE_INDEX,
                              model: Segmenter | None = None, dataset: Any = None, model_batch_size: int = 8,
                              pixel_scores_out: np.ndarray | str | os.PathLike | None = None,
                              return_pixel_scores: bool = True, atol: float = PROB_ATOL,

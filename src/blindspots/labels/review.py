@@ -25,6 +25,7 @@ from blindspots.labels._internal.pixels import argmax_max, label_probs
 from blindspots.labels._internal.regions import IssueRegion, image_regions, regions_frame
 from blindspots.labels.filter import LabelIssueFinder
 from blindspots.labels.rank import softmin_pool
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
@@ -48,7 +49,8 @@ class LabelReview:
 
 def review_label_issues(labels: Any = None, pred_probs: Any = None, *, model: Segmenter | None = None,
                         dataset: Any = None, ids: Sequence[str] | None = None, downsample: int = 1,
-                        ignore_index: int | None = 255, temperature: float = 0.1, background: Sequence[int] = (0,),
+                        ignore_index: int | None = DEFAULT_IGNORE_INDEX, temperature: float = 0.1,
+                        background: Sequence[int] = (0,),
                         min_area: int = 1, ignored_regions: bool = True, batch_size: int | None = None,
                         model_batch_size: int = 8, cache_dir: str | os.PathLike | None = None,
                         verbose: bool = True, on_mask: Callable[[int, np.ndarray], None] | None = None
@@ -146,7 +148,8 @@ def save_review(review: LabelReview, out: str | os.PathLike, *, fmt: str = "csv"
 
 
 def find_issue_regions(issues: np.ndarray, labels: np.ndarray, pred_probs: np.ndarray, *,
-                       background: Sequence[int] = (0,), ignore_index: int | None = 255, min_area: int = 1,
+                       background: Sequence[int] = (0,), ignore_index: int | None = DEFAULT_IGNORE_INDEX,
+                       min_area: int = 1,
                        connectivity: int = 2, ignored_thresholds: np.ndarray | None = None) -> pd.DataFrame:
     """Typed issue regions of a whole set, one row per region, sorted by image then region score.
 

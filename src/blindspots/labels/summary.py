@@ -15,6 +15,7 @@ import pandas as pd
 
 from blindspots.labels._internal.pixels import argmax_max
 from blindspots.metrics import ConfusionMatrix
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 
 def _check(issues: Any, labels: Any, pred_probs: Any = None) -> tuple[np.ndarray, np.ndarray]:
@@ -39,7 +40,7 @@ def _pred_at(pred_probs: Any, i: int) -> np.ndarray:
 
 def common_label_issues(issues: np.ndarray, labels: np.ndarray, pred_probs: np.ndarray, *,
                         class_names: Sequence[str] | None = None, exclude: Sequence[int] | None = None,
-                        top: int | None = None, verbose: bool = True, ignore_index: int | None = 255
+                        top: int | None = None, verbose: bool = True, ignore_index: int | None = DEFAULT_IGNORE_INDEX
                         ) -> pd.DataFrame:
     """DataFrame ['given_label', 'predicted_label', 'num_pixel_issues'] of the `top` (default 20) most
     frequent (given, predicted) pairs among flagged pixels, most frequent first (ties: given then
@@ -100,7 +101,8 @@ def filter_by_class(class_index: int, issues: np.ndarray, labels: np.ndarray, pr
 
 def display_issues(issues: np.ndarray, *, labels: np.ndarray | None = None, pred_probs: np.ndarray | None = None,
                    class_names: Sequence[str] | None = None, exclude: Sequence[int] | None = None,
-                   top: int | None = None, palette: np.ndarray | None = None, ignore_index: int | None = 255,
+                   top: int | None = None, palette: np.ndarray | None = None,
+                   ignore_index: int | None = DEFAULT_IGNORE_INDEX,
                    show: bool = True, **kwargs: Any) -> Any:
     """Draw the `top` (default 20) images with most flagged pixels: given labels, argmax prediction
     and the flagged pixels in red (columns present when labels / pred_probs are given), in one figure.

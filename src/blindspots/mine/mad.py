@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from blindspots.data.classes import Classes
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX, Classes
 from blindspots.scan import schema
 from blindspots.mine.base import (
     Sampler, check_n, check_table, column, distance_pairs, dumps_reason, frac_models,
@@ -45,7 +45,7 @@ _DISTANCES = {"pixel": "dpa", "dpa": "dpa", "miou": "dmiou", "dmiou": "dmiou"}
 HEAD_MIN = 65_536  # rows kept sorted per competitor; larger costs a little time, never changes picks
 
 
-def class_area_ranges(masks: Iterable[np.ndarray], num_classes: int, *, ignore_index: int | None = 255,
+def class_area_ranges(masks: Iterable[np.ndarray], num_classes: int, *, ignore_index: int | None = DEFAULT_IGNORE_INDEX,
                       quantiles: tuple[float, float] = (0.25, 0.75), progress: bool = False) -> np.ndarray:
     """Content-constraint bounds [p_k, q_k] from labelled masks (the paper's default: quartiles).
 
@@ -190,7 +190,8 @@ class MADSampler(Sampler):
         self.classes = classes
 
     def fit(self, masks: Iterable[np.ndarray], num_classes: int | None = None, *,
-            ignore_index: int | None = 255, quantiles: tuple[float, float] = (0.25, 0.75)) -> "MADSampler":
+            ignore_index: int | None = DEFAULT_IGNORE_INDEX, quantiles: tuple[float, float] = (0.25,
+            0.75)) -> "MADSampler":
         """Set `ranges_` to the quartiles of each class's relative area in training masks (paper).
 
         masks: iterable of int [H, W]; num_classes: C (defaults to len(classes)).

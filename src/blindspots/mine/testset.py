@@ -23,6 +23,7 @@ from scipy.stats import spearmanr
 
 from blindspots.metrics import mean_iou, per_image_confusion
 from blindspots.mine.base import check_table, dumps_reason, usable_mask
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 
 def main_foreground_class(table: pd.DataFrame, models: Sequence[str], *, background: Iterable[int] = (0,),
@@ -99,7 +100,7 @@ def build_test_set(candidates: pd.DataFrame | Sequence[str], *, main_class: Mapp
 
 
 def per_image_confusions(pred: np.ndarray, target: np.ndarray, num_classes: int, *,
-                         ignore_index: int | None = 255) -> np.ndarray:
+                         ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> np.ndarray:
     """Per-image confusion matrices. pred, target: int [N, H, W]. Returns int64 [N, C, C]
     (rows = target, cols = pred); target pixels equal to ignore_index (or outside 0..C-1) are skipped.
     Counted by `metrics.per_image_confusion`."""

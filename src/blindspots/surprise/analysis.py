@@ -19,6 +19,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from blindspots.metrics import evaluate, per_image_class_iou
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ RETRAIN_POOL_FRACTION = 0.30
 
 
 def group_iou(pred: np.ndarray, target: np.ndarray, num_classes: int,
-              groups: Mapping[str, Sequence[int]] | None = None, *, ignore_index: int | None = 255
+              groups: Mapping[str, Sequence[int]] | None = None, *, ignore_index: int | None = DEFAULT_IGNORE_INDEX
               ) -> tuple[np.ndarray, np.ndarray]:
     """Per-image IoU of every class group, classes of a group merged (paper: lanes = classes 1-3).
 
@@ -247,7 +248,7 @@ def run_retraining(model: Any, base: Any, candidates: Any, sa: np.ndarray, val: 
 
 def sa_and_iou(extractor: Any, estimators: Mapping[str, Any], dataset: Any, *,
                groups: Mapping[str, Sequence[int]] | None = None, per_class: int | None = 1000, seed: int = 0,
-               ignore_index: int | None = 255, chunk: int = 64, progress: bool = False
+               ignore_index: int | None = DEFAULT_IGNORE_INDEX, chunk: int = 64, progress: bool = False
                ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
     """Image-level group SA of every estimator and the group IoU of the model on a labelled set.
 

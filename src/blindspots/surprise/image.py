@@ -25,6 +25,7 @@ from blindspots.surprise.fused import fused_mdsa_map
 from blindspots.surprise.sampler import (FIT_CAP_PER_CLASS, FIT_MAX_IMAGES, FIT_PIXELS_PER_CLASS,
                                          SCORE_PIXELS_PER_CLASS, cap_per_class, choose_images, sample_pixels)
 from blindspots.surprise.traces import TraceExtractor
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,8 @@ def _item(dataset: Any, i: int) -> tuple[np.ndarray, Any]:
 
 def collect_fit_traces(extractor: TraceExtractor, dataset: Any, *, max_images: int | None = FIT_MAX_IMAGES,
                        per_class: int | None = FIT_PIXELS_PER_CLASS, cap: int | None = FIT_CAP_PER_CLASS,
-                       seed: int = 0, ignore_index: int | None = 255, checkpoint: str | Path | None = None,
+                       seed: int = 0, ignore_index: int | None = DEFAULT_IGNORE_INDEX,
+                       checkpoint: str | Path | None = None,
                        progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Traces of the fitting set grouped by label class (defaults: the paper's 100 / 10,000 / 10,000).
 

@@ -8,6 +8,7 @@ All draws use a numpy Generator built from ``seed``: the same seed gives the sam
 from __future__ import annotations
 
 import numpy as np
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 #: The paper's settings (Section 5.1).
 FIT_PIXELS_PER_CLASS = 100
@@ -17,7 +18,7 @@ SCORE_PIXELS_PER_CLASS = 1_000
 
 
 def sample_pixels(mask: np.ndarray, per_class: int | None, rng: np.random.Generator, *,
-                  ignore_index: int | None = 255, num_classes: int | None = None
+                  ignore_index: int | None = DEFAULT_IGNORE_INDEX, num_classes: int | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Sample up to `per_class` pixels of every class present in `mask` (all pixels if None).
 

@@ -37,6 +37,7 @@ from blindspots.metrics import evaluate
 from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
 from blindspots.models.checkpoints import TRAIN_STATE_FORMAT, save_checkpoint_dict
 from blindspots.training.loop import poly_lr, resume_state, run_epochs
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def _lr_tag(lr: float) -> str:
 
 
 @torch.no_grad()
-def evaluate_module(module: nn.Module, data: PairSet, num_classes: int, *, ignore_index: int = 255,
+def evaluate_module(module: nn.Module, data: PairSet, num_classes: int, *, ignore_index: int = DEFAULT_IGNORE_INDEX,
                     batch_size: int = 8, device: str | torch.device = "cpu",
                     preprocess: Callable[..., torch.Tensor] | None = None,
                     output_key: str | None = None) -> float:
@@ -161,7 +162,7 @@ def evaluate_module(module: nn.Module, data: PairSet, num_classes: int, *, ignor
 
 
 def evaluate_segmenter(segmenter: Segmenter, data: PairSet, num_classes: int, *,
-                       ignore_index: int = 255, batch_size: int = 8) -> float:
+                       ignore_index: int = DEFAULT_IGNORE_INDEX, batch_size: int = 8) -> float:
     """mIoU of any `Segmenter` on a labelled set (pixels pooled over the set); NaN if empty."""
     if len(data) == 0:
         return float("nan")
@@ -214,7 +215,7 @@ class ReplayFinetuner:
     device: str = "cpu"
     preprocess: Callable[..., torch.Tensor] | None = None
     output_key: str | None = None
-    ignore_index: int = 255
+    ignore_index: int = DEFAULT_IGNORE_INDEX
     progress: bool = True
 
     def __post_init__(self) -> None:

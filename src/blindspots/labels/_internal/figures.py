@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from blindspots.data.classes import voc_palette
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX, voc_palette
 from blindspots.labels._internal.inputs import as_readable, read_rows
 from blindspots.labels._internal.pixels import argmax_max
 
@@ -21,7 +21,7 @@ def _colour(mask: np.ndarray, palette: np.ndarray) -> np.ndarray:
 
 def worst_images_figure(review: Any, *, top: int = 8, labels: Any = None, probs: Any = None, dataset: Any = None,
                         model: Any = None, ids: list[str] | None = None, issues_dir: str | Path | None = None,
-                        ignore_index: int | None = 255, palette: np.ndarray | None = None) -> Any:
+                        ignore_index: int | None = DEFAULT_IGNORE_INDEX, palette: np.ndarray | None = None) -> Any:
     """Matplotlib Figure with one row per worst image (review.images order).
 
     Columns: image (when a dataset is given), given mask, argmax prediction, flagged pixels (red; from

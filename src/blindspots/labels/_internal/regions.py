@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 from scipy import ndimage
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 
 KINDS = ("missing", "wrong_class", "spurious")
@@ -58,7 +59,7 @@ def region_kind(given: int, predicted: int, background: frozenset[int], ignore_i
 
 def image_regions(issues: np.ndarray, labels: np.ndarray, pred: np.ndarray, score: np.ndarray,
                   maxprob: np.ndarray, *, image: int = 0, background: Sequence[int] = (0,),
-                  ignore_index: int | None = 255, min_area: int = 1, connectivity: int = 2,
+                  ignore_index: int | None = DEFAULT_IGNORE_INDEX, min_area: int = 1, connectivity: int = 2,
                   ignored_thresholds: np.ndarray | None = None) -> list[IssueRegion]:
     """Regions of one image.
 
