@@ -25,6 +25,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from blindspots._validation import check_int
 from blindspots.scan import schema
 
 RESULT_COLUMNS = ("id", "score", "reason")
@@ -64,12 +65,8 @@ def check_table(table: Any, required: Iterable[str], name: str = "table") -> pd.
 
 
 def check_n(n: Any, name: str = "n") -> int | None:
-    """n must be None or a non-negative int."""
-    if n is None:
-        return None
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise ValueError(f"{name}: expected None or an integer >= 0, got {n!r}")
-    return int(n)
+    """n must be None or a non-negative int (the shared check, `_validation.check_int`)."""
+    return check_int(n, name, minimum=0, allow_none=True)
 
 
 def usable_mask(table: pd.DataFrame) -> np.ndarray:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from blindspots._validation import check_int
+
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
 
@@ -44,10 +46,8 @@ def check_ignore_index(ignore_index: Any) -> int | None:
 
 
 def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
-    """An int >= minimum, else ValueError naming `name`."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
-    return int(value)
+    """An int >= minimum, else ValueError naming `name` (the shared check, `_validation.check_int`)."""
+    return check_int(value, name, minimum=minimum)
 
 
 def check_shapes(labels_shape: tuple[int, ...], probs_shape: tuple[int, ...], labels_dtype: np.dtype,
