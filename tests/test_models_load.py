@@ -3,6 +3,7 @@ state_dict, callable, precomputed), options, probe_model and one-line errors."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from blindspots.models import (
 )
 from blindspots.models.adapters.inputs import TorchPreprocess
 from blindspots.models.adapters.onnx import export_onnx
+from test_app_own_models import cli as own_cli, make_spec, pool  # noqa: F401 - pool: a fixture, reused
 
 torch.set_num_threads(1)
 RNG = np.random.default_rng(0)
@@ -348,3 +350,101 @@ def test_probe_model_names_the_model():
 
     with pytest.raises(ValueError, match=r"model 'w': expected float32 probabilities \[1, 3, 40, 56\]"):
         probe_model(Wrong(), IMAGES[0], "w")
+
+
+# --- channels=bgr for every kind, keyword arguments of module:function / module:factory ------------------
+
+class Channel0(torch.nn.Module):
+    """float [N, 3, H, W] -> its channel 0 as a one-channel logit [N, 1, H, W]."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, :1] * 3
+
+
+KWARGS_SRC = '''
+import numpy as np
+import torch
+
+def channel0(images):
+    return images[:, None, :, :, 0].astype(np.float32) / 64  # [n, 1, h, w] logits of channel 0
+
+def scaled(images, path, size="1"):
+    assert isinstance(path, str) and isinstance(size, str)  # spec values stay strings
+    return images[:, None, :, :, 0].astype(np.float32) * float(size) / 255
+
+class Channel0(torch.nn.Module):
+    def __init__(self, gain=3.0):
+        super().__init__()
+        self.gain = float(gain)
+
+    def forward(self, x):
+        return x[:, :1] * self.gain
+
+def make(path, gain="3"):
+    assert path == "x.tflite"
+    return Channel0(gain)
+'''
+
+
+@pytest.fixture()
+def kwargs_module(tmp_path, monkeypatch) -> Path:
+    (tmp_path / "my_kwargs_models.py").write_text(KWARGS_SRC)
+    monkeypatch.chdir(tmp_path)
+    import sys
+    sys.modules.pop("my_kwargs_models", None)
+    return tmp_path
+
+
+@pytest.mark.parametrize("kind", ["callable", "factory", "torchscript", "onnx"])
+def test_channels_bgr_for_every_kind(kind, kwargs_module):
+    img = np.zeros((1, 40, 56, 3), np.uint8)
+    img[..., 0], img[..., 2] = 220, 20  # distinct R and B
+    root = kwargs_module
+    if kind == "torchscript":
+        spec = str(root / "c0.ts")
+        torch.jit.save(torch.jit.script(Channel0()), spec)
+    elif kind == "onnx":
+        spec = str(export_onnx(Channel0().eval(), root / "c0.onnx", height=64, width=64)) + "?pad=32"
+    else:
+        spec = {"callable": "my_kwargs_models:channel0", "factory": "my_kwargs_models:Channel0"}[kind]
+    sep = "&" if "?" in spec else "?"
+    rgb = load_model(f"{spec}{sep}output=logits")
+    bgr = load_model(f"{spec}{sep}output=logits&channels=bgr")
+    assert bgr.policy.channels == "bgr" and bgr.policy.pad == rgb.policy.pad  # the kind's own sizing kept
+    p_rgb, p_bgr = rgb.predict_proba(img), bgr.predict_proba(img)
+    assert not np.allclose(p_rgb, p_bgr)
+    np.testing.assert_allclose(p_bgr, rgb.predict_proba(img[..., ::-1]), atol=1e-6)
+
+
+def test_module_specs_take_keyword_arguments(kwargs_module):
+    seg = load_model("my_kwargs_models:scaled?path=x.tflite&size=2&output=logits")
+    assert isinstance(seg, CallableSegmenter) and seg.info["kind"] == "callable"
+    np.testing.assert_allclose(seg.predict_proba(IMAGES)[:, 1],
+                               torch.sigmoid(torch.from_numpy(IMAGES[..., 0] * 2.0 / 255)).numpy(), atol=1e-6)
+    fac = load_model("my_kwargs_models:make?path=x.tflite&gain=0.5&output=logits")
+    assert isinstance(fac, TorchSegmenter) and fac.info["kind"] == "factory" and fac.module.gain == 0.5
+    assert spec_kind("my_kwargs_models:make?path=x.tflite") == "factory"
+    with pytest.raises(ValueError, match=r"keyword arguments of my_kwargs_models:scaled \('path', 'size'\), "
+                                         r"got \['colour'\]") as err:
+        load_model("my_kwargs_models:scaled?path=x&colour=red")
+    _one_line(err, "colour=red")
+    with pytest.raises(ValueError, match=r"keyword arguments of my_kwargs_models:make .*got \['nope'\]"):
+        load_model("my_kwargs_models:make?path=x.tflite&nope=1")
+    with pytest.raises(ValueError, match="option 'mean' does not apply to a callable"):  # grammar options stay
+        load_model("my_kwargs_models:scaled?path=x&mean=0.5")
+    (kwargs_module / "probs").mkdir()
+    with pytest.raises(ValueError, match=r"expected options among .* got 'path'"):  # other kinds: no kwargs
+        load_model("probs?path=x")
+
+
+def test_init_short_options(tmp_path, pool):
+    """`blindspots init -t ... -c ...` as `blindspots scan` (the own-models pool and specs, reused)."""
+    code, out = own_cli("init", "--help")
+    assert code == 0 and re.search(r"--target\s+-t\s", out) and re.search(r"--competitor\s+-c\s", out), out
+    target, comp = make_spec("onnx", tmp_path, pool)
+    code, out = own_cli("init", tmp_path / "proj", "--pool", pool, "-t", f"target={target}?channels=bgr",
+                        "-c", f"comp={comp}", "--raters", 1)
+    assert code == 0, out
+    from blindspots.loop.project import Project
+
+    assert [m.name for m in Project.open(tmp_path / "proj").models()] == ["target", "comp"]

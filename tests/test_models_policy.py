@@ -142,3 +142,25 @@ def test_boolean_masks_as_labels():
     p = seg.predict_proba(IMAGES)
     assert p.shape == (3, 2, 37, 50)
     np.testing.assert_array_equal(p[:, 1, ::2, ::2], IMAGES[:, ::2, ::2, 0] > 127)
+
+
+def test_channels_bgr_feeds_the_flipped_image():
+    """A model scoring its input's channel 0: rgb sees R, bgr sees B, the same as the flipped image."""
+    img = np.zeros((1, 9, 13, 3), np.uint8)
+    img[..., 0], img[..., 1], img[..., 2] = 200, 90, 30  # distinct R and B
+
+    def fn(b: np.ndarray) -> np.ndarray:
+        return np.stack([b[..., 0], 255 - b[..., 0]], 1).astype(np.float32) / 64  # logits
+
+    def seg(channels: str) -> CallableSegmenter:
+        return CallableSegmenter(fn, 2, output="logits", policy=InputPolicy(channels=channels, pad=8))
+
+    rgb, bgr = seg("rgb").predict_proba(img), seg("bgr").predict_proba(img)
+    assert not np.allclose(rgb, bgr)
+    np.testing.assert_allclose(bgr, seg("rgb").predict_proba(img[..., ::-1]))
+    assert InputPolicy().native and not InputPolicy(channels="bgr").native
+    with pytest.raises(ValueError, match=r"^channels: expected one of rgb\|bgr, got 'grb'$"):
+        InputPolicy(channels="grb")
+    assert parse_spec("m.onnx?channels=BGR")[1] == {"channels": "bgr"}
+    with pytest.raises(ValueError, match=r"^spec: expected channels to be one of rgb\|bgr, got 'rbg' in 'm.onnx"):
+        parse_spec("m.onnx?channels=rbg")

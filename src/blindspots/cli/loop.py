@@ -37,10 +37,11 @@ def open_project(project: Path):  # noqa: ANN202 - Project
 def init(
     project: Path = typer.Argument(..., help="Project folder to create."),
     pool: Path = typer.Option(..., "--pool", help="Folder of unlabeled images (the pool D)."),
-    target: str = typer.Option(..., "--target", help="Target model: NAME=SPEC or SPEC. SPEC as for `blindspots scan`: "
-                               "a zoo .pt checkpoint, TorchScript, .onnx, a folder of <id>.npy, or "
-                               "'module:function', options after '?'."),
-    competitor: list[str] = typer.Option(..., "--competitor", help="A competing model, NAME=SPEC; repeat for each."),
+    target: str = typer.Option(..., "--target", "-t", help="Target model: NAME=SPEC or SPEC. SPEC as for "
+                               "`blindspots scan`: a zoo .pt checkpoint, TorchScript, .onnx, a folder of <id>.npy, "
+                               "or 'module:function', options after '?'."),
+    competitor: list[str] = typer.Option(..., "--competitor", "-c",
+                                         help="A competing model, NAME=SPEC; repeat for each."),
     train_data: Optional[Path] = typer.Option(None, "--train-data", help="S0, the target's training set: folder with "
                                               "images/ and masks/ (optional: without it class sizes come from the "
                                               "target's predictions on the pool)."),

@@ -8,38 +8,50 @@ Kinds, in the order they are recognised:
 - `*.ts`, `*.torchscript`             -> TorchScriptSegmenter
 - `*.pt`, `*.pth`                     -> TorchScript when the archive holds code, else a blindspots
                                          zoo checkpoint (`blindspots.models.zoo`)
-- `package.module:factory`            -> TorchSegmenter(factory()) when the attribute is an nn.Module,
-                                         a Module class or a function taking no arguments; with
-                                         `weights=state_dict.pt` (loaded weights_only)
-- `package.module:function`           -> CallableSegmenter(function(uint8 [N, H, W, 3]) -> scores)
+- `package.module:factory`            -> TorchSegmenter(factory(**kwargs)) when the attribute is an
+                                         nn.Module, a Module class or a function needing no other
+                                         arguments; with `weights=state_dict.pt` (loaded weights_only)
+- `package.module:function`           -> CallableSegmenter(function(uint8 [N, H, W, 3], **kwargs) -> scores)
 `module:attr` specs import from the current working directory first (no PYTHONPATH needed).
+For these two kinds only, options the grammar does not know are keyword arguments, passed as
+strings: `pkg.mod:segment?path=x.tflite&size=256` calls segment(images, path="x.tflite", size="256").
 
 Options: output=probabilities|logits|labels · num_classes=C · batch_size=B · device=cpu|cuda ·
-resize=HxW (or resize=none) · pad=N · max_side=L · mean=a,b,c · std=a,b,c · scale=1/255 ·
-classes=FILE (JSON or text, read by `blindspots.data.classfile`) · weights=FILE (factories) · output_key=KEY.
+resize=HxW (or resize=none) · pad=N · max_side=L · channels=rgb|bgr · mean=a,b,c · std=a,b,c ·
+scale=1/255 · classes=FILE (JSON or text, read by `blindspots.data.classfile`) · weights=FILE (factories) ·
+output_key=KEY.
 Every error is a one-line ValueError naming the spec.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
 import re
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import numpy as np
 
-from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy, TorchPreprocess
+from blindspots.models.adapters.inputs import (
+    CHANNEL_ORDERS,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    UNIT_SCALE,
+    InputPolicy,
+    TorchPreprocess,
+)
 from blindspots.models.probe import probe_model  # noqa: F401 - part of the loader's API
 from blindspots.models.protocol import OUTPUT_KINDS, short_reason
 
-_OPTIONS = ("output", "num_classes", "batch_size", "device", "resize", "pad", "max_side", "mean", "std",
-            "scale", "classes", "weights", "output_key")
-_POLICY = ("resize", "pad", "max_side")
+_OPTIONS = ("output", "num_classes", "batch_size", "device", "resize", "pad", "max_side", "channels", "mean",
+            "std", "scale", "classes", "weights", "output_key")
+_POLICY = ("resize", "pad", "max_side", "channels")
 _NORM = ("mean", "std", "scale")
 _TORCH = ("output", "num_classes", "batch_size", "device", *_POLICY, *_NORM, "classes", "output_key")
 KIND_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -75,6 +87,10 @@ def parse_option(key: str, value: Any, spec: str = "") -> Any:
         if text not in OUTPUT_KINDS:
             raise ValueError(f"spec: expected output to be one of {'|'.join(OUTPUT_KINDS)}, got {value!r}{where}")
         return text
+    if key == "channels":
+        if text.lower() not in CHANNEL_ORDERS:
+            raise ValueError(f"spec: expected channels to be one of {'|'.join(CHANNEL_ORDERS)}, got {value!r}{where}")
+        return text.lower()
     if key == "resize":
         if isinstance(value, (tuple, list)):
             text = "x".join(str(v) for v in value)
@@ -110,7 +126,11 @@ def parse_option(key: str, value: Any, spec: str = "") -> Any:
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """'path?output=logits&num_classes=5' -> ('path', {'output': 'logits', 'num_classes': 5})."""
+    """'path?output=logits&num_classes=5' -> ('path', {'output': 'logits', 'num_classes': 5}).
+
+    For a `module:attr` spec, keys the grammar does not know stay in the dict as strings: the
+    keyword arguments of the function or factory (`call_kwargs`).
+    """
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"spec: expected a model path or 'module:function', got {spec!r}")
     base, _, query = spec.strip().partition("?")
@@ -118,12 +138,26 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
         raise ValueError(f"spec: expected options as key=value joined by '&', got {query!r} in {spec!r}") from None
+    module = _is_module_spec(base)
     opts: dict[str, Any] = {}
     for key, value in pairs:
         if key in opts:
             raise ValueError(f"spec: expected each option once, got {key!r} twice in {spec!r}")
-        opts[key] = parse_option(key, value, spec)
+        if module and key not in _OPTIONS and key.isidentifier():
+            opts[key] = value  # a keyword argument of the user's function: its value stays a string
+        else:
+            opts[key] = parse_option(key, value, spec)
     return base, opts
+
+
+def _is_module_spec(base: str) -> bool:
+    """`package.module:attr` that is not an existing path."""
+    return bool(_MODULE_SPEC.match(base)) and not Path(base).exists()
+
+
+def call_kwargs(opts: dict[str, Any]) -> dict[str, str]:
+    """The keyword arguments among parsed options (the keys the grammar does not know)."""
+    return {k: v for k, v in opts.items() if k not in _OPTIONS}
 
 
 PATH_OPTIONS = ("classes", "weights")
@@ -143,7 +177,7 @@ def absolute_spec(spec: str, base_dir: str | Path) -> str:
         q = Path(p).expanduser()
         return str(q if q.is_absolute() else (Path(base_dir) / q).resolve())
 
-    if not (_MODULE_SPEC.match(base) and not (Path(base_dir) / base).exists()):
+    if not (_MODULE_SPEC.match(base) and not (Path(base_dir) / base).exists()):  # kwargs stay verbatim too
         base = absolute(base)
     pairs = [(k, absolute(v) if k in PATH_OPTIONS else v) for k, v in parse_qsl(query, keep_blank_values=True)]
     return base + ("?" + urlencode(pairs, safe="/:,\\") if pairs else "")
@@ -174,19 +208,39 @@ def import_attr(target: str) -> Any:
     return obj
 
 
-def _is_factory(obj: Any) -> bool:
-    """An nn.Module, a Module class, or a function callable without arguments (it builds the model)."""
+def _is_factory(obj: Any, kwargs: dict[str, str] | None = None) -> bool:
+    """An nn.Module, a Module class, or a function callable with only `kwargs` (it builds the model)."""
     import torch
 
     if isinstance(obj, torch.nn.Module):
-        return True
+        return True  # with kwargs: refused in _factory_module (an instance takes none)
     if isinstance(obj, type):
         return issubclass(obj, torch.nn.Module)
     try:
         params = inspect.signature(obj).parameters.values()
     except (TypeError, ValueError):
         return False
-    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+    given = set(kwargs or ())
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+               or (p.name in given and p.kind != p.POSITIONAL_ONLY) for p in params)
+
+
+def _check_kwargs(fn: Any, kwargs: dict[str, str], target: str, *, images: bool) -> None:
+    """The function accepts `kwargs` (and, for a callable, the images first): else one line naming the option."""
+    if not kwargs:
+        return
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin without a signature: the call itself will tell
+    try:
+        sig.bind_partial(*((None,) if images else ()), **kwargs)
+    except TypeError:
+        accepts = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        accepts = accepts[1:] if images else accepts  # the first parameter of a callable takes the images
+        unknown = sorted(set(kwargs) - set(accepts)) or sorted(kwargs)
+        raise ValueError(f"expected options among {_OPTIONS} or keyword arguments of {target} "
+                         f"{tuple(accepts)}, got {unknown}") from None
 
 
 def spec_kind(spec: str) -> str:
@@ -219,7 +273,7 @@ def _kind(base: str, opts: dict[str, Any]) -> str:
     if path.exists():
         raise ValueError(f"expected a folder of .npy, an .onnx, .ts/.torchscript or .pt/.pth file, got {base!r}")
     if _MODULE_SPEC.match(base):
-        return "factory" if "weights" in opts or _is_factory(import_attr(base)) else "callable"
+        return "factory" if "weights" in opts or _is_factory(import_attr(base), call_kwargs(opts)) else "callable"
     raise ValueError(f"expected an existing path or 'module:function', got {base!r} (no such file)")
 
 
@@ -240,11 +294,14 @@ def load_model(spec: str, **overrides: Any) -> Any:
         # a caller's defaults (e.g. batch_size for every model) are dropped where they do not apply;
         # an option the user wrote into the spec is an error there
         opts.update({k: v for k, v in typed.items() if k in KIND_OPTIONS[kind]})
-        extra = sorted(set(opts) - set(KIND_OPTIONS[kind]))
+        kwargs = call_kwargs(opts)
+        if kwargs and kind not in ("callable", "factory"):  # parse_spec keeps them for module:attr only
+            raise ValueError(f"expected options among {_OPTIONS}, got {sorted(kwargs)[0]!r}")
+        extra = sorted(set(opts) - set(KIND_OPTIONS[kind]) - set(kwargs))
         if extra:
             raise ValueError(f"option {extra[0]!r} does not apply to a {KIND_NAMES[kind]} model; "
                              f"expected options among {KIND_OPTIONS[kind]}")
-        seg = _build(kind, base, opts)
+        seg = _with_channels(_build(kind, base, opts), opts.get("channels"))
     except ValueError as e:
         raise ValueError(f"model {spec!r}: {short_reason(e)}") from None
     except Exception as e:  # noqa: BLE001 - torch / onnxruntime / transformers / user code raise anything
@@ -255,9 +312,17 @@ def load_model(spec: str, **overrides: Any) -> Any:
 
 
 def _policy(opts: dict[str, Any]) -> InputPolicy | None:
-    if not any(k in opts for k in _POLICY):
+    """The sizing options as a policy (None: the adapter's own default; `channels` is set after the build)."""
+    if not any(k in opts for k in _POLICY if k != "channels"):
         return None
     return InputPolicy(resize=opts.get("resize"), pad=opts.get("pad"), max_side=opts.get("max_side"))
+
+
+def _with_channels(seg: Any, channels: str | None) -> Any:
+    """The adapter with `channels` added to whatever policy it settled on (spec, ONNX fixed size, HF config)."""
+    if channels is not None:
+        seg.policy = replace(seg.policy, channels=channels)
+    return seg
 
 
 def _preprocess(opts: dict[str, Any], base: TorchPreprocess | None = None) -> TorchPreprocess | None:
@@ -294,11 +359,14 @@ def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
         return A.TorchScriptSegmenter(path, **torch_kw)
     if kind == "zoo":
         return _load_zoo(path, torch_kw)
+    kwargs = call_kwargs(opts)
     if kind == "factory":
-        return A.TorchSegmenter(_factory_module(base, opts.get("weights")), **torch_kw)
-    return A.CallableSegmenter(import_attr(base), opts.get("num_classes"), output=opts.get("output", "probabilities"),
-                               batch_size=opts.get("batch_size"), policy=_policy(opts), classes=classes,
-                               info=common["info"])
+        return A.TorchSegmenter(_factory_module(base, opts.get("weights"), kwargs), **torch_kw)
+    fn = import_attr(base)
+    _check_kwargs(fn, kwargs, base, images=True)
+    return A.CallableSegmenter(functools.partial(fn, **kwargs) if kwargs else fn, opts.get("num_classes"),
+                               output=opts.get("output", "probabilities"), batch_size=opts.get("batch_size"),
+                               policy=_policy(opts), classes=classes, info=common["info"])
 
 
 def _read_classes(path: str) -> Any:
@@ -325,12 +393,18 @@ def _load_zoo(path: Path, torch_kw: dict[str, Any]) -> Any:
     return seg
 
 
-def _factory_module(target: str, weights: str | None) -> Any:
-    """factory() -> nn.Module, with the state dict of `weights` loaded (weights_only: no code runs)."""
+def _factory_module(target: str, weights: str | None, kwargs: dict[str, str] | None = None) -> Any:
+    """factory(**kwargs) -> nn.Module, with the state dict of `weights` loaded (weights_only: no code runs)."""
     import torch
 
     obj = import_attr(target)
-    module = obj if isinstance(obj, torch.nn.Module) else obj()
+    kwargs = kwargs or {}
+    if isinstance(obj, torch.nn.Module) and kwargs:
+        raise ValueError(f"expected a factory or Module class for keyword arguments {sorted(kwargs)}, "
+                         f"got the nn.Module instance {target}")
+    if not isinstance(obj, torch.nn.Module):
+        _check_kwargs(obj, kwargs, target, images=False)
+    module = obj if isinstance(obj, torch.nn.Module) else obj(**kwargs)
     if not isinstance(module, torch.nn.Module):
         raise ValueError(f"expected {target}() to return a torch nn.Module, got {type(module).__name__}")
     if weights is None:

@@ -1,8 +1,10 @@
 """Any Python callable as a Segmenter / Classifier.
 
-The callable takes uint8 images [N, h, w, 3] (as the input policy sized them) and returns a
-numpy array or torch tensor: [N, C, h', w'] scores at ANY resolution (resized to each image's
-size here), or int [N, h', w'] class ids with output="labels". A one-channel output is binary.
+The callable takes uint8 images [N, h, w, 3] (as the input policy sized them, in its channel
+order: RGB, or BGR with channels="bgr") and returns a numpy array or torch tensor: [N, C, h', w']
+scores at ANY resolution (resized to each image's size here), or int [N, h', w'] class ids with
+output="labels". A one-channel output is binary. A spec's keyword arguments
+(`mod:fn?path=x.tflite`) are bound by the loader (`functools.partial(fn, path="x.tflite")`).
 """
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ to the image's own size; every adapter uses it, so a pad/resize rule exists once
 - `max_side=L`: downscale so that the longer side is <= L (never upscale);
 - `pad=N`: pad bottom/right (edge pixels) to a multiple of N; the output is cropped back.
 `max_side` and `pad` combine (shrink first, then pad); `resize` stands alone.
+`channels="bgr"` reverses the channel order before the model sees the images (models trained on
+OpenCV-read BGR images, e.g. PP-OCR); the output needs no change.
 """
 from __future__ import annotations
 
@@ -20,17 +22,22 @@ import torch.nn.functional as F
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 UNIT_SCALE = 1.0 / 255.0
+CHANNEL_ORDERS = ("rgb", "bgr")
 
 
 @dataclass(frozen=True)
 class InputPolicy:
-    """How images are sized for the model. resize: (H, W); pad: multiple N; max_side: L."""
+    """How images are sized for the model. resize: (H, W); pad: multiple N; max_side: L;
+    channels: "rgb" (as read) or "bgr" (channel order reversed)."""
 
     resize: tuple[int, int] | None = None
     pad: int | None = None
     max_side: int | None = None
+    channels: str = "rgb"
 
     def __post_init__(self) -> None:
+        if self.channels not in CHANNEL_ORDERS:
+            raise ValueError(f"channels: expected one of {'|'.join(CHANNEL_ORDERS)}, got {self.channels!r}")
         if self.resize is not None:
             r = tuple(self.resize)
             if len(r) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 for v in r):
@@ -46,7 +53,8 @@ class InputPolicy:
 
     @property
     def native(self) -> bool:
-        return self.resize is None and self.pad is None and self.max_side is None
+        """True when `prepare` returns the images unchanged."""
+        return self.resize is None and self.pad is None and self.max_side is None and self.channels == "rgb"
 
     def content_size(self, h: int, w: int) -> tuple[int, int]:
         """The size the image is resized to before padding."""
@@ -65,7 +73,9 @@ class InputPolicy:
         return ch + (-ch) % self.pad, cw + (-cw) % self.pad
 
     def prepare(self, batch: np.ndarray) -> np.ndarray:
-        """uint8 [n, H, W, c] -> uint8 [n, H', W', c] at `input_size(H, W)`."""
+        """uint8 [n, H, W, c] -> uint8 [n, H', W', c] at `input_size(H, W)`, in the policy's channel order."""
+        if self.channels == "bgr":
+            batch = np.ascontiguousarray(batch[..., ::-1])  # contiguous: user callables may torch.from_numpy it
         h, w = batch.shape[1:3]
         ch, cw = self.content_size(h, w)
         if (ch, cw) != (h, w):
