@@ -30,6 +30,7 @@ def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa
     p = Project.create(tmp_path / "p", make_config(world))
     html = links_ok(write_round_report(p, out_dir=tmp_path / "new"))
     assert "No round has been evaluated yet" in html and "Nothing mined in this round yet" in html
+    assert "Ranking stability" in html and "no test set T in this round yet" in html
 
     st = rounds.advance(p, simulate=False, progress=False)  # stops waiting for ratings
     assert not st.finished
@@ -45,6 +46,9 @@ def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa
     for name in ("mos.png", "class_iou_change.png"):
         assert (index.parent / "figures" / name).is_file()
     assert "target" in (index.parent / "table1.csv").read_text()
+    assert "Ranking stability on T(1)" in html and "Not available" not in html.split('id="stability"')[1].split("<h2")[0], html
+    assert (index.parent / "figures" / "ranking_stability.png").is_file()
+    assert (index.parent / "ranking_stability.csv").read_text().startswith("k,srcc")
     assert round_scenarios(Project.create(tmp_path / "fresh", make_config(world))) is None
     html = links_ok(write_round_report(p, 1, tmp_path / "last"))  # the last round forms no S
     assert "No S in this round yet" in html

@@ -62,6 +62,61 @@ def _mos(ratings: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["id", "mos", "n", "ood", "sd", "text"]).set_index("id")
 
 
+def _stability_section(p: Any, i: int, mos: pd.DataFrame, scan_dir: Path, manifest: dict, classes: Any,
+                       models: list[str], out: Path) -> tuple[list[str], list[dict]]:
+    """Appendix C: SRCC of the models' top-k mIoU rankings on T(i+1) against the ranking on all of T
+    (HTML parts, rows for summary.json). T is ordered by MOS, lowest first; a model counts when the
+    scan holds its map of every used image; an image counts when its human mask exists."""
+    from blindspots.report.ranking import topk_srcc
+
+    parts = [f'<h2 class="section" id="stability">Ranking stability on T({i + 1}) (Appendix C)</h2>',
+             '<p class="meta">The models are ranked by mIoU on the top-k images of T (T ordered by MOS, lowest '
+             'first); each ranking is compared with the ranking on all of T by Spearman\'s rank correlation '
+             '(SRCC, 1 = same order), for k from half of T to all of it. Computed from the scan\'s saved maps '
+             'and the human masks.</p>']
+    t_ids = [str(x) for x in p.candidates(i, "T")["id"]]
+    have = set(p.masks_for_round(i)["id"])
+    labelled = [x for x in t_ids if x in have]
+    known = [m for m in dict.fromkeys(models) if m in manifest.get("models", {})]
+    if not t_ids or classes is None:
+        return parts + ['<p class="note">Not available: no test set T in this round yet.</p>'], []
+    if not labelled:
+        return parts + [f'<p class="note">Not available: none of the {len(t_ids)} images of T has a human mask '
+                        'yet.</p>'], []
+    order = sorted(labelled, key=lambda x: (np.nan_to_num(mos["mos"].get(x, np.nan), nan=np.inf), t_ids.index(x)))
+    k = classes.num_classes
+    cms: dict[str, list[np.ndarray]] = {m: [] for m in known}
+    used, dropped = [], 0
+    for image_id in order:
+        gt = p.load_mask(i, image_id)
+        maps = {m: _read_map(scan_dir, m, image_id) for m in known}
+        ok = {m for m, v in maps.items() if v is not None and v.shape == gt.shape}
+        if len(ok) < len(known):
+            dropped += 1
+            continue
+        used.append(image_id)
+        for m in known:
+            cms[m].append(confusion_matrix(maps[m], gt, k, ignore_index=classes.ignore_index))
+    if len(known) < 3 or len(used) < 2:
+        return parts + [f'<p class="note">Not available: SRCC needs at least 3 models and 2 labelled images of T '
+                        f'with every model\'s map; the scan has {len(known)} model(s) ({esc(", ".join(known))}) and '
+                        f'{len(used)} such image(s) ({dropped} dropped for a missing map).</p>'], []
+    frame = topk_srcc({m: np.stack(v) for m, v in cms.items()})
+    frame.to_csv(out / "ranking_stability.csv", index=False)
+    f = figures.line(frame["k"].to_numpy(), frame["srcc"].to_numpy(), out / "figures" / "ranking_stability.png",
+                     xlabel="k (top-k images of T, lowest MOS first)", ylabel="SRCC with the top-%d ranking" % len(used),
+                     title=f"Ranking stability of {len(known)} models", ylim=(-1.05, 1.05))
+    header = ["k", "SRCC"] + [f"mIoU {m}" for m in known]
+    rows = [[int(r["k"]), "–" if np.isnan(r["srcc"]) else f"{r['srcc']:.3f}"]
+            + [f"{r['miou ' + m]:.3f}" for m in known] for _, r in frame.iterrows()]
+    note = f"{len(used)} of {len(t_ids)} images of T used" + (f" ({dropped} lack a model's map)" if dropped else "")
+    parts += [f'<div class="figs">{figure_img(rel_url(f, out), "SRCC of top-k rankings")}</div>',
+              table(header, rows, set(range(len(header)))),
+              f'<p class="note">{esc(note)}; SRCC "–" where a ranking is all ties.</p>']
+    return parts, [{"k": int(r["k"]), "srcc": None if np.isnan(r["srcc"]) else float(r["srcc"])}
+                   for _, r in frame.iterrows()]
+
+
 def default_round(project: Any) -> int:
     """The latest round with mined candidates (0 when nothing was mined yet)."""
     p = _open(project)
@@ -97,7 +152,8 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     classes = Classes.from_dict(manifest["classes"]) if isinstance(manifest.get("classes"), dict) else None
     names = list(classes.names) if classes is not None else []
     parts = [f"<h1>{esc(cfg.project.name or p.path.name)}: round {i}</h1>",
-             '<nav><a href="#table1">Table 1</a><a href="#candidates">candidates</a><a href="#mos">MOS</a>'
+             '<nav><a href="#table1">Table 1</a><a href="#stability">ranking stability</a>'
+             '<a href="#candidates">candidates</a><a href="#mos">MOS</a>'
              '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a>'
              + ('<a href="#scenarios">scenarios</a>' if scenarios is not None else "") + '</nav>',
              f'<p class="meta">target model: {esc(cfg.target.name)} (version {i} in this round, scanned as '
@@ -125,10 +181,12 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
         board.to_csv(out / "table1.csv")
     else:
         parts.append('<p class="note">No round has been evaluated yet.</p>')
+    mos = _mos(p.ratings_for_round(i))
+    stability = _stability_section(p, i, mos, scan_dir, manifest, classes, [target_i, target_next] + comps, out)
+    parts.extend(stability[0])
 
     # --- candidates with MOS and ratings
     cands = p.candidates(i, "M")
-    mos = _mos(p.ratings_for_round(i))
     parts.append(f'<h2 class="section" id="candidates">Mined candidates M({i + 1}): {len(cands)} images, '
                  f'{len(mos)} rated</h2>')
     if len(cands):
@@ -239,7 +297,7 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
         parts.append('<h2 class="section" id="scenarios">Failure scenarios</h2>')
         parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))))
     summary = {"round": i, "n_candidates": int(len(cands)), "n_rated": int(len(mos)), "n_S": len(s_ids),
-               "n_masks": len(labelled), "table1": bool(len(board))}
+               "n_masks": len(labelled), "table1": bool(len(board)), "ranking_stability": stability[1]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     index = out / "index.html"
     index.write_text(page(f"Round {i} report", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")
