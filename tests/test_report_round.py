@@ -2,6 +2,7 @@
 every link is relative and present, and each section says what is not there yet."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from urllib.parse import unquote
@@ -48,6 +49,10 @@ def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa
     assert "target" in (index.parent / "table1.csv").read_text()
     assert "Ranking stability on T(1)" in html and "Not available" not in html.split('id="stability"')[1].split("<h2")[0], html
     assert (index.parent / "figures" / "ranking_stability.png").is_file()
+    assert "Rater agreement" in html and "span at most 1" in html
+    summary = json.loads((index.parent / "summary.json").read_text())
+    agree = summary["rater_agreement"]
+    assert agree["n_images"] == 0 or 0 <= agree["share_span_le_1"] <= 1
     assert (index.parent / "ranking_stability.csv").read_text().startswith("k,srcc")
     assert round_scenarios(Project.create(tmp_path / "fresh", make_config(world))) is None
     html = links_ok(write_round_report(p, 1, tmp_path / "last"))  # the last round forms no S

@@ -117,6 +117,34 @@ def _stability_section(p: Any, i: int, mos: pd.DataFrame, scan_dir: Path, manife
                    for _, r in frame.iterrows()]
 
 
+def _agreement_parts(ratings: pd.DataFrame, mos: pd.DataFrame, figs: Path, out: Path) -> tuple[list[str], dict]:
+    """Rater agreement (HTML parts, summary numbers): its definition, the two figures, the spread
+    histogram and the images raters disagreed on most."""
+    from blindspots.report.agreement import agreement_summary, per_image_agreement
+
+    per = per_image_agreement(ratings)
+    summ = agreement_summary(per)
+    parts = ['<h3>Rater agreement</h3>',
+             '<p class="meta">Per image, over its 1-5 scores: span = highest - lowest score; mean |difference| = '
+             'the mean absolute difference over all pairs of its scores. Agreement = the share of images rated at '
+             'least twice whose scores span at most 1 step; disagreement = the mean of their mean |difference|.</p>']
+    if not summ["n_images"]:
+        return parts + ['<p class="note">Each image has at most one score: no agreement to measure.</p>'], summ
+    multi = per[per["n_scores"] >= 2]
+    f = figures.histograms({"span": multi["span"].to_numpy()}, figs / "rating_span.png",
+                           xlabel="span of an image's scores (max - min)", title="Spread of ratings per image", bins=8)
+    worst = multi.sort_values(["span", "mean_abs_diff"], ascending=False, kind="stable").head(10)
+    rows = [[str(x), int(r.n_scores), f"{r.span:.0f}", f"{r.mean_abs_diff:.2f}", mos.loc[x, "text"] if x in mos.index else ""]
+            for x, r in zip(worst.index, worst.itertuples(index=False))]
+    parts += [f'<p>Agreement: <b>{summ["share_span_le_1"]:.0%}</b> of {summ["n_images"]} images rated at least twice '
+              f'span at most 1; mean |difference| between two raters of an image: <b>{summ["mean_abs_diff"]:.2f}</b> '
+              'steps.</p>',
+              f'<div class="figs">{figure_img(rel_url(f, out), "spread of ratings per image")}</div>',
+              '<p class="meta">Images with the widest spread:</p>',
+              table(["id", "scores", "span", "mean |difference|", "ratings"], rows, {1, 2, 3})]
+    return parts, summ
+
+
 def default_round(project: Any) -> int:
     """The latest round with mined candidates (0 when nothing was mined yet)."""
     p = _open(project)
@@ -218,13 +246,14 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     if len(mos):
         f = figures.histograms({"MOS": mos["mos"].to_numpy()}, figs / "mos.png", xlabel="mean opinion score (1-5)",
                                title=f"MOS of the {len(mos)} rated candidates", bins=16)
-        spread = mos["sd"][mos["n"] > 1]
-        note = (f"mean spread of ratings per image (sd) {spread.mean():.2f} over {len(spread)} images rated more "
-                f"than once" if len(spread) else "each image has one rating: no agreement to measure")
         parts.append(f'<div class="figs">{figure_img(rel_url(f, out), "MOS histogram")}</div>'
-                     f'<p class="note">{esc(note)}; {int(mos["ood"].sum())} out-of-domain flags.</p>')
+                     f'<p class="note">{int(mos["ood"].sum())} out-of-domain flags (not scores; left out of MOS '
+                     'and of the agreement below).</p>')
+        agreement = _agreement_parts(p.ratings_for_round(i), mos, figs, out)
+        parts.extend(agreement[0])
     else:
         parts.append('<p class="note">No ratings yet.</p>')
+        agreement = ([], {})
 
     # --- S with human mask, before / after
     parts.append(f'<h2 class="section" id="s">S({i + 1}): human mask, target before and after fine-tuning</h2>')
@@ -297,7 +326,8 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
         parts.append('<h2 class="section" id="scenarios">Failure scenarios</h2>')
         parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))))
     summary = {"round": i, "n_candidates": int(len(cands)), "n_rated": int(len(mos)), "n_S": len(s_ids),
-               "n_masks": len(labelled), "table1": bool(len(board)), "ranking_stability": stability[1]}
+               "n_masks": len(labelled), "table1": bool(len(board)), "ranking_stability": stability[1],
+               "rater_agreement": agreement[1]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     index = out / "index.html"
     index.write_text(page(f"Round {i} report", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")
