@@ -50,6 +50,7 @@ def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa
     assert "Ranking stability on T(1)" in html and "Not available" not in html.split('id="stability"')[1].split("<h2")[0], html
     assert (index.parent / "figures" / "ranking_stability.png").is_file()
     assert "Rater agreement" in html and "span at most 1" in html
+    assert "Sampler comparison" in html and "Not run: this project mines with one sampler (mad)" in html
     summary = json.loads((index.parent / "summary.json").read_text())
     agree = summary["rater_agreement"]
     assert agree["n_images"] == 0 or 0 <= agree["share_span_le_1"] <= 1

@@ -87,4 +87,7 @@ def line(x: np.ndarray, y: np.ndarray, path: str | Path, *, xlabel: str, ylabel:
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # k counts images
     return _save(fig, Path(path))

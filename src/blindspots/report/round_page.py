@@ -182,7 +182,7 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     parts = [f"<h1>{esc(cfg.project.name or p.path.name)}: round {i}</h1>",
              '<nav><a href="#table1">Table 1</a><a href="#stability">ranking stability</a>'
              '<a href="#candidates">candidates</a><a href="#mos">MOS</a>'
-             '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a>'
+             '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a><a href="#samplers">samplers</a>'
              + ('<a href="#scenarios">scenarios</a>' if scenarios is not None else "") + '</nav>',
              f'<p class="meta">target model: {esc(cfg.target.name)} (version {i} in this round, scanned as '
              f'{esc(target_i)}); '
@@ -320,6 +320,11 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     else:
         parts.append('<p class="note">Shown once the round\'s images are labelled and the fine-tuned target '
                      f'({esc(target_next)}) has been scanned (the next round\'s scan).</p>')
+    # --- sampler comparison: a project mines with one sampler; the comparison is a benchmark's output
+    parts.append('<h2 class="section" id="samplers">Sampler comparison</h2>')
+    parts.append(f'<p class="note">Not run: this project mines with one sampler ({esc(cfg.mining.strategy)}) and '
+                 'holds no comparison; MAD vs entropy vs random at equal budget is measured by '
+                 '<code>benchmarks/mining.py</code>, outside a project.</p>')
     if scenarios is not None:
         from blindspots.report.scenario_section import scenario_section
 
