@@ -66,5 +66,7 @@ def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa
     assert res.exit_code == 0, res.output
     html = links_ok(tmp_path / "cli" / "index.html")
     assert "Failure scenarios" in html and "Scenario 1:" in html and "most typical" in html
+    assert "scenario vote set:" in res.output and (tmp_path / "cli" / "scenario-votes" / "classes.json").is_file()
+    assert "seg-r0-s000" in (tmp_path / "cli" / "scenario-votes" / "items.csv").read_text()
     with pytest.raises(ValueError, match="round"):
         write_round_report(p, 7, tmp_path / "bad")
