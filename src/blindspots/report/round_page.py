@@ -131,8 +131,11 @@ def _agreement_parts(ratings: pd.DataFrame, mos: pd.DataFrame, figs: Path, out: 
     if not summ["n_images"]:
         return parts + ['<p class="note">Each image has at most one score: no agreement to measure.</p>'], summ
     multi = per[per["n_scores"] >= 2]
-    f = figures.histograms({"span": multi["span"].to_numpy()}, figs / "rating_span.png",
-                           xlabel="span of an image's scores (max - min)", title="Spread of ratings per image", bins=8)
+    spans = np.round(multi["span"].to_numpy(), 2)
+    levels = np.union1d(np.arange(0, max(4.0, float(spans.max())) + 1), spans)  # every step 0..4 shown, even empty
+    f = figures.bars([f"{v:g}" for v in levels], np.array([(spans == v).sum() for v in levels]),
+                     figs / "rating_span.png", ylabel="images",
+                     title=f"Span of each image's scores (max - min), {len(spans)} images")
     worst = multi.sort_values(["span", "mean_abs_diff"], ascending=False, kind="stable").head(10)
     rows = [[str(x), int(r.n_scores), f"{r.span:.0f}", f"{r.mean_abs_diff:.2f}", mos.loc[x, "text"] if x in mos.index else ""]
             for x, r in zip(worst.index, worst.itertuples(index=False))]
