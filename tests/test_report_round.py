@@ -2,6 +2,7 @@
 every link is relative and present, and each section says what is not there yet."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from urllib.parse import unquote
@@ -30,6 +31,7 @@ def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa
     p = Project.create(tmp_path / "p", make_config(world))
     html = links_ok(write_round_report(p, out_dir=tmp_path / "new"))
     assert "No round has been evaluated yet" in html and "Nothing mined in this round yet" in html
+    assert "Ranking stability" in html and "no test set T in this round yet" in html
 
     st = rounds.advance(p, simulate=False, progress=False)  # stops waiting for ratings
     assert not st.finished
@@ -45,6 +47,14 @@ def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa
     for name in ("mos.png", "class_iou_change.png"):
         assert (index.parent / "figures" / name).is_file()
     assert "target" in (index.parent / "table1.csv").read_text()
+    assert "Ranking stability on T(1)" in html and "Not available" not in html.split('id="stability"')[1].split("<h2")[0], html
+    assert (index.parent / "figures" / "ranking_stability.png").is_file()
+    assert "Rater agreement" in html and "span at most 1" in html
+    assert "Sampler comparison" in html and "Not run: this project mines with one sampler (mad)" in html
+    summary = json.loads((index.parent / "summary.json").read_text())
+    agree = summary["rater_agreement"]
+    assert agree["n_images"] == 0 or 0 <= agree["share_span_le_1"] <= 1
+    assert (index.parent / "ranking_stability.csv").read_text().startswith("k,srcc")
     assert round_scenarios(Project.create(tmp_path / "fresh", make_config(world))) is None
     html = links_ok(write_round_report(p, 1, tmp_path / "last"))  # the last round forms no S
     assert "No S in this round yet" in html
@@ -56,5 +66,7 @@ def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa
     assert res.exit_code == 0, res.output
     html = links_ok(tmp_path / "cli" / "index.html")
     assert "Failure scenarios" in html and "Scenario 1:" in html and "most typical" in html
+    assert "scenario vote set:" in res.output and (tmp_path / "cli" / "scenario-votes" / "classes.json").is_file()
+    assert "seg-r0-s000" in (tmp_path / "cli" / "scenario-votes" / "items.csv").read_text()
     with pytest.raises(ValueError, match="round"):
         write_round_report(p, 7, tmp_path / "bad")

@@ -238,12 +238,17 @@ class ProjectView:
     def vote_class_names(self, name: str) -> list[str]:
         return list(json.loads((self.vote_set(name)["path"] / "classes.json").read_text())["class_names"])
 
+    def vote_prompt(self, name: str) -> str | None:
+        """The set's own question (classes.json "prompt", e.g. segmentation scenarios), else None."""
+        prompt = json.loads((self.vote_set(name)["path"] / "classes.json").read_text()).get("prompt")
+        return str(prompt) if prompt else None
+
     def vote_queue(self, annotator: str) -> dict:
         mine = self.project.votes_of(annotator)
         sets = []
         for s in self.store.sets("vote"):
             ids = list(self.vote_items(s["name"])["item_id"])
-            sets.append({"set": s["name"], "classes": self.vote_class_names(s["name"]),
+            sets.append({"set": s["name"], "classes": self.vote_class_names(s["name"]), "prompt": self.vote_prompt(s["name"]),
                          "items": [{"id": i, "done": i in mine, "label": mine.get(i)} for i in ids]})
         total = sum(len(s["items"]) for s in sets)
         done = sum(x["done"] for s in sets for x in s["items"])

@@ -73,3 +73,21 @@ def bars(labels: Sequence[str], values: np.ndarray, path: str | Path, *, ylabel:
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     return _save(fig, Path(path))
+
+
+def line(x: np.ndarray, y: np.ndarray, path: str | Path, *, xlabel: str, ylabel: str, title: str,
+         ylim: tuple[float, float] | None = None) -> Path:
+    """One line with markers, float [N] `y` over [N] `x` (NaN drawn as gaps); writes `path` (PNG)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot(np.asarray(x), np.asarray(y, dtype=np.float64), marker="o", color="#4c72b0")
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # k counts images
+    return _save(fig, Path(path))

@@ -62,6 +62,92 @@ def _mos(ratings: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["id", "mos", "n", "ood", "sd", "text"]).set_index("id")
 
 
+def _stability_section(p: Any, i: int, mos: pd.DataFrame, scan_dir: Path, manifest: dict, classes: Any,
+                       models: list[str], out: Path) -> tuple[list[str], list[dict]]:
+    """Appendix C: SRCC of the models' top-k mIoU rankings on T(i+1) against the ranking on all of T
+    (HTML parts, rows for summary.json). T is ordered by MOS, lowest first; a model counts when the
+    scan holds its map of every used image; an image counts when its human mask exists."""
+    from blindspots.report.ranking import topk_srcc
+
+    parts = [f'<h2 class="section" id="stability">Ranking stability on T({i + 1}) (Appendix C)</h2>',
+             '<p class="meta">The models are ranked by mIoU on the top-k images of T (T ordered by MOS, lowest '
+             'first); each ranking is compared with the ranking on all of T by Spearman\'s rank correlation '
+             '(SRCC, 1 = same order), for k from half of T to all of it. Computed from the scan\'s saved maps '
+             'and the human masks.</p>']
+    t_ids = [str(x) for x in p.candidates(i, "T")["id"]]
+    have = set(p.masks_for_round(i)["id"])
+    labelled = [x for x in t_ids if x in have]
+    known = [m for m in dict.fromkeys(models) if m in manifest.get("models", {})]
+    if not t_ids or classes is None:
+        return parts + ['<p class="note">Not available: no test set T in this round yet.</p>'], []
+    if not labelled:
+        return parts + [f'<p class="note">Not available: none of the {len(t_ids)} images of T has a human mask '
+                        'yet.</p>'], []
+    order = sorted(labelled, key=lambda x: (np.nan_to_num(mos["mos"].get(x, np.nan), nan=np.inf), t_ids.index(x)))
+    k = classes.num_classes
+    cms: dict[str, list[np.ndarray]] = {m: [] for m in known}
+    used, dropped = [], 0
+    for image_id in order:
+        gt = p.load_mask(i, image_id)
+        maps = {m: _read_map(scan_dir, m, image_id) for m in known}
+        ok = {m for m, v in maps.items() if v is not None and v.shape == gt.shape}
+        if len(ok) < len(known):
+            dropped += 1
+            continue
+        used.append(image_id)
+        for m in known:
+            cms[m].append(confusion_matrix(maps[m], gt, k, ignore_index=classes.ignore_index))
+    if len(known) < 3 or len(used) < 2:
+        return parts + [f'<p class="note">Not available: SRCC needs at least 3 models and 2 labelled images of T '
+                        f'with every model\'s map; the scan has {len(known)} model(s) ({esc(", ".join(known))}) and '
+                        f'{len(used)} such image(s) ({dropped} dropped for a missing map).</p>'], []
+    frame = topk_srcc({m: np.stack(v) for m, v in cms.items()})
+    frame.to_csv(out / "ranking_stability.csv", index=False)
+    f = figures.line(frame["k"].to_numpy(), frame["srcc"].to_numpy(), out / "figures" / "ranking_stability.png",
+                     xlabel="k (top-k images of T, lowest MOS first)", ylabel="SRCC with the top-%d ranking" % len(used),
+                     title=f"Ranking stability of {len(known)} models", ylim=(-1.05, 1.05))
+    header = ["k", "SRCC"] + [f"mIoU {m}" for m in known]
+    rows = [[int(r["k"]), "–" if np.isnan(r["srcc"]) else f"{r['srcc']:.3f}"]
+            + [f"{r['miou ' + m]:.3f}" for m in known] for _, r in frame.iterrows()]
+    note = f"{len(used)} of {len(t_ids)} images of T used" + (f" ({dropped} lack a model's map)" if dropped else "")
+    parts += [f'<div class="figs">{figure_img(rel_url(f, out), "SRCC of top-k rankings")}</div>',
+              table(header, rows, set(range(len(header)))),
+              f'<p class="note">{esc(note)}; SRCC "–" where a ranking is all ties.</p>']
+    return parts, [{"k": int(r["k"]), "srcc": None if np.isnan(r["srcc"]) else float(r["srcc"])}
+                   for _, r in frame.iterrows()]
+
+
+def _agreement_parts(ratings: pd.DataFrame, mos: pd.DataFrame, figs: Path, out: Path) -> tuple[list[str], dict]:
+    """Rater agreement (HTML parts, summary numbers): its definition, the two figures, the spread
+    histogram and the images raters disagreed on most."""
+    from blindspots.report.agreement import agreement_summary, per_image_agreement
+
+    per = per_image_agreement(ratings)
+    summ = agreement_summary(per)
+    parts = ['<h3>Rater agreement</h3>',
+             '<p class="meta">Per image, over its 1-5 scores: span = highest - lowest score; mean |difference| = '
+             'the mean absolute difference over all pairs of its scores. Agreement = the share of images rated at '
+             'least twice whose scores span at most 1 step; disagreement = the mean of their mean |difference|.</p>']
+    if not summ["n_images"]:
+        return parts + ['<p class="note">Each image has at most one score: no agreement to measure.</p>'], summ
+    multi = per[per["n_scores"] >= 2]
+    spans = np.round(multi["span"].to_numpy(), 2)
+    levels = np.union1d(np.arange(0, max(4.0, float(spans.max())) + 1), spans)  # every step 0..4 shown, even empty
+    f = figures.bars([f"{v:g}" for v in levels], np.array([(spans == v).sum() for v in levels]),
+                     figs / "rating_span.png", ylabel="images",
+                     title=f"Span of each image's scores (max - min), {len(spans)} images")
+    worst = multi.sort_values(["span", "mean_abs_diff"], ascending=False, kind="stable").head(10)
+    rows = [[str(x), int(r.n_scores), f"{r.span:.0f}", f"{r.mean_abs_diff:.2f}", mos.loc[x, "text"] if x in mos.index else ""]
+            for x, r in zip(worst.index, worst.itertuples(index=False))]
+    parts += [f'<p>Agreement: <b>{summ["share_span_le_1"]:.0%}</b> of {summ["n_images"]} images rated at least twice '
+              f'span at most 1; mean |difference| between two raters of an image: <b>{summ["mean_abs_diff"]:.2f}</b> '
+              'steps.</p>',
+              f'<div class="figs">{figure_img(rel_url(f, out), "spread of ratings per image")}</div>',
+              '<p class="meta">Images with the widest spread:</p>',
+              table(["id", "scores", "span", "mean |difference|", "ratings"], rows, {1, 2, 3})]
+    return parts, summ
+
+
 def default_round(project: Any) -> int:
     """The latest round with mined candidates (0 when nothing was mined yet)."""
     p = _open(project)
@@ -97,8 +183,9 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     classes = Classes.from_dict(manifest["classes"]) if isinstance(manifest.get("classes"), dict) else None
     names = list(classes.names) if classes is not None else []
     parts = [f"<h1>{esc(cfg.project.name or p.path.name)}: round {i}</h1>",
-             '<nav><a href="#table1">Table 1</a><a href="#candidates">candidates</a><a href="#mos">MOS</a>'
-             '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a>'
+             '<nav><a href="#table1">Table 1</a><a href="#stability">ranking stability</a>'
+             '<a href="#candidates">candidates</a><a href="#mos">MOS</a>'
+             '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a><a href="#samplers">samplers</a>'
              + ('<a href="#scenarios">scenarios</a>' if scenarios is not None else "") + '</nav>',
              f'<p class="meta">target model: {esc(cfg.target.name)} (version {i} in this round, scanned as '
              f'{esc(target_i)}); '
@@ -125,10 +212,12 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
         board.to_csv(out / "table1.csv")
     else:
         parts.append('<p class="note">No round has been evaluated yet.</p>')
+    mos = _mos(p.ratings_for_round(i))
+    stability = _stability_section(p, i, mos, scan_dir, manifest, classes, [target_i, target_next] + comps, out)
+    parts.extend(stability[0])
 
     # --- candidates with MOS and ratings
     cands = p.candidates(i, "M")
-    mos = _mos(p.ratings_for_round(i))
     parts.append(f'<h2 class="section" id="candidates">Mined candidates M({i + 1}): {len(cands)} images, '
                  f'{len(mos)} rated</h2>')
     if len(cands):
@@ -160,13 +249,14 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     if len(mos):
         f = figures.histograms({"MOS": mos["mos"].to_numpy()}, figs / "mos.png", xlabel="mean opinion score (1-5)",
                                title=f"MOS of the {len(mos)} rated candidates", bins=16)
-        spread = mos["sd"][mos["n"] > 1]
-        note = (f"mean spread of ratings per image (sd) {spread.mean():.2f} over {len(spread)} images rated more "
-                f"than once" if len(spread) else "each image has one rating: no agreement to measure")
         parts.append(f'<div class="figs">{figure_img(rel_url(f, out), "MOS histogram")}</div>'
-                     f'<p class="note">{esc(note)}; {int(mos["ood"].sum())} out-of-domain flags.</p>')
+                     f'<p class="note">{int(mos["ood"].sum())} out-of-domain flags (not scores; left out of MOS '
+                     'and of the agreement below).</p>')
+        agreement = _agreement_parts(p.ratings_for_round(i), mos, figs, out)
+        parts.extend(agreement[0])
     else:
         parts.append('<p class="note">No ratings yet.</p>')
+        agreement = ([], {})
 
     # --- S with human mask, before / after
     parts.append(f'<h2 class="section" id="s">S({i + 1}): human mask, target before and after fine-tuning</h2>')
@@ -233,13 +323,19 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     else:
         parts.append('<p class="note">Shown once the round\'s images are labelled and the fine-tuned target '
                      f'({esc(target_next)}) has been scanned (the next round\'s scan).</p>')
+    # --- sampler comparison: a project mines with one sampler; the comparison is a benchmark's output
+    parts.append('<h2 class="section" id="samplers">Sampler comparison</h2>')
+    parts.append(f'<p class="note">Not run: this project mines with one sampler ({esc(cfg.mining.strategy)}) and '
+                 'holds no comparison; MAD vs entropy vs random at equal budget is measured by '
+                 '<code>benchmarks/mining.py</code>, outside a project.</p>')
     if scenarios is not None:
         from blindspots.report.scenario_section import scenario_section
 
         parts.append('<h2 class="section" id="scenarios">Failure scenarios</h2>')
         parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))))
     summary = {"round": i, "n_candidates": int(len(cands)), "n_rated": int(len(mos)), "n_S": len(s_ids),
-               "n_masks": len(labelled), "table1": bool(len(board))}
+               "n_masks": len(labelled), "table1": bool(len(board)), "ranking_stability": stability[1],
+               "rater_agreement": agreement[1]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     index = out / "index.html"
     index.write_text(page(f"Round {i} report", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")

@@ -10,6 +10,8 @@
     const it = flat[idx];
     $("vote-img").src = `/api/images/vote?${BS.q({ set: it.set, id: it.id })}`;
     $("item").textContent = `${it.set} · ${it.id}`;
+    if (it.prompt) $("prompt").textContent = it.prompt;  // a set's own question (segmentation scenarios)
+    else $("prompt").innerHTML = "What is in this image? Choose the class, or <i>none of the above</i>.";
     const box = $("choices"); box.replaceChildren();
     it.classes.forEach((n, k) => box.append(button(n, k < 10 ? String(k % 10) : "", it.label === n)));
     box.append(button("none", "N", it.done && it.label === null, "None of the above"));
@@ -43,7 +45,7 @@
   });
   document.addEventListener("DOMContentLoaded", async () => {
     const q = await BS.api("GET", "/api/votes/queue");
-    flat = q.sets.flatMap((s) => s.items.map((x) => ({ ...x, set: s.set, classes: s.classes })));
+    flat = q.sets.flatMap((s) => s.items.map((x) => ({ ...x, set: s.set, classes: s.classes, prompt: s.prompt })));
     done = q.done;
     const first = flat.findIndex((x) => !x.done); idx = first >= 0 ? first : 0;
     show(); document.body.dataset.ready = "1";
