@@ -310,3 +310,30 @@ def test_factory_and_hf_targets_fine_tune_into_a_loadable_version_1(kind: str, w
     board = rounds.leaderboard_frame(p)
     assert board.loc["target", ("round 1", "T0")] == pytest.approx(rec.meta["val_miou"])
     assert np.isfinite(board.loc["target", ("round 1", "T2")])
+
+
+def test_fine_tuning_on_a_pool_of_mixed_sizes(world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """S from a real pool has many sizes (each image and its truth resized here); round 0 fine-tunes."""
+    import shutil
+    from dataclasses import replace
+
+    from PIL import Image
+
+    pool = tmp_path / "pool"
+    shutil.copytree(world / "pool", pool)
+    sizes = [(48, 32), (32, 64), (40, 40), (32, 32)]  # (width, height)
+    for k, f in enumerate(sorted((pool / "images").iterdir())):
+        size = sizes[k % len(sizes)]
+        Image.open(f).resize(size, Image.BILINEAR).save(f)
+        mask = next((pool / "masks").glob(f.stem + ".*"))
+        Image.open(mask).resize(size, Image.NEAREST).save(mask)
+    cfg = make_config(world)
+    cfg = replace(cfg, pool=PoolSettings(root=str(pool / "images")), target=ModelSettings("target", own_target(
+        "factory", tmp_path, monkeypatch)), simulate=replace(cfg.simulate, ground_truth=str(pool / "masks")),
+                  ratings=replace(cfg.ratings, n4=4), base_dir=tmp_path)
+    p = Project.create(tmp_path / "p", cfg)
+    st = rounds.advance(p, simulate=True, progress=False)
+    assert st.finished, st.message
+    s_sizes = {Image.open(next((pool / "images").glob(Path(x).stem + ".*"))).size for x in p.candidates(0, "S")["id"]}
+    assert len(s_sizes) > 1
+    assert p.model("target").version == 1 and np.isfinite(p.model("target").meta["val_miou"])
