@@ -197,7 +197,9 @@ def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
     assert code == 0 and "waiting for ratings" in out, out
     n = rate_everything_in_the_app(proj)
     code, out = cli("round", proj)
-    assert code == 0 and "exported for pixel labelling" in out and "cannot fine-tune" in out, out
+    # module:factory and Hugging Face targets are trainable: without S0/T0 it is the data that is missing
+    why = "no training data" if kind in ("factory", "hf") else "cannot fine-tune"
+    assert code == 0 and "exported for pixel labelling" in out and why in out, out
     assert len(out.strip().splitlines()) == 1, out
     folder = proj / "reports" / "round-0"
     p = Project.open(proj)

@@ -114,7 +114,7 @@ def finetune_blocker(spec: str, target: str, data: Iterable[str], *, import_dir:
                 "your own stack, then register the new model with `blindspots register PROJECT SPEC` as the "
                 "next version and run `blindspots round` again")
     if not all(data):
-        return ("the project has no training data (--train-data and --val-data), so blindspots cannot "
-                "fine-tune the target: label S, retrain it in your own stack, then register the new model with "
-                "`blindspots register PROJECT SPEC` as the next version and run `blindspots round` again")
+        return ("the project has no training data (--train-data and --val-data) to fine-tune with: label S, "
+                "retrain the target in your own stack, then register the new model with `blindspots register "
+                "PROJECT SPEC` as the next version and run `blindspots round` again")
     return None
