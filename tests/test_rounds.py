@@ -234,3 +234,106 @@ def test_scenario_strategy_mines_near_round_0s_failures(world: Path, tmp_path: P
     assert len(m0) and len(m1) and len(s0) >= 2
     assert not set(m1["id"]) & set(s0["id"])  # confirmed failures are not mined again
     assert "scenario" in str(m1.iloc[0].to_dict())  # the reason names the scenario
+
+
+FACTORY_MODULE = '''
+import torch
+
+class Net(torch.nn.Module):
+    def __init__(self, c=3):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, int(c), 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+def build(c=3):
+    return Net(c)
+'''
+
+
+def own_target(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A trainable target that is not a zoo checkpoint: `module:factory?weights=` or a tiny SegFormer."""
+    import sys
+
+    from blindspots.data.scenes import SCENE_CLASSES
+
+    c = SCENE_CLASSES.num_classes
+    torch.manual_seed(0)
+    if kind == "factory":
+        (tmp_path / "my_ft_factory.py").write_text(FACTORY_MODULE)
+        sys.modules.pop("my_ft_factory", None)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        torch.save({f"conv.{k}": v for k, v in torch.nn.Conv2d(3, c, 3, padding=1).state_dict().items()},
+                   tmp_path / "w0.pt")
+        return f"my_ft_factory:build?weights={tmp_path / 'w0.pt'}&c={c}&batch_size=4"
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.SegformerConfig(
+        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3],
+        strides=[4, 2], num_attention_heads=[1, 1], mlp_ratios=[2, 2], decoder_hidden_size=16, num_labels=c,
+        id2label=dict(enumerate(SCENE_CLASSES.names)), label2id={n: k for k, n in enumerate(SCENE_CLASSES.names)})
+    transformers.SegformerForSemanticSegmentation(cfg).eval().save_pretrained(tmp_path / "segformer")
+    return str(tmp_path / "segformer") + "?batch_size=4"
+
+
+@pytest.mark.parametrize("kind", ["factory", "hf"])
+def test_factory_and_hf_targets_fine_tune_into_a_loadable_version_1(kind: str, world: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from blindspots.loop.models import load_spec
+    from blindspots.models import load_model
+
+    spec = own_target(kind, tmp_path, monkeypatch)
+    cfg = replace(make_config(world), target=ModelSettings("target", spec), base_dir=tmp_path)
+    p = Project.create(tmp_path / "p", cfg)
+    assert rounds.plan(p) == rounds.STEPS and rounds.finetune_blocker_of(p) is None
+    st = rounds.advance(p, simulate=True, progress=False)
+    assert st.finished, st.message
+    rec = p.model("target")
+    assert rec.version == 1 and rec.meta["lr"] in (1e-3, 1e-2)
+    # Saved in the form the same spec kind loads back, with the spec's other options kept.
+    v1 = load_spec(rec.spec, import_dir=rec.meta.get("import_dir")) if kind == "factory" else load_model(rec.spec)
+    assert v1.info["kind"] == kind and v1.policy == load_model(spec).policy
+    assert "batch_size=4" in rec.spec and rec.spec != spec
+    if kind == "factory":
+        assert "c=" in rec.spec and (p.path / "checkpoints" / "target-v1.pt").is_file()
+    else:
+        assert (p.path / "checkpoints" / "target-v1" / "config.json").is_file()
+    # Its weights are the fine-tuned ones: the fine-tuner's T0 mIoU, measured again on the loaded v1.
+    from blindspots.loop.context import _Loop
+    from blindspots.training.replay import evaluate_module
+
+    val = _Loop(p, simulate=True, progress=False).labelled_set("val")
+    miou = evaluate_module(v1.module, val, v1.num_classes, preprocess=v1.preprocess, output_key=v1.output_key)
+    assert miou == pytest.approx(rec.meta["val_miou"], abs=1e-9)
+    board = rounds.leaderboard_frame(p)
+    assert board.loc["target", ("round 1", "T0")] == pytest.approx(rec.meta["val_miou"])
+    assert np.isfinite(board.loc["target", ("round 1", "T2")])
+
+
+def test_fine_tuning_on_a_pool_of_mixed_sizes(world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """S from a real pool has many sizes (each image and its truth resized here); round 0 fine-tunes."""
+    import shutil
+    from dataclasses import replace
+
+    from PIL import Image
+
+    pool = tmp_path / "pool"
+    shutil.copytree(world / "pool", pool)
+    sizes = [(48, 32), (32, 64), (40, 40), (32, 32)]  # (width, height)
+    for k, f in enumerate(sorted((pool / "images").iterdir())):
+        size = sizes[k % len(sizes)]
+        Image.open(f).resize(size, Image.BILINEAR).save(f)
+        mask = next((pool / "masks").glob(f.stem + ".*"))
+        Image.open(mask).resize(size, Image.NEAREST).save(mask)
+    cfg = make_config(world)
+    cfg = replace(cfg, pool=PoolSettings(root=str(pool / "images")), target=ModelSettings("target", own_target(
+        "factory", tmp_path, monkeypatch)), simulate=replace(cfg.simulate, ground_truth=str(pool / "masks")),
+                  ratings=replace(cfg.ratings, n4=4), base_dir=tmp_path)
+    p = Project.create(tmp_path / "p", cfg)
+    st = rounds.advance(p, simulate=True, progress=False)
+    assert st.finished, st.message
+    s_sizes = {Image.open(next((pool / "images").glob(Path(x).stem + ".*"))).size for x in p.candidates(0, "S")["id"]}
+    assert len(s_sizes) > 1
+    assert p.model("target").version == 1 and np.isfinite(p.model("target").meta["val_miou"])

@@ -124,3 +124,21 @@ def test_bad_arguments_raise_value_errors() -> None:
     with pytest.raises(ValueError, match="image uint8"):
         ReplayFinetuner([0.1], epochs=1, batch_size=1, progress=False).fit(net, bad, pairs(0, 0), pairs(4, 6),
                                                                            num_classes=2)
+
+
+def test_mixed_aspect_ratios_in_s_s0_and_t0_train_with_every_batch_size() -> None:
+    """Pool images come in many sizes: a batch is resized to its first image's size, T0 is run
+    one size at a time (never "all input arrays must have the same shape")."""
+    def item(i: int, h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+        r = np.random.default_rng(i)
+        im = r.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        return im, (im[..., 1] > 127).astype(np.uint8)
+
+    shapes = [(32, 48), (40, 24), (32, 32), (24, 56), (36, 36)]
+    s = PairList([str(k) for k in range(3)], lambda k: item(int(k), *shapes[int(k)]))
+    s0 = PairList(["3", "4"], lambda k: item(int(k), *shapes[int(k)]))
+    t0 = PairList(["0", "3", "4"], lambda k: item(int(k) + 9, *shapes[int(k)]))
+    for batch_size in (1, 2, 3):
+        ft = ReplayFinetuner([0.05], epochs=1, batch_size=batch_size, progress=False)
+        ft.fit(tiny_net(), s, s0, t0, num_classes=2)
+        assert np.isfinite(ft.val_miou_) and len(ft.runs_[0].losses) == 1

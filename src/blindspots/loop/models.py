@@ -4,7 +4,7 @@ and whether the loop can fine-tune the target.
 A project stores each model as the same spec string the scan takes (`blindspots.models.load`):
 a zoo checkpoint, a TorchScript or ONNX file, a folder of precomputed `.npy`, or
 `package.module:function`, with options after "?". The loop never special-cases a kind to load
-it; only fine-tuning needs to know whether the target is a zoo checkpoint it can train.
+it; only fine-tuning needs to know whether the target is a torch module it can train (zoo, factory, HF).
 """
 from __future__ import annotations
 
@@ -93,15 +93,15 @@ def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> in
     return next(iter(sizes.values()))
 
 
-#: Spec kinds the loop fine-tunes: `run_finetune` reads and writes zoo checkpoints (arch + weights).
-#: TODO(issue 13): the models package's TRAINABLE_KINDS ("factory", "hf") once it takes any torch module.
-LOOP_TRAINABLE_KINDS = ("zoo",)
+#: Spec kinds the loop fine-tunes (`run_finetune`): zoo checkpoints, `module:factory` (+ weights=) and
+#: Hugging Face folders, whose adapters hold a plain torch `module` (`blindspots.models.TRAINABLE_KINDS`).
+LOOP_TRAINABLE_KINDS = ("zoo", "factory", "hf")
 
 
 def finetune_blocker(spec: str, target: str, data: Iterable[str], *, import_dir: str | None = None) -> str | None:
     """Why the loop cannot fine-tune the target (one sentence), or None when it can.
 
-    It can with a zoo checkpoint and both S0 and T0 (`data`: the [data] train and val values).
+    It can with a trainable kind (LOOP_TRAINABLE_KINDS) and both S0 and T0 (`data`: the [data] train and val values).
     import_dir: where a `module:function` spec imports from (see `load_spec`).
     """
     from blindspots.models.load import KIND_NAMES, spec_kind

@@ -334,6 +334,15 @@ def run_evaluate(loop: _Loop, i: int, seed: int) -> dict:
     return out
 
 
+def target_kind(spec: str, import_dir: str | None) -> str:
+    """The spec kind of a target version ("zoo", "factory", "hf", ...), loading no weights."""
+    from blindspots.loop.models import use_import_dir
+    from blindspots.models.load import spec_kind
+
+    use_import_dir(spec, import_dir)
+    return spec_kind(spec)
+
+
 def run_finetune(loop: _Loop, i: int, seed: int) -> dict:
     """f_t^(i+1): fine-tune f_t^(i) on S(1..i+1) ∪ S0, LR chosen by T0 mIoU; register it."""
     from blindspots.training.replay import ReplayFinetuner
@@ -344,18 +353,33 @@ def run_finetune(loop: _Loop, i: int, seed: int) -> dict:
         return {"skipped": "last round: evaluation only"}
     f = c.finetune
     rec = p.model(c.target.name, i)
-    module, info = load_checkpoint(rec.path)
+    kind = target_kind(rec.spec, rec.meta.get("import_dir"))
+    adapter: dict[str, Any] = {}
+    if kind == "zoo":  # unchanged since the paper's runs: the zoo checkpoint's module, default preprocessing
+        module, info = load_checkpoint(rec.path)
+    else:  # module:factory or Hugging Face: the adapter's plain nn.Module, with its own preprocessing
+        seg = loop.segmenter(c.target.name, i)
+        module = seg.module
+        adapter = {"preprocess": seg.preprocess, "output_key": seg.output_key}
     s = _round_set(loop, i, "S", range(i + 1))
     ft = ReplayFinetuner(f.lrs, epochs=f.epochs, batch_size=f.batch_size, momentum=f.momentum,
                          weight_decay=f.weight_decay, power=f.power, max_replay=f.max_replay,
                          image_size=f.image_size, seed=seed, work_dir=p.checkpoints_dir / f"finetune-r{i}",
-                         device=f.device, ignore_index=loop.classes.ignore_index, progress=loop.progress)
+                         device=f.device, ignore_index=loop.classes.ignore_index, progress=loop.progress, **adapter)
     ft.fit(module, s, loop.labelled_set("train"), loop.labelled_set("val"), num_classes=loop.classes.num_classes)
     path = p.checkpoints_dir / f"{c.target.name}-v{i + 1}.pt"
     meta = {"round": i, "parent_version": i, "lr": ft.lr_, "val_miou": ft.val_miou_, "n_S": len(s),
             "grid": [{"lr": r.lr, "val_miou": r.val_miou, "losses": r.losses} for r in ft.runs_], "seed": seed}
-    save_checkpoint(path, ft.model_, arch=info["arch"], classes=loop.classes, meta=meta)
-    p.register_model(c.target.name, i + 1, "target", path, round=i, meta=meta)
+    if kind == "zoo":
+        save_checkpoint(path, ft.model_, arch=info["arch"], classes=loop.classes, meta=meta)
+        p.register_model(c.target.name, i + 1, "target", path, round=i, meta=meta)
+    else:
+        from blindspots.loop.versions import save_finetuned
+
+        spec = save_finetuned(kind, rec.spec, ft.model_, p.checkpoints_dir / f"{c.target.name}-v{i + 1}")
+        path = spec  # type: ignore[assignment]  # reported as the new version's spec
+        meta["import_dir"] = rec.meta.get("import_dir")  # a factory imports from where `init` ran
+        p.register_model(c.target.name, i + 1, "target", spec, round=i, meta=meta)
     p.set_metric(c.target.name, i + 1, "T0", ft.val_miou_, len(loop.labelled_set("val")))
     return {"version": i + 1, "path": str(path), "lr": ft.lr_, "val_miou": ft.val_miou_, "n_S": len(s)}
 
