@@ -66,3 +66,20 @@ def test_one_line() -> None:
     assert one_line(ValueError("a\n  b")) == "a b"
     assert one_line(FileNotFoundError(2, "No such file or directory", "x.pt")) == "x.pt: No such file or directory"
     assert one_line(ValueError()) == "ValueError"
+
+
+def test_disk_full_while_writing_maps(pool: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The writer thread hits ENOSPC: the scan stops with one line naming the cause, not a traceback.
+    import errno
+
+    from blindspots.scan import maps as map_files
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "o" / "maps"))
+
+    monkeypatch.setattr(map_files, "write_pngs", full)
+    ckpt = save_checkpoint(tmp_path / "m.pt", build_model("tiny_unet", 3), arch="tiny_unet",
+                           classes=Classes(("a", "b", "c")))
+    res = CliRunner().invoke(app, ["scan", str(pool), "-t", f"t={ckpt}", "--out", str(tmp_path / "o"),
+                                   "--no-progress"])
+    _assert_one_line_error(res, "No space left on device")
