@@ -92,3 +92,24 @@ def test_label_issues_report(tmp_path):
     assert "worst.png" in text and "img2" in text and "missing" in text
     with pytest.raises(ValueError, match="root"):
         write_label_issues_report(tmp_path / "images", tmp_path / "x")
+
+
+def test_surprise_report(tmp_path):
+    from blindspots.defuse.grids import save_grid as save_panel
+    from blindspots.surprise.analysis import label_saving_tradeoff, plot_label_saving, spearman_table
+
+    rng = np.random.default_rng(0)
+    sa, iou = rng.random((12, 2)), rng.random((12, 2))
+    root = tmp_path / "sa"
+    root.mkdir()
+    spearman_table({"LSA": sa}, iou, ["road", "car"]).to_csv(root / "table3.csv", index=False)
+    curves = {"road": label_saving_tradeoff(sa[:, 0], iou[:, 0])}
+    pd.concat([df.assign(group=k) for k, df in curves.items()]).to_csv(root / "figure9.csv", index=False)
+    plot_label_saving(curves).savefig(root / "figure9.png", dpi=40)
+    save_panel(rng.integers(0, 255, (2, 8, 8, 3), dtype=np.uint8), root / "view" / "frame0.png", 2)
+    res = CliRunner().invoke(app, ["report", str(root)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    text = _check_offline(root / "report" / "index.html")
+    assert "figure9.png" in text and "view_frame0.png" in text and "road" in text
+    res = CliRunner().invoke(app, ["report", str(root), "--round", "1"])
+    assert res.exit_code == 2 and "--round" in res.output
