@@ -144,6 +144,8 @@ def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 1
                  '<p class="note">No other figures (run `blindspots defuse report --out ...` into this folder).</p>')
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     index = out / "index.html"
-    index.write_text(page(f"Defuse report: {root.name}", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")
+    # Review images are tiny (e.g. 28 px): enlarge them without blurring.
+    css = REPORT_CSS + ".row img { image-rendering: pixelated; }\n"
+    index.write_text(page(f"Defuse report: {root.name}", "\n".join(parts), css=css), encoding="utf-8")
     log.info("defuse report written to %s", index)
     return index
