@@ -90,6 +90,10 @@ def _scenario_section(review: Path, out: Path, n_per: int) -> tuple[list[str], d
     return parts, {"n_scenarios": int(len(dec)), "n_failures": n_fail}
 
 
+def _figs(figs_dir: Path, name: str, out: Path) -> str:
+    return f'<div class="figs">{copy_figure(figs_dir / name, out, name, FIGURES[name])}</div>'
+
+
 def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 10) -> Path:
     """Write the Defuse page `out_dir/index.html` (+ figures/) for the run folder `root`; returns its path.
 
@@ -117,7 +121,7 @@ def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 1
         summary.update(info)
     figs_dir = found.get("figures")
     if figs_dir is not None and (figs_dir / "fig3_scenarios.png").is_file():
-        parts.append(f'<div class="figs">{copy_figure(figs_dir / "fig3_scenarios.png", out, "fig3_scenarios.png", FIGURES["fig3_scenarios.png"])}</div>')
+        parts.append(_figs(figs_dir, "fig3_scenarios.png", out))
 
     parts.append('<h2 class="section" id="correction">Correction (λ sweep)</h2>')
     if "correct" in found:
@@ -130,13 +134,14 @@ def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 1
                          f'classifier: {esc(found["correct"] / "corrected.pt")}</p>')
         parts.append(frame_table(sweep, max_rows=100))
         if figs_dir is not None and (figs_dir / "fig5_tradeoff.png").is_file():
-            parts.append(f'<div class="figs">{copy_figure(figs_dir / "fig5_tradeoff.png", out, "fig5_tradeoff.png", FIGURES["fig5_tradeoff.png"])}</div>')
+            parts.append(_figs(figs_dir, "fig5_tradeoff.png", out))
     else:
         parts.append('<p class="note">No correction folder (sweep.csv) found: run `blindspots defuse correct`.</p>')
 
     parts.append('<h2 class="section" id="figures">Other figures</h2>')
+    shown = ("fig3_scenarios.png", "fig5_tradeoff.png")
     other = [copy_figure(figs_dir / f, out, f, cap) for f, cap in FIGURES.items()
-             if figs_dir is not None and f not in ("fig3_scenarios.png", "fig5_tradeoff.png") and (figs_dir / f).is_file()]
+             if figs_dir is not None and f not in shown and (figs_dir / f).is_file()]
     if "grids" in found:
         other += [copy_figure(found["grids"] / f, out, f"vae_{f}", cap) for f, cap in GRIDS.items()
                   if (found["grids"] / f).is_file()]

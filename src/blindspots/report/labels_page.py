@@ -57,7 +57,8 @@ def write_label_issues_report(root: str | Path, out_dir: str | Path, *, n: int =
              'more likely mislabelled). Review these annotations first.</p>',
              frame_table(images, max_rows=n)]
     if (root / "worst.png").is_file():
-        parts.append(f'<div class="figs">{copy_figure(root / "worst.png", out, "worst.png", "worst images: image, given labels, prediction, flagged pixels")}</div>')
+        cap = "worst images: image, given labels, prediction, flagged pixels"
+        parts.append(f'<div class="figs">{copy_figure(root / "worst.png", out, "worst.png", cap)}</div>')
     parts.append('<h2 class="section" id="regions">Largest issue regions</h2>')
     if regions is not None and len(regions):
         by_area = regions.sort_values("area", ascending=False, kind="stable") if "area" in regions else regions

@@ -45,7 +45,8 @@ def write_surprise_report(root: str | Path, out_dir: str | Path, *, n: int = 12)
              frame_table(pd.read_csv(root / "table3.csv"), max_rows=200)]
     parts.append('<h2 class="section" id="figure9">Figure 9: label-saving trade-off</h2>')
     if (root / "figure9.png").is_file():
-        parts.append(f'<div class="figs">{copy_figure(root / "figure9.png", out, "figure9.png", "Figure 9: skip labelling the least surprising images; error of accepting their predictions")}</div>')
+        cap = "Figure 9: skip labelling the least surprising images; error of accepting their predictions"
+        parts.append(f'<div class="figs">{copy_figure(root / "figure9.png", out, "figure9.png", cap)}</div>')
     if (root / "figure9.csv").is_file():
         parts.append(frame_table(pd.read_csv(root / "figure9.csv"), max_rows=60))
     if not (root / "figure9.png").is_file() and not (root / "figure9.csv").is_file():
