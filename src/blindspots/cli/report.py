@@ -8,12 +8,15 @@ import typer
 
 
 def report(
-    source: Path = typer.Argument(..., help="A project folder (`blindspots init`) or a scan folder (with "
-                                  "scan.json) written by `blindspots scan`."),
+    source: Path = typer.Argument(..., help="A project folder (`blindspots init`), a scan folder (with "
+                                  "scan.json) written by `blindspots scan`, a `blindspots label-issues --out` "
+                                  "or `blindspots surprise analyze --out` folder, or a Defuse run folder "
+                                  "(holding the --out folders of `blindspots defuse ...`: review, correct, "
+                                  "report figures)."),
     round: Optional[int] = typer.Option(None, "--round", "-r", help="Project: which round (default: the "
                                         "latest with mined candidates)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for index.html and its figures "
-                                       "(default: PROJECT/reports/html/round-<i>, or SCAN/report)."),
+                                       "(default: PROJECT/reports/html/round-<i>, or SOURCE/report)."),
     n: int = typer.Option(12, "-n", help="Scan: how many of the most disputed images to show; project: "
                           "candidates shown (twice this)."),
     scenarios: bool = typer.Option(False, "--scenarios/--no-scenarios", help="Project: add the failure "
@@ -22,6 +25,15 @@ def report(
                                         "folder that was scanned)."),
 ) -> None:
     """Write SOURCE's report: one self-contained page (OUT/index.html) plus its figures as PNG."""
+    from blindspots.report.defuse_page import is_defuse_dir
+    from blindspots.report.labels_page import is_label_issues_dir
+    from blindspots.report.surprise_page import is_surprise_dir
+
+    project = (source / "blindspots.toml").is_file()
+    engine = not project and not (source / "scan.json").is_file() and \
+        (is_label_issues_dir(source) or is_defuse_dir(source) or is_surprise_dir(source))
+    if engine and round is not None:
+        raise ValueError(f"--round: expected no round for a label-issues, surprise or Defuse folder, got {round}")
     if (source / "scan.json").is_file():
         from blindspots.report.scan_page import write_scan_report
 
@@ -29,6 +41,18 @@ def report(
             raise ValueError(f"--round: expected no round for a scan folder, got {round}")
         index = write_scan_report(source, out if out is not None else source / "report", n_disputed=n,
                                   pool_root=pool)
+    elif not project and is_label_issues_dir(source):
+        from blindspots.report.labels_page import write_label_issues_report
+
+        index = write_label_issues_report(source, out if out is not None else source / "report", n=2 * n)
+    elif not project and is_surprise_dir(source):
+        from blindspots.report.surprise_page import write_surprise_report
+
+        index = write_surprise_report(source, out if out is not None else source / "report", n=n)
+    elif not project and is_defuse_dir(source):
+        from blindspots.report.defuse_page import write_defuse_report
+
+        index = write_defuse_report(source, out if out is not None else source / "report")
     else:
         from blindspots.report.round_page import round_scenarios, write_round_report
 
@@ -71,5 +95,5 @@ def write_round_pages(project: Path, last_round: int) -> Path | None:
 
 def register(app: typer.Typer) -> None:
     """Add the `report` command."""
-    app.command("report", help="Write an offline HTML report (figures as PNG beside it) of a project round or "
-                "of a scan folder.")(report)
+    app.command("report", help="Write an offline HTML report (figures as PNG beside it) of a project round, "
+                "a scan folder, a label-issues or surprise folder or a Defuse run folder.")(report)

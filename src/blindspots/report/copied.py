@@ -1,0 +1,35 @@
+"""Helpers for pages that show what another command already wrote: copy its PNG figures beside the
+page (so the report folder is self-contained) and render its CSV tables."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from blindspots.report.html import esc, figure_img, rel_url, table
+
+
+def copy_figure(src: Path, out: Path, name: str, caption: str) -> str:
+    """Copy the image `src` to out/figures/<name> and return a <figure> linking it relatively."""
+    dst = out / "figures" / name
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    return f"<figure>{figure_img(rel_url(dst, out), caption)}<figcaption>{esc(caption)}</figcaption></figure>"
+
+
+def frame_table(df: pd.DataFrame, max_rows: int = 50, digits: int = 4) -> str:
+    """A DataFrame as an HTML table (floats rounded to `digits`; at most `max_rows` rows, the rest counted)."""
+    shown = df.head(max_rows)
+    numeric = {j for j, c in enumerate(shown.columns) if pd.api.types.is_numeric_dtype(shown[c])}
+    rows = [[f"{v:.{digits}g}" if isinstance(v, float) else v for v in r] for r in shown.itertuples(index=False)]
+    extra = f'<p class="note">{len(df) - len(shown)} more rows not shown.</p>' if len(df) > len(shown) else ""
+    return table([str(c) for c in shown.columns], rows, numeric) + extra
+
+
+def read_table(stem: Path) -> pd.DataFrame | None:
+    """stem.csv or stem.parquet (the first found) as a DataFrame, else None."""
+    for ext, reader in ((".csv", pd.read_csv), (".parquet", pd.read_parquet)):
+        if stem.with_suffix(ext).is_file():
+            return reader(stem.with_suffix(ext))
+    return None

@@ -1,0 +1,78 @@
+"""The label-issues report: `OUT/index.html` for a folder written by `blindspots label-issues --out`
+(images.csv|parquet, regions.csv|parquet, summary.json, worst.png, issues/<id>.png).
+
+Sections: counts (images, estimated issues, flagged pixels, regions by kind), the images with the
+worst label quality (table), their figure (worst.png, copied beside the page), the largest issue
+regions and the most common (given, predicted) confusions.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from blindspots.report.copied import copy_figure, frame_table, read_table
+from blindspots.report.html import REPORT_CSS, esc, page, table
+
+log = logging.getLogger(__name__)
+
+
+def is_label_issues_dir(root: str | Path) -> bool:
+    """Whether `root` looks like a `blindspots label-issues --out` folder (summary.json + images table)."""
+    root = Path(root)
+    return (root / "summary.json").is_file() and read_table(root / "images") is not None \
+        if root.is_dir() else False
+
+
+def write_label_issues_report(root: str | Path, out_dir: str | Path, *, n: int = 20) -> Path:
+    """Write the label-issues page `out_dir/index.html` (+ figures/); returns its path.
+
+    root: a `label-issues --out` folder. n: images and regions listed.
+    """
+    root = Path(root)
+    if not is_label_issues_dir(root):
+        raise ValueError(f"root: expected a `blindspots label-issues --out` folder (summary.json, images.csv), "
+                         f"got {str(root)!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n: expected an integer >= 0, got {n!r}")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
+    images = read_table(root / "images")
+    regions = read_table(root / "regions")
+    assert images is not None  # is_label_issues_dir checked it
+    kinds = summary.get("regions_by_kind", {})
+    parts = [f"<h1>Label issues: {esc(root.resolve().name)}</h1>",
+             '<nav><a href="#worst">worst images</a><a href="#regions">regions</a>'
+             '<a href="#confusions">confusions</a></nav>',
+             f'<p class="meta">{esc(summary.get("num_images", len(images)))} images; estimated issues: '
+             f'{esc(summary.get("estimated_issues", "?"))}; flagged pixels: {esc(summary.get("flagged_pixels", "?"))}; '
+             f'regions: {esc(", ".join(f"{k} {v}" for k, v in kinds.items()) or "none")}</p>',
+             '<h2 class="section" id="worst">Images with the worst label quality</h2>',
+             '<p class="note">Lowest image score first (the mean self-confidence of the given labels; lower: '
+             'more likely mislabelled). Review these annotations first.</p>',
+             frame_table(images, max_rows=n)]
+    if (root / "worst.png").is_file():
+        cap = "worst images: image, given labels, prediction, flagged pixels"
+        parts.append(f'<div class="figs">{copy_figure(root / "worst.png", out, "worst.png", cap)}</div>')
+    parts.append('<h2 class="section" id="regions">Largest issue regions</h2>')
+    if regions is not None and len(regions):
+        by_area = regions.sort_values("area", ascending=False, kind="stable") if "area" in regions else regions
+        parts.append(frame_table(by_area, max_rows=n))
+    else:
+        parts.append('<p class="note">No issue regions.</p>')
+    parts.append('<h2 class="section" id="confusions">Most common confusions (by area)</h2>')
+    conf = summary.get("common_confusions", [])
+    if conf:
+        cols = list(conf[0])
+        parts.append(table(cols, [[c.get(k, "") for k in cols] for c in conf], set(range(len(cols)))))
+    else:
+        parts.append('<p class="note">None.</p>')
+    index = out / "index.html"
+    index.write_text(page(f"Label issues: {root.name}", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")
+    log.info("label-issues report written to %s", index)
+    return index

@@ -1,0 +1,67 @@
+"""The surprise report: `OUT/index.html` for a folder written by `blindspots surprise analyze --out`
+(table3.csv, figure9.csv, figure9.png), plus any `surprise view` panels (SA heatmaps, PNG) found in
+its direct subfolders.
+
+Sections: Table 3 (Spearman ρ and p of surprise adequacy vs IoU per class group), Figure 9 (the
+label-saving trade-off) with its table at a few savings, and up to `n` heatmap panels.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pandas as pd
+
+from blindspots.report.copied import copy_figure, frame_table
+from blindspots.report.html import REPORT_CSS, esc, page
+
+log = logging.getLogger(__name__)
+
+
+def is_surprise_dir(root: str | Path) -> bool:
+    """Whether `root` looks like a `blindspots surprise analyze --out` folder (table3.csv)."""
+    return (Path(root) / "table3.csv").is_file()
+
+
+def write_surprise_report(root: str | Path, out_dir: str | Path, *, n: int = 12) -> Path:
+    """Write the surprise page `out_dir/index.html` (+ figures/); returns its path.
+
+    root: a `surprise analyze --out` folder. n: heatmap panels shown (from `surprise view` subfolders).
+    """
+    root = Path(root)
+    if not is_surprise_dir(root):
+        raise ValueError(f"root: expected a `blindspots surprise analyze --out` folder (table3.csv), got {str(root)!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n: expected an integer >= 0, got {n!r}")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    parts = [f"<h1>Surprise adequacy: {esc(root.resolve().name)}</h1>",
+             '<nav><a href="#table3">Table 3</a><a href="#figure9">Figure 9</a><a href="#heatmaps">heatmaps</a></nav>',
+             '<h2 class="section" id="table3">Table 3: surprise vs IoU (Spearman)</h2>',
+             '<p class="note">Per class group: Spearman correlation of the image-level surprise adequacy with '
+             'the IoU (negative: more surprising images are segmented worse) and its p-value.</p>',
+             frame_table(pd.read_csv(root / "table3.csv"), max_rows=200)]
+    parts.append('<h2 class="section" id="figure9">Figure 9: label-saving trade-off</h2>')
+    if (root / "figure9.png").is_file():
+        cap = "Figure 9: skip labelling the least surprising images; error of accepting their predictions"
+        parts.append(f'<div class="figs">{copy_figure(root / "figure9.png", out, "figure9.png", cap)}</div>')
+    if (root / "figure9.csv").is_file():
+        parts.append(frame_table(pd.read_csv(root / "figure9.csv"), max_rows=60))
+    if not (root / "figure9.png").is_file() and not (root / "figure9.csv").is_file():
+        parts.append('<p class="note">No figure9.png / figure9.csv in this folder.</p>')
+    parts.append('<h2 class="section" id="heatmaps">Surprise heatmaps</h2>')
+    panels = sorted(p for d in sorted(root.iterdir()) if d.is_dir() and d.name != out.name
+                    for p in d.glob("*.png"))[:n]
+    if panels:
+        parts.append('<p class="note">Panels of `blindspots surprise view` (input, label, prediction, '
+                     'difference, SA above threshold, SA heatmap).</p>')
+        parts.append('<div class="figs">' + "".join(copy_figure(p, out, f"heatmaps/{p.parent.name}_{p.name}", p.stem)
+                                                    for p in panels) + "</div>")
+    else:
+        parts.append('<p class="note">None: write `blindspots surprise view ... --out SOURCE/view` to add them.</p>')
+    index = out / "index.html"
+    index.write_text(page(f"Surprise: {root.name}", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")
+    log.info("surprise report written to %s", index)
+    return index

@@ -1,0 +1,115 @@
+"""`blindspots report` on a Defuse run folder and on a label-issues folder: offline pages whose images exist."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from blindspots.cli import app
+from blindspots.defuse.grids import save_grid
+from blindspots.defuse.plots import plot_scenario_grids, plot_tradeoff
+from blindspots.report.defuse_page import find_defuse_parts, write_defuse_report
+from blindspots.report.labels_page import write_label_issues_report
+from blindspots.scenarios.review import ReviewSet, decide_scenarios, export_review
+from test_labels_cli import _write_set
+
+
+def _check_offline(index: Path) -> str:
+    text = index.read_text(encoding="utf-8")
+    assert "http" not in text
+    srcs = re.findall(r'<img src="([^"]+)"', text)
+    assert srcs
+    for s in srcs:
+        assert (index.parent / s).is_file(), s
+    return text
+
+
+def _defuse_run(root: Path) -> Path:
+    """The outputs of export-review, import-votes, correct and report (tiny, written by the real writers)."""
+    rng = np.random.default_rng(0)
+    n, names = 6, tuple(str(k) for k in range(10))
+    items = pd.DataFrame({"item_id": [f"s{j:03d}-{i:03d}" for j in (0, 1) for i in range(3)],
+                          "scenario": [0, 0, 0, 1, 1, 1], "prediction": [3, 3, 3, 5, 5, 5]})
+    images = rng.integers(0, 255, (n, 8, 8, 1), dtype=np.uint8)
+    rs = ReviewSet(items, images, rng.normal(size=(n, 4)).astype(np.float32), names)
+    export_review(rs, root / "rev")
+    # People vote 8 on scenario 0 (a failure) and agree with the classifier on scenario 1.
+    votes = pd.DataFrame([{"item_id": r.item_id, "annotator": f"p{k}", "label": 8 if r.scenario == 0 else 5}
+                          for r in items.itertuples() for k in range(3)])
+    dec, voted = decide_scenarios(rs, votes)
+    dec.to_csv(root / "rev" / "decisions.csv", index=False)
+    voted.to_csv(root / "rev" / "items_voted.csv", index=False)
+    (root / "cor").mkdir()
+    sweep = pd.DataFrame({"lambda": [1e-10, 10.0], "best_epoch": [0, 0], "val_acc": [0.9, 0.85],
+                          "extra_acc": [0.1, 0.9], "extra_val_acc": [0.1, 0.8], "select_score": [0.5, 0.825],
+                          "scenario_acc": [0.1, 0.7], "test_acc": [0.9, 0.86]})
+    sweep.to_csv(root / "cor" / "sweep.csv", index=False)
+    plot_scenario_grids(images[:3], items["prediction"].to_numpy()[:3], items["scenario"].to_numpy()[:3],
+                        root / "fig" / "fig3_scenarios.png", labels={0: "8"})
+    plot_tradeoff({"Defuse": sweep}, root / "fig" / "fig5_tradeoff.png")
+    save_grid(images, root / "grids" / "samples.png", 3)
+    return root
+
+
+def test_defuse_report(tmp_path):
+    root = _defuse_run(tmp_path / "run")
+    assert set(find_defuse_parts(root)) == {"review", "correct", "figures", "grids"}
+    res = CliRunner().invoke(app, ["report", str(root)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    index = root / "report" / "index.html"
+    assert str(index) in res.output
+    text = _check_offline(index)
+    assert "Scenario 0: 8" in text and "Scenario 1:" not in text  # only the failure scenario's images
+    assert "fig3_scenarios.png" in text and "fig5_tradeoff.png" in text and "vae_samples.png" in text
+    assert "Chosen λ = 10" in text
+    assert len(list((root / "report" / "figures" / "review").glob("*.png"))) == 3
+
+
+def test_defuse_report_partial_and_errors(tmp_path):
+    root = _defuse_run(tmp_path / "run")
+    (root / "rev" / "decisions.csv").unlink()
+    index = write_defuse_report(root / "rev", tmp_path / "out")
+    assert "no votes imported yet" in index.read_text(encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="root"):
+        write_defuse_report(tmp_path / "empty", tmp_path / "out2")
+
+
+def test_label_issues_report(tmp_path):
+    _write_set(tmp_path)
+    out = tmp_path / "issues"
+    res = CliRunner().invoke(app, ["label-issues", "--images", str(tmp_path / "images"), "--masks",
+                                   str(tmp_path / "masks"), "--model", "test_labels_cli:toy_model?num_classes=3",
+                                   "--out", str(out), "--no-progress", "--min-area", "4", "--top", "3"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["report", str(out), "-o", str(tmp_path / "page")], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    text = _check_offline(tmp_path / "page" / "index.html")
+    assert "worst.png" in text and "img2" in text and "missing" in text
+    with pytest.raises(ValueError, match="root"):
+        write_label_issues_report(tmp_path / "images", tmp_path / "x")
+
+
+def test_surprise_report(tmp_path):
+    from blindspots.defuse.grids import save_grid as save_panel
+    from blindspots.surprise.analysis import label_saving_tradeoff, plot_label_saving, spearman_table
+
+    rng = np.random.default_rng(0)
+    sa, iou = rng.random((12, 2)), rng.random((12, 2))
+    root = tmp_path / "sa"
+    root.mkdir()
+    spearman_table({"LSA": sa}, iou, ["road", "car"]).to_csv(root / "table3.csv", index=False)
+    curves = {"road": label_saving_tradeoff(sa[:, 0], iou[:, 0])}
+    pd.concat([df.assign(group=k) for k, df in curves.items()]).to_csv(root / "figure9.csv", index=False)
+    plot_label_saving(curves).savefig(root / "figure9.png", dpi=40)
+    save_panel(rng.integers(0, 255, (2, 8, 8, 3), dtype=np.uint8), root / "view" / "frame0.png", 2)
+    res = CliRunner().invoke(app, ["report", str(root)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    text = _check_offline(root / "report" / "index.html")
+    assert "figure9.png" in text and "view_frame0.png" in text and "road" in text
+    res = CliRunner().invoke(app, ["report", str(root), "--round", "1"])
+    assert res.exit_code == 2 and "--round" in res.output
