@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from blindspots._validation import check_int
 from blindspots.report.copied import copy_figure, frame_table
-from blindspots.report.html import REPORT_CSS, esc, page
+from blindspots.report.html import REPORT_CSS, esc, page, output_folder
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +105,8 @@ def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 1
     if not set(found) & {"review", "correct", "figures"}:
         raise ValueError(f"root: expected a folder holding Defuse outputs (a review folder with items.csv, a "
                          f"correct folder with sweep.csv or `defuse report` figures), got {str(root)!r}")
-    if isinstance(n_per, bool) or not isinstance(n_per, int) or n_per < 0:
-        raise ValueError(f"n_per: expected an integer >= 0, got {n_per!r}")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
-    out.mkdir(parents=True, exist_ok=True)
+    check_int(n_per, "n_per", minimum=0)
+    out = output_folder(out_dir)
     parts = [f"<h1>Defuse report: {esc(root.resolve().name)}</h1>",
              '<nav><a href="#scenarios">failure scenarios</a><a href="#correction">correction</a>'
              '<a href="#figures">figures</a></nav>',

@@ -37,6 +37,15 @@ table.data td.num { text-align: right; font-variant-numeric: tabular-nums; }
 """
 
 
+def output_folder(out_dir: str | Path) -> Path:
+    """`out_dir` as a Path, created if missing; ValueError if it is a file."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def esc(text: object) -> str:
     """Text made safe for HTML element content and attribute values."""
     return html.escape(str(text), quote=True)

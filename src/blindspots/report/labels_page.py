@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from blindspots._validation import check_int
 from blindspots.report.copied import copy_figure, frame_table, read_table
-from blindspots.report.html import REPORT_CSS, esc, page, table
+from blindspots.report.html import REPORT_CSS, esc, page, table, output_folder
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +36,8 @@ def write_label_issues_report(root: str | Path, out_dir: str | Path, *, n: int =
     if not is_label_issues_dir(root):
         raise ValueError(f"root: expected a `blindspots label-issues --out` folder (summary.json, images.csv), "
                          f"got {str(root)!r}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n: expected an integer >= 0, got {n!r}")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
-    out.mkdir(parents=True, exist_ok=True)
+    check_int(n, "n", minimum=0)
+    out = output_folder(out_dir)
     summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
     images = read_table(root / "images")
     regions = read_table(root / "regions")

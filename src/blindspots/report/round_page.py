@@ -23,7 +23,7 @@ from blindspots.metrics import confusion_matrix, iou_per_class
 from blindspots.mine.reasons import describe
 from blindspots.report import figures
 from blindspots.report.gallery import IMAGE_LAYER, _Figure, _figure, _legend, _read_image, _save_jpeg, gallery_blocks
-from blindspots.report.html import REPORT_CSS, esc, figure_img, page, rel_url, table
+from blindspots.report.html import REPORT_CSS, esc, figure_img, page, rel_url, table, output_folder
 from blindspots.report.overlays import overlay, thumbnail
 from blindspots.scan import find_map
 from blindspots.scan.manifest import load_manifest
@@ -171,10 +171,7 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     i = default_round(p) if round is None else int(round)
     if not 0 <= i <= cfg.project.rounds:
         raise ValueError(f"round: expected a round in 0..{cfg.project.rounds}, got {round}")
-    out = Path(out_dir) if out_dir is not None else p.reports_dir / "html" / f"round-{i}"
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(out_dir if out_dir is not None else p.reports_dir / "html" / f"round-{i}")
     figs, thumbs = out / "figures", out / "thumbs"
     scan_dir = p.scan_dir
     manifest = load_manifest(scan_dir) or {}

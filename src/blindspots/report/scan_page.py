@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from blindspots._validation import check_int
 from blindspots.report import figures
 from blindspots.report.gallery import gallery_blocks
-from blindspots.report.html import REPORT_CSS, esc, figure_img, page, rel_url, table
+from blindspots.report.html import REPORT_CSS, esc, figure_img, page, rel_url, table, output_folder
 from blindspots.scan import read_score_table, schema
 from blindspots.scan.manifest import load_manifest
 
@@ -63,12 +64,8 @@ def write_scan_report(scan_dir: str | Path, out_dir: str | Path, *, n_disputed: 
     manifest = load_manifest(scan_dir)
     if manifest is None:
         raise ValueError(f"scan_dir: expected a scan folder with scan.json, got {str(scan_dir)!r}")
-    if isinstance(n_disputed, bool) or not isinstance(n_disputed, int) or n_disputed < 0:
-        raise ValueError(f"n_disputed: expected an integer >= 0, got {n_disputed!r}")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
-    out.mkdir(parents=True, exist_ok=True)
+    check_int(n_disputed, "n_disputed", minimum=0)
+    out = output_folder(out_dir)
     scores = read_score_table(scan_dir, allow_partial=True)
     target, comps = manifest["target"], list(manifest.get("competitors", []))
     models = list(manifest.get("models", {}))

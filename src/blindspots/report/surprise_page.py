@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from blindspots._validation import check_int
 from blindspots.report.copied import copy_figure, frame_table
-from blindspots.report.html import REPORT_CSS, esc, page
+from blindspots.report.html import REPORT_CSS, esc, page, output_folder
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +32,8 @@ def write_surprise_report(root: str | Path, out_dir: str | Path, *, n: int = 12)
     root = Path(root)
     if not is_surprise_dir(root):
         raise ValueError(f"root: expected a `blindspots surprise analyze --out` folder (table3.csv), got {str(root)!r}")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n: expected an integer >= 0, got {n!r}")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
-    out.mkdir(parents=True, exist_ok=True)
+    check_int(n, "n", minimum=0)
+    out = output_folder(out_dir)
     parts = [f"<h1>Surprise adequacy: {esc(root.resolve().name)}</h1>",
              '<nav><a href="#table3">Table 3</a><a href="#figure9">Figure 9</a><a href="#heatmaps">heatmaps</a></nav>',
              '<h2 class="section" id="table3">Table 3: surprise vs IoU (Spearman)</h2>',
