@@ -18,7 +18,7 @@ import pandas as pd
 
 from blindspots._validation import check_int
 from blindspots.report.copied import copy_figure, frame_table
-from blindspots.report.html import REPORT_CSS, esc, page, output_folder
+from blindspots.report.html import REPORT_CSS, esc, output_folder, write_index
 
 log = logging.getLogger(__name__)
 
@@ -145,9 +145,8 @@ def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 1
     parts.append(f'<div class="figs">{"".join(other)}</div>' if other else
                  '<p class="note">No other figures (run `blindspots defuse report --out ...` into this folder).</p>')
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    index = out / "index.html"
     # Review images are tiny (e.g. 28 px): enlarge them without blurring.
     css = REPORT_CSS + ".row img { image-rendering: pixelated; }\n"
-    index.write_text(page(f"Defuse report: {root.name}", "\n".join(parts), css=css), encoding="utf-8")
+    index = write_index(out, f"Defuse report: {root.name}", parts, css=css)
     log.info("defuse report written to %s", index)
     return index

@@ -46,6 +46,13 @@ def output_folder(out_dir: str | Path) -> Path:
     return out
 
 
+def write_index(out: Path, title: str, parts: list[str], css: str | None = None) -> Path:
+    """Write `out/index.html` (one self-contained page of the report sections `parts`); returns its path."""
+    index = out / "index.html"
+    index.write_text(page(title, "\n".join(parts), css=REPORT_CSS if css is None else css), encoding="utf-8")
+    return index
+
+
 def esc(text: object) -> str:
     """Text made safe for HTML element content and attribute values."""
     return html.escape(str(text), quote=True)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from blindspots._validation import check_int
 from blindspots.report.copied import copy_figure, frame_table, read_table
-from blindspots.report.html import REPORT_CSS, esc, page, table, output_folder
+from blindspots.report.html import esc, output_folder, table, write_index
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,6 @@ def write_label_issues_report(root: str | Path, out_dir: str | Path, *, n: int =
         parts.append(table(cols, [[c.get(k, "") for k in cols] for c in conf], set(range(len(cols)))))
     else:
         parts.append('<p class="note">None.</p>')
-    index = out / "index.html"
-    index.write_text(page(f"Label issues: {root.name}", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")
+    index = write_index(out, f"Label issues: {root.name}", parts)
     log.info("label-issues report written to %s", index)
     return index

@@ -23,7 +23,7 @@ from blindspots.metrics import confusion_matrix, iou_per_class
 from blindspots.mine.reasons import describe
 from blindspots.report import figures
 from blindspots.report.gallery import IMAGE_LAYER, _Figure, _figure, _legend, _read_image, _save_jpeg, gallery_blocks
-from blindspots.report.html import REPORT_CSS, esc, figure_img, page, rel_url, table, output_folder
+from blindspots.report.html import esc, figure_img, output_folder, rel_url, table, write_index
 from blindspots.report.overlays import overlay, thumbnail
 from blindspots.scan import find_map
 from blindspots.scan.manifest import load_manifest
@@ -334,8 +334,7 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
                "n_masks": len(labelled), "table1": bool(len(board)), "ranking_stability": stability[1],
                "rater_agreement": agreement[1]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    index = out / "index.html"
-    index.write_text(page(f"Round {i} report", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")
+    index = write_index(out, f"Round {i} report", parts)
     log.info("round report written to %s", index)
     return index
 

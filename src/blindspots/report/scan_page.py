@@ -20,7 +20,7 @@ import pandas as pd
 from blindspots._validation import check_int
 from blindspots.report import figures
 from blindspots.report.gallery import gallery_blocks
-from blindspots.report.html import REPORT_CSS, esc, figure_img, page, rel_url, table, output_folder
+from blindspots.report.html import esc, figure_img, output_folder, rel_url, table, write_index
 from blindspots.scan import read_score_table, schema
 from blindspots.scan.manifest import load_manifest
 
@@ -171,7 +171,6 @@ def write_scan_report(scan_dir: str | Path, out_dir: str | Path, *, n_disputed: 
     summary = {"n_rows": int(len(scores)), "n_ok": int(ok.sum()), "n_error": n_err, "target": target,
                "competitors": comps, "disputed": [str(i) for i in picks["id"]]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    index = out / "index.html"
-    index.write_text(page(f"Scan report: {Path(scan_dir).name}", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")
+    index = write_index(out, f"Scan report: {Path(scan_dir).name}", parts)
     log.info("scan report written to %s", index)
     return index

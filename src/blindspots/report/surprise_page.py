@@ -14,7 +14,7 @@ import pandas as pd
 
 from blindspots._validation import check_int
 from blindspots.report.copied import copy_figure, frame_table
-from blindspots.report.html import REPORT_CSS, esc, page, output_folder
+from blindspots.report.html import esc, output_folder, write_index
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,6 @@ def write_surprise_report(root: str | Path, out_dir: str | Path, *, n: int = 12)
                                                     for p in panels) + "</div>")
     else:
         parts.append('<p class="note">None: write `blindspots surprise view ... --out SOURCE/view` to add them.</p>')
-    index = out / "index.html"
-    index.write_text(page(f"Surprise: {root.name}", "\n".join(parts), css=REPORT_CSS), encoding="utf-8")
+    index = write_index(out, f"Surprise: {root.name}", parts)
     log.info("surprise report written to %s", index)
     return index
