@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from blindspots.cli import app as cli_app
 from blindspots.loop.project import Project
+from hf_helpers import tiny_segformer
 
 torch.set_num_threads(1)
 SIZE = 32
@@ -123,13 +124,7 @@ def make_spec(kind: str, tmp_path: Path, pool: Path) -> tuple[str, str]:
         torch.save(Tiny(3, seed=3).state_dict(), tmp_path / "w.pt")
         return "my_seg_factory:build?weights=w.pt", comp3
     if kind == "hf":  # a tiny SegFormer saved with save_pretrained (built from a config, no download)
-        transformers = pytest.importorskip("transformers")
-        cfg = transformers.SegformerConfig(
-            num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3],
-            strides=[4, 2], num_attention_heads=[1, 1], mlp_ratios=[2, 2], decoder_hidden_size=16, num_labels=3,
-            id2label={0: "sky", 1: "road", 2: "car"}, label2id={"sky": 0, "road": 1, "car": 2})
-        torch.manual_seed(0)
-        transformers.SegformerForSemanticSegmentation(cfg).eval().save_pretrained(tmp_path / "segformer")
+        tiny_segformer().save_pretrained(tmp_path / "segformer")
         return str(tmp_path / "segformer"), comp3
     if kind == "precomputed":
         folder = tmp_path / "probs"

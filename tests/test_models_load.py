@@ -26,6 +26,7 @@ from blindspots.models import (
 from blindspots.models.adapters.inputs import TorchPreprocess
 from blindspots.models.adapters.onnx import export_onnx
 from test_app_own_models import cli as own_cli, make_spec, pool  # noqa: F401 - pool: a fixture, reused
+from hf_helpers import tiny_segformer
 
 torch.set_num_threads(1)
 RNG = np.random.default_rng(0)
@@ -42,13 +43,7 @@ def _one_line(err: pytest.ExceptionInfo, spec: str) -> None:
 
 @pytest.fixture(scope="module")
 def segformer(tmp_path_factory) -> tuple[Path, torch.nn.Module]:
-    transformers = pytest.importorskip("transformers")
-    cfg = transformers.SegformerConfig(
-        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3],
-        strides=[4, 2], num_attention_heads=[1, 1], mlp_ratios=[2, 2], decoder_hidden_size=16, num_labels=3,
-        id2label={0: "sky", 1: "road", 2: "car"}, label2id={"sky": 0, "road": 1, "car": 2})
-    torch.manual_seed(0)
-    model = transformers.SegformerForSemanticSegmentation(cfg).eval()
+    model = tiny_segformer()
     folder = tmp_path_factory.mktemp("hf") / "segformer"
     model.save_pretrained(folder)
     return folder, model

@@ -13,6 +13,7 @@ from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSet
 from blindspots import config as C
 from blindspots.loop import rounds
 from blindspots.loop.project import Project, ProjectError
+from hf_helpers import tiny_segformer
 
 torch.set_num_threads(1)
 SIZE = 32
@@ -267,12 +268,7 @@ def own_target(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> st
         torch.save({f"conv.{k}": v for k, v in torch.nn.Conv2d(3, c, 3, padding=1).state_dict().items()},
                    tmp_path / "w0.pt")
         return f"my_ft_factory:build?weights={tmp_path / 'w0.pt'}&c={c}&batch_size=4"
-    transformers = pytest.importorskip("transformers")
-    cfg = transformers.SegformerConfig(
-        num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16], patch_sizes=[7, 3],
-        strides=[4, 2], num_attention_heads=[1, 1], mlp_ratios=[2, 2], decoder_hidden_size=16, num_labels=c,
-        id2label=dict(enumerate(SCENE_CLASSES.names)), label2id={n: k for k, n in enumerate(SCENE_CLASSES.names)})
-    transformers.SegformerForSemanticSegmentation(cfg).eval().save_pretrained(tmp_path / "segformer")
+    tiny_segformer(SCENE_CLASSES.names).save_pretrained(tmp_path / "segformer")
     return str(tmp_path / "segformer") + "?batch_size=4"
 
 
