@@ -8,9 +8,10 @@ carries the same headers:
   given to `create_app(allowed_hosts=...)` or in `BLINDSPOTS_ALLOWED_HOSTS` (comma-separated).
   "*" allows any host. 400 otherwise.
 - 413 for a body over `limit` bytes, whether declared (Content-Length) or streamed (chunked
-  transfer, no Content-Length): the bytes are counted as they arrive, and once over the limit
-  whatever the app answers (its body parser may turn the aborted read into a 400) is replaced by
-  the 413.
+  transfer, no Content-Length). A streamed body is read here first (up to `limit` bytes, which
+  the app would read anyway) so it is refused even where a route never reads it; a declared one is
+  still counted as it arrives, and once over the limit whatever the app answers (its body parser
+  may turn the aborted read into a 400) is replaced by the 413.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ SECURITY_HEADERS = {
                                "form-action 'self'",
 }
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 HOSTS_ENV = "BLINDSPOTS_ALLOWED_HOSTS"
 
 
@@ -82,14 +84,20 @@ class Guard:
             log.warning("refused Host header from %s", (scope.get("client") or ("?",))[0])
             return await self._reply(send, 400, b'{"detail":"Host: expected an allowed host name (see '
                                      b'BLINDSPOTS_ALLOWED_HOSTS), got another"}')
+        declared = False
         for k, v in scope.get("headers", []):
             if k == b"content-length":
+                declared = True
                 try:
                     too_big = int(v) > self.limit
                 except ValueError:
                     too_big = True
                 if too_big:
                     return await self._too_large(send)
+        if not declared and scope.get("method") in BODY_METHODS:
+            receive = await self._buffered(receive)
+            if receive is None:
+                return await self._too_large(send)
         seen, started, over = 0, False, False
 
         async def limited():  # noqa: ANN202
@@ -121,6 +129,32 @@ class Guard:
             if not started:
                 started = True
                 await self._too_large(send)
+
+    async def _buffered(self, receive):  # noqa: ANN001, ANN202
+        """Read a streamed body whole (None when it passes the limit); a receive that replays it."""
+        parts, n = [], 0
+        while True:
+            msg = await receive()
+            if msg["type"] != "http.request":  # the client left: the app sees that as it would
+                first = msg
+                break
+            parts.append(msg.get("body", b""))
+            n += len(parts[-1])
+            if n > self.limit:
+                return None
+            if not msg.get("more_body", False):
+                first = {"type": "http.request", "body": b"".join(parts), "more_body": False}
+                break
+        sent = False
+
+        async def replay():  # noqa: ANN202
+            nonlocal sent
+            if not sent:
+                sent = True
+                return first
+            return await receive()
+
+        return replay
 
     async def _too_large(self, send) -> None:  # noqa: ANN001
         await self._reply(send, 413, b'{"detail":"body: expected at most %d bytes, got more (upload too large)"}'
