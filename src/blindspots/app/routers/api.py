@@ -77,9 +77,9 @@ def signin_form(request: Request, token: str = Form(..., min_length=1, max_lengt
     _check_origin(request)
     expected = request.cookies.get(LOGIN_COOKIE, "")
     if not (csrf and expected and hmac.compare_digest(csrf, expected)):
+        # Refused (no session); back to a fresh form, since a person's form may just have expired.
         log.warning("refused sign-in without the form's token from %s", _client(request))
-        raise HTTPException(403, "csrf: expected the sign-in form's token (open /signin and sign in from there), "
-                            f"got {'none' if not csrf else 'a wrong one'}")
+        return RedirectResponse("/signin?error=the+sign-in+form+had+expired%2C+please+sign+in+again", status_code=303)
     resp = RedirectResponse("/", status_code=303)
     try:
         _start_session(request, token, resp)

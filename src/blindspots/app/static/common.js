@@ -114,13 +114,14 @@ const BS = (() => {
       if (!late) { tick = setInterval(render, 500); return; }
       const n = items.length, s = n === 1 ? "answer is" : "answers are";
       const wait = retryAt ? Math.max(0, Math.ceil((retryAt - Date.now()) / 1000)) : 0;
-      const why = authError ? "you are signed out or your session changed — sign in again in another tab"
-        : (lastError || "waiting for the server");
+      const why = authError ? "you are signed out or your session changed: sign in again in another tab"
+        : (lastError === "the server cannot be reached (network)" ? "the server cannot be reached"
+          : (lastError || "waiting for the server"));
       bar.querySelector(".outbox-text").textContent =
-        `${n} ${s} not saved yet (${why}). ` +
-        (stored ? "They are kept in this browser, also across a reload, and sent as soon as the server takes them"
+        `⚠ ${n} ${s} not saved yet — ${why}. ` +
+        (stored ? "Kept in this browser (safe to reload); sent when the server is back"
           : "This browser cannot store them: keep this page open until they are sent") +
-        (wait ? `; next try in ${wait} s.` : ".");
+        (wait ? ` · next try in ${wait} s` : "");
       tick = setInterval(render, 1000);
     }
     return {
