@@ -169,6 +169,34 @@ def test_finished_queue_stays_finished(served: dict, browser) -> None:  # noqa: 
     ctx.close()
 
 
+def test_review_verdicts_survive_a_network_cut(served: dict, browser) -> None:  # noqa: ANN001
+    """The review page uses the same outbox; its progress counts regions, so partial images count."""
+    url, p = served["url"], served["project"]
+    ctx, page, errors = signed_in(browser, url, "ann5")
+    page.goto(f"{url}/review")
+    page.wait_for_selector("body[data-ready='1']", state="attached")
+    total = int(page.text_content("#progress").split(" / ")[1])
+    image_id = page.text_content("#image-id").split(" · ")[1]
+    first = page.get_attribute("#regions tr.selected", "data-region")
+    page.route("**/api/reviews", cut)
+    page.keyboard.press("f")
+    page.wait_for_selector("body[data-unsent='1']", state="attached")
+    assert page.text_content("#progress") == f"1 / {total}"  # one region of a partly judged image
+    assert "not saved yet" in page.text_content("#regions tr[data-region='%s']" % first)
+    page.reload()
+    page.wait_for_selector("body[data-ready='1']", state="attached")
+    assert page.get_attribute("body", "data-unsent") == "1" and page.text_content("#progress") == f"1 / {total}"
+    assert len(p.reviews().query("annotator == 'ann5'")) == 0
+    page.unroute("**/api/reviews")
+    if page.is_visible("#outbox"):
+        page.click("#outbox button")  # or the backoff's next try
+    settle(page)
+    rv = p.reviews().query("annotator == 'ann5'")
+    assert rv[["id", "region_id", "verdict"]].values.tolist() == [[f"s0/{image_id}", first, "fine"]]
+    assert errors == []
+    ctx.close()
+
+
 def test_cross_site_sign_in_is_refused(served: dict, browser) -> None:  # noqa: ANN001
     """Login CSRF: another site's auto-submitting form posts the attacker's token to /signin."""
     url = served["url"]

@@ -114,7 +114,7 @@ const BS = (() => {
       if (!late) { tick = setInterval(render, 500); return; }
       const n = items.length, s = n === 1 ? "answer is" : "answers are";
       const wait = retryAt ? Math.max(0, Math.ceil((retryAt - Date.now()) / 1000)) : 0;
-      const why = authError ? "you are signed out or your session changed: sign in again in another tab"
+      const why = authError ? "you are signed out or your session changed: sign in again (another tab), then reload this page"
         : (lastError === "the server cannot be reached (network)" ? "the server cannot be reached"
           : (lastError || "waiting for the server"));
       bar.querySelector(".outbox-text").textContent =
