@@ -137,15 +137,30 @@ def test_invalid_values_are_422(client: TestClient) -> None:
     assert client.post("/signin", data={"token": "t" * 300, "csrf": form_token(client)}).status_code == 422
 
 
-def test_docs_favicon_and_hidden(client: TestClient) -> None:
+def test_favicon_and_hidden(client: TestClient) -> None:
+    r = client.get("/favicon.ico")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
+    css = client.get("/static/app.css").text
+    assert re.search(r"\[hidden\]\s*\{\s*display:\s*none\s*!important", css)
+
+
+def test_no_docs_link_without_local_swagger_assets(project, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr("blindspots.app.docs.swagger_assets", lambda: None)
+    c = TestClient(create_app(project.path))
+    assert c.get("/api/docs").status_code == 404 and c.get("/api/openapi.json").status_code == 200
+    c.post("/api/signin", json={"token": ADMIN})
+    assert 'href="/api/docs"' not in c.get("/dashboard").text
+
+
+def test_docs_served_from_local_assets(client: TestClient) -> None:
+    from blindspots.app.docs import swagger_assets
+
+    if swagger_assets() is None:
+        pytest.skip("swagger-ui-bundle-v2 is not installed (no docs pages then)")
     r = client.get("/api/docs")
     assert r.status_code == 200 and "/api/docs/assets/swagger-ui-bundle.js" in r.text and "cdn" not in r.text.lower()
     assert "<script>" not in r.text  # the CSP allows no inline script
     assert client.get("/api/docs/assets/swagger-ui-bundle.js").status_code == 200
     assert client.get("/api/docs/assets/swagger-ui.css").status_code == 200
-    r = client.get("/favicon.ico")
-    assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
-    css = client.get("/static/app.css").text
-    assert re.search(r"\[hidden\]\s*\{\s*display:\s*none\s*!important", css)
     client.post("/api/signin", json={"token": ADMIN})
     assert 'href="/api/docs"' in client.get("/dashboard").text
