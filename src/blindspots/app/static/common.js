@@ -50,17 +50,52 @@ const BS = (() => {
   // and goes back to that answer). Every route they go to replaces an earlier answer, so sending
   // one twice (a reload while it was in flight) is harmless.
   const outbox = (() => {
-    const key = () => `bs-outbox:${meta("bs-user") || "anonymous"}`;
-    let items = [], stored = true, sending = false, held = false, timer = null, retryAt = 0, lastError = "", authError = false;
+    // One record per tab ({beat, items}, the tab's id kept in sessionStorage so a reload is the
+    // same tab): two tabs never overwrite each other's answers. A record whose tab stopped beating
+    // (closed) is adopted by the next page of this user that loads or checks.
+    const prefix = () => `bs-outbox:${meta("bs-user") || "anonymous"}:`;
+    let tab = "";
+    try {
+      tab = sessionStorage.getItem("bs-tab") || Math.random().toString(36).slice(2);
+      sessionStorage.setItem("bs-tab", tab);
+    } catch (e) { tab = Math.random().toString(36).slice(2); }
+    const key = () => prefix() + tab;
+    const STALE_MS = 10000;
+    let items = [], stored = true, sending = false, held = false, started = false, timer = null, retryAt = 0, lastError = "", authError = false;
     const handlers = { ack: [], reject: [] };
+    function read(k) {
+      const rec = JSON.parse(localStorage.getItem(k) || "null");
+      return rec && Array.isArray(rec.items) ? rec : { beat: 0, items: [] };
+    }
+    function adopt() {
+      let found = 0;
+      try {
+        for (let i = localStorage.length - 1; i >= 0; i--) {
+          const k = localStorage.key(i);
+          if (!k || !k.startsWith(prefix()) || k === key()) continue;
+          const rec = read(k);
+          if (Date.now() - rec.beat < STALE_MS) continue;  // that tab is still open
+          items.push(...rec.items); found += rec.items.length;
+          localStorage.removeItem(k);
+        }
+      } catch (e) { /* storage unreadable: nothing to adopt */ }
+      return found;
+    }
     function load() {
-      try { items = JSON.parse(localStorage.getItem(key()) || "[]"); if (!Array.isArray(items)) items = []; }
-      catch (e) { items = []; stored = false; }
+      try { items = read(key()).items; } catch (e) { items = []; stored = false; }
+      adopt();
     }
     function save() {
-      try { localStorage.setItem(key(), JSON.stringify(items)); stored = true; } catch (e) { stored = false; }
+      try {
+        if (items.length) localStorage.setItem(key(), JSON.stringify({ beat: Date.now(), items }));
+        else localStorage.removeItem(key());
+        stored = true;
+      } catch (e) { stored = false; }
       render();
     }
+    setInterval(() => {  // heartbeat while this tab holds answers; pick up a closed tab's
+      if (adopt()) { save(); if (!held || started) flush(); } else if (items.length) save();
+    }, 3000);
     const retryable = (s) => s === 0 || s === 401 || s === 403 || s === 408 || s === 425 || s === 429 || s >= 500;
     function add(kind, url, body) {
       items.push({ uid: `${Date.now()}-${Math.random().toString(36).slice(2)}`, kind, url, body, tries: 0, at: Date.now() });
@@ -74,6 +109,7 @@ const BS = (() => {
       timer = setTimeout(flush, wait);
     }
     async function flush() {
+      started = true;
       if (sending || !items.length) { render(); return; }
       sending = true; clearTimeout(timer); retryAt = 0;
       try {
