@@ -38,7 +38,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     Image.fromarray(np.zeros((32, 32, 3), np.uint8)).save(root / "outside.png")
     os.symlink(root / "outside.png", pool_root / "escape.png")  # a link in the pool that leaves it
     os.symlink(secret, pool_root / "escape2.png")
-    app = create_app(project.path, max_body_bytes=256 * 1024)
+    # Many unknown tokens on purpose below (every route): no sign-in throttling here (test_app_edges).
+    app = create_app(project.path, max_body_bytes=256 * 1024, signin_failures_per_minute=10_000)
     return {"root": root, "project": project, "app": app, "pool": pool_root}
 
 

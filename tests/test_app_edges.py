@@ -56,7 +56,7 @@ def test_sign_in_form_needs_its_token_and_own_origin(client: TestClient) -> None
 
 
 def test_sign_in_throttled_per_address_and_logged(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="blindspots.app.routers.api"):
+    with caplog.at_level(logging.WARNING, logger="blindspots.app.throttle"):
         for _ in range(3):
             assert client.post("/api/signin", json={"token": "wrong-token-x"}).status_code == 401
     fails = [r for r in caplog.records if "failed sign-in from testclient" in r.getMessage()]
@@ -67,6 +67,16 @@ def test_sign_in_throttled_per_address_and_logged(client: TestClient, caplog: py
     assert client.post("/signin", data={"token": TOKEN, "csrf": csrf}, follow_redirects=False).status_code == 429
     other = TestClient(client.app, client=("10.1.2.3", 5000))  # another address is not held back
     assert other.post("/api/signin", json={"token": TOKEN}).status_code == 200
+
+
+def test_unknown_bearer_tokens_are_throttled_too(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="blindspots.app.throttle"):
+        for _ in range(3):
+            assert client.get("/api/me", headers={"Authorization": "Bearer guess-guess"}).status_code == 401
+    assert sum("failed sign-in" in r.getMessage() for r in caplog.records) == 3
+    r = client.get("/api/me", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status_code == 429 and "Retry-After" in r.headers
+    assert client.post("/api/signin", json={"token": TOKEN}).status_code == 429  # one budget per address
 
 
 def test_throttle_window_slides() -> None:
