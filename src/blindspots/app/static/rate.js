@@ -61,9 +61,13 @@
     if (finished()) { $("image-id").textContent = ""; $("changing").hidden = true; progress(); history(); return; }
     idx = Math.max(0, Math.min(idx, items.length - 1));
     const it = items[idx];
-    $("img").src = img("pool", it.id);
-    $("img2").src = img("pool", it.id);
-    $("overlay").src = img("pred", it.id);
+    // Until the new image is there, the old one is dimmed: never rate a picture that is gone.
+    for (const [el, src] of [[$("img"), img("pool", it.id)], [$("img2"), img("pool", it.id)], [$("overlay"), img("pred", it.id)]]) {
+      if (el.getAttribute("src") === src) continue;
+      el.classList.add("loading");
+      el.onload = el.onerror = () => el.classList.remove("loading");
+      el.src = src;
+    }
     $("overlay").hidden = !overlayOn;
     $("image-id").textContent = `#${idx + 1} ${it.id}`;
     // An image that already has an answer: say so, so a key press is a deliberate change.
@@ -171,6 +175,7 @@
   }
   document.addEventListener("DOMContentLoaded", async () => {
     document.querySelectorAll(".score").forEach((b) => b.addEventListener("click", () => {
+      b.blur();  // Space/Enter must not rate the next image with this button again
       rate(b.dataset.score === "ood" ? "ood" : Number(b.dataset.score));
     }));
     $("toggle-overlay").addEventListener("click", () => { overlayOn = !overlayOn; show(); });
