@@ -6,6 +6,7 @@ import base64
 import hashlib
 import io
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -37,7 +38,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     Image.fromarray(np.zeros((32, 32, 3), np.uint8)).save(root / "outside.png")
     os.symlink(root / "outside.png", pool_root / "escape.png")  # a link in the pool that leaves it
     os.symlink(secret, pool_root / "escape2.png")
-    app = create_app(project.path, max_body_bytes=256 * 1024)
+    # Many unknown tokens on purpose below (every route): no sign-in throttling here (test_app_edges).
+    app = create_app(project.path, max_body_bytes=256 * 1024, signin_failures_per_minute=10_000)
     return {"root": root, "project": project, "app": app, "pool": pool_root}
 
 
@@ -122,9 +124,11 @@ def test_cookie_session_needs_csrf(client: TestClient) -> None:
 
 
 def test_form_sign_in_and_pages(client: TestClient) -> None:
-    r = client.post("/signin", data={"token": "wrong-token"}, follow_redirects=False)
+    # The form carries the pre-session CSRF token of its page (issue 17: login CSRF).
+    csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/signin").text).group(1)
+    r = client.post("/signin", data={"token": "wrong-token", "csrf": csrf}, follow_redirects=False)
     assert r.status_code == 303 and "error" in r.headers["location"]
-    r = client.post("/signin", data={"token": ANN}, follow_redirects=False)
+    r = client.post("/signin", data={"token": ANN, "csrf": csrf}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/"
     assert client.get("/", follow_redirects=False).headers["location"] == "/rate"
     for page in ("/rate", "/label", "/vote", "/review"):
@@ -408,7 +412,7 @@ def test_ratings_then_masks_then_loop_continues(world: dict, client: TestClient)
     bad = paint.copy()
     bad[0, 0] = 200
     r = client.post("/api/labels", json={**body, "mask": base64.b64encode(bad.tobytes()).decode()}, headers=bearer(ANN))
-    assert r.status_code == 400 and "class ids" in r.json()["detail"]
+    assert r.status_code == 422 and "class ids" in r.json()["detail"]  # issue 17: 422 for every invalid value
     assert client.post("/api/labels", json={**body, "ref": "5", "mask": short}, headers=bearer(ANN)).status_code == 409
     assert client.post("/api/labels", json={**body, "image_id": "nope.png", "mask": short},
                        headers=bearer(ANN)).status_code == 404

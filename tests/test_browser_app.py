@@ -11,6 +11,7 @@ import shutil
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -40,8 +41,6 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    import uvicorn
-
     from blindspots.app import create_app
     from blindspots.app.sample import make_sample_project
 
@@ -49,8 +48,17 @@ def served(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     project = make_sample_project(root / "sample", n_pool=24, size=48, n_candidates=12,
                                   annotators={"ann": ("annotator", ANN), "boss": ("admin", ADMIN),
                                               "other": ("annotator", OTHER)})
+    with start_server(create_app(project.path)) as url:
+        yield {"url": url, "project": project, "root": root}
+
+
+@contextmanager
+def start_server(app):  # noqa: ANN001, ANN201 - an ASGI app; yields its base URL
+    """Serve `app` with uvicorn on a free loopback port in a thread (also used by test_browser_answers)."""
+    import uvicorn
+
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(project.path), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     for _ in range(200):
@@ -58,9 +66,11 @@ def served(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
             break
         time.sleep(0.05)
     assert server.started, "uvicorn did not start"
-    yield {"url": f"http://127.0.0.1:{port}", "project": project, "root": root}
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")

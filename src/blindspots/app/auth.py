@@ -51,13 +51,21 @@ def _bearer(request: Request) -> str | None:
 def identify(request: Request) -> Principal | None:
     """The principal of a request (checking CSRF for cookie sessions), or None if anonymous.
 
-    Raises HTTPException 401 for a bad bearer token and 403 for a missing/wrong CSRF token.
+    Raises HTTPException 401 for a bad bearer token (429 once the address had too many, see
+    app/throttle.py) and 403 for a missing/wrong CSRF token.
     """
     app = request.app.state
     token = _bearer(request)
     if token is not None:
+        # A bearer header is a sign-in too: guesses here count against the same throttle.
+        throttle, client = app.throttle, request.client.host if request.client else "unknown"
+        wait = throttle.retry_after(client)
+        if wait:
+            raise HTTPException(429, f"Authorization: expected at most {throttle.limit} unknown tokens a minute "
+                                f"from one address, got more; try again in {wait} s", headers={"Retry-After": str(wait)})
         who = app.project.annotator_for_token(token)
         if who is None:
+            throttle.failed(client)
             raise HTTPException(401, "Authorization: expected a valid annotator token, got an unknown one",
                                 headers={"WWW-Authenticate": "Bearer"})
         return Principal(who["name"], who["role"], "token")

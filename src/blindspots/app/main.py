@@ -4,98 +4,35 @@ The app's shared objects (project, view, store, writer, templates) live on `app.
 reach them only through `blindspots.app.deps` and never import this module (no cycle).
 
 Server-rendered pages (Jinja2) with plain JavaScript from `static/` (no build step), and a JSON
-API under `/api` for every action (OpenAPI schema at `/api/openapi.json`, docs at `/api/docs`).
+API under `/api` for every action (OpenAPI schema at `/api/openapi.json`, docs at `/api/docs`
+served from local assets, see app/docs.py). The outer layer (hosts, body limit, headers) is app/guard.py.
 Run it with `blindspots serve PROJECT` (uvicorn, 127.0.0.1:8000 by default).
 """
 from __future__ import annotations
 
 import logging
 from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from blindspots.app.auth import NeedsSignIn
 from blindspots.app.batching import GroupWriter
+from blindspots.app.docs import add_docs
+from blindspots.app.guard import Guard, host_set
 from blindspots.app.sources import NotFound, ProjectView
 from blindspots.app.store import AppStore
+from blindspots.app.throttle import SignInThrottle
 from blindspots.loop.project import Project
 
 log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a full-HD mask as base64 JSON is ~3 MB; uploads are PNGs
-
-
-SECURITY_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; script-src 'self'; "
-                               "style-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
-}
-
-
-class Guard:
-    """Pure ASGI middleware (cheaper than `@app.middleware`): security headers on every
-    response, and 413 for request bodies over `limit` bytes (declared or streamed)."""
-
-    def __init__(self, app, limit: int) -> None:  # noqa: ANN001 - ASGI app
-        self.app, self.limit = app, limit
-        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
-
-    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        for k, v in scope.get("headers", []):
-            if k == b"content-length":
-                try:
-                    too_big = int(v) > self.limit
-                except ValueError:
-                    too_big = True
-                if too_big:
-                    return await self._reject(send)
-        seen = 0
-        started = False
-
-        async def limited():  # noqa: ANN202
-            nonlocal seen
-            msg = await receive()
-            if msg["type"] == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge()
-            return msg
-
-        async def with_headers(msg) -> None:  # noqa: ANN001
-            nonlocal started
-            if msg["type"] == "http.response.start":
-                started = True
-                have = {k.lower() for k, _ in msg.get("headers", [])}
-                msg = {**msg, "headers": list(msg.get("headers", [])) + [h for h in self.headers if h[0] not in have]}
-            await send(msg)
-
-        try:
-            await self.app(scope, limited, with_headers)
-        except _TooLarge:
-            if not started:
-                await self._reject(send)
-
-    async def _reject(self, send) -> None:  # noqa: ANN001
-        body = (b'{"detail":"body: expected at most %d bytes, got more (upload too large)"}' % self.limit)
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-                    + self.headers})
-        await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    pass
-
-
 
 
 @asynccontextmanager
@@ -105,18 +42,21 @@ async def _lifespan(app: FastAPI):  # noqa: ANN202
 
 
 def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES,
-               secure_cookies: bool = False) -> FastAPI:
+               secure_cookies: bool = False, allowed_hosts: Sequence[str] | None = None,
+               signin_failures_per_minute: int = 10) -> FastAPI:
     """A FastAPI app for the project at `project_path` (opened with `Project.open`).
 
     max_body_bytes: largest request body accepted (413 beyond). secure_cookies: mark the session
-    cookie Secure (set it when served over HTTPS behind a proxy).
+    cookie Secure (set it when served over HTTPS behind a proxy). allowed_hosts: Host names
+    accepted besides loopback and the bound address (also BLINDSPOTS_ALLOWED_HOSTS; "*": any).
+    signin_failures_per_minute: failed sign-ins per client address before 429.
     """
     if not isinstance(max_body_bytes, int) or max_body_bytes < 1024:
         raise ValueError(f"max_body_bytes: expected an int >= 1024, got {max_body_bytes!r}")
     project = Project.open(project_path)
     store = AppStore(project)
     app = FastAPI(title="blindspots", summary="Ratings, pixel labels, scenario votes and label-issue review.",
-                  lifespan=_lifespan, openapi_url="/api/openapi.json", docs_url="/api/docs", redoc_url=None)
+                  lifespan=_lifespan, openapi_url="/api/openapi.json", docs_url=None, redoc_url=None)
     app.state.project = project
     app.state.store = store
     app.state.view = ProjectView(project, store)
@@ -124,8 +64,9 @@ def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES
     app.state.templates = Jinja2Templates(directory=str(HERE / "templates"))
     app.state.secure_cookies = bool(secure_cookies)
     app.state.max_body_bytes = max_body_bytes
+    app.state.throttle = SignInThrottle(limit=signin_failures_per_minute, window=60.0)
 
-    app.add_middleware(Guard, limit=max_body_bytes)
+    app.add_middleware(Guard, limit=max_body_bytes, hosts=host_set(allowed_hosts))
 
     @app.exception_handler(NeedsSignIn)
     async def _signin(request: Request, exc: NeedsSignIn) -> RedirectResponse:
@@ -137,7 +78,8 @@ def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES
 
     @app.exception_handler(ValueError)
     async def _bad_value(request: Request, exc: ValueError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=400)
+        # An invalid value in a request is 422 everywhere, like the schema checks below.
+        return JSONResponse({"detail": str(exc)}, status_code=422)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -151,6 +93,13 @@ def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES
 
     for r in (api, rate, label, vote, review, dashboard, images):
         app.include_router(r.router)
+    app.state.has_docs = add_docs(app)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def _favicon() -> FileResponse:
+        return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml",
+                            headers={"Cache-Control": "public, max-age=86400"})
+
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     return app
 

@@ -1,8 +1,11 @@
 """Sign-in/out, who am I, annotators (admin), loop status, attached sets (admin)."""
 from __future__ import annotations
 
+import hmac
+import logging
 import secrets
 from typing import Literal
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -11,17 +14,44 @@ from pydantic import BaseModel, Field
 from blindspots.app.auth import SESSION_COOKIE, Principal, identify, require_admin, require_user
 from blindspots.app import deps
 from blindspots.app.deps import page
+from blindspots.app.throttle import throttle_of
 
 router = APIRouter()
+log = logging.getLogger(__name__)
+LOGIN_COOKIE = "bs_login"  # the pre-session CSRF token of the sign-in form
 
 
 class SignIn(BaseModel):
     token: str = Field(min_length=8, max_length=256, description="The personal token of the sign-in link.")
 
 
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def _check_throttle(request: Request) -> None:
+    wait = throttle_of(request).retry_after(_client(request))
+    if wait:
+        raise HTTPException(429, f"sign-in: expected at most {throttle_of(request).limit} failed sign-ins a "
+                            f"minute from one address, got more; try again in {wait} s",
+                            headers={"Retry-After": str(wait)})
+
+
+def _check_origin(request: Request) -> None:
+    """Login CSRF, first line: a browser's cross-site POST carries a foreign (or "null") Origin."""
+    origin = request.headers.get("origin")
+    if origin is None:  # not a browser form/fetch (scripts); the form's token still guards /signin
+        return
+    if urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower():
+        log.warning("refused cross-site sign-in from %s (Origin %r)", _client(request), origin[:100])
+        raise HTTPException(403, f"Origin: expected this site's own origin for a sign-in, got {origin[:100]!r}")
+
+
 def _start_session(request: Request, token: str, response: Response) -> dict:
+    _check_throttle(request)
     who = deps.project(request).annotator_for_token(token)
     if who is None:
+        throttle_of(request).failed(_client(request))
         raise HTTPException(401, "token: expected a valid annotator token, got an unknown one")
     sid, csrf = deps.store(request).create_session(who["name"])
     response.set_cookie(SESSION_COOKIE, sid, httponly=True, samesite="strict", secure=deps.secure_cookies(request),
@@ -31,22 +61,40 @@ def _start_session(request: Request, token: str, response: Response) -> dict:
 
 @router.get("/signin", response_class=HTMLResponse, include_in_schema=False)
 def signin_page(request: Request, error: str = "") -> Response:
-    return page(request, "signin.html", None, error=error[:200])
+    # Login CSRF, second line: a pre-session token, in a SameSite=Strict cookie and in the form
+    # (double submit); another site can neither read it nor make the browser send the cookie.
+    login_csrf = request.cookies.get(LOGIN_COOKIE) or secrets.token_urlsafe(24)
+    resp = page(request, "signin.html", None, error=error[:200], login_csrf=login_csrf)
+    resp.set_cookie(LOGIN_COOKIE, login_csrf, httponly=True, samesite="strict", secure=deps.secure_cookies(request),
+                    max_age=12 * 3600, path="/signin")
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
 
 
 @router.post("/signin", include_in_schema=False)
-def signin_form(request: Request, token: str = Form(..., min_length=1, max_length=256)) -> Response:
+def signin_form(request: Request, token: str = Form(..., min_length=1, max_length=256),
+                csrf: str = Form("", max_length=256)) -> Response:
+    _check_origin(request)
+    expected = request.cookies.get(LOGIN_COOKIE, "")
+    if not (csrf and expected and hmac.compare_digest(csrf, expected)):
+        # Refused (no session); back to a fresh form, since a person's form may just have expired.
+        log.warning("refused sign-in without the form's token from %s", _client(request))
+        return RedirectResponse("/signin?error=the+sign-in+form+had+expired%2C+please+sign+in+again", status_code=303)
     resp = RedirectResponse("/", status_code=303)
     try:
         _start_session(request, token, resp)
-    except HTTPException:
+    except HTTPException as e:
+        if e.status_code == 429:
+            raise
         return RedirectResponse("/signin?error=unknown+token", status_code=303)
     return resp
 
 
 @router.post("/api/signin", tags=["auth"])
 def api_signin(body: SignIn, request: Request, response: Response) -> dict:
-    """Exchange a personal token for a cookie session; returns the session's CSRF token."""
+    """Exchange a personal token for a cookie session; returns the session's CSRF token.
+    429 (Retry-After) after 10 failed sign-ins a minute from one address."""
+    _check_origin(request)
     return _start_session(request, body.token, response)
 
 

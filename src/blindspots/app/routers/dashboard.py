@@ -60,7 +60,8 @@ def dashboard_data(request: Request) -> dict:
 
 @router.get("/dashboard", response_class=HTMLResponse, include_in_schema=False)
 def dashboard_page(request: Request, who: Principal = Depends(page_admin)) -> Response:
-    return page(request, "dashboard.html", who, d=dashboard_data(request))
+    return page(request, "dashboard.html", who, d=dashboard_data(request),
+                docs=bool(getattr(request.app.state, "has_docs", False)))
 
 
 @router.get("/api/dashboard", tags=["dashboard"])

@@ -1,33 +1,54 @@
 // Review page: image, given mask, predicted mask, flagged regions outlined; a verdict per
-// region; a confirmed error links to the label page to fix the mask.
+// region; a confirmed error links to the label page to fix the mask. Verdicts go to the outbox
+// (common.js): kept until the server acknowledges them; a rejected one brings the page back.
 "use strict";
 (() => {
+  BS.outbox.hold();
   const $ = (id) => document.getElementById(id);
   const SVG = "http://www.w3.org/2000/svg";
-  let images = [], idx = 0, sel = 0, classes = null;
+  let images = [], idx = 0, sel = 0, classes = null, opacity = 55;
+  const key = (set, id) => `${set}\u0000${id}`;
+  const byKey = new Map();
   function name(k) { return classes && k < classes.names.length ? classes.names[k] : (k === 255 ? "unlabeled" : String(k)); }
-  function progress() { $("progress").textContent = `${images.filter((x) => x.done).length} / ${images.length}`; }
+  function progress() {
+    // Regions, not whole images: a half-reviewed image counts for what was judged.
+    const regions = images.flatMap((x) => x.regions);
+    const judged = regions.filter((r) => r.verdict).length;
+    images.forEach((x) => { x.done = x.regions.every((r) => r.verdict); });
+    const full = images.filter((x) => x.done).length;
+    $("progress").textContent = `${judged} / ${regions.length}`;
+    $("images-done").textContent = `regions judged · ${full} / ${images.length} images complete`;
+    const all = images.length > 0 && full === images.length;
+    $("finished").hidden = !all;
+    document.body.dataset.finished = all ? "1" : "0";
+  }
+  function error(msg) { $("answer-error").textContent = msg; $("answer-error").hidden = !msg; }
   function show() {
-    if (!images.length) { $("empty").hidden = false; $("review-view").hidden = true; return; }
+    if (!images.length) { $("empty").hidden = false; $("review-view").hidden = true; progress(); return; }
+    $("review-view").hidden = false;
     idx = Math.max(0, Math.min(idx, images.length - 1));
     const it = images[idx];
     sel = Math.max(0, Math.min(sel, it.regions.length - 1));
     $("image-id").textContent = `${it.set} · ${it.id}`;
     document.querySelectorAll("#review-view img").forEach((im) => {
-      im.src = `/api/images/review?${BS.q({ set: it.set, id: it.id, layer: im.dataset.layer })}`;
+      const src = `/api/images/review?${BS.q({ set: it.set, id: it.id, layer: im.dataset.layer })}`;
+      if (im.getAttribute("src") !== src) im.src = src;
       im.onload = () => drawBoxes();
     });
     const tb = $("regions"); tb.replaceChildren();
     it.regions.forEach((r, j) => {
       const tr = document.createElement("tr"); tr.dataset.region = r.region;
       if (j === sel) tr.classList.add("selected");
+      const state = r.verdict === "error" ? "error confirmed" : (r.verdict === "fine" ? "label is fine" : "–");
       const cells = [r.region, r.kind.replace("_", " "), `${name(r.given)} → ${name(r.predicted)}`, r.area, r.score.toFixed(3),
-        r.verdict === "error" ? "error confirmed" : (r.verdict === "fine" ? "label is fine" : "–")];
+        state + (r.unsent ? " (not saved yet)" : "")];
       cells.forEach((c) => { const td = document.createElement("td"); td.textContent = c; tr.append(td); });
       const td = document.createElement("td");
-      const be = document.createElement("button"); be.textContent = "Confirm error"; be.className = "verdict-error";
+      const be = document.createElement("button"); be.textContent = "Confirm error (E)"; be.className = "verdict-error";
+      be.classList.toggle("chosen", r.verdict === "error");
       be.addEventListener("click", () => verdict(j, "error"));
-      const bf = document.createElement("button"); bf.textContent = "Label is fine"; bf.className = "verdict-fine";
+      const bf = document.createElement("button"); bf.textContent = "Label is fine (F)"; bf.className = "verdict-fine";
+      bf.classList.toggle("chosen", r.verdict === "fine");
       bf.addEventListener("click", () => verdict(j, "fine"));
       td.append(be, bf);
       if (r.verdict === "error") {
@@ -55,13 +76,41 @@
       });
     });
   }
-  async function verdict(j, v) {
-    const it = images[idx], r = it.regions[j];
-    const out = await BS.api("POST", "/api/reviews", { set: it.set, image_id: it.id, region: r.region, verdict: v });
-    r.verdict = v; it.done = it.regions.every((x) => x.verdict);
-    $("saved").textContent = `saved region ${r.region} of ${it.id}` + (out.fix_url ? " — fix the mask on the label page" : "");
-    sel = j; const nxt = it.regions.findIndex((x) => !x.verdict); if (nxt >= 0) sel = nxt;
+  function verdict(j, v) {
+    const it = images[idx], r = it && it.regions[j];
+    if (!r) return;
+    r.verdict = v; r.unsent = (r.unsent || 0) + 1;
+    error("");
+    BS.outbox.add("review", "/api/reviews", { set: it.set, image_id: it.id, region: r.region, verdict: v });
+    const nxt = it.regions.findIndex((x) => !x.verdict);
+    sel = nxt >= 0 ? nxt : j;
+    if (nxt < 0) $("saved").textContent = "every region of this image is judged — → for the next image";
     show();
+  }
+  function region(body) {
+    const it = byKey.get(key(body.set, body.image_id));
+    return it ? [it, it.regions.find((x) => x.region === body.region)] : [null, null];
+  }
+  BS.outbox.onAck((e, out) => {
+    if (e.kind !== "review") return;
+    const [it, r] = region(e.body);
+    if (!r) return;
+    r.unsent = Math.max(0, (r.unsent || 0) - 1); r.confirmed = e.body.verdict;
+    $("saved").textContent = `saved region ${r.region} of ${it.id}` + (out && out.fix_url ? " — fix the mask on the label page" : "");
+    if (it === images[idx]) show(); else progress();
+  });
+  BS.outbox.onReject((e, err) => {
+    if (e.kind !== "review") return;
+    error(`Verdict “${e.body.verdict}” on region ${e.body.region} of ${e.body.image_id} was NOT saved — ${err.status}: ${err.message}`);
+    const [it, r] = region(e.body);
+    if (!r) return;
+    r.unsent = Math.max(0, (r.unsent || 0) - 1);
+    if (!r.unsent) r.verdict = r.confirmed || null;
+    idx = images.indexOf(it); sel = it.regions.indexOf(r); show();
+  });
+  function applyOpacity() {
+    document.querySelector(".triple").style.setProperty("--overlay-opacity", String(opacity / 100));
+    $("opacity").value = String(opacity);
   }
   document.addEventListener("keydown", (e) => {
     if (BS.typing(e) || e.ctrlKey || e.metaKey || e.altKey || !images.length) return;
@@ -70,16 +119,30 @@
     else if (k === "f" || k === "F") verdict(sel, "fine");
     else if (k === "ArrowDown") { sel += 1; show(); e.preventDefault(); }
     else if (k === "ArrowUp") { sel -= 1; show(); e.preventDefault(); }
-    else if (k === "ArrowRight") { idx += 1; sel = 0; show(); }
-    else if (k === "ArrowLeft") { idx -= 1; sel = 0; show(); }
+    else if (k === "ArrowRight") { idx += 1; sel = 0; show(); e.preventDefault(); }
+    else if (k === "ArrowLeft") { idx -= 1; sel = 0; show(); e.preventDefault(); }
+    else if (k === "[") { opacity = Math.max(0, opacity - 10); applyOpacity(); }
+    else if (k === "]") { opacity = Math.min(100, opacity + 10); applyOpacity(); }
   });
   document.addEventListener("DOMContentLoaded", async () => {
     $("prev").addEventListener("click", () => { idx -= 1; sel = 0; show(); });
     $("next").addEventListener("click", () => { idx += 1; sel = 0; show(); });
-    const q = await BS.api("GET", "/api/reviews/queue");
+    $("opacity").addEventListener("input", (e) => { opacity = Number(e.target.value); applyOpacity(); });
+    $("opacity").addEventListener("change", (e) => e.target.blur());
+    let q;
+    try { q = await BS.api("GET", "/api/reviews/queue"); }
+    catch (err) { error(`The queue could not be loaded (${err.message}). Reload the page to try again.`); BS.outbox.flush(); return; }
     classes = q.classes;
     images = q.sets.flatMap((s) => s.images.map((x) => ({ ...x, set: s.set })));
+    images.forEach((x) => { byKey.set(key(x.set, x.id), x); x.regions.forEach((r) => { r.confirmed = r.verdict; r.unsent = 0; }); });
+    for (const e of BS.outbox.pending("review")) {  // verdicts an earlier visit left unsent
+      const [, r] = region(e.body);
+      if (r) { r.verdict = e.body.verdict; r.unsent += 1; }
+    }
+    progress();
     const first = images.findIndex((x) => !x.done); idx = first >= 0 ? first : 0;
-    show(); document.body.dataset.ready = "1";
+    if (images.length) sel = Math.max(0, images[idx].regions.findIndex((x) => !x.verdict));
+    applyOpacity();
+    show(); BS.outbox.flush(); document.body.dataset.ready = "1";
   });
 })();
