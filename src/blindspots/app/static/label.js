@@ -33,8 +33,9 @@
     }
     ctx.putImageData(imageData, 0, 0, x0, y0, x1 - x0, y1 - y0);
   }
+  function setDirty(d) { dirty = d; $("unsaved").hidden = !d; }
   function changed(b) {
-    if (b) { render(b); dirty = true; }
+    if (b) { render(b); setDirty(true); }
     edits += 1; document.body.dataset.edits = String(edits);
   }
   function pushUndo() { undoStack.push(mask.slice()); if (undoStack.length > 100) undoStack.shift(); redoStack.length = 0; }
@@ -48,7 +49,7 @@
   // ---- view: fit, zoom at the cursor, pan ----------------------------------------------------
   function sizeViewport() {
     const vp = $("viewport"), top = vp.getBoundingClientRect().top + window.scrollY;
-    vp.style.height = `${Math.max(240, window.innerHeight - top - 40)}px`;
+    vp.style.height = `${Math.max(240, window.innerHeight - top - 14)}px`;
   }
   function applyView() {
     const box = $("canvas-box");
@@ -104,6 +105,14 @@
     cEl.setAttribute("r", brushy ? String(Math.max(0.5, size / 2)) : "0");
     cEl.setAttribute("cx", String(x)); cEl.setAttribute("cy", String(y));
   }
+  function showHover(x, y) {
+    let t = "";
+    if (inside(x, y)) {
+      const v = mask[Math.floor(y) * W + Math.floor(x)];
+      t = `under cursor: ${v === IGNORE ? "unlabeled" : (classes.names[v] || v)}`;
+    }
+    $("hover").textContent = t;
+  }
   function drawPoly(hover) {
     const pts = hover && poly.length ? poly.concat([hover]) : poly;
     $("poly").setAttribute("points", pts.map((p) => `${p[0]},${p[1]}`).join(" "));
@@ -150,8 +159,8 @@
     pushUndo(); changed(T.adopt(mask, c.mask, W, H, Math.floor(x), Math.floor(y)));
     previewKey = -1; c.region = null;
   }
-  function undo() { if (!undoStack.length) return; redoStack.push(mask.slice()); mask = undoStack.pop(); dirty = true; render(); changed(null); }
-  function redo() { if (!redoStack.length) return; undoStack.push(mask.slice()); mask = redoStack.pop(); dirty = true; render(); changed(null); }
+  function undo() { if (!undoStack.length) return; redoStack.push(mask.slice()); mask = undoStack.pop(); setDirty(true); render(); changed(null); }
+  function redo() { if (!redoStack.length) return; undoStack.push(mask.slice()); mask = redoStack.pop(); setDirty(true); render(); changed(null); }
 
   // ---- queue, open, save ----------------------------------------------------------------------------
   function drawQueue() {
@@ -191,7 +200,7 @@
     $("overlay").setAttribute("viewBox", `0 0 ${W} ${H}`);
     $("base").src = it.kind === "round" ? `/api/images/pool?${BS.q({ id: it.id })}`
       : `/api/images/review?${BS.q({ set: it.ref, id: it.id, layer: "image" })}`;
-    undoStack.length = 0; redoStack.length = 0; dirty = false; poly = []; drawPoly();
+    undoStack.length = 0; redoStack.length = 0; setDirty(false); poly = []; drawPoly();
     render(); if (sizeChanged || view.fitted) fit(); drawEdges(); clearPreview(); drawQueue(); competitorLabel();
     const from = { prediction: "the target's prediction", stored: "the saved mask", given: "the given label", empty: "an empty mask" };
     status(`${it.id}: ${W}×${H}, starting from ${from[s.source] || s.source}` + (segs ? "" : " (no superpixels)"));
@@ -203,7 +212,7 @@
     let bin = "";
     for (let i = 0; i < mask.length; i += 0x8000) bin += String.fromCharCode.apply(null, mask.subarray(i, i + 0x8000));
     const r = await BS.api("POST", "/api/labels", { kind: cur.kind, ref: cur.ref, image_id: cur.id, width: W, height: H, mask: btoa(bin) });
-    cur.done = true; dirty = false; drawQueue();
+    cur.done = true; setDirty(false); drawQueue();
     status(`saved ${cur.id}`); BS.flash(`saved ${cur.id}`);
     document.body.dataset.saved = cur.id;
     return r;
@@ -245,17 +254,17 @@
       }
       if (!mask) return;
       const [x, y] = toPixel(e);
-      showCursor(x, y);
+      showCursor(x, y); showHover(x, y);
       if (tool === "polygon" && poly.length) drawPoly([x, y]);
       if (!drawing) { previewCompetitor(x, y); return; }
       if (tool === "superpixel") {
         const n = Math.max(1, Math.ceil(Math.hypot(x - last[0], y - last[1])));  // every segment the drag crosses
         let b = null;
         for (let k = 1; k <= n; k++) b = T.union(b, fillSegment(last[0] + (x - last[0]) * k / n, last[1] + (y - last[1]) * k / n));
-        if (b) { render(b); dirty = true; }
+        if (b) { render(b); setDirty(true); }
       } else {
         const b = T.line(mask, W, H, last[0], last[1], x, y, size, tool === "eraser" ? IGNORE : cls);
-        if (b) { render(b); dirty = true; }
+        if (b) { render(b); setDirty(true); }
       }
       last = [x, y];
     });
@@ -288,10 +297,10 @@
     $("fit").addEventListener("click", fit);
     $("revert").addEventListener("click", async () => {
       if (!cur || cur.kind !== "round") { BS.flash("revert: only round images have a prediction", true); return; }
-      const s = await load(cur, "prediction"); pushUndo(); mask = decode(s.mask); render(); changed(null); dirty = true;
+      const s = await load(cur, "prediction"); pushUndo(); mask = decode(s.mask); render(); changed(null); setDirty(true);
       status(`${cur.id}: back to the target's prediction (Z undoes)`);
     });
-    $("clear").addEventListener("click", () => { if (!mask) return; pushUndo(); mask.fill(IGNORE); render(); dirty = true; changed(null); });
+    $("clear").addEventListener("click", () => { if (!mask) return; pushUndo(); mask.fill(IGNORE); render(); setDirty(true); changed(null); });
     $("upload").addEventListener("submit", async (e) => {
       e.preventDefault();
       if (!cur || !$("upload-file").files.length) { BS.flash("choose a PNG file first", true); return; }
@@ -332,7 +341,14 @@
       else if (k >= "0" && k <= "9") { const c = k === "0" ? 9 : Number(k) - 1; if (classes && c < classes.names.length) setClass(c); }
     });
     window.addEventListener("beforeunload", (e) => { if (dirty) { e.preventDefault(); e.returnValue = ""; } });
-    window.addEventListener("resize", () => { sizeViewport(); if (view.fitted) fit(); });
+    const resized = () => { sizeViewport(); if (view.fitted) fit(); };
+    window.addEventListener("resize", resized);
+    const ro = new ResizeObserver(resized);  // a toolbar or the class row changing height moves the viewport
+    document.querySelectorAll(".editor .toolbar, #classes").forEach((el) => ro.observe(el));
+    // The key legend stays as the person left it (open for newcomers, closed once learnt).
+    const keys = $("keys");
+    if (localStorage.getItem("bs-label-keys") === "closed") keys.open = false;
+    keys.addEventListener("toggle", () => localStorage.setItem("bs-label-keys", keys.open ? "open" : "closed"));
     sizeViewport();
     const q = await BS.api("GET", "/api/labels/queue");
     classes = q.classes; rgb = classes.palette.map(hexToRgb); queue = q.items;
