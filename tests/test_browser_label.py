@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -31,23 +32,30 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    import uvicorn
-
     from blindspots.app import create_app
 
     p = awaiting_masks(tmp_path_factory.mktemp("browser_label"), ANN, size=S)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(p.path), host="127.0.0.1", port=port, log_level="warning"))
+    with serving(create_app(p.path)) as url:
+        yield {"url": url, "project": p}
+
+
+@contextmanager
+def serving(app):  # noqa: ANN001, ANN201
+    """Serve `app` with uvicorn in a thread on a free port; yields its URL."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    for _ in range(200):
-        if server.started:
-            break
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.started, "uvicorn did not start"
-    yield {"url": f"http://127.0.0.1:{port}", "project": p}
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 def api(served: dict, path: str, **params) -> dict:  # noqa: ANN003
@@ -166,26 +174,19 @@ def test_each_tool_changes_the_mask_as_expected(served: dict, browser) -> None: 
     assert np.array_equal(ed.mask(), before)
 
     # Competitor: one click adopts the competitor's connected class region under the cursor.
+    # K goes to the next competitor, whose region the next click adopts.
     comps = api(served, "/api/labels/competitors", **q)["models"]
     ed.keys("c")
-    assert page.evaluate("window.bsLabel.state().competitor") == comps[0]["name"]
-    other = b64(comps[0]["mask"])
-    before = ed.mask()
-    ed.click(10, 30)
-    region = component_at(other, 30, 10)
-    want = before.copy()
-    want[region] = other[region]
-    assert np.array_equal(ed.mask(), want)
-    # K: the next competitor, whose region the next click adopts.
-    ed.keys("k")
-    assert page.evaluate("window.bsLabel.state().competitor") == comps[1]["name"]
-    other = b64(comps[1]["mask"])
-    before = ed.mask()
-    ed.click(40, 8)
-    region = component_at(other, 8, 40)
-    want = before.copy()
-    want[region] = other[region]
-    assert np.array_equal(ed.mask(), want)
+    for k, (x, y) in enumerate([(10, 30), (40, 8)]):
+        if k:
+            ed.keys("k")
+        assert page.evaluate("window.bsLabel.state().competitor") == comps[k]["name"]
+        other, before = b64(comps[k]["mask"]), ed.mask()
+        ed.click(x, y)
+        region = component_at(other, y, x)
+        want = before.copy()
+        want[region] = other[region]
+        assert np.array_equal(ed.mask(), want)
 
     # Brush stroke, eraser, flood fill.
     ed.keys("b", "1")

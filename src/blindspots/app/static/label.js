@@ -364,7 +364,7 @@
     let first = queue.find((x) => x.kind === p.get("kind") && x.ref === p.get("ref") && x.id === p.get("id"));
     if (!first) first = queue.find((x) => !x.done) || queue[0];
     if (!first) { $("empty").hidden = false; drawQueue(); document.body.dataset.ready = "1"; return; }
-    await open(first, p.get("start") === "empty" ? "empty" : "auto");
+    await open(first, ["empty", "prediction"].includes(p.get("start")) ? p.get("start") : "auto");
     document.body.dataset.ready = "1";
   });
   // For tests and scripting: the mask (class counts, base64), tools' state, where a pixel is on screen.
