@@ -244,9 +244,21 @@ def test_screens_and_save_next(served: dict, browser) -> None:  # noqa: ANN001, 
     page.screenshot(path=str(SHOTS / "label-1920x1080.png"))
     vp, box = page.locator("#viewport").bounding_box(), page.locator("#mask").bounding_box()
     assert vp["y"] + vp["height"] <= 1080 and box["height"] > 700  # the image fills the screen's height
+    # A save that fails (network cut) keeps the mask, says so, and does not move on.
+    ed = Editor(page, items[1]["id"])
+    ed.click(20, 20)
+    painted = ed.mask()
+    page.route("**/api/labels", lambda route: route.abort())
+    page.keyboard.press("n")
+    page.wait_for_selector("#status:has-text('NOT saved')")
+    assert page.is_visible("#unsaved") and np.array_equal(ed.mask(), painted)
+    assert page.get_attribute("body", "data-loaded") == items[1]["id"]
+    page.unroute("**/api/labels")
     # N saves and opens the next image without a mask.
     page.keyboard.press("n")
     page.wait_for_selector(f"body[data-saved={items[1]['id']!r}]", state="attached")
     nxt = next(x["id"] for x in items[2:] + items[:1] if not x["done"])
     page.wait_for_selector(f"body[data-loaded={nxt!r}]", state="attached")
+    assert np.array_equal(served["project"].load_mask(0, items[1]["id"]), painted)
+    assert not page.is_visible("#unsaved")
     ctx.close()

@@ -211,7 +211,13 @@
     if (!cur || !mask) return null;
     let bin = "";
     for (let i = 0; i < mask.length; i += 0x8000) bin += String.fromCharCode.apply(null, mask.subarray(i, i + 0x8000));
-    const r = await BS.api("POST", "/api/labels", { kind: cur.kind, ref: cur.ref, image_id: cur.id, width: W, height: H, mask: btoa(bin) });
+    let r;
+    try {
+      r = await BS.api("POST", "/api/labels", { kind: cur.kind, ref: cur.ref, image_id: cur.id, width: W, height: H, mask: btoa(bin) });
+    } catch (e) {  // the mask stays here, marked unsaved; the page does not move on
+      status(`NOT saved (${e.message}): the mask is still here, press S to try again`);
+      return null;
+    }
     cur.done = true; setDirty(false); drawQueue();
     status(`saved ${cur.id}`); BS.flash(`saved ${cur.id}`);
     document.body.dataset.saved = cur.id;
