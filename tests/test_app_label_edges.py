@@ -152,6 +152,9 @@ def test_superpixels_and_competitors(world: dict) -> None:
     labels = np.frombuffer(base64.b64decode(s["labels"]), "<u2").reshape(32, 32)
     assert s["n"] == labels.max() + 1 >= 4 and set(np.unique(labels)) == set(range(s["n"]))
     assert c.get("/api/labels/superpixels", params=q, headers=auth()).json()["labels"] == s["labels"]  # cached
+    fine = c.get("/api/labels/superpixels", params={**q, "level": "fine"}, headers=auth()).json()
+    assert fine["level"] == "fine" and fine["n"] > s["n"]
+    assert c.get("/api/labels/superpixels", params={**q, "level": "huge"}, headers=auth()).status_code == 422
     comp = c.get("/api/labels/competitors", params=q, headers=auth()).json()
     assert sorted(m["name"] for m in comp["models"]) == ["comp_a", "comp_b"]
     truth = {n: np.asarray(Image.open(find_artifact(p.scan_dir / "maps" / n, image_id))) for n in ("comp_a", "comp_b")}

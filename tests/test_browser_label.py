@@ -172,6 +172,16 @@ def test_each_tool_changes_the_mask_as_expected(served: dict, browser) -> None: 
     assert np.array_equal(ed.mask(), want)
     ed.keys("z")
     assert np.array_equal(ed.mask(), before)
+    # G again: fine superpixels (about 4x4 px) for thin objects; a click fills one of those.
+    fine = b64(api(served, "/api/labels/superpixels", **q, level="fine")["labels"], "<u2")
+    assert fine.max() > segs.max()
+    ed.keys("g")
+    page.wait_for_selector("body[data-level='fine']", state="attached")
+    ed.click(40, 12)
+    want = before.copy()
+    want[fine == fine[12, 40]] = 5
+    assert np.array_equal(ed.mask(), want)
+    ed.keys("z")
 
     # Competitor: one click adopts the competitor's connected class region under the cursor.
     # K goes to the next competitor, whose region the next click adopts.

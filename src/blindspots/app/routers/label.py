@@ -153,17 +153,18 @@ def _image(request: Request, kind: str, ref: str, image_id: str) -> np.ndarray:
 @router.get("/api/labels/superpixels", tags=["labels"])
 def superpixels(request: Request, kind: Literal["round", "fix"], ref: str = Query(max_length=64),
                 image_id: str = Query(alias="id", min_length=1, max_length=1024),
-                who: Principal = Depends(require_user)) -> dict:
-    """SLIC superpixels of the image (regions that snap to its edges) for the superpixel brush:
-    `labels` is base64 of uint16 little-endian [height, width] segment ids 0..n-1. Cached per image."""
+                level: Literal["coarse", "fine"] = "coarse", who: Principal = Depends(require_user)) -> dict:
+    """SLIC superpixels of the image (regions that snap to its edges) for the superpixel brush, at
+    `level` (coarse ~8x8 px, fine ~4x4 px): `labels` is base64 of uint16 little-endian
+    [height, width] segment ids 0..n-1. Computed once per image and level (cached)."""
     from blindspots.app.superpixels import slic_segments
 
     h, w = _target(request, kind, ref, image_id)
-    key = (str(deps.project(request).path), kind, ref if kind == "fix" else "", image_id)
-    labels = _SEGMENTS.get(key, lambda: slic_segments(_image(request, kind, ref, image_id)))
+    key = (str(deps.project(request).path), kind, ref if kind == "fix" else "", image_id, level)
+    labels = _SEGMENTS.get(key, lambda: slic_segments(_image(request, kind, ref, image_id), level=level))
     if labels.shape != (h, w) or labels.max() >= 65536:
         raise HTTPException(500, f"superpixels: expected {h}x{w} labels below 65536, got {labels.shape}")
-    return {"width": w, "height": h, "n": int(labels.max()) + 1, "labels": _b64(labels.astype("<u2"))}
+    return {"width": w, "height": h, "level": level, "n": int(labels.max()) + 1, "labels": _b64(labels.astype("<u2"))}
 
 
 @router.get("/api/labels/competitors", tags=["labels"])

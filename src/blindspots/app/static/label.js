@@ -10,7 +10,7 @@
   const IGNORE = 255;
   let classes = null, rgb = [], queue = [], cur = null;
   let W = 0, H = 0, mask = null, tool = "brush", cls = 0, size = 6, dirty = false, edits = 0;
-  let segs = null, segIdx = null, comps = [], compAt = 0, poly = [];
+  let segs = null, segIdx = null, levels = {}, level = "coarse", comps = [], compAt = 0, poly = [];
   const view = { scale: 1, tx: 0, ty: 0, fitted: true };
   const undoStack = [], redoStack = [];
   let canvas, ctx, imageData, pctx, pData;
@@ -124,12 +124,31 @@
   }
 
   // ---- tools --------------------------------------------------------------------------------------
+  // A tool's key or button; the superpixel tool's again switches coarse <-> fine superpixels.
+  function pickTool(t) {
+    if (t === "superpixel" && tool === "superpixel" && cur) fetchLevel(cur, level === "coarse" ? "fine" : "coarse");
+    else setTool(t);
+  }
   function setTool(t) {
     if (t !== "polygon" && poly.length) { poly = []; drawPoly(); }
     tool = t;
     document.querySelectorAll(".tool").forEach((b) => b.classList.toggle("active", b.dataset.tool === t));
     drawEdges(); clearPreview(); showCursor(-10, -10);
     document.body.dataset.tool = t;
+  }
+  // Superpixels at a level ("coarse" or "fine"), fetched once per image and level.
+  async function fetchLevel(it, lv) {
+    if (!levels[lv]) {
+      const sp = await BS.api("GET", `/api/labels/superpixels?${params(it)}&${BS.q({ level: lv })}`, undefined, { quiet: true })
+        .catch(() => null);
+      if (cur !== it) return;
+      const labels = sp ? decode(sp.labels, Uint16Array) : null;
+      levels[lv] = { segs: labels, idx: sp ? T.segmentIndex(labels, sp.n) : null };
+    }
+    level = lv; segs = levels[lv].segs; segIdx = levels[lv].idx;
+    document.querySelector(".tool[data-tool=superpixel] .lvl").textContent = lv;
+    document.body.dataset.level = lv;
+    drawEdges();
   }
   function setClass(k) {
     cls = k; if (tool === "eraser") setTool("brush");
@@ -185,9 +204,10 @@
   }
   async function open(it, start = "auto") {
     cur = it; document.body.dataset.loaded = "";
-    const [s, sp, cm] = await Promise.all([
+    levels = {};
+    const [s, , cm] = await Promise.all([
       load(it, start),
-      BS.api("GET", `/api/labels/superpixels?${params(it)}`, undefined, { quiet: true }).catch(() => null),
+      fetchLevel(it, level),
       BS.api("GET", `/api/labels/competitors?${params(it)}`, undefined, { quiet: true }).catch(() => ({ models: [] })),
     ]);
     if (cur !== it) return;  // another image was opened meanwhile
@@ -195,7 +215,6 @@
     W = s.width; H = s.height; mask = decode(s.mask);
     canvas.width = W; canvas.height = H; imageData = ctx.createImageData(W, H);
     const pv = $("preview"); pv.width = W; pv.height = H; pData = pctx.createImageData(W, H);
-    segs = sp ? decode(sp.labels, Uint16Array) : null; segIdx = sp ? T.segmentIndex(segs, sp.n) : null;
     comps = cm.models.map((m) => ({ name: m.name, mask: decode(m.mask) })); compAt = 0;
     $("overlay").setAttribute("viewBox", `0 0 ${W} ${H}`);
     $("base").src = it.kind === "round" ? `/api/images/pool?${BS.q({ id: it.id })}`
@@ -293,7 +312,7 @@
       e.preventDefault();
       zoomAt(Math.exp(-e.deltaY * 0.0015), e.clientX, e.clientY);
     }, { passive: false });
-    document.querySelectorAll(".tool").forEach((b) => b.addEventListener("click", () => setTool(b.dataset.tool)));
+    document.querySelectorAll(".tool").forEach((b) => b.addEventListener("click", () => pickTool(b.dataset.tool)));
     $("size").addEventListener("input", () => setSize(Number($("size").value)));
     $("opacity").addEventListener("input", () => setOpacity(Number($("opacity").value)));
     setOpacity(55);
@@ -327,7 +346,7 @@
       if (ctrl || e.altKey) return;
       const tools = { b: "brush", e: "eraser", f: "fill", p: "polygon", g: "superpixel", c: "competitor" };
       const lk = k.toLowerCase();
-      if (tools[lk]) { setTool(tools[lk]); return; }
+      if (tools[lk]) { pickTool(tools[lk]); return; }
       if (k === "Enter" && tool === "polygon") { closePolygon(); e.preventDefault(); }
       else if (k === "Escape") { poly = []; drawPoly(); }
       else if (k === "Backspace" && tool === "polygon") { poly.pop(); drawPoly(); e.preventDefault(); }
@@ -378,7 +397,7 @@
     counts: () => { const c = {}; if (mask) for (const v of mask) c[v] = (c[v] || 0) + 1; return c; },
     mask: () => { let s = ""; for (let i = 0; i < mask.length; i += 0x8000) s += String.fromCharCode.apply(null, mask.subarray(i, i + 0x8000)); return btoa(s); },
     state: () => ({ tool, cls, size, width: W, height: H, competitor: comps[compAt] ? comps[compAt].name : null,
-      competitors: comps.map((c) => c.name), segments: segIdx ? segIdx.length : 0, undo: undoStack.length, scale: view.scale }),
+      competitors: comps.map((c) => c.name), segments: segIdx ? segIdx.length : 0, level, undo: undoStack.length, scale: view.scale }),
     client: (x, y) => { const r = canvas.getBoundingClientRect(); return [r.left + x * r.width / W, r.top + y * r.height / H]; },
     setSize: (s) => setSize(s),
   };
