@@ -2,22 +2,25 @@
 
 A scripted annotator drives the real label page in Chromium (Playwright, Debian's chromium) to
 correct 20 MAD candidates of a small sample project (procedural street scenes: the ground truth
-is known) until the mask's mean IoU with the ground truth is >= 0.9, in two modes:
+is known) until the mask's mean IoU with the ground truth is >= 0.9, in three modes:
 
   (a) brush: the brush alone, from an empty canvas;
-  (b) editor: from the target's prediction, with the superpixel brush, the competitors' regions
-      and the brush.
+  (b) editor: from the target's prediction, with the superpixel brush (coarse and fine), the
+      competitors' regions and the brush;
+  (c) prediction: from the target's prediction, the brush alone (where (b)'s gain comes from).
 
-The policy is the same greedy one in both modes: every step it takes the action with the most
-newly correct pixels per action among the tools the mode offers (a straight brush stroke with the
-largest brush that stays inside the true region of the largest wrong region's class; a click on
-one superpixel with one class; a click adopting one competitor region). Key presses (class, tool,
-next competitor), brush-size changes, clicks and strokes each count as one action; saving counts 1.
-The models are trained briefly on the scenes first, so the target's predictions are plausible.
+The policy is the same greedy one in every mode: each step it takes the action with the most
+newly correct pixels per action among the tools the mode offers: one continuous brush stroke
+(a scribble over one of the three largest wrong regions with the largest brush that stays inside
+its true class, or the brush size it has), a click on one superpixel with one class, or a click
+adopting one competitor region. An action that did not help is not repeated. Key presses (class,
+tool, superpixel level, next competitor), brush-size changes, clicks and strokes each count as one
+action; saving counts 1. The models are trained briefly on the scenes first, so the target's
+predictions are plausible (and wrong where a competitor may be right).
 
     PYTHONPATH=src python benchmarks/labeling.py [--n 20] [--size 64] [--out /tmp/labeling]
 
-Prints actions and seconds per image for both modes, their ratio (target: >= 3x fewer actions
+Prints actions and seconds per image for every mode, the ratios (target: >= 3x fewer actions
 with the editor) and os.getloadavg() beside every figure.
 """
 from __future__ import annotations
@@ -40,6 +43,7 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
 GOAL, MAX_ACTIONS = 0.9, 400
+MODES = ("brush", "prediction", "editor")  # start empty / from the prediction; "editor" adds superpixels, competitors
 
 
 # ---- the project: sample scenes, briefly trained models, round 0 waiting for 20+ masks ----------------
@@ -107,19 +111,20 @@ class Action:
     size: int = 1
     points: list = field(default_factory=list)  # [(x, y)] in mask coordinates
     comp: int = 0
+    level: str = ""  # superpixel level ("coarse" / "fine")
 
     @property
     def rate(self) -> float:
         return self.gain / self.cost
 
     def key(self) -> tuple:
-        return (self.kind, self.cls, self.size, self.comp, tuple(self.points))
+        return (self.kind, self.cls, self.size, self.comp, self.level, tuple(self.points))
 
 
 class Policy:
     """Greedy: the action with the most newly correct pixels per action, among the mode's tools."""
 
-    def __init__(self, truth: np.ndarray, segs: np.ndarray | None, comps: list[np.ndarray]) -> None:
+    def __init__(self, truth: np.ndarray, segs: dict[str, np.ndarray], comps: list[np.ndarray]) -> None:
         self.truth, self.segs, self.comps = truth, segs, comps
         self.dt = {c: ndimage.distance_transform_edt(np.pad(truth == c, 1, constant_values=True))[1:-1, 1:-1] for c in np.unique(truth)}
         self.comp_regions = [self._regions(m) for m in comps]
@@ -135,12 +140,12 @@ class Policy:
             top += n
         return out
 
-    def best(self, mask: np.ndarray, tool: str, cls: int, size: int, comp_at: int) -> Action | None:
+    def best(self, mask: np.ndarray, tool: str, cls: int, size: int, comp_at: int, level: str) -> Action | None:
         """The action with the most newly correct pixels per action (None: nothing helps); one that
         did not help when tried (`failed`) is not tried again."""
         acts = self.strokes(mask, tool, cls, size)
-        if self.segs is not None:
-            acts += self.superpixels(mask, tool, cls)
+        for lv in self.segs:
+            acts += self.superpixels(mask, tool, cls, lv, level)
         for k in range(len(self.comps)):
             acts += self.competitor(mask, tool, k, comp_at)
         acts = [a for a in acts if a.gain > 0 and a.key() not in self.failed]
@@ -158,10 +163,11 @@ class Policy:
             inside = region & (self.truth == c)
             dt = self.dt[c]
             y, x = np.unravel_index(np.argmax(np.where(inside, dt, 0)), dt.shape)
-            s = int(np.clip(np.floor(2 * dt[y, x] - 1), 1, 32))  # the largest brush that stays in class c
-            gain, points = self.scribble(mask, c, dt, x, y, s)
-            cost = 1 + (tool != "brush") + (cls != c) + (size != s)
-            out.append(Action(gain, cost, "stroke", cls=c, size=s, points=points))
+            s_max = int(np.clip(np.floor(2 * dt[y, x] - 1), 1, 32))  # the largest brush that stays in class c
+            for s in {s_max, size} if size <= s_max else {s_max}:  # or keep the brush size (no change)
+                gain, points = self.scribble(mask, c, dt, x, y, s)
+                cost = 1 + (tool != "brush") + (cls != c) + (size != s)
+                out.append(Action(gain, cost, "stroke", cls=c, size=s, points=points))
         return out
 
     def scribble(self, mask: np.ndarray, c: int, dt: np.ndarray, x: int, y: int, s: int) -> tuple[int, list]:
@@ -195,8 +201,8 @@ class Policy:
             points.append((x + 0.5, y + 0.5))
         return gain, points
 
-    def superpixels(self, mask: np.ndarray, tool: str, cls: int) -> list[Action]:
-        segs, truth, k = self.segs, self.truth, int(self.truth.max()) + 1
+    def superpixels(self, mask: np.ndarray, tool: str, cls: int, lv: str, level: str) -> list[Action]:
+        segs, truth, k = self.segs[lv], self.truth, int(self.truth.max()) + 1
         n = int(segs.max()) + 1
         ok = mask == truth
         fixable = np.zeros((n, k), np.int64)  # pixels of class c in segment s that are not c yet
@@ -208,8 +214,8 @@ class Policy:
         s, c = np.unravel_index(np.argmax(gain), gain.shape)
         ys, xs = np.nonzero(segs == s)
         j = np.argmin((ys - ys.mean()) ** 2 + (xs - xs.mean()) ** 2)  # a pixel near its middle
-        cost = 1 + (tool != "superpixel") + (cls != c)
-        return [Action(int(gain[s, c]), cost, "superpixel", cls=int(c), points=[(xs[j] + 0.5, ys[j] + 0.5)])]
+        cost = 1 + (tool != "superpixel") + (cls != c) + (lv != level)  # G again switches the level
+        return [Action(int(gain[s, c]), cost, "superpixel", cls=int(c), level=lv, points=[(xs[j] + 0.5, ys[j] + 0.5)])]
 
     def competitor(self, mask: np.ndarray, tool: str, k: int, comp_at: int) -> list[Action]:
         other, regions = self.comps[k], self.comp_regions[k]
@@ -233,7 +239,10 @@ class Page:
 
     def __init__(self, page, n_comps: int) -> None:  # noqa: ANN001
         self.page, self.n_comps = page, n_comps
-        self.tool, self.cls, self.size, self.comp_at, self.actions = "brush", 0, 6, 0, 0
+        st = page.evaluate("window.bsLabel.state()")
+        self.tool, self.cls, self.size, self.level, self.comp_at, self.actions = \
+            st["tool"], st["cls"], st["size"], st["level"], 0, 0
+        self.uses: dict[str, int] = {}  # clicks / strokes by tool
 
     def mask(self, shape: tuple[int, int]) -> np.ndarray:
         return np.frombuffer(base64.b64decode(self.page.evaluate("window.bsLabel.mask()")), np.uint8).reshape(shape)
@@ -250,6 +259,10 @@ class Page:
         if tool != self.tool:
             self.key(self.TOOL_KEYS[tool])
             self.tool = tool
+        if a.kind == "superpixel" and a.level != self.level:
+            self.key("g")  # the superpixel tool's key again: the other level
+            self.page.wait_for_selector(f"body[data-level={a.level!r}]", state="attached")
+            self.level = a.level
         if a.kind in ("stroke", "superpixel") and a.cls != self.cls:
             self.key(str((a.cls + 1) % 10))
             self.cls = a.cls
@@ -267,19 +280,21 @@ class Page:
             self.page.mouse.move(*p)
         self.page.mouse.up()
         self.actions += 1
+        self.uses[a.kind] = self.uses.get(a.kind, 0) + 1
 
 
 def label_one(page, url: str, item: str, truth: np.ndarray, mode: str, api) -> dict:  # noqa: ANN001
     """Correct one image in one mode until mean IoU >= GOAL; returns actions, seconds, IoU."""
     t0 = time.perf_counter()
-    start = "&start=empty" if mode == "brush" else "&start=prediction"  # not the other mode's saved mask
+    start = "&start=empty" if mode == "brush" else "&start=prediction"  # not another mode's saved mask
     page.goto(f"{url}/label?kind=round&ref=0&id={item}{start}")
     page.wait_for_selector(f"body[data-loaded={item!r}]", state="attached", timeout=30000)
     q = {"kind": "round", "ref": "0", "id": item}
-    segs = comps = None
+    segs, comps = {}, None
     if mode == "editor":
-        sp = api("/api/labels/superpixels", q)
-        segs = np.frombuffer(base64.b64decode(sp["labels"]), "<u2").reshape(truth.shape).astype(np.int64)
+        for lv in ("coarse", "fine"):
+            sp = api("/api/labels/superpixels", {**q, "level": lv})
+            segs[lv] = np.frombuffer(base64.b64decode(sp["labels"]), "<u2").reshape(truth.shape).astype(np.int64)
         comps = [np.frombuffer(base64.b64decode(m["mask"]), np.uint8).reshape(truth.shape)
                  for m in api("/api/labels/competitors", q)["models"]]
     policy = Policy(truth, segs, comps or [])
@@ -289,7 +304,7 @@ def label_one(page, url: str, item: str, truth: np.ndarray, mode: str, api) -> d
     start_iou = iou = mean_iou(mask, truth)
     while iou < GOAL and drv.actions < MAX_ACTIONS:
         t = time.perf_counter()
-        a = policy.best(mask, drv.tool, drv.cls, drv.size, drv.comp_at)
+        a = policy.best(mask, drv.tool, drv.cls, drv.size, drv.comp_at, drv.level)
         think += time.perf_counter() - t
         if a is None:
             break
@@ -301,7 +316,8 @@ def label_one(page, url: str, item: str, truth: np.ndarray, mode: str, api) -> d
     drv.key("s")
     page.wait_for_selector(f"body[data-saved={item!r}]", state="attached", timeout=30000)
     secs = time.perf_counter() - t0
-    return {"actions": drv.actions, "seconds": secs, "policy_seconds": think, "iou": iou, "start_iou": start_iou}
+    return {"actions": drv.actions, "seconds": secs, "policy_seconds": think, "iou": iou, "start_iou": start_iou,
+            "uses": drv.uses}
 
 
 def free_port() -> int:
@@ -351,18 +367,18 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        results: dict[str, list[dict]] = {"brush": [], "editor": []}
+        results: dict[str, list[dict]] = {m: [] for m in MODES}
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
             ctx = browser.new_context(viewport={"width": 1280, "height": 800})
             page = ctx.new_page()
             page.goto(f"{url}/signin#token={token}")
             page.wait_for_url(f"{url}/rate")
-            for mode in ("brush", "editor"):
+            for mode in MODES:
                 for item in items:
                     r = label_one(page, url, item, truths[item], mode, api)
                     results[mode].append(r)
-                    print(f"{mode:6s} {item}: {r['actions']:3d} actions, {r['seconds']:5.1f} s, "
+                    print(f"{mode:10s} {item}: {r['actions']:3d} actions, {r['seconds']:5.1f} s, "
                           f"mIoU {r['start_iou']:.2f} -> {r['iou']:.2f}", flush=True)
             browser.close()
     finally:
@@ -376,11 +392,14 @@ def main() -> None:
         pol = np.array([r["policy_seconds"] for r in rows])
         reached = sum(r["iou"] >= GOAL for r in rows)
         summary[mode] = acts.mean()
-        print(f"{mode:6s}: {acts.mean():6.1f} actions/image (median {np.median(acts):.0f}), "
+        uses = {k: sum(r["uses"].get(k, 0) for r in rows) / len(rows) for k in ("stroke", "superpixel", "competitor")}
+        print(f"{mode:10s}: {acts.mean():6.1f} actions/image (median {np.median(acts):.0f}), "
               f"{secs.mean():5.2f} s/image ({pol.mean():.2f} s of it the policy's thinking), "
-              f"goal reached {reached}/{len(rows)}")
+              f"goal reached {reached}/{len(rows)}; per image " + ", ".join(f"{v:.1f} {k}" for k, v in uses.items())
+              + " (the rest: class, tool, size and K keys, save)")
     print(f"ratio brush/editor actions: {summary['brush'] / max(summary['editor'], 1e-9):.1f}x "
-          f"(target >= 3x) (loadavg {os.getloadavg()})")
+          f"(target >= 3x); brush/prediction: {summary['brush'] / max(summary['prediction'], 1e-9):.1f}x "
+          f"(loadavg {os.getloadavg()})")
 
 
 if __name__ == "__main__":
