@@ -15,9 +15,12 @@ from pydantic import BaseModel, Field
 from blindspots.app.auth import Principal, page_user, require_user
 from blindspots.app import deps
 from blindspots.app.deps import page
+from blindspots.app.superpixels import SegmentCache
 
 router = APIRouter()
+_SEGMENTS = SegmentCache()  # superpixels per image, shared by the app's request threads
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
+UPLOAD_MODES = ("L", "P", "RGB")  # 8-bit index, palette or colour-coded; not 16-bit, RGBA or 1-bit
 
 
 class MaskIn(BaseModel):
@@ -50,10 +53,34 @@ def _target(request: Request, kind: str, ref: str, image_id: str) -> tuple[int, 
     raise HTTPException(400, f"kind: expected 'round' or 'fix', got {kind!r}")
 
 
-def _check_values(request: Request, mask: np.ndarray) -> np.ndarray:
+def _check_values(request: Request, mask: np.ndarray, name: str = "mask") -> np.ndarray:
+    """The mask if every value is a class id (or ignore); else 422 naming the first bad value."""
     from blindspots.data.formats.masks import check_mask
 
-    return check_mask(mask, deps.view(request).classes, name="mask")
+    try:
+        return check_mask(mask, deps.view(request).classes, name=name)
+    except ValueError as e:
+        raise HTTPException(422, str(e)) from None
+
+
+def _check_png(data: bytes, h: int, w: int) -> None:
+    """422 unless `data` is an 8-bit PNG (mode L, P or RGB) of w x h; reads the header only."""
+    from PIL import Image
+
+    try:  # the declared size and mode before decoding pixels (no decompression bombs)
+        with Image.open(io.BytesIO(data)) as im:
+            fmt, mode, size = im.format, im.mode, im.size
+    except Exception:  # noqa: BLE001 - Pillow raises many types for junk
+        raise HTTPException(422, "file: expected a PNG mask image, got unreadable data") from None
+    if fmt != "PNG":
+        raise HTTPException(422, f"file: expected a PNG mask image, got {fmt or 'an unknown format'}")
+    depth = data[24] if len(data) > 25 and data[12:16] == b"IHDR" else 0  # IHDR's bit depth: Pillow hides 16-bit RGB
+    if mode not in UPLOAD_MODES or depth > 8:
+        what = f"a {depth}-bit PNG" if depth > 8 else "a PNG"
+        raise HTTPException(422, f"file: expected an 8-bit PNG of mode L, P or RGB, got {what} of mode {mode!r}")
+    if size != (w, h):
+        raise HTTPException(422, f"file: expected a {w}x{h} (width x height) mask like the image, "
+                            f"got {size[0]}x{size[1]}")
 
 
 def _save(request: Request, kind: str, ref: str, image_id: str, mask: np.ndarray, who: Principal,
@@ -84,20 +111,24 @@ def label_queue(request: Request, who: Principal = Depends(require_user)) -> dic
 @router.get("/api/labels/start", tags=["labels"])
 def label_start(request: Request, kind: Literal["round", "fix"], ref: str = Query(max_length=64),
                 image_id: str = Query(alias="id", min_length=1, max_length=1024),
+                start: Literal["auto", "prediction", "empty"] = "auto",
                 who: Principal = Depends(require_user)) -> dict:
     """The mask to start editing from: the stored one if any, else the target's prediction (round)
-    or the given label (fix); base64 uint8 [height, width]."""
+    or the given label (fix); base64 uint8 [height, width]. start: "prediction" skips the stored
+    mask (revert), "empty" gives an all-unlabeled (255) mask."""
     view = deps.view(request)
     h, w = _target(request, kind, ref, image_id)
     mask, source = None, "empty"
-    if kind == "round":
-        mask = view.stored_mask(int(ref), image_id)
+    if start == "empty":
+        pass
+    elif kind == "round":
+        mask = None if start == "prediction" else view.stored_mask(int(ref), image_id)
         source = "stored" if mask is not None else "prediction"
         if mask is None:
             mask = view.prediction(int(ref), image_id)
     else:
         fixes = {f["id"]: f["path"] for f in deps.store(request).fixes(ref)}
-        if image_id in fixes and fixes[image_id].is_file():
+        if start == "auto" and image_id in fixes and fixes[image_id].is_file():
             from blindspots.app.sources import read_index_png
 
             mask, source = read_index_png(fixes[image_id]), "stored"
@@ -106,7 +137,50 @@ def label_start(request: Request, kind: Literal["round", "fix"], ref: str = Quer
     if mask is None or mask.shape != (h, w):
         mask, source = np.full((h, w), 255, np.uint8), "empty"
     return {"kind": kind, "ref": ref, "image_id": image_id, "width": w, "height": h, "source": source,
-            "mask": base64.b64encode(np.ascontiguousarray(mask, dtype=np.uint8).tobytes()).decode("ascii")}
+            "mask": _b64(mask.astype(np.uint8))}
+
+
+def _b64(a: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(a).tobytes()).decode("ascii")
+
+
+def _image(request: Request, kind: str, ref: str, image_id: str) -> np.ndarray:
+    """uint8 [H, W, 3] (or [H, W]) of an image awaiting a mask."""
+    view = deps.view(request)
+    return view.pool_image(image_id) if kind == "round" else view.review_layer(ref, image_id, "image")
+
+
+@router.get("/api/labels/superpixels", tags=["labels"])
+def superpixels(request: Request, kind: Literal["round", "fix"], ref: str = Query(max_length=64),
+                image_id: str = Query(alias="id", min_length=1, max_length=1024),
+                level: Literal["coarse", "fine"] = "coarse", who: Principal = Depends(require_user)) -> dict:
+    """SLIC superpixels of the image (regions that snap to its edges) for the superpixel brush, at
+    `level` (coarse ~8x8 px, fine ~4x4 px): `labels` is base64 of uint16 little-endian
+    [height, width] segment ids 0..n-1. Computed once per image and level (cached)."""
+    from blindspots.app.superpixels import slic_segments
+
+    h, w = _target(request, kind, ref, image_id)
+    key = (str(deps.project(request).path), kind, ref if kind == "fix" else "", image_id, level)
+    labels = _SEGMENTS.get(key, lambda: slic_segments(_image(request, kind, ref, image_id), level=level))
+    if labels.shape != (h, w) or labels.max() >= 65536:
+        raise HTTPException(500, f"superpixels: expected {h}x{w} labels below 65536, got {labels.shape}")
+    return {"width": w, "height": h, "level": level, "n": int(labels.max()) + 1, "labels": _b64(labels.astype("<u2"))}
+
+
+@router.get("/api/labels/competitors", tags=["labels"])
+def competitors(request: Request, kind: Literal["round", "fix"], ref: str = Query(max_length=64),
+                image_id: str = Query(alias="id", min_length=1, max_length=1024),
+                who: Principal = Depends(require_user)) -> dict:
+    """The other models' argmax maps of the image, to adopt a region from with one click: the
+    competitors' (round; the one disagreeing most with the target first) or the review set's
+    prediction (fix). Each `mask` is base64 uint8 [height, width]."""
+    from blindspots.app.label_regions import competitor_maps, review_prediction
+
+    h, w = _target(request, kind, ref, image_id)
+    view = deps.view(request)
+    maps = competitor_maps(view, int(ref), image_id) if kind == "round" else review_prediction(view, ref, image_id)
+    return {"width": w, "height": h,
+            "models": [{"name": n, "mask": _b64(m.astype(np.uint8))} for n, m in maps if m.shape == (h, w)]}
 
 
 @router.post("/api/labels", tags=["labels"])
@@ -130,9 +204,9 @@ def save_mask(body: MaskIn, request: Request, who: Principal = Depends(require_u
 async def upload_mask(request: Request, kind: Literal["round", "fix"] = Form(...), ref: str = Form(max_length=64),
                       image_id: str = Form(min_length=1, max_length=1024), file: UploadFile = File(...),
                       who: Principal = Depends(require_user)) -> dict:
-    """Upload a mask file (index/palette PNG, or RGB in the class palette) of the image's size."""
+    """Upload a mask file of the image's size: an 8-bit PNG, index (L), palette (P) or RGB in the
+    class palette. 422 for anything else (JPEG, GIF, 16-bit, RGBA) or a value that is no class; 413 if too big."""
     from blindspots.data.formats.masks import read_mask
-    from PIL import Image
 
     data = await file.read(MAX_UPLOAD_BYTES + 1)
     if len(data) > MAX_UPLOAD_BYTES:
@@ -140,14 +214,7 @@ async def upload_mask(request: Request, kind: Literal["round", "fix"] = Form(...
     if not data:
         raise HTTPException(422, "file: expected a PNG mask, got an empty file")
     h, w = _target(request, kind, ref, image_id)
-    try:  # check the declared size before decoding pixels (no decompression bombs)
-        with Image.open(io.BytesIO(data)) as im:
-            size = im.size
-    except Exception:  # noqa: BLE001 - Pillow raises many types for junk
-        raise HTTPException(422, "file: expected a PNG mask image, got unreadable data") from None
-    if size != (w, h):
-        raise HTTPException(422, f"file: expected a {w}x{h} (width x height) mask like the image, "
-                            f"got {size[0]}x{size[1]}")
+    _check_png(data, h, w)
     try:
         mask = read_mask(data, classes=deps.view(request).classes)
     except ValueError as e:
