@@ -80,6 +80,13 @@ def table(header: list[str], rows: list[list[object]], numeric: set[int] | None 
     return f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def heading(text: str, anchor: str, level: int = 2) -> str:
+    """A section heading with id `anchor`: h2 styled as a page section, h3.. as a subsection
+    (an engine's sections nested inside the round page)."""
+    cls = ' class="section"' if level == 2 else ""
+    return f'<h{level}{cls} id="{esc(anchor)}">{esc(text)}</h{level}>'
+
+
 def figure_img(src: str, alt: str) -> str:
     """An <img> of a figure file (relative URL `src`)."""
     return f'<img src="{esc(src)}" alt="{esc(alt)}">'

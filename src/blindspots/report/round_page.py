@@ -22,6 +22,7 @@ from blindspots.data.classes import Classes
 from blindspots.metrics import confusion_matrix, iou_per_class
 from blindspots.mine.reasons import describe
 from blindspots.report import figures
+from blindspots.report.engine_sections import engine_sections
 from blindspots.report.gallery import IMAGE_LAYER, _Figure, _figure, _legend, _read_image, _save_jpeg, gallery_blocks
 from blindspots.report.html import esc, figure_img, output_folder, rel_url, table, write_index
 from blindspots.report.overlays import overlay, thumbnail
@@ -179,11 +180,13 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     comps = [g.name for g in cfg.competitors]
     classes = Classes.from_dict(manifest["classes"]) if isinstance(manifest.get("classes"), dict) else None
     names = list(classes.names) if classes is not None else []
+    engines = engine_sections(p.path, out, n=max(1, n_gallery // 2))  # label issues, surprise, Defuse
     parts = [f"<h1>{esc(cfg.project.name or p.path.name)}: round {i}</h1>",
              '<nav><a href="#table1">Table 1</a><a href="#stability">ranking stability</a>'
              '<a href="#candidates">candidates</a><a href="#mos">MOS</a>'
              '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a><a href="#samplers">samplers</a>'
-             + ('<a href="#scenarios">scenarios</a>' if scenarios is not None else "") + '</nav>',
+             + ('<a href="#scenarios">scenarios</a>' if scenarios is not None else "")
+             + "".join(f'<a href="#{r["anchor"]}">{esc(r["title"].lower())}</a>' for r in engines[1]) + '</nav>',
              f'<p class="meta">target model: {esc(cfg.target.name)} (version {i} in this round, scanned as '
              f'{esc(target_i)}); '
              f'competitors: {esc(", ".join(comps) or "none")}; project: {esc(p.path)}</p>']
@@ -330,9 +333,10 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
 
         parts.append('<h2 class="section" id="scenarios">Failure scenarios</h2>')
         parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))))
+    parts.extend(engines[0])
     summary = {"round": i, "n_candidates": int(len(cands)), "n_rated": int(len(mos)), "n_S": len(s_ids),
                "n_masks": len(labelled), "table1": bool(len(board)), "ranking_stability": stability[1],
-               "rater_agreement": agreement[1]}
+               "rater_agreement": agreement[1], "engines": engines[1]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     index = write_index(out, f"Round {i} report", parts)
     log.info("round report written to %s", index)
