@@ -53,7 +53,8 @@ def defuse_sections(root: Path, out: Path, *, n_per: int = 10, anchor: str = "de
     if "review" in found:
         parts += _scenario_section(found["review"], out, n_per)[0][1:]  # [0] is the standalone page's h2
     else:
-        parts.append('<p class="note">No review folder (items.csv): run `blindspots defuse export-review`.</p>')
+        parts.append('<p class="note">No review folder (items.csv): run <code>blindspots defuse export-review</code>.'
+                     '</p>')
 
     def fig(name: str) -> str:
         return f'<div class="figs">{copy_figure(figs_dir / name, out, fig_dir + name, FIGURES[name])}</div>'
@@ -71,9 +72,11 @@ def defuse_sections(root: Path, out: Path, *, n_per: int = 10, anchor: str = "de
         if figs_dir is not None and (figs_dir / "fig5_tradeoff.png").is_file():
             parts.append(fig("fig5_tradeoff.png"))
     else:
-        parts.append('<p class="note">No correction folder (sweep.csv): run `blindspots defuse correct`.</p>')
+        parts.append('<p class="note">No correction folder (sweep.csv): run <code>blindspots defuse correct</code>.'
+                     '</p>')
+    shown = ("fig3_scenarios.png", "fig5_tradeoff.png")
     other = [copy_figure(figs_dir / f, out, fig_dir + f, cap) for f, cap in FIGURES.items()
-             if figs_dir is not None and f not in ("fig3_scenarios.png", "fig5_tradeoff.png") and (figs_dir / f).is_file()]
+             if figs_dir is not None and f not in shown and (figs_dir / f).is_file()]
     if "grids" in found:
         other += [copy_figure(found["grids"] / f, out, f"{fig_dir}vae_{f}", cap) for f, cap in GRIDS.items()
                   if (found["grids"] / f).is_file()]
@@ -100,7 +103,8 @@ def engine_sections(project_dir: str | Path, out: Path, *, n: int = 12) -> tuple
         elif engine == "surprise":
             parts += surprise_sections(folder, out, n=n, level=3, anchor=anchor, fig_dir=fig_dir)
         elif not seen_defuse:  # review images keep their item ids as file names: one Defuse run per page
-            parts += defuse_sections(folder, out, anchor=anchor, fig_dir=fig_dir)
+            parts += ['<div class="pixelated">'] + defuse_sections(folder, out, anchor=anchor, fig_dir=fig_dir) \
+                + ["</div>"]
             seen_defuse = True
         else:
             parts.append('<p class="note">Another Defuse run is shown above; open this one\'s own page.</p>')

@@ -44,12 +44,13 @@ def surprise_sections(root: Path, out: Path, *, n: int = 12, level: int = 2, anc
     panels = sorted(p for d in sorted(root.iterdir()) if d.is_dir() and d.resolve() != out.resolve()
                     for p in d.glob("*.png"))[:n]
     if panels:
-        parts.append('<p class="note">Panels of `blindspots surprise view` (input, label, prediction, '
+        parts.append('<p class="note">Panels of <code>blindspots surprise view</code> (input, label, prediction, '
                      'difference, SA above threshold, SA heatmap).</p>')
         parts.append('<div class="figs">' + "".join(copy_figure(p, out, f"{fig_dir}heatmaps/{p.parent.name}_{p.name}",
                                                                 p.stem) for p in panels) + "</div>")
     else:
-        parts.append('<p class="note">None: write `blindspots surprise view ... --out SOURCE/view` to add them.</p>')
+        parts.append('<p class="note">None: write <code>blindspots surprise view ... --out SOURCE/view</code> to add '
+                     'them.</p>')
     return parts
 
 
