@@ -360,9 +360,15 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
                  '<code>benchmarks/mining.py</code>, outside a project.</p>')
     if scenarios is not None:
         from blindspots.report.scenario_section import scenario_section
+        from blindspots.report.scenario_votes import scenario_names, vote_prefix
 
         parts.append('<h2 class="section" id="scenarios">Failure scenarios</h2>')
-        parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))))
+        parts.append(f'<p class="note"><code>blindspots report PROJECT --scenarios</code> also writes them as a vote '
+                     f'set beside this page (<code>scenario-votes/</code>, items <code>{vote_prefix(i)}-s…</code>) for '
+                     'the app\'s vote page: raters choose a generated name, type their own, or say none of the '
+                     'above.</p>')
+        parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root))),
+                                      names=scenario_names(p.votes(), vote_prefix(i))))
     parts.extend(engines[0])
     summary = {"round": i, "n_candidates": int(len(cands)), "n_rated": int(len(mos)), "n_S": len(s_ids),
                "n_masks": len(labelled), "table1": bool(len(board)), "ranking_stability": stability[1],
