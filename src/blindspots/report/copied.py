@@ -15,7 +15,9 @@ def copy_figure(src: Path, out: Path, name: str, caption: str) -> str:
     dst = out / "figures" / name
     dst.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dst)
-    return f"<figure>{figure_img(rel_url(dst, out), caption)}<figcaption>{esc(caption)}</figcaption></figure>"
+    # Another command's figure (often many panels): shown at its own size, not squeezed to 600 px.
+    img = figure_img(rel_url(dst, out), caption, "natural")
+    return f"<figure>{img}<figcaption>{esc(caption)}</figcaption></figure>"
 
 
 def frame_table(df: pd.DataFrame, max_rows: int = 50, digits: int = 4) -> str:

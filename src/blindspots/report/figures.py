@@ -31,9 +31,18 @@ def _save(fig, path: Path) -> Path:  # noqa: ANN001
     return path
 
 
+def _integer_counts(axis) -> None:  # noqa: ANN001
+    """Whole-number ticks on an axis of counts (no "0.5 images")."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def histograms(series: Mapping[str, np.ndarray], path: str | Path, *, xlabel: str, title: str,
-               bins: int = 30) -> Path:
-    """Overlaid histograms, one per named float [N] array (NaN ignored); writes `path` (PNG)."""
+               bins: int = 30, value_range: tuple[float, float] | None = None) -> Path:
+    """Overlaid histograms, one per named float [N] array (NaN ignored); writes `path` (PNG).
+
+    value_range: fixed (low, high) of the bins and the x axis (e.g. (1, 5) for MOS), else the data's."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.2))
     clean = {name: np.asarray(v, dtype=np.float64)[np.isfinite(np.asarray(v, dtype=np.float64))]
@@ -43,7 +52,9 @@ def histograms(series: Mapping[str, np.ndarray], path: str | Path, *, xlabel: st
     if shown:  # common bins, so series are comparable; a constant value gets a narrow visible bin
         lo = min(float(v.min()) for v in clean.values())
         hi = max(float(v.max()) for v in clean.values())
-        if hi - lo < 1e-9:
+        if value_range is not None:
+            lo, hi = map(float, value_range)
+        elif hi - lo < 1e-9:
             pad = max(abs(lo), 1.0) * 0.05
             lo, hi = lo - pad, hi + pad
         edges = np.linspace(lo, hi, bins + 1)
@@ -55,20 +66,26 @@ def histograms(series: Mapping[str, np.ndarray], path: str | Path, *, xlabel: st
         ax.text(0.5, 0.5, "no values", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("images")
+    _integer_counts(ax.yaxis)
     ax.set_title(title)
     if shown:
         ax.legend(fontsize=8)
     return _save(fig, Path(path))
 
 
-def bars(labels: Sequence[str], values: np.ndarray, path: str | Path, *, ylabel: str, title: str) -> Path:
-    """A bar chart of float [K] `values` named by `labels`; writes `path` (PNG)."""
+def bars(labels: Sequence[str], values: np.ndarray, path: str | Path, *, ylabel: str, title: str,
+         counts: bool = False) -> Path:
+    """A bar chart of float [K] `values` named by `labels`; writes `path` (PNG). counts: the values
+    count things (whole-number ticks)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.2))
     x = np.arange(len(labels))
     ax.bar(x, np.asarray(values, dtype=np.float64), color="#4c72b0")
     ax.set_xticks(x)
-    ax.set_xticklabels(list(labels), rotation=30, ha="right", fontsize=8)
+    long = max((len(str(x)) for x in labels), default=0) > 4  # short labels ("0".."4") stay upright
+    ax.set_xticklabels(list(labels), rotation=30 if long else 0, ha="right" if long else "center", fontsize=8)
+    if counts:
+        _integer_counts(ax.yaxis)
     ax.axhline(0, color="#444", linewidth=0.8)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -87,7 +104,5 @@ def line(x: np.ndarray, y: np.ndarray, path: str | Path, *, xlabel: str, ylabel:
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # k counts images
+    _integer_counts(ax.xaxis)  # k counts images
     return _save(fig, Path(path))

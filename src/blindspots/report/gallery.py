@@ -76,10 +76,10 @@ def _figure(f: _Figure) -> str:
 def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path, *,
                    pool_root: str | Path | None = None, target: str | None = None,
                    competitors: Sequence[str] | None = None, max_side: int = 320,
-                   alpha: float = 0.5) -> tuple[list[str], dict]:
+                   alpha: float = 0.5, score_label: str = "score") -> tuple[list[str], dict]:
     """The HTML sections of `picks` (one per row; thumbnails written under out_dir/thumbs/) and what
     was shown: {"target", "shown" (models), "pool_root"}. Arguments as in `write_gallery`; other
-    pages (the scan report) embed these sections."""
+    pages (the scan report) embed these sections. score_label: what the score is called on the page."""
     for col in ("id", "score", "reason"):
         if col not in picks.columns:
             raise ValueError(f"picks: expected columns id, score, reason, got {list(picks.columns)}")
@@ -135,7 +135,7 @@ def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Pat
         blocks.append(
             f'<section class="pick" id="pick-{pos + 1}"><h2>#{esc(rank)} {esc(image_id)}</h2>'
             f'<p class="reason">{esc(row.reason)}</p>'
-            f'<p class="meta">score {float(row.score):.4g}</p>'
+            f'<p class="meta">{esc(score_label)} {float(row.score):.4g}</p>'
             f'<div class="row">{"".join(_figure(f) for f in figures)}</div>'
             f"{_legend(present, legend_names, palette)}"
             + (f"<details><summary>details</summary><code>{esc(details)}</code></details>" if details else "")

@@ -21,7 +21,7 @@ figure img { display: block; height: 200px; width: auto; max-width: 420px; objec
 .legend { list-style: none; padding: 0; margin: 0.4em 0; display: flex; flex-wrap: wrap; gap: 0.6em; }
 .legend li { font-size: 0.85em; } .swatch { display: inline-block; width: 0.9em; height: 0.9em;
   border: 1px solid #888; vertical-align: middle; margin-right: 0.3em; }
-.missing { width: 160px; height: 120px; display: flex; align-items: center; justify-content: center;
+.missing { width: 160px; height: 200px; display: flex; align-items: center; justify-content: center;
   background: #eee; color: #777; font-size: 0.8em; text-align: center; }
 details { font-size: 0.8em; color: #555; } code { word-break: break-all; }
 """
@@ -33,7 +33,11 @@ table.data th, table.data td { border: 1px solid #ddd; padding: 0.25em 0.6em; te
 table.data td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .figs { display: flex; flex-wrap: wrap; gap: 1em; }
 .figs img { width: 600px; max-width: 100%; height: auto; border: 1px solid #ddd; background: #fff; }
-.note { color: #555; font-size: 0.9em; } nav a { margin-right: 1em; }
+.figs img.natural { width: auto; min-width: 300px; max-width: 100%; }  /* copied figures: their own size */
+.pixelated img { image-rendering: pixelated; }  /* tiny images (e.g. 28 px) enlarged without blurring */
+h3 { font-size: 1em; margin: 1.2em 0 0.4em 0; }
+.note { color: #555; font-size: 0.9em; } nav a { margin-right: 1em; } p { max-width: 110em; }
+.stage { background: #fff8e1; border: 1px solid #e6d28a; border-radius: 6px; padding: 0.5em 0.8em; }
 """
 
 
@@ -80,6 +84,14 @@ def table(header: list[str], rows: list[list[object]], numeric: set[int] | None 
     return f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def figure_img(src: str, alt: str) -> str:
-    """An <img> of a figure file (relative URL `src`)."""
-    return f'<img src="{esc(src)}" alt="{esc(alt)}">'
+def heading(text: str, anchor: str, level: int = 2) -> str:
+    """A section heading with id `anchor`: h2 styled as a page section, h3.. as a subsection
+    (an engine's sections nested inside the round page)."""
+    cls = ' class="section"' if level == 2 else ""
+    return f'<h{level}{cls} id="{esc(anchor)}">{esc(text)}</h{level}>'
+
+
+def figure_img(src: str, alt: str, cls: str = "") -> str:
+    """An <img> of a figure file (relative URL `src`); cls: its CSS class (e.g. "natural")."""
+    c = f' class="{esc(cls)}"' if cls else ""
+    return f'<img src="{esc(src)}" alt="{esc(alt)}"{c}>'

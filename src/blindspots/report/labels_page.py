@@ -15,7 +15,7 @@ import pandas as pd
 
 from blindspots._validation import check_int
 from blindspots.report.copied import copy_figure, frame_table, read_table
-from blindspots.report.html import esc, output_folder, table, write_index
+from blindspots.report.html import esc, heading, output_folder, table, write_index
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,45 @@ def is_label_issues_dir(root: str | Path) -> bool:
     root = Path(root)
     return (root / "summary.json").is_file() and read_table(root / "images") is not None \
         if root.is_dir() else False
+
+
+def label_issues_sections(root: Path, out: Path, *, n: int = 20, level: int = 2, anchor: str = "",
+                          fig_dir: str = "") -> tuple[list[str], dict]:
+    """The page's sections as HTML parts (+ the folder's summary.json) for a checked `root`.
+
+    level: heading level of the sections (2 on their own page, 3 inside the round page); anchor:
+    prefix of their ids; fig_dir: subfolder of out/figures/ for the copied figure (so two engine
+    sections on one page do not overwrite each other's files).
+    """
+    summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
+    images = read_table(root / "images")
+    regions = read_table(root / "regions")
+    assert images is not None  # is_label_issues_dir checked it
+    kinds = summary.get("regions_by_kind", {})
+    parts = [f'<p class="meta">{esc(summary.get("num_images", len(images)))} images; estimated issues: '
+             f'{esc(summary.get("estimated_issues", "?"))}; flagged pixels: {esc(summary.get("flagged_pixels", "?"))}; '
+             f'regions: {esc(", ".join(f"{k} {v}" for k, v in kinds.items()) or "none")}</p>',
+             heading("Images with the worst label quality", anchor + "worst", level),
+             '<p class="note">Lowest image score first (the mean self-confidence of the given labels; lower: '
+             'more likely mislabelled). Review these annotations first.</p>',
+             frame_table(images, max_rows=n)]
+    if (root / "worst.png").is_file():
+        cap = "worst images: image, given labels, prediction, flagged pixels"
+        parts.append(f'<div class="figs">{copy_figure(root / "worst.png", out, fig_dir + "worst.png", cap)}</div>')
+    parts.append(heading("Largest issue regions", anchor + "regions", level))
+    if regions is not None and len(regions):
+        by_area = regions.sort_values("area", ascending=False, kind="stable") if "area" in regions else regions
+        parts.append(frame_table(by_area, max_rows=n))
+    else:
+        parts.append('<p class="note">No issue regions.</p>')
+    parts.append(heading("Most common confusions (by area)", anchor + "confusions", level))
+    conf = summary.get("common_confusions", [])
+    if conf:
+        cols = list(conf[0])
+        parts.append(table(cols, [[c.get(k, "") for k in cols] for c in conf], set(range(len(cols)))))
+    else:
+        parts.append('<p class="note">None.</p>')
+    return parts, summary
 
 
 def write_label_issues_report(root: str | Path, out_dir: str | Path, *, n: int = 20) -> Path:
@@ -38,37 +77,10 @@ def write_label_issues_report(root: str | Path, out_dir: str | Path, *, n: int =
                          f"got {str(root)!r}")
     check_int(n, "n", minimum=0)
     out = output_folder(out_dir)
-    summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
-    images = read_table(root / "images")
-    regions = read_table(root / "regions")
-    assert images is not None  # is_label_issues_dir checked it
-    kinds = summary.get("regions_by_kind", {})
     parts = [f"<h1>Label issues: {esc(root.resolve().name)}</h1>",
              '<nav><a href="#worst">worst images</a><a href="#regions">regions</a>'
-             '<a href="#confusions">confusions</a></nav>',
-             f'<p class="meta">{esc(summary.get("num_images", len(images)))} images; estimated issues: '
-             f'{esc(summary.get("estimated_issues", "?"))}; flagged pixels: {esc(summary.get("flagged_pixels", "?"))}; '
-             f'regions: {esc(", ".join(f"{k} {v}" for k, v in kinds.items()) or "none")}</p>',
-             '<h2 class="section" id="worst">Images with the worst label quality</h2>',
-             '<p class="note">Lowest image score first (the mean self-confidence of the given labels; lower: '
-             'more likely mislabelled). Review these annotations first.</p>',
-             frame_table(images, max_rows=n)]
-    if (root / "worst.png").is_file():
-        cap = "worst images: image, given labels, prediction, flagged pixels"
-        parts.append(f'<div class="figs">{copy_figure(root / "worst.png", out, "worst.png", cap)}</div>')
-    parts.append('<h2 class="section" id="regions">Largest issue regions</h2>')
-    if regions is not None and len(regions):
-        by_area = regions.sort_values("area", ascending=False, kind="stable") if "area" in regions else regions
-        parts.append(frame_table(by_area, max_rows=n))
-    else:
-        parts.append('<p class="note">No issue regions.</p>')
-    parts.append('<h2 class="section" id="confusions">Most common confusions (by area)</h2>')
-    conf = summary.get("common_confusions", [])
-    if conf:
-        cols = list(conf[0])
-        parts.append(table(cols, [[c.get(k, "") for k in cols] for c in conf], set(range(len(cols)))))
-    else:
-        parts.append('<p class="note">None.</p>')
+             '<a href="#confusions">confusions</a></nav>']
+    parts += label_issues_sections(root, out, n=n)[0]
     index = write_index(out, f"Label issues: {root.name}", parts)
     log.info("label-issues report written to %s", index)
     return index

@@ -22,6 +22,7 @@ from blindspots.data.classes import Classes
 from blindspots.metrics import confusion_matrix, iou_per_class
 from blindspots.mine.reasons import describe
 from blindspots.report import figures
+from blindspots.report.engine_sections import engine_sections
 from blindspots.report.gallery import IMAGE_LAYER, _Figure, _figure, _legend, _read_image, _save_jpeg, gallery_blocks
 from blindspots.report.html import esc, figure_img, output_folder, rel_url, table, write_index
 from blindspots.report.overlays import overlay, thumbnail
@@ -134,7 +135,7 @@ def _agreement_parts(ratings: pd.DataFrame, mos: pd.DataFrame, figs: Path, out: 
     spans = np.round(multi["span"].to_numpy(), 2)
     levels = np.union1d(np.arange(0, max(4.0, float(spans.max())) + 1), spans)  # every step 0..4 shown, even empty
     f = figures.bars([f"{v:g}" for v in levels], np.array([(spans == v).sum() for v in levels]),
-                     figs / "rating_span.png", ylabel="images",
+                     figs / "rating_span.png", ylabel="images", counts=True,
                      title=f"Span of each image's scores (max - min), {len(spans)} images")
     worst = multi.sort_values(["span", "mean_abs_diff"], ascending=False, kind="stable").head(10)
     rows = [[str(x), int(r.n_scores), f"{r.span:.0f}", f"{r.mean_abs_diff:.2f}", mos.loc[x, "text"] if x in mos.index else ""]
@@ -146,6 +147,28 @@ def _agreement_parts(ratings: pd.DataFrame, mos: pd.DataFrame, figs: Path, out: 
               '<p class="meta">Images with the widest spread:</p>',
               table(["id", "scores", "span", "mean |difference|", "ratings"], rows, {1, 2, 3})]
     return parts, summ
+
+
+def _stage(i: int, steps: pd.DataFrame, n_cands: int, n_rated: int, n_labelled: int, n_st: int) -> str:
+    """One sentence on where round i stands (what the loop waits for, or that it is finished)."""
+    if not len(steps):
+        return f"Round {i} has not started: <code>blindspots round PROJECT</code> scans the pool and mines it."
+    open_ = steps[steps["status"] != "done"]
+    if not len(open_):
+        last = str(steps["step"].iloc[-1])
+        return (f"Round {i} is finished." if last in ("finetune", "export") else
+                f"Round {i} stopped after step {esc(last)}; <code>blindspots round PROJECT</code> goes on.")
+    step, status = str(open_["step"].iloc[0]), str(open_["status"].iloc[0])
+    if status == "failed":
+        return (f"Step {esc(step)} failed (<code>blindspots status PROJECT</code> says why); "
+                "<code>blindspots round PROJECT</code> runs it again.")
+    if step == "ratings":
+        return (f"Waiting for ratings: {n_rated} of {n_cands} candidates rated so far (the app's rate page, or "
+                "<code>blindspots ratings import</code>); then <code>blindspots round PROJECT</code> goes on.")
+    if step == "masks":
+        return (f"Waiting for masks: {n_labelled} of the {n_st} images of S and T labelled so far (the app's label "
+                "page, or <code>blindspots masks import</code>); then <code>blindspots round PROJECT</code> goes on.")
+    return f"Round {i} is at step {esc(step)} ({esc(status)})."
 
 
 def default_round(project: Any) -> int:
@@ -179,11 +202,13 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     comps = [g.name for g in cfg.competitors]
     classes = Classes.from_dict(manifest["classes"]) if isinstance(manifest.get("classes"), dict) else None
     names = list(classes.names) if classes is not None else []
+    engines = engine_sections(p.path, out, n=max(1, n_gallery // 2))  # label issues, surprise, Defuse
     parts = [f"<h1>{esc(cfg.project.name or p.path.name)}: round {i}</h1>",
              '<nav><a href="#table1">Table 1</a><a href="#stability">ranking stability</a>'
              '<a href="#candidates">candidates</a><a href="#mos">MOS</a>'
              '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a><a href="#samplers">samplers</a>'
-             + ('<a href="#scenarios">scenarios</a>' if scenarios is not None else "") + '</nav>',
+             + ('<a href="#scenarios">scenarios</a>' if scenarios is not None else "")
+             + "".join(f'<a href="#{r["anchor"]}">{esc(r["title"].lower())}</a>' for r in engines[1]) + '</nav>',
              f'<p class="meta">target model: {esc(cfg.target.name)} (version {i} in this round, scanned as '
              f'{esc(target_i)}); '
              f'competitors: {esc(", ".join(comps) or "none")}; project: {esc(p.path)}</p>']
@@ -191,14 +216,19 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     # --- where the round stands
     steps = p.steps()
     steps = steps[steps["round"] == i] if "round" in steps.columns else steps.iloc[0:0]
+    n_rated = int(p.ratings_for_round(i)["id"].nunique())
+    n_st = len(p.candidates(i, "S")) + len(p.candidates(i, "T"))
+    stage = _stage(i, steps, len(p.candidates(i, "M")), n_rated, len(p.masks_for_round(i)), n_st)
+    parts.append(f'<p class="stage">{stage}</p>')
     if len(steps):
         cols = [c for c in ("step", "status", "model_version", "seed") if c in steps.columns]
         parts.append(table(cols, steps[cols].astype(str).values.tolist()))
-    else:
-        parts.append('<p class="note">No step of this round has run yet.</p>')
 
     # --- Table 1
     parts.append('<h2 class="section" id="table1">Table 1: mIoU on T0 and each T(i)</h2>')
+    parts.append('<p class="note">A column per evaluation: "round r T0" is the fixed test set T0 and "round r '
+                 'T(r+1)" the test set drawn from round r\'s mined candidates (unbiased for the models of that '
+                 'round); the target is evaluated at its version of that round.</p>')
     board = leaderboard_frame(p)
     if len(board):
         cols = [c for c in board.columns if not (isinstance(c, tuple) and c[-1] == "role")]
@@ -228,13 +258,14 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
             said = (f"MOS {mos.loc[r.id, 'mos']:.2f} from ratings {mos.loc[r.id, 'text']}" if r.id in mos.index
                     else "not rated yet")
             why = describe(r.reason, names) if r.reason else "n/a"
-            reasons.append(f"{said}. Picked because: {why}")
+            reasons.append(f"{said}. Picked because: {why} (the sampler's #{int(r.rank) + 1})")
+        # Numbered in the order shown (lowest MOS first), the sampler's own rank is in the text.
         picks = pd.DataFrame({"id": df["id"].astype(str), "score": df["score"].fillna(np.nan).astype(float),
-                              "reason": reasons, "rank": df["rank"].astype(int) + 1})
+                              "reason": reasons, "rank": np.arange(1, len(df) + 1)})
         if manifest:
             blocks, _ = gallery_blocks(picks, scan_dir, out, target=target_i if target_i in manifest.get("models", {})
                                        else None, competitors=[g for g in comps if g in manifest.get("models", {})],
-                                       max_side=max_side)
+                                       max_side=max_side, score_label=f"{cfg.mining.strategy} score")
             parts.extend(blocks)
         else:
             parts.append(table(["id", "why"], picks[["id", "reason"]].values.tolist()))
@@ -245,7 +276,7 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     parts.append('<h2 class="section" id="mos">MOS and rater agreement</h2>')
     if len(mos):
         f = figures.histograms({"MOS": mos["mos"].to_numpy()}, figs / "mos.png", xlabel="mean opinion score (1-5)",
-                               title=f"MOS of the {len(mos)} rated candidates", bins=16)
+                               title=f"MOS of the {len(mos)} rated candidates", bins=16, value_range=(1, 5))
         parts.append(f'<div class="figs">{figure_img(rel_url(f, out), "MOS histogram")}</div>'
                      f'<p class="note">{int(mos["ood"].sum())} out-of-domain flags (not scores; left out of MOS '
                      'and of the agreement below).</p>')
@@ -257,6 +288,8 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
 
     # --- S with human mask, before / after
     parts.append(f'<h2 class="section" id="s">S({i + 1}): human mask, target before and after fine-tuning</h2>')
+    parts.append(f'<p class="note">S({i + 1}): the lowest-MOS candidates, labelled by people and used to fine-tune '
+                 f'the target; "before" is {esc(target_i)}, "after" the fine-tuned {esc(target_next)}.</p>')
     s_ids = [str(x) for x in p.candidates(i, "S")["id"]]
     masks = p.masks_for_round(i)
     has_after = target_next in manifest.get("models", {})
@@ -327,12 +360,19 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
                  '<code>benchmarks/mining.py</code>, outside a project.</p>')
     if scenarios is not None:
         from blindspots.report.scenario_section import scenario_section
+        from blindspots.report.scenario_votes import scenario_names, vote_prefix
 
         parts.append('<h2 class="section" id="scenarios">Failure scenarios</h2>')
-        parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))))
+        parts.append(f'<p class="note"><code>blindspots report PROJECT --scenarios</code> also writes them as a vote '
+                     f'set beside this page (<code>scenario-votes/</code>, items <code>{vote_prefix(i)}-s…</code>) for '
+                     'the app\'s vote page: raters choose a generated name, type their own, or say none of the '
+                     'above.</p>')
+        parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root))),
+                                      names=scenario_names(p.votes(), vote_prefix(i))))
+    parts.extend(engines[0])
     summary = {"round": i, "n_candidates": int(len(cands)), "n_rated": int(len(mos)), "n_S": len(s_ids),
                "n_masks": len(labelled), "table1": bool(len(board)), "ranking_stability": stability[1],
-               "rater_agreement": agreement[1]}
+               "rater_agreement": agreement[1], "engines": engines[1]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     index = write_index(out, f"Round {i} report", parts)
     log.info("round report written to %s", index)

@@ -116,11 +116,12 @@ def write_scan_report(scan_dir: str | Path, out_dir: str | Path, *, n_disputed: 
         parts.append(table(["pair", "mean 1 - pixel agreement", "median", "mean 1 - mIoU"], rows, {1, 2, 3}))
         f1 = figures.histograms({g: scores.loc[ok, schema.dpa(t, g)].to_numpy(np.float64, na_value=np.nan)
                                  for t, g in pairs}, figs / "disagreement_pixel.png",
-                                xlabel="1 - pixel agreement with the target", title=f"Disagreement with {target}")
+                                xlabel="1 - pixel agreement with the target", title=f"Disagreement with {target}",
+                                value_range=(0, 1))
         f2 = figures.histograms({g: scores.loc[ok, schema.dmiou(t, g)].to_numpy(np.float64, na_value=np.nan)
                                  for t, g in pairs if schema.dmiou(t, g) in scores.columns},
                                 figs / "disagreement_miou.png", xlabel="1 - mIoU with the target",
-                                title=f"Disagreement with {target} (mIoU)")
+                                title=f"Disagreement with {target} (mIoU)", value_range=(0, 1))
         parts.append(f'<div class="figs">{_fig(f1, out, "pixel disagreement histogram")}'
                      f'{_fig(f2, out, "mIoU disagreement histogram")}</div>')
     else:

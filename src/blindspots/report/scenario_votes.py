@@ -5,11 +5,13 @@ names built from the scenarios' distinguishing attributes ("brightness low; clas
 plus the page's *none of the above* (the images share no one failure mode). The folder has the
 layout of a Defuse review set (items.csv, classes.json, images/<item_id>.png), so
 `blindspots app attach-votes PROJECT FOLDER --name NAME` offers it unchanged; classes.json also
-carries the question shown above the image ("prompt").
+carries the question shown above the image ("prompt") and `"free_text": true`: a rater may type a
+name of their own, stored as the vote's label like a chosen one (`scenario_names` reads them back).
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,26 @@ from blindspots.report.overlays import thumbnail
 PROMPT = ("One failure mode? These are the most typical images of one group of the target's failures: "
           "give it a name, or choose none of the above if they share no one failure mode.")
 MAX_LABEL = 128  # the vote API's longest label
+
+
+def vote_prefix(round: int) -> str:
+    """The item-id prefix of round `round`'s scenario vote set ("seg-r<round>")."""
+    return f"seg-r{int(round)}"
+
+
+def scenario_names(votes: pd.DataFrame, prefix: str) -> dict[int, dict]:
+    """The names people gave each scenario of the vote set `prefix`: {scenario index: {"names":
+    [(name, votes), ...] most voted first (ties: alphabetical), "none": votes for none of the
+    above}}. votes: Project.votes() (item_id, annotator, label; label None = none of the above);
+    chosen and typed names count alike."""
+    pattern = rf"^{re.escape(prefix)}-s(\d+)$"
+    ids = votes["item_id"].astype(str).str.extract(pattern)[0]
+    out: dict[int, dict] = {}
+    for idx, g in votes[ids.notna()].groupby(ids[ids.notna()].astype(int)):
+        counts = g["label"].dropna().astype(str).value_counts()
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        out[int(idx)] = {"names": [(str(n), int(c)) for n, c in ranked], "none": int(g["label"].isna().sum())}
+    return out
 
 
 def scenario_name(effects: pd.DataFrame, *, n_terms: int = 2, min_d: float = 0.5) -> str:
@@ -48,8 +70,9 @@ def export_scenario_votes(found: Any, pool_root: str | Path, out_dir: str | Path
     """Write the vote set of `found` (a `SegmentationScenarios`) to out_dir; returns out_dir.
 
     Item ids are `<prefix>-s<NNN>` (scenario index), so they stay unlike other sets' ids (votes are
-    keyed by item id). items.csv: item_id, scenario, prediction (-1: no classifier here);
-    classes.json: class_names (the distinct scenario names), none_label, prompt.
+    keyed by item id); the report uses `vote_prefix(round)`. items.csv: item_id, scenario,
+    prediction (-1: no classifier here); classes.json: class_names (the distinct scenario names),
+    none_label, prompt, free_text (true: typed names are taken).
     """
     from PIL import Image
 
@@ -67,8 +90,8 @@ def export_scenario_votes(found: Any, pool_root: str | Path, out_dir: str | Path
         if name and name not in names:
             names.append(name)
     pd.DataFrame(rows).to_csv(out / "items.csv", index=False)
-    (out / "classes.json").write_text(json.dumps({"class_names": names, "none_label": "none", "prompt": PROMPT},
-                                                 indent=2), encoding="utf-8")
+    (out / "classes.json").write_text(json.dumps({"class_names": names, "none_label": "none", "prompt": PROMPT,
+                                                  "free_text": True}, indent=2), encoding="utf-8")
     return out
 
 

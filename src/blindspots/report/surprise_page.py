@@ -14,7 +14,7 @@ import pandas as pd
 
 from blindspots._validation import check_int
 from blindspots.report.copied import copy_figure, frame_table
-from blindspots.report.html import esc, output_folder, write_index
+from blindspots.report.html import esc, heading, output_folder, write_index
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,36 @@ log = logging.getLogger(__name__)
 def is_surprise_dir(root: str | Path) -> bool:
     """Whether `root` looks like a `blindspots surprise analyze --out` folder (table3.csv)."""
     return (Path(root) / "table3.csv").is_file()
+
+
+def surprise_sections(root: Path, out: Path, *, n: int = 12, level: int = 2, anchor: str = "",
+                      fig_dir: str = "") -> list[str]:
+    """The page's sections as HTML parts for a checked `root` (level, anchor, fig_dir: as
+    `labels_page.label_issues_sections`)."""
+    parts = [heading("Table 3: surprise vs IoU (Spearman)", anchor + "table3", level),
+             '<p class="note">Per class group: Spearman correlation of the image-level surprise adequacy with '
+             'the IoU (negative: more surprising images are segmented worse) and its p-value.</p>',
+             frame_table(pd.read_csv(root / "table3.csv"), max_rows=200)]
+    parts.append(heading("Figure 9: label-saving trade-off", anchor + "figure9", level))
+    if (root / "figure9.png").is_file():
+        cap = "Figure 9: skip labelling the least surprising images; error of accepting their predictions"
+        parts.append(f'<div class="figs">{copy_figure(root / "figure9.png", out, fig_dir + "figure9.png", cap)}</div>')
+    if (root / "figure9.csv").is_file():
+        parts.append(frame_table(pd.read_csv(root / "figure9.csv"), max_rows=60))
+    if not (root / "figure9.png").is_file() and not (root / "figure9.csv").is_file():
+        parts.append('<p class="note">No figure9.png / figure9.csv in this folder.</p>')
+    parts.append(heading("Surprise heatmaps", anchor + "heatmaps", level))
+    panels = sorted(p for d in sorted(root.iterdir()) if d.is_dir() and d.resolve() != out.resolve()
+                    for p in d.glob("*.png"))[:n]
+    if panels:
+        parts.append('<p class="note">Panels of <code>blindspots surprise view</code> (input, label, prediction, '
+                     'difference, SA above threshold, SA heatmap).</p>')
+        parts.append('<div class="figs">' + "".join(copy_figure(p, out, f"{fig_dir}heatmaps/{p.parent.name}_{p.name}",
+                                                                p.stem) for p in panels) + "</div>")
+    else:
+        parts.append('<p class="note">None: write <code>blindspots surprise view ... --out SOURCE/view</code> to add '
+                     'them.</p>')
+    return parts
 
 
 def write_surprise_report(root: str | Path, out_dir: str | Path, *, n: int = 12) -> Path:
@@ -35,29 +65,8 @@ def write_surprise_report(root: str | Path, out_dir: str | Path, *, n: int = 12)
     check_int(n, "n", minimum=0)
     out = output_folder(out_dir)
     parts = [f"<h1>Surprise adequacy: {esc(root.resolve().name)}</h1>",
-             '<nav><a href="#table3">Table 3</a><a href="#figure9">Figure 9</a><a href="#heatmaps">heatmaps</a></nav>',
-             '<h2 class="section" id="table3">Table 3: surprise vs IoU (Spearman)</h2>',
-             '<p class="note">Per class group: Spearman correlation of the image-level surprise adequacy with '
-             'the IoU (negative: more surprising images are segmented worse) and its p-value.</p>',
-             frame_table(pd.read_csv(root / "table3.csv"), max_rows=200)]
-    parts.append('<h2 class="section" id="figure9">Figure 9: label-saving trade-off</h2>')
-    if (root / "figure9.png").is_file():
-        cap = "Figure 9: skip labelling the least surprising images; error of accepting their predictions"
-        parts.append(f'<div class="figs">{copy_figure(root / "figure9.png", out, "figure9.png", cap)}</div>')
-    if (root / "figure9.csv").is_file():
-        parts.append(frame_table(pd.read_csv(root / "figure9.csv"), max_rows=60))
-    if not (root / "figure9.png").is_file() and not (root / "figure9.csv").is_file():
-        parts.append('<p class="note">No figure9.png / figure9.csv in this folder.</p>')
-    parts.append('<h2 class="section" id="heatmaps">Surprise heatmaps</h2>')
-    panels = sorted(p for d in sorted(root.iterdir()) if d.is_dir() and d.name != out.name
-                    for p in d.glob("*.png"))[:n]
-    if panels:
-        parts.append('<p class="note">Panels of `blindspots surprise view` (input, label, prediction, '
-                     'difference, SA above threshold, SA heatmap).</p>')
-        parts.append('<div class="figs">' + "".join(copy_figure(p, out, f"heatmaps/{p.parent.name}_{p.name}", p.stem)
-                                                    for p in panels) + "</div>")
-    else:
-        parts.append('<p class="note">None: write `blindspots surprise view ... --out SOURCE/view` to add them.</p>')
+             '<nav><a href="#table3">Table 3</a><a href="#figure9">Figure 9</a><a href="#heatmaps">heatmaps</a></nav>']
+    parts += surprise_sections(root, out, n=n)
     index = write_index(out, f"Surprise: {root.name}", parts)
     log.info("surprise report written to %s", index)
     return index

@@ -1,4 +1,5 @@
 // Vote page (Defuse Figure 15): one generated image, a button per class and "none of the above".
+// A free-text set (segmentation failure scenarios) also takes a name the rater types.
 "use strict";
 (() => {
   const $ = (id) => document.getElementById(id);
@@ -15,6 +16,11 @@
     const box = $("choices"); box.replaceChildren();
     it.classes.forEach((n, k) => box.append(button(n, k < 10 ? String(k % 10) : "", it.label === n)));
     box.append(button("none", "N", it.done && it.label === null, "None of the above"));
+    // The typed name: shown for free-text sets, pre-filled with the rater's own earlier name.
+    $("name-form").hidden = !it.free_text;
+    const own = it.done && it.label !== null && !it.classes.includes(it.label) ? it.label : "";
+    $("name").value = own;
+    $("name-form").classList.toggle("chosen", own !== "");
     progress();
     const nxt = flat[idx + 1];
     if (nxt) { const im = new Image(); im.src = `/api/images/vote?${BS.q({ set: nxt.set, id: nxt.id })}`; }
@@ -30,7 +36,7 @@
   async function vote(label) {
     const it = flat[idx];
     const r = await BS.api("POST", "/api/votes", { set: it.set, item_id: it.id, label });
-    it.done = true; it.label = label === "none" ? null : label; done = r.done;
+    it.done = true; it.label = r.label === "none" ? null : r.label; done = r.done;
     $("saved").textContent = `saved ${it.id}`;
     const nxt = flat.findIndex((x, j) => j > idx && !x.done);
     idx = nxt >= 0 ? nxt : idx; show();
@@ -44,8 +50,16 @@
     else if (k === "ArrowLeft") { idx -= 1; show(); }
   });
   document.addEventListener("DOMContentLoaded", async () => {
+    $("name-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const name = $("name").value.trim();
+      if (!name) { $("name").focus(); return; }
+      $("name").blur();  // the keys (0-9, N, arrows) work again on the next item
+      vote(name);
+    });
     const q = await BS.api("GET", "/api/votes/queue");
-    flat = q.sets.flatMap((s) => s.items.map((x) => ({ ...x, set: s.set, classes: s.classes, prompt: s.prompt })));
+    flat = q.sets.flatMap((s) => s.items.map((x) => ({ ...x, set: s.set, classes: s.classes, prompt: s.prompt,
+                                                       free_text: !!s.free_text })));
     done = q.done;
     const first = flat.findIndex((x) => !x.done); idx = first >= 0 ? first : 0;
     show(); document.body.dataset.ready = "1";

@@ -1,0 +1,113 @@
+"""The engines' sections of the round page: label issues, surprise and Defuse, when they ran for the
+project.
+
+An engine "ran for the project" when its output folder lies in the project folder: a direct
+subfolder of PROJECT or of PROJECT/engines/ (e.g. `blindspots label-issues ... --out
+PROJECT/label-issues`, `blindspots surprise analyze ... --out PROJECT/surprise`, the `--out` folders
+of `blindspots defuse ...` under PROJECT/defuse/). Each folder found is recognised by the same tests
+as `blindspots report FOLDER` and drawn with the section builders of its standalone page, one heading
+level down; its figures are copied under OUT/figures/<engine>-<k>/ so the round folder stays
+self-contained.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from blindspots.report.copied import copy_figure, frame_table
+from blindspots.report.defuse_page import FIGURES, GRIDS, _scenario_section, find_defuse_parts, is_defuse_dir
+from blindspots.report.html import esc, heading
+from blindspots.report.labels_page import is_label_issues_dir, label_issues_sections
+from blindspots.report.surprise_page import is_surprise_dir, surprise_sections
+
+ENGINE_TITLES = {"labels": "Label issues", "surprise": "Surprise adequacy", "defuse": "Defuse failure scenarios"}
+SKIP = {"scans", "checkpoints", "reports", "masks", "cache"}  # the project's own folders, never engine outputs
+
+
+def find_engine_runs(project_dir: str | Path) -> list[tuple[str, Path]]:
+    """(engine, folder) of each engine output in the project: direct subfolders of project_dir and of
+    project_dir/engines, in name order; engine is "labels", "surprise" or "defuse"."""
+    root = Path(project_dir)
+    places = [root] + ([root / "engines"] if (root / "engines").is_dir() else [])
+    found: list[tuple[str, Path]] = []
+    for place in places:
+        for d in sorted(x for x in place.iterdir() if x.is_dir() and x.name not in SKIP | {"engines"}):
+            if is_label_issues_dir(d):
+                found.append(("labels", d))
+            elif is_surprise_dir(d):
+                found.append(("surprise", d))
+            elif is_defuse_dir(d):
+                found.append(("defuse", d))
+    return found
+
+
+def defuse_sections(root: Path, out: Path, *, n_per: int = 10, anchor: str = "defuse-",
+                    fig_dir: str = "defuse/") -> list[str]:
+    """A Defuse run folder as subsections (h3): the Figure 4 table and the review images of each
+    failure scenario, Figure 3 (scenario grids), the λ sweep with Figure 5, the other figures."""
+    found = find_defuse_parts(root)
+    parts = []
+    figs_dir = found.get("figures")
+    parts.append(heading("Failure scenarios (Figure 4 table)", anchor + "scenarios", 3))
+    if "review" in found:
+        parts += _scenario_section(found["review"], out, n_per)[0][1:]  # [0] is the standalone page's h2
+    else:
+        parts.append('<p class="note">No review folder (items.csv): run <code>blindspots defuse export-review</code>.'
+                     '</p>')
+
+    def fig(name: str) -> str:
+        return f'<div class="figs">{copy_figure(figs_dir / name, out, fig_dir + name, FIGURES[name])}</div>'
+
+    if figs_dir is not None and (figs_dir / "fig3_scenarios.png").is_file():
+        parts.append(fig("fig3_scenarios.png"))
+    parts.append(heading("Correction (λ sweep, Figure 5)", anchor + "correction", 3))
+    if "correct" in found:
+        sweep = pd.read_csv(found["correct"] / "sweep.csv")
+        key = "select_score" if "select_score" in sweep.columns else "val_acc"
+        if key in sweep.columns and len(sweep):
+            best = sweep.loc[sweep[key].idxmax()]
+            parts.append(f'<p class="note">Chosen λ = {best["lambda"]:g} (highest {esc(key)}).</p>')
+        parts.append(frame_table(sweep, max_rows=100))
+        if figs_dir is not None and (figs_dir / "fig5_tradeoff.png").is_file():
+            parts.append(fig("fig5_tradeoff.png"))
+    else:
+        parts.append('<p class="note">No correction folder (sweep.csv): run <code>blindspots defuse correct</code>.'
+                     '</p>')
+    shown = ("fig3_scenarios.png", "fig5_tradeoff.png")
+    other = [copy_figure(figs_dir / f, out, fig_dir + f, cap) for f, cap in FIGURES.items()
+             if figs_dir is not None and f not in shown and (figs_dir / f).is_file()]
+    if "grids" in found:
+        other += [copy_figure(found["grids"] / f, out, f"{fig_dir}vae_{f}", cap) for f, cap in GRIDS.items()
+                  if (found["grids"] / f).is_file()]
+    if other:
+        parts += [heading("Other Defuse figures", anchor + "figures", 3), f'<div class="figs">{"".join(other)}</div>']
+    return parts
+
+
+def engine_sections(project_dir: str | Path, out: Path, *, n: int = 12) -> tuple[list[str], list[dict]]:
+    """HTML parts for every engine output of the project, and one row each (engine, folder, anchor:
+    the id of its heading, title). Both empty when no engine ran for the project."""
+    runs = find_engine_runs(project_dir)
+    if not runs:
+        return [], []
+    parts, rows = [], []
+    seen_defuse = False
+    for k, (engine, folder) in enumerate(runs):
+        anchor, fig_dir = f"{engine}-{k}-", f"{engine}-{k}/"
+        parts.append(heading(f"{ENGINE_TITLES[engine]}: {folder.name}", f"{engine}-{k}"))
+        parts.append(f'<p class="meta">Read from {esc(folder)}; its standalone page: '
+                     f'<code>blindspots report {esc(folder)}</code>.</p>')
+        if engine == "labels":
+            parts += label_issues_sections(folder, out, n=2 * n, level=3, anchor=anchor, fig_dir=fig_dir)[0]
+        elif engine == "surprise":
+            parts += surprise_sections(folder, out, n=n, level=3, anchor=anchor, fig_dir=fig_dir)
+        elif not seen_defuse:  # review images keep their item ids as file names: one Defuse run per page
+            parts += ['<div class="pixelated">'] + defuse_sections(folder, out, anchor=anchor, fig_dir=fig_dir) \
+                + ["</div>"]
+            seen_defuse = True
+        else:
+            parts.append('<p class="note">Another Defuse run is shown above; open this one\'s own page.</p>')
+        rows.append({"engine": engine, "folder": str(folder), "anchor": f"{engine}-{k}",
+                     "title": ENGINE_TITLES[engine]})
+    return parts, rows
