@@ -183,3 +183,42 @@ def test_two_one_cpu_nodes_do_not_starve_and_equal_local(setup, tmp_path):
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.mark.timeout(240)  # Ray retries lost work without limit: a stalled pipeline must fail, not hang
+def test_scan_that_loses_its_worker_node_goes_on_and_resumes_to_the_same_table(setup, tmp_path, monkeypatch):
+    """Two 1-CPU nodes; the worker node is removed (`cluster.remove_node`) after the first of the 4
+    shards is written. The scan goes on on the node left (Ray restarts the lost actor there and
+    re-runs the lost decode tasks: two more shards are written), then its driver is stopped; run
+    again on the one node left, it resumes to the local engine's table and maps."""
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    real = ray_engine.finish_shard
+    written: list[int] = []
+    try:
+        worker = cluster.add_node(num_cpus=1)
+        ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
+
+        def lose_worker_then_stop(plan, *a, **kw):
+            real(plan, *a, **kw)
+            written.append(plan.k)
+            if len(written) == 1:
+                cluster.remove_node(worker)
+            elif len(written) == 3:
+                raise KeyboardInterrupt("driver stopped")
+
+        monkeypatch.setattr(ray_engine, "finish_shard", lose_worker_then_stop)
+        out = tmp_path / "lost"
+        with pytest.raises(KeyboardInterrupt):
+            scan_ray(setup, out)  # 2 actors: one per node
+        assert [n["Alive"] for n in ray.nodes()].count(True) == 1
+        assert len(list((out / "meta").glob("*.parquet"))) == 3  # two of them after the node was lost
+        monkeypatch.setattr(ray_engine, "finish_shard", real)
+        scan_ray(setup, out)  # the node left: one actor, the last shard
+        assert_same_scan(setup["local"], out)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 from typing import Any
-
-import torch
 
 
 def _file_digest(path: Path) -> str:
@@ -23,7 +22,8 @@ def model_fingerprint(model: Any) -> str | None:
     adapters (ONNX, TorchScript): sha256 of the file; precomputed folders: their absolute path.
     """
     module = getattr(model, "module", None)
-    if isinstance(module, torch.nn.Module):
+    torch = sys.modules.get("torch")  # not imported: the model is no torch module (keeps the scan torch-free)
+    if torch is not None and isinstance(module, torch.nn.Module):
         h = hashlib.sha256(type(module).__name__.encode())
         for name, t in module.state_dict().items():
             t = t.detach().cpu().contiguous().reshape(-1)

@@ -5,10 +5,11 @@ per batch) so that the scan costs little beyond the models' own forward passes.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import torch
 
 from blindspots.metrics import map_distances
 
@@ -62,9 +63,10 @@ def _mean_entropy(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def model_stats(proba: np.ndarray | torch.Tensor) -> ModelStats:
-    """proba: float32 [N, C, H, W] probabilities (validated upstream) -> ModelStats."""
-    p = proba.detach().cpu().numpy() if isinstance(proba, torch.Tensor) else np.asarray(proba)
+def model_stats(proba: Any) -> ModelStats:
+    """proba: float32 [N, C, H, W] probabilities (validated upstream; numpy or torch) -> ModelStats."""
+    torch = sys.modules.get("torch")  # a tensor implies torch is imported; the scan itself does not import it
+    p = proba.detach().cpu().numpy() if torch is not None and isinstance(proba, torch.Tensor) else np.asarray(proba)
     if p.ndim != 4:
         raise ValueError(f"proba: expected shape [N, C, H, W], got {p.shape}")
     p = p.astype(np.float32, copy=False)

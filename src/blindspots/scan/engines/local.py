@@ -1,11 +1,16 @@
-"""The local scan engine: run the planned shards of a scan with three threads on this machine.
+"""The local scan engine: run the planned shards of a scan on this machine.
 
+With threads (the default while the models leave a core free):
   reader  — decodes the images of unfinished shards ahead of time (and hashes their files) and
             groups them into batches of one image size (`engines.pipeline`);
   main    — runs each model's `predict_proba` on a batch, nothing else (`engines.forward`);
   writer  — computes the statistics and pair distances (`engines.forward.batch_result`), saves the
             argmax maps as index PNGs, then writes the finished shard's Parquet files, in order
             (`engines.rows`; so a shard file on disk implies its maps exist).
+Inline (when torch already uses every core, `inline_by_default`): the same steps one after the
+other on the main thread. Reader and writer threads then only compete with torch's own threads
+for the cores: measured on 2 cores with torch on 2 threads, the OpenMP threads wait on the
+preempted one and the scan cost 1.20-1.25x the bare forward (CPU time) for about 4% of own work.
 
 A model that raises on a batch is retried image by image; the images it still fails on get its
 message as their error (status 'error' in the score table) and the scan goes on. A model that has
@@ -15,18 +20,20 @@ with one ValueError naming it, before any shard with its failures is written.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import sys
 import threading
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from blindspots.scan.engines.forward import ALL_FAIL_MIN, MAX_ERROR_CHARS, Health, batch_result, forward
-from blindspots.scan.engines.pipeline import DONE, Batch, Errors, Worker, read_batches, run_jobs, submit
+from blindspots.scan.engines.pipeline import (DONE, Batch, Errors, Worker, read_batches, run_jobs, shard_messages,
+                                              submit)
 from blindspots.scan.engines.rows import ShardRows, add_batch, add_errors, finish_shard
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.plan import ShardPlan
 
-__all__ = ["ALL_FAIL_MIN", "MAX_ERROR_CHARS", "SCAN_SWITCH_INTERVAL_S", "run_local"]
+__all__ = ["ALL_FAIL_MIN", "MAX_ERROR_CHARS", "SCAN_SWITCH_INTERVAL_S", "inline_by_default", "run_local"]
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +44,33 @@ log = logging.getLogger(__name__)
 SCAN_SWITCH_INTERVAL_S = 5e-5
 
 
+def inline_by_default() -> bool:
+    """True when torch is loaded and its intra-op threads already cover every core of this process.
+
+    Then reader and writer threads cannot run for free beside the forward; they only preempt
+    torch's threads (see the module docstring). Models that are not torch leave the threads on."""
+    torch = sys.modules.get("torch")  # not loaded: no torch model (the scan does not import it)
+    if torch is None:
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return torch.get_num_threads() >= cores
+
+
 def run_local(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[ShardPlan], target: str,
               num_classes: int, batch_size: int, resize: tuple[int, int] | None, save_maps: bool, prefetch: int,
-              bar: Any) -> None:
-    """Run the planned shards (plans with `todo`). Main thread: forward passes only; the writer
-    thread gets each batch's probabilities and computes the statistics, saves the maps and writes
-    finished shards, in order."""
+              bar: Any, inline: bool | None = None) -> None:
+    """Run the planned shards (plans with `todo`). With threads: main thread forward passes only; the
+    writer thread gets each batch's probabilities and computes the statistics, saves the maps and
+    writes finished shards, in order. inline: every step on the calling thread, in the same order
+    (None: `inline_by_default()`). Both give the same files."""
     plans = [p for p in plans if p.todo]
     if not plans:
+        return
+    if inline is None:
+        inline = inline_by_default()
+    if inline:
+        messages = (m for p in plans for m in shard_messages(pool, p, batch_size, resize))
+        _drive(messages, lambda job: job(), models, layout, plans, target, num_classes, save_maps, bar)
         return
     stop = threading.Event()
     batches: queue.Queue = queue.Queue(maxsize=prefetch)
@@ -53,48 +79,11 @@ def run_local(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: l
     writer = Worker(lambda: run_jobs(jobs), "blindspots-scan-writer")
     reader.start()
     writer.start()
-    by_k = {p.k: p for p in plans}
-    rows: dict[int, ShardRows] = {}  # touched by the writer thread only
-    health = Health()
-    planned = {m: sum(len(p.ids) for p in plans if m in p.run) for m in models}
-    deferred: list[Callable[[], None]] = []  # shard writes held back while a model has only failed
     old_interval = sys.getswitchinterval()
     sys.setswitchinterval(min(old_interval, SCAN_SWITCH_INTERVAL_S))
     try:
-        while True:
-            try:
-                msg = batches.get(timeout=0.5)
-            except queue.Empty:
-                if reader.error:
-                    raise reader.error
-                if not reader.is_alive() and batches.empty():
-                    raise RuntimeError("scan reader stopped without finishing")
-                continue
-            if msg is DONE:
-                break
-            plan = by_k[msg.k]
-            shard = rows.setdefault(msg.k, ShardRows())
-            if isinstance(msg, Errors):
-                submit(jobs, lambda msg=msg, shard=shard: add_errors(msg, shard), writer)
-                bar.update(len(msg.items))
-            elif isinstance(msg, Batch):
-                outputs, errors = forward(msg, plan.run, models, num_classes)
-                health.add(plan.run, {m: len(o.pos) for m, o in outputs.items()}, errors)
-                submit(jobs, lambda msg=msg, plan=plan, shard=shard, outputs=outputs, errors=errors: add_batch(
-                    batch_result(msg, plan, outputs, errors, target, num_classes), plan, shard, layout, target,
-                    num_classes, save_maps), writer)
-                bar.update(len(msg.ids))
-            else:  # EndShard
-                health.check(planned, final=False)
-                deferred.append(lambda plan=plan, shard=rows.pop(msg.k): finish_shard(
-                    plan, shard, layout, target, num_classes))
-                if not health.undecided():
-                    for job in deferred:
-                        submit(jobs, job, writer)
-                    deferred.clear()
-        health.check(planned, final=True)
-        for job in deferred:
-            submit(jobs, job, writer)
+        _drive(_from_reader(batches, reader), lambda job: submit(jobs, job, writer), models, layout, plans, target,
+               num_classes, save_maps, bar)
     finally:
         stop.set()  # the reader stops early if we were interrupted
         # Let the writer finish what is queued (whole shards and their maps), then end it.
@@ -109,3 +98,56 @@ def run_local(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: l
         sys.setswitchinterval(old_interval)
     if writer.error:
         raise writer.error
+
+
+def _from_reader(batches: queue.Queue, reader: Worker) -> Iterator[Any]:
+    """The reader thread's messages until DONE; re-raises its error instead of waiting forever."""
+    while True:
+        try:
+            msg = batches.get(timeout=0.5)
+        except queue.Empty:
+            if reader.error:
+                raise reader.error
+            if not reader.is_alive() and batches.empty():
+                raise RuntimeError("scan reader stopped without finishing")
+            continue
+        if msg is DONE:
+            return
+        yield msg
+
+
+def _drive(messages: Iterator[Any], run: Callable[[Callable[[], None]], None], models: Mapping[str, Any],
+           layout: ScanLayout, plans: list[ShardPlan], target: str, num_classes: int, save_maps: bool,
+           bar: Any) -> None:
+    """Forward each Batch message here; hand statistics, map and shard writes to `run` (the writer
+    thread's queue, or a plain call), in message order."""
+    by_k = {p.k: p for p in plans}
+    rows: dict[int, ShardRows] = {}  # touched by the jobs only (one thread)
+    health = Health()
+    planned = {m: sum(len(p.ids) for p in plans if m in p.run) for m in models}
+    deferred: list[Callable[[], None]] = []  # shard writes held back while a model has only failed
+    for msg in messages:
+        plan = by_k[msg.k]
+        shard = rows.setdefault(msg.k, ShardRows())
+        if isinstance(msg, Errors):
+            run(lambda msg=msg, shard=shard: add_errors(msg, shard))
+            bar.update(len(msg.items))
+        elif isinstance(msg, Batch):
+            outputs, errors = forward(msg, plan.run, models, num_classes)
+            health.add(plan.run, {m: len(o.pos) for m, o in outputs.items()}, errors)
+            run(lambda msg=msg, plan=plan, shard=shard, outputs=outputs, errors=errors: add_batch(
+                batch_result(msg, plan, outputs, errors, target, num_classes), plan, shard, layout, target,
+                num_classes, save_maps))
+            del outputs  # inline: the probabilities go as soon as their statistics are taken
+            bar.update(len(msg.ids))
+        else:  # EndShard
+            health.check(planned, final=False)
+            deferred.append(lambda plan=plan, shard=rows.pop(msg.k): finish_shard(
+                plan, shard, layout, target, num_classes))
+            if not health.undecided():
+                for job in deferred:
+                    run(job)
+                deferred.clear()
+    health.check(planned, final=True)
+    for job in deferred:
+        run(job)

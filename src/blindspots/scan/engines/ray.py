@@ -18,7 +18,11 @@ at the same paths (or shared storage); the out folder is only written by the dri
 
 CPU requests are fractional (ACTOR_CPUS, DECODE_CPUS) so that on a node with one CPU an actor and
 decode tasks fit side by side: with whole-CPU requests the actors take every CPU and the decode
-tasks that feed them never start (seen on two 1-CPU nodes: nothing produced in 100 s).
+tasks that feed them never start (seen on two 1-CPU nodes: nothing produced in 100 s). They are
+also small enough that a cluster which loses a node goes on: Ray restarts the lost actor on the
+nodes left (Ray Data's actors restart without limit) and re-runs the lost decode tasks, which
+needs room for two actors and a decode task on one CPU (2 x 0.4 + 0.2; with 0.5 + 0.25 the
+restarted actor took the last CPU and the scan stalled, seen on two 1-CPU nodes).
 """
 from __future__ import annotations
 
@@ -38,8 +42,8 @@ from blindspots.scan.plan import ShardPlan
 
 log = logging.getLogger(__name__)
 
-ACTOR_CPUS = 0.5  # per model actor: leaves room for decode tasks on a 1-CPU node
-DECODE_CPUS = 0.25  # per decode task (one shard each)
+ACTOR_CPUS = 0.4  # per model actor: room for decode tasks on a 1-CPU node, and for a restarted actor
+DECODE_CPUS = 0.2  # per decode task (one shard each)
 INSTALL_HINT = "pip install 'blindspots[ray]' (ray[data])"
 
 

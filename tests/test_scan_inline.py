@@ -1,0 +1,69 @@
+"""The local engine's inline mode (every step on the main thread, chosen when torch uses every
+core) writes the same files as its reader/writer threads: equal table, md5-equal maps, the same
+error rows; a model failing everywhere stops it with the same error."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from blindspots.data.pool import ImagePool
+from blindspots.models.adapters import TorchSegmenter
+from blindspots.scan import read_score_table, scan_pool
+from blindspots.scan.engines import local
+from test_scan_errors import C, labels_by_red, mark, model, refuses_marked, write_pool
+
+torch.set_num_threads(1)
+
+
+def net(seed: int) -> TorchSegmenter:
+    torch.manual_seed(seed)
+    return TorchSegmenter(torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3, padding=1), torch.nn.ReLU(),
+                                              torch.nn.Conv2d(6, C, 1)), C, batch_size=4)
+
+
+def digests(out: Path) -> dict[str, str]:
+    return {str(p.relative_to(out)): hashlib.md5(p.read_bytes()).hexdigest() for p in sorted((out / "maps").rglob("*"))
+            if p.is_file()}
+
+
+def scan(pool: Path, out: Path, inline: bool, monkeypatch, **models) -> pd.DataFrame:
+    monkeypatch.setattr(local, "inline_by_default", lambda: inline)
+    scan_pool(ImagePool(pool), models, out, target="t", batch_size=3, shard_size=5, progress=False)
+    return read_score_table(out).sort_values("id").reset_index(drop=True)
+
+
+def test_inline_equals_threads(tmp_path, monkeypatch):
+    pool = tmp_path / "pool"
+    ids = write_pool(pool, [(24, 32), (20, 28)] * 6)
+    mark(pool / ids[2])  # a PNG: the white corner survives
+    (pool / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    models = {"t": net(0), "g1": net(1), "g2": model(refuses_marked)}
+    a = scan(pool, tmp_path / "threads", False, monkeypatch, **models)
+    b = scan(pool, tmp_path / "inline", True, monkeypatch, **models)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert digests(tmp_path / "threads") == digests(tmp_path / "inline")
+    assert (a["status"] == "error").sum() == 2  # the broken file and the refused image
+
+
+def test_inline_model_failing_everywhere_stops(tmp_path, monkeypatch):
+    pool = tmp_path / "pool"
+    write_pool(pool, [(16, 16)] * 10)
+
+    def always(b: np.ndarray) -> np.ndarray:
+        raise RuntimeError("broken model")
+
+    with pytest.raises(ValueError, match="failed on every image"):
+        scan(pool, tmp_path / "out", True, monkeypatch, t=model(labels_by_red), g=model(always))
+    assert not list((tmp_path / "out").glob("models/g/*.parquet"))
+
+
+def test_inline_by_default_follows_torch_threads(monkeypatch):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1024)
+    assert local.inline_by_default()
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert not local.inline_by_default() or len(local.os.sched_getaffinity(0)) == 1
