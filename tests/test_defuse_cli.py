@@ -42,8 +42,11 @@ def test_cli_pipeline(tmp_path):
                "--latent-dim", "4", "--beta", "1", "--anneal-steps", "5", "--grids", str(tmp_path / "grids")])
     assert vae.is_file() and (tmp_path / "grids" / "samples.png").is_file() and "wrote" in out
     out = run(["defuse", "identify", *d, "--vae", str(vae), "--classifier", str(clf), "--out", str(tmp_path / "id"),
-               "--q", "6", "--a", "2", "--b", "2", "--max-per-source", "2"])
+               "--q", "6", "--a", "2", "--b", "2", "--max-per-source", "2", "--recon-min-proba", "0",
+               "--all-sources"])
     assert "identified" in out and (tmp_path / "id" / "identified.npz").is_file()
+    # A 2-epoch classifier and VAE: source filters off (defuse's own tests cover them).
+    assert "(0 skipped: misclassified; 0 skipped: reconstruction" in out
     assert "180 images of sklearn-digits (the 20 that train-classifier held out are left out)" in out
     run(["defuse", "distill", "--identified", str(tmp_path / "id"), "--out", str(tmp_path / "sc.npz"),
          "--n-components", "6", "--max-iter", "50"])
@@ -75,7 +78,10 @@ def test_cli_pipeline(tmp_path):
     out = run(["defuse", "import-votes", "--review", str(tmp_path / "rev"), "--simulate", str(clf)])
     assert "SIMULATED" in out
     # The simulated oracle here is the classifier itself, so it agrees with it: no failures. Restore people's votes.
-    run(["defuse", "import-votes", "--review", str(tmp_path / "rev"), "--votes", str(tmp_path / "votes_by_name.csv")])
+    out = run(["defuse", "import-votes", "--review", str(tmp_path / "rev"), "--votes",
+               str(tmp_path / "votes_by_name.csv"), "--judge", str(clf)])
+    # The judge here is the classifier itself: it disputes every label people gave against it.
+    assert pd.read_csv(tmp_path / "rev" / "decisions.csv")["judge_disputed"].all() and "SIMULATION" in out
     out = run(["defuse", "correct", *d, "--classifier", str(clf), "--vae", str(vae), "--scenarios",
                str(tmp_path / "sc.npz"), "--review", str(tmp_path / "rev"), "--out", str(tmp_path / "cor"),
                "--lambdas", "1e-10,10", "--n-per", "8", "--epochs", "1"])
@@ -90,10 +96,10 @@ def test_cli_pipeline(tmp_path):
     for name in ("fig2_tsne.png", "fig3_scenarios.png", "fig5_tradeoff.png", "fig6_nearest.png"):
         assert (tmp_path / "fig" / name).is_file(), name
     # The report prints every row and every column.
-    rows = [line for line in out.splitlines() if line.startswith(("before", "control", "identified", "Defuse"))]
+    rows = [line for line in out.splitlines() if line.startswith(("before ", "control ", "identified ", "Defuse "))]
     assert [r.split()[0] for r in rows] == ["before", "control", "identified", "Defuse"], out
     assert all(len(r.split()) >= 4 and "-" not in r.split()[-3:] for r in rows), out
-    assert "test acc" in out and "(label)" in out and "(judge)" in out and "SIMULATION" in out
+    assert "scenario (label)" in out and "scenario (judge, simulated)" in out and "SIMULATION" in out
     table = pd.read_csv(tmp_path / "fig" / "table.csv")
     assert len(table) == 4 and table[["test_acc", "scenario_acc", "judge_acc"]].notna().all().all()
 

@@ -31,6 +31,7 @@ def register(root: typer.Typer) -> None:
 DATA = typer.Option(..., "--data", help="Training data spec (sklearn-digits, mnist-5k, .npz, IDX pair, folder).")
 LIMIT = typer.Option(None, "--limit", help="Use only the first N images of --data (quick runs).")
 SEED = typer.Option(0, "--seed", help="Random seed; the same seed gives the same result.")
+BATCH = 256  # fine-tuning minibatch (paper appendix B.2; defuse.correct's default)
 
 
 @app.command("train-classifier")
@@ -117,6 +118,10 @@ def identify(
     max_per_source: Optional[int] = typer.Option(None, "--max-per-source",
                                                  help=preset_help("Cap per source image, smallest ‖ε‖ kept",
                                                                   "max_per_source")),
+    recon_min_proba: float = typer.Option(0.5, "--recon-min-proba", help="Skip sources whose VAE reconstruction the "
+                                          "classifier gives p(label) below this (0: no check)."),
+    only_correct: bool = typer.Option(True, "--only-correct/--all-sources", help="Perturb only images the classifier "
+                                      "gets right (Algorithm 1 as written)."),
     preset: str = PRESET,
     limit: Optional[int] = LIMIT,
     seed: int = SEED,
@@ -130,11 +135,16 @@ def identify(
     d, which = training_part(load_classifier_module(classifier)[1], load_data(data, limit), data)
     typer.echo(f"identifying over {which}")
     settings = IdentifySettings(q=resolve(preset, "q", q), a=a, b=b, noise=noise,  # type: ignore[arg-type]
-                                max_per_source=resolve(preset, "max_per_source", max_per_source), seed=seed)
+                                max_per_source=resolve(preset, "max_per_source", max_per_source), seed=seed,
+                                only_correct=only_correct, recon_min_proba=recon_min_proba)
     res = run(BetaVAE.load(vae), load_classifier(classifier), d.images, d.labels, num_classes=d.num_classes,
               settings=settings, out_dir=out)
+    st = res.settings
+    typer.echo(f"sources: {st.get('n_sources_used', len(d))} of {len(d)} images "
+               f"({st.get('n_skipped_misclassified', 0)} skipped: misclassified; "
+               f"{st.get('n_skipped_reconstruction', 0)} skipped: reconstruction below p(label) {recon_min_proba:g})")
     typer.echo(f"identified {len(res)} failures from {len(d)} images "
-               f"({res.settings['n_misclassified']} of {res.settings['n_decoded']} decodes misclassified) -> {out}")
+               f"({st['n_misclassified']} of {st['n_decoded']} decodes misclassified) -> {out}")
 
 
 @app.command()
@@ -216,6 +226,10 @@ def import_votes(
     annotators: int = typer.Option(5, "--annotators", help="Simulated annotators per image (paper: 5 people)."),
     error_rate: float = typer.Option(0.05, "--error-rate", help="Simulated annotators' random slip rate."),
     rho: float = typer.Option(0.5, "--rho", help="Failure if more than this fraction disagrees (paper: 0.5)."),
+    judge: Optional[Path] = typer.Option(None, "--judge", help="SIMULATION: an independent classifier checkpoint; "
+                                         "decisions.csv gets judge_agreement / judge_disputed per scenario (the "
+                                         "judge mostly gives the review images another class) so people can "
+                                         "discard those scenarios."),
     seed: int = SEED,
 ) -> None:
     """Import votes (CSV, or simulated), decide failure scenarios and print annotator agreement."""
@@ -245,10 +259,24 @@ def import_votes(
     table, on_identified = split_votes(table)
     id_labels = save_identified_labels(review, on_identified, len(rs.class_names))
     decisions, items = decide_scenarios(rs, table, rho=rho)
+    if judge is not None:
+        from blindspots.defuse.evaluation import flag_disputed, judge_agreement, judge_labels
+
+        label = dict(zip(decisions["scenario"], decisions["label"]))
+        lab = items["scenario"].map(label).to_numpy(dtype=np.int64)
+        has = lab >= 0  # scenarios whose voters gave a class
+        agree = judge_agreement(items["scenario"].to_numpy()[has], lab[has],
+                                judge_labels(load_classifier(judge), rs.images[has]), class_names=rs.class_names)
+        decisions = flag_disputed(decisions, agree)
     decisions.to_csv(review / "decisions.csv", index=False)
     items.to_csv(review / "items_voted.csv", index=False)
     typer.echo(decisions.to_string(index=False))
     typer.echo(f"\n{int(decisions['is_failure'].sum())} failure scenarios -> {review / 'decisions.csv'}")
+    if "judge_disputed" in decisions.columns:
+        disputed = decisions.loc[decisions["judge_disputed"] & decisions["is_failure"], "scenario"].tolist()
+        typer.echo(f"the judge (a SIMULATION) disputes the label of failure scenarios {disputed}: to discard one, set "
+                   "its is_failure to False in decisions.csv" if disputed else
+                   "the judge (a SIMULATION) disputes no failure scenario's label")
     typer.echo(format_agreement_table(agreement_table(items[items["n_votes"] > 0])))
     if len(id_labels):
         n_cls = int((id_labels["label"] >= 0).sum())
@@ -288,6 +316,7 @@ def correct(
 
     from blindspots.cli.defuse_identified import load_identified_examples
     from blindspots.defuse.correct import correct as run, scenario_data
+    from blindspots.defuse.evaluation import fine_tune_steps, run_control
     from blindspots.scenarios.clustering import Scenarios
     from blindspots.defuse.vae import BetaVAE
     from blindspots.models.classifier_zoo import load_classifier_module, save_classifier
@@ -307,39 +336,44 @@ def correct(
     np.savez_compressed(out / "scenario_sets.npz", **vars(sd))
     (out / "validation.txt").write_text(said + "\n")
     lams = parse_lambdas(resolve(preset, "lambdas", lambdas))
-    fit = dict(extra_val=(sd.val_images, sd.val_labels), epochs=resolve(preset, "correct_epochs", epochs), seed=seed,
-               evaluate={"scenario": (sd.test_images, sd.test_labels)})
+    n_epochs = resolve(preset, "correct_epochs", epochs)
+    fit = dict(epochs=n_epochs, batch_size=BATCH, seed=seed)
     tr, va, df = (train.images, train.labels), (valid.images, valid.labels), (sd.finetune_images, sd.finetune_labels)
-    res = run(module, tr, va, df, lambdas=lams, out_dir=out / "sweep", desc="Defuse λ sweep", **fit)
+    s_val = (sd.val_images, sd.val_labels)
+    res = run(module, tr, va, df, extra_val=s_val, lambdas=lams, out_dir=out / "sweep", desc="Defuse λ sweep",
+              evaluate={"scenario": (sd.test_images, sd.test_labels)}, **fit)
     res.sweep.to_csv(out / "sweep.csv", index=False)
 
     def save(path: Path, net, meta: dict) -> None:
         save_classifier(path, net, arch=info["arch"], class_names=info["class_names"],
                         image_shape=tuple(info["image_shape"]), kwargs=info["kwargs"], meta=meta)
 
-    save(out / "corrected.pt", res.module, {"lambda": res.best_lambda, "method": "Defuse"})
+    steps = fine_tune_steps(len(train), len(sd.finetune_labels), epochs=n_epochs, batch_size=BATCH)
+    save(out / "corrected.pt", res.module, {"lambda": res.best_lambda, "steps": steps, "row": "Defuse"})
     typer.echo(res.sweep.to_string(index=False))
-    typer.echo(f"best λ = {res.best_lambda:g} -> {out / 'corrected.pt'}")
+    typer.echo(f"best λ = {res.best_lambda:g} ({steps} steps) -> {out / 'corrected.pt'}")
     if control:
-        # λ = 0: the same fine-tuning steps over D ∪ D_f with D_f weighted to nothing.
-        ctl = run(module, tr, va, df, lambdas=(0.0,), out_dir=out / "control", desc="control λ=0", **fit)
-        save(out / "control.pt", ctl.module, {"lambda": 0.0, "method": "control"})
-        row = ctl.sweep.iloc[0]
-        typer.echo(f"control (λ = 0, same steps): val acc {row['val_acc']:.4f}, scenario acc "
-                   f"{row['scenario_acc']:.4f} -> {out / 'control.pt'}")
+        # λ = 0 with the same number of steps: what the extra training alone does.
+        ctl, ctl_steps = run_control(module, tr, va, df, extra_val=s_val, out_dir=out / "control", **fit)
+        save(out / "control.pt", ctl.module, {"lambda": 0.0, "steps": ctl_steps, "row": "control (λ=0)"})
+        typer.echo(f"control (λ = 0, {ctl_steps} steps): val acc {ctl.sweep['val_acc'].iloc[0]:.4f} "
+                   f"-> {out / 'control.pt'}")
     labelled = load_identified_examples(review) if baseline else None
     if labelled is not None and len(labelled[1]) >= 2:
-        # As many held out for choosing λ as Defuse holds out of its scenario samples, in proportion.
+        # Hold out a share for choosing λ, as Defuse holds out scenario samples (same proportion).
         n = len(labelled[1])
         n_hold = max(1, int(round(n * len(sd.val_labels) / max(1, len(sd.val_labels) + len(sd.finetune_labels)))))
         order = np.random.default_rng(seed).permutation(n)
         fit_i, hold_i = order[n_hold:], order[:n_hold]
         base = run(module, tr, va, (labelled[0][fit_i], labelled[1][fit_i]), lambdas=lams, out_dir=out / "baseline",
-                   desc="identified-examples λ sweep", **{**fit, "extra_val": (labelled[0][hold_i], labelled[1][hold_i])})
+                   extra_val=(labelled[0][hold_i], labelled[1][hold_i]), desc="identified-examples λ sweep",
+                   evaluate={"scenario": (sd.test_images, sd.test_labels)}, **fit)
         base.sweep.to_csv(out / "baseline_sweep.csv", index=False)
-        save(out / "baseline.pt", base.module, {"lambda": base.best_lambda, "method": "identified examples"})
+        b_steps = fine_tune_steps(len(train), len(fit_i), epochs=n_epochs, batch_size=BATCH)
+        save(out / "baseline.pt", base.module, {"lambda": base.best_lambda, "steps": b_steps,
+                                                "row": "identified examples"})
         typer.echo(f"identified-examples baseline on {len(fit_i)} labelled failures ({n_hold} held out): best λ = "
-                   f"{base.best_lambda:g} -> {out / 'baseline.pt'}")
+                   f"{base.best_lambda:g} ({b_steps} steps) -> {out / 'baseline.pt'}")
     elif baseline:
         typer.echo("no identified-examples baseline: label some identified failures first "
                    "(export-review --identified, then import-votes)")
@@ -368,7 +402,7 @@ def report(
     scenario grids (Fig. 3), λ trade-off (Fig. 5), nearest neighbours (Fig. 6)."""
     import pandas as pd
 
-    from blindspots.cli.defuse_table import honest_table, sweep_test_accuracy
+    from blindspots.cli.defuse_table import report_table, sweep_test_accuracy
     from blindspots.defuse.identify import Identified
     from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff, plot_tsne
     from blindspots.defuse.vae import BetaVAE
@@ -384,10 +418,14 @@ def report(
     rs = load_review(review)
     t = load_data(test) if test else None
     out.mkdir(parents=True, exist_ok=True)
-    if correct_dir is not None:
-        table = honest_table(classifier, correct_dir, t, judge)
-        table.to_csv(out / "table.csv", index=False)
-        typer.echo(table.attrs["text"])
+    if correct_dir is not None and t is not None and judge is not None:
+        rows, agreement, text = report_table(classifier, correct_dir, t, judge)
+        rows.to_csv(out / "table.csv", index=False)
+        agreement.to_csv(out / "judge_agreement.csv", index=False)
+        typer.echo(text + "\n")
+    else:
+        typer.echo("no table: it needs --correct (the fine-tuned models), --test (images no step saw) and "
+                   "--judge (an independent classifier)")
     written = []
     fails = rs.items["scenario"].unique()
     labels = None
