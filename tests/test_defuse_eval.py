@@ -87,3 +87,17 @@ def test_judge_agreement_flags_disputed_scenarios():
     assert "DISPUTED" in format_agreement(ag)
     with pytest.raises(ValueError, match="scenario, labels, judged"):
         judge_agreement(scen, labels[:3], judged)
+
+
+def test_saved_table_shows_on_the_report_page(tmp_path):
+    from blindspots.defuse.evaluation import HonestEvaluation, save_evaluation
+    from blindspots.report.defuse_page import write_defuse_report
+
+    rows = pd.DataFrame([{"row": n, "lambda": np.nan if i < 1 else 1.0, "steps": 10 * i, "test_acc": 0.9,
+                          "scenario_acc": 0.5, "judge_acc": 0.4} for i, n in enumerate(ROW_NAMES)])
+    ag = judge_agreement(np.array([0, 0, 1]), np.array([1, 1, 2]), np.array([1, 0, 0]))
+    run = tmp_path / "run"
+    save_evaluation(HonestEvaluation(rows, ag), run)
+    pd.DataFrame({"lambda": [1.0], "val_acc": [0.9]}).to_csv(run / "sweep.csv", index=False)
+    html = write_defuse_report(run, tmp_path / "page").read_text()
+    assert "Measured honestly" in html and "control (λ=0)" in html and "disputed" in html

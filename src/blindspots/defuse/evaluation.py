@@ -18,9 +18,11 @@ judge gives the scenario's label; scenarios below `dispute_below` (default 0.5) 
 `disputed` — the judge mostly disputes the scenario label — and `flag_disputed` carries the flag
 into a review decisions table (column judge_disputed) so people can discard those scenarios.
 
-Public, stable names: ROW_NAMES, COLUMNS, HonestEvaluation, judge_labels, judge_agreement,
-flag_disputed, score_row, honest_table, fine_tune_steps, run_control, run_honest_evaluation,
-reconstruction_accuracy, format_table, format_agreement.
+Public, stable names: ROW_NAMES, COLUMNS, TABLE_FILE, AGREEMENT_FILE, HonestEvaluation,
+judge_labels, judge_agreement, flag_disputed, score_row, honest_table, fine_tune_steps, run_control,
+run_honest_evaluation, save_evaluation, reconstruction_accuracy, format_table, format_agreement.
+Files (`save_evaluation`): honest_table.csv (the rows) and judge_agreement.csv (per scenario);
+the Defuse report page (report/defuse_page.py) shows them when a run folder holds them.
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ logger = logging.getLogger(__name__)
 
 ROW_NAMES: tuple[str, ...] = ("before", "control (λ=0)", "identified examples", "Defuse")
 COLUMNS: tuple[str, ...] = ("row", "lambda", "steps", "test_acc", "scenario_acc", "judge_acc")
+TABLE_FILE = "honest_table.csv"
+AGREEMENT_FILE = "judge_agreement.csv"
 
 
 @dataclass
@@ -246,6 +250,15 @@ def run_honest_evaluation(
                 "n_identified": len(identified[0]), "n_scenario_test": len(scenarios.test_images)}
     return HonestEvaluation(rows, agreement, {"control (λ=0)": control, "identified examples": baseline,
                                               "Defuse": defuse}, settings)
+
+
+def save_evaluation(ev: HonestEvaluation, out_dir: str | Path) -> dict[str, Path]:
+    """Write out_dir/TABLE_FILE (the rows) and out_dir/AGREEMENT_FILE (per-scenario agreement)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ev.rows.to_csv(out / TABLE_FILE, index=False)
+    ev.agreement.to_csv(out / AGREEMENT_FILE, index=False)
+    return {"table": out / TABLE_FILE, "agreement": out / AGREEMENT_FILE}
 
 
 def reconstruction_accuracy(vae: BetaVAE, judge: Classifier, images: np.ndarray, labels: np.ndarray) -> float:

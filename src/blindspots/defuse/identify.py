@@ -15,7 +15,7 @@ At most `max_per_source` kept codes per source image survive, those with the sma
 noise="uncentred" is the paper's ε ~ Beta(a, b) (mean a/(a+b), i.e. every code is also shifted by
 0.5 when a = b); noise="centred" uses ε − a/(a+b), a zero-mean perturbation of the same shape.
 The default ("uncentred", the paper's) was chosen by measurement on MNIST-5k
-(examples/defuse_mnist.py, `--noise auto`; CPU-trained VAE, Q = 50, a = b = 50): on 300
+(the former examples/defuse_mnist.py, `--noise auto`, before the source filters; CPU-trained VAE, Q = 50, a = b = 50): on 300
 stratified source images it kept 9,329 failures of which 3,181 were confirmed by an oracle
 classifier (oracle ≠ classifier), against 8,545 kept / 2,801 confirmed for the centred variant
 (confirmation rates 34% vs 33%). On 300 sources of classes 0-1 only: 1,039 vs 641 confirmed.
