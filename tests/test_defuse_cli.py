@@ -141,13 +141,16 @@ def test_cli_errors_and_presets(review, tmp_path):
     one_line_error(["defuse", "train-classifier", "--data", "sklearn-digits", "--limit", "30", "--out",
                     str(tmp_path / "c.pt"), "--class-names", str(tmp_path / "names.txt")], "at least 10 names")
     one_line_error(["defuse", "train-vae", "--data", "sklearn-digits", "--limit", "8", "--out", str(tmp_path / "v.pt"),
-                    "--preset", "gpu"], "preset", "'paper', 'cpu'")
+                    "--preset", "gpu"], "preset", "'paper', 'cpu', 'cpu-fashion'")
     def help_text(command):  # wide terminal: one help text per line, no wrapping inside the box
         res = CliRunner().invoke(app, ["defuse", command, "--help"], env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"})
         return " ".join(res.output.split())
 
     assert "'cpu' = settings that finish in minutes" in help_text("train-vae")
-    assert "paper: 800; cpu: 12" in help_text("train-vae") and "75 off MNIST" in help_text("identify")
+    assert "--preset paper: 800" in help_text("train-vae") and "75 off MNIST" in help_text("identify")
+    table = run(["defuse", "presets"]).splitlines()
+    assert table[0].split() == ["option", "paper", "cpu", "cpu-fashion"]
+    assert next(r for r in table if r.startswith("vae_epochs")).split()[1:3] == ["800", "12"]
 
 
 def test_correct_validation_without_recorded_holdout():

@@ -34,6 +34,14 @@ SEED = typer.Option(0, "--seed", help="Random seed; the same seed gives the same
 BATCH = 256  # fine-tuning minibatch (paper appendix B.2; defuse.correct's default)
 
 
+@app.command("presets")
+def presets_cmd() -> None:
+    """Print every --preset: 'paper' (the paper's GPU settings) and the CPU ones."""
+    from blindspots.cli.defuse_setup import format_presets
+
+    typer.echo(format_presets())
+
+
 @app.command("train-classifier")
 def train_classifier_cmd(
     data: str = DATA,
@@ -78,7 +86,8 @@ def train_classifier_cmd(
 def train_vae(
     data: str = DATA,
     out: Path = typer.Option(..., "--out", help="β-VAE file to write; also the checkpoint a rerun resumes from."),
-    latent_dim: int = typer.Option(10, "--latent-dim", help="Latent size (paper: 10 MNIST/SVHN, 15 signs)."),
+    latent_dim: Optional[int] = typer.Option(None, "--latent-dim", help=preset_help(
+        "Latent size (paper: 10 MNIST/SVHN, 15 signs)", "latent_dim")),
     beta: Optional[float] = typer.Option(None, "--beta", help=preset_help("β", "beta")),
     epochs: Optional[int] = typer.Option(None, "--epochs", help=preset_help("Epochs", "vae_epochs")),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help=preset_help("Minibatch size", "vae_batch_size")),
@@ -94,7 +103,7 @@ def train_vae(
     from blindspots.defuse.vae import BetaVAE
 
     d = load_data(data, limit)
-    vae = BetaVAE(latent_dim=latent_dim, beta=resolve(preset, "beta", beta), epochs=resolve(preset, "vae_epochs", epochs),
+    vae = BetaVAE(latent_dim=resolve(preset, "latent_dim", latent_dim), beta=resolve(preset, "beta", beta), epochs=resolve(preset, "vae_epochs", epochs),
                   batch_size=resolve(preset, "vae_batch_size", batch_size), lr=lr, anneal_steps=anneal_steps,
                   width=width, seed=seed, checkpoint_path=out).fit(d.images)
     vae.save(out)
@@ -111,15 +120,17 @@ def identify(
     classifier: Path = typer.Option(..., "--classifier", help="Classifier checkpoint (models.classifier_zoo)."),
     out: Path = typer.Option(..., "--out", help="Output folder (shards, identified.npz); a rerun resumes."),
     q: Optional[int] = typer.Option(None, "--q", help=preset_help("Draws per training image", "q")),
-    a: float = typer.Option(50.0, "--a", help="Beta(a, b) noise a (paper: 50 on MNIST; 75 off MNIST, e.g. SVHN, "
-                            "traffic signs: pass --a 75 --b 75 there)."),
-    b: float = typer.Option(50.0, "--b", help="Beta(a, b) noise b (paper: 50 on MNIST, 75 off MNIST)."),
+    a: Optional[float] = typer.Option(None, "--a", help=preset_help(
+        "Beta(a, b) noise a; the paper uses 50 on MNIST and 75 off MNIST (SVHN, traffic signs)", "a")),
+    b: Optional[float] = typer.Option(None, "--b", help=preset_help(
+        "Beta(a, b) noise b; the paper: 50 on MNIST, 75 off MNIST", "b")),
     noise: str = typer.Option("uncentred", "--noise", help="'uncentred' (paper's ε; default, measured better on MNIST) or 'centred' (ε − a/(a+b))."),
     max_per_source: Optional[int] = typer.Option(None, "--max-per-source",
                                                  help=preset_help("Cap per source image, smallest ‖ε‖ kept",
                                                                   "max_per_source")),
-    recon_min_proba: float = typer.Option(0.5, "--recon-min-proba", help="Skip sources whose VAE reconstruction the "
-                                          "classifier gives p(label) below this (0: no check)."),
+    recon_min_proba: Optional[float] = typer.Option(None, "--recon-min-proba", help=preset_help(
+        "Skip sources whose VAE reconstruction the classifier gives p(label) below this (0: no check)",
+        "recon_min_proba")),
     only_correct: bool = typer.Option(True, "--only-correct/--all-sources", help="Perturb only images the classifier "
                                       "gets right (Algorithm 1 as written)."),
     preset: str = PRESET,
@@ -134,7 +145,9 @@ def identify(
 
     d, which = training_part(load_classifier_module(classifier)[1], load_data(data, limit), data)
     typer.echo(f"identifying over {which}")
-    settings = IdentifySettings(q=resolve(preset, "q", q), a=a, b=b, noise=noise,  # type: ignore[arg-type]
+    recon_min_proba = resolve(preset, "recon_min_proba", recon_min_proba)
+    settings = IdentifySettings(q=resolve(preset, "q", q), a=resolve(preset, "a", a), b=resolve(preset, "b", b),
+                                noise=noise,  # type: ignore[arg-type]
                                 max_per_source=resolve(preset, "max_per_source", max_per_source), seed=seed,
                                 only_correct=only_correct, recon_min_proba=recon_min_proba)
     res = run(BetaVAE.load(vae), load_classifier(classifier), d.images, d.labels, num_classes=d.num_classes,
@@ -178,13 +191,15 @@ def export_review_cmd(
     classifier: Path = typer.Option(..., "--classifier", help="Classifier checkpoint."),
     out: Path = typer.Option(..., "--out", help="Review folder: images/, items.csv, votes_template.csv."),
     n_per: int = typer.Option(10, "--n-per", help="Images per scenario to review (paper: 10)."),
-    tau: float = typer.Option(0.5, "--tau", help="Sample diversity τ (paper: 0.5 MNIST, 0.01 SVHN/signs)."),
+    tau: Optional[float] = typer.Option(None, "--tau", help=preset_help(
+        "Sample diversity τ (paper: 0.5 MNIST, 0.01 SVHN/signs)", "tau")),
     class_names: Optional[Path] = typer.Option(None, "--class-names",
                                                help="Text file, one class name per line in id order; default: "
                                                     "the names in the classifier checkpoint."),
     identified: Optional[Path] = typer.Option(None, "--identified", help="Folder from identify: also add a sample "
                                               "of identified failures to label (the report's baseline row)."),
     n_identified: int = typer.Option(100, "--n-identified", help="Identified failures to add with --identified."),
+    preset: str = PRESET,
     seed: int = SEED,
 ) -> None:
     """Sample review images per scenario and write them with a votes template (CSV)."""
@@ -202,7 +217,7 @@ def export_review_cmd(
                              f"got {len(given)}")
         names = given
     review = build_review(Scenarios.load(scenarios), BetaVAE.load(vae), load_classifier(classifier), names,
-                          n_per=n_per, tau=tau, seed=seed)
+                          n_per=n_per, tau=resolve(preset, "tau", tau), seed=seed)
     export_review(review, out)
     n_id = 0
     if identified is not None:
@@ -300,7 +315,8 @@ def correct(
     lambdas: Optional[str] = typer.Option(None, "--lambdas", help=preset_help("Comma-separated λ list", "lambdas")),
     n_per: Optional[int] = typer.Option(None, "--n-per", help=preset_help(
         "Samples per failure scenario for D_f and for the scenario test set", "n_per")),
-    tau: float = typer.Option(0.5, "--tau", help="Sample diversity τ (paper: 0.5 MNIST)."),
+    tau: Optional[float] = typer.Option(None, "--tau", help=preset_help(
+        "Sample diversity τ; use export-review's (paper: 0.5 MNIST)", "tau")),
     epochs: Optional[int] = typer.Option(None, "--epochs", help=preset_help(
         "Fine-tuning epochs per λ (paper: 3 MNIST, 5 others)", "correct_epochs")),
     control: bool = typer.Option(True, "--control/--no-control", help="Also fine-tune with λ = 0 (the same steps, "
@@ -331,7 +347,7 @@ def correct(
     train, valid, said = validation_split(info, d, data, val, load_data(val) if val else None, val_fraction, seed)
     typer.echo(said)
     sd = scenario_data(Scenarios.load(scenarios), pd.read_csv(decisions), BetaVAE.load(vae),
-                       n_per=resolve(preset, "n_per", n_per), tau=tau, seed=seed)
+                       n_per=resolve(preset, "n_per", n_per), tau=resolve(preset, "tau", tau), seed=seed)
     out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out / "scenario_sets.npz", **vars(sd))
     (out / "validation.txt").write_text(said + "\n")

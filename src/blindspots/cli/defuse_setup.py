@@ -1,7 +1,9 @@
 """Shared pieces of `blindspots defuse ...`: settings presets, data with class names, the held-out split.
 
 Presets: `paper` is the Defuse paper's GPU settings (appendix B.2, MNIST); `cpu` finishes each
-step in minutes on a 2-core CPU (fewer VAE epochs, smaller batches, Q = 50, a shorter λ list).
+step in minutes on a 2-core CPU (fewer VAE epochs, smaller batches, Q = 50, a shorter λ list), from
+defuse.presets (MNIST); `cpu-fashion` etc. are defuse.presets' measured settings for other sets.
+The CPU values are read when a command runs (defuse.presets imports torch; the CLI starts without it).
 An option given on the command line always wins over its preset.
 
 Held-out split: `train-classifier` holds out a stratified fraction of --data and records it (with
@@ -18,45 +20,69 @@ from typing import Any, Optional
 import numpy as np
 import typer
 
-PRESET_NAMES = ("paper", "cpu")
-#: option name -> (paper, cpu). Paper values: Defuse appendix B.2 (MNIST) on a GPU.
-PRESETS: dict[str, tuple[Any, Any]] = {
-    "clf_epochs": (5, 10),
-    "vae_epochs": (800, 12),
-    "vae_batch_size": (2048, 64),
-    # Why 0.4 on CPU: appendix B.2 states both 4 and 0.4 for MNIST; after a dozen epochs β = 4
-    # leaves most of the latent unused (measured in examples/defuse_mnist.py).
-    "beta": (4.0, 0.4),
-    "q": (500, 50),
-    "max_per_source": (100, 100),
-    "max_codes": (50_000, 10_000),
-    "n_components": (100, 100),
-    "n_per": (256, 256),
-    "correct_epochs": (3, 3),
-    "lambdas": ("1e-10,1e-9,1e-8,1e-7,1e-6,1e-5,1e-4,1e-3,1e-2,0.1,1,2,5,10,20,100,1000", "0.01,0.1,1,10,100"),
+#: Paper values: Defuse appendix B.2 (MNIST) on a GPU; off MNIST the paper uses a = b = 75.
+#: lambdas None = defuse.correct.PAPER_LAMBDAS (the paper's 17).
+PAPER: dict[str, Any] = {
+    "clf_epochs": 5, "vae_epochs": 800, "vae_batch_size": 2048, "beta": 4.0, "latent_dim": 10, "q": 500,
+    "a": 50.0, "b": 50.0, "max_per_source": 100, "recon_min_proba": 0.5, "max_codes": 50_000, "n_components": 100,
+    "n_per": 256, "tau": 0.5, "correct_epochs": 3, "lambdas": None,
 }
 
 PRESET = typer.Option("paper", "--preset",
                       help="Settings for options left unset: 'paper' = the paper's GPU settings (default); "
-                           "'cpu' = settings that finish in minutes on a 2-core CPU.")
+                           "'cpu' = settings that finish in minutes on a 2-core CPU (measured on MNIST); "
+                           "'cpu-fashion' (etc.) = CPU settings measured on that data set. "
+                           "`blindspots defuse presets` prints them all.")
+
 CLASS_NAMES = typer.Option(None, "--class-names",
                            help="Text file, one class name per line in id order (IDX data carries no names; "
                                 ".npz and class folders do). Votes may then use these names.")
 
 
+def presets() -> dict[str, dict[str, Any]]:
+    """preset name -> option name -> value: 'paper', 'cpu' (defuse.presets' MNIST preset) and 'cpu-<set>'
+    for defuse.presets' other measured data sets. Imported here, not at CLI start (it loads torch)."""
+    from blindspots.defuse.correct import PAPER_LAMBDAS
+    from blindspots.defuse.presets import CPU_LAMBDAS, CPU_PRESETS
+
+    def lams(values) -> str:
+        return ",".join(f"{x:g}" for x in values)
+
+    def cpu(p) -> dict[str, Any]:
+        return {**PAPER, "clf_epochs": 10, "vae_epochs": p.vae_epochs, "vae_batch_size": p.vae_batch,
+                "beta": p.beta, "latent_dim": p.latent_dim, "q": p.q, "a": p.a, "b": p.b,
+                "max_per_source": p.max_per_source, "recon_min_proba": p.recon_min_proba, "max_codes": 10_000,
+                "tau": p.tau, "correct_epochs": p.epochs_correct, "lambdas": lams(CPU_LAMBDAS)}
+
+    return {"paper": {**PAPER, "lambdas": lams(PAPER_LAMBDAS)}, "cpu": cpu(CPU_PRESETS["mnist"]),
+            **{f"cpu-{k}": cpu(v) for k, v in CPU_PRESETS.items() if k != "mnist"}}
+
+
 def preset_help(text: str, key: str) -> str:
-    """`text` followed by the option's two preset values."""
-    paper, cpu = PRESETS[key]
-    if key == "lambdas":
-        paper = "the paper's 17, 1e-10 … 1000"
-    return f"{text} (--preset paper: {paper}; cpu: {cpu})"
+    """`text` followed by the paper's value (the CPU presets: `blindspots defuse presets`)."""
+    paper = "the paper's 17, 1e-10 … 1000" if key == "lambdas" else PAPER[key]
+    return f"{text} (--preset paper: {paper}; cpu presets: see `defuse presets`)"
 
 
 def resolve(preset: str, key: str, given: Any) -> Any:
     """The value of option `key`: `given` when set on the command line, else the preset's."""
-    if preset not in PRESET_NAMES:
-        raise ValueError(f"preset: expected one of {list(PRESET_NAMES)}, got {preset!r}")
-    return given if given is not None else PRESETS[key][PRESET_NAMES.index(preset)]
+    table = presets()
+    if preset not in table:
+        raise ValueError(f"preset: expected one of {list(table)}, got {preset!r}")
+    return given if given is not None else table[preset][key]
+
+
+def format_presets() -> str:
+    """All presets as a text table: one row per option, one column per preset."""
+    table = presets()
+    names = list(table)
+    lines = [f"{'option':16s} " + " ".join(f"{n:>14s}" for n in names)]
+    for key in PAPER:
+        if key == "lambdas":
+            continue
+        lines.append(f"{key:16s} " + " ".join(f"{table[n][key]!s:>14s}" for n in names))
+    lines += [f"lambdas ({n}): {table[n]['lambdas']}" for n in names]
+    return "\n".join(lines)
 
 
 def parse_lambdas(text: str) -> tuple[float, ...]:
