@@ -6,7 +6,9 @@
 2. Distillation (DP-GMM, K = 100, full covariance) fit time and convergence at 10,000 and
    50,000 codes, with scikit-learn's plain GaussianMixture (EM, same K, same BLAS threads) on the
    same codes as the side-by-side peer (`--peer-sizes`). Codes: real identified codes from `--codes identified.npz` (e.g. from
-   examples/defuse_mnist.py) resampled with replacement, else a synthetic 10-D mixture.
+   `examples/defuse.py --data mnist|fashion`) resampled with replacement, else a synthetic 10-D mixture.
+   Identification perturbs only correctly classified, reconstructable sources (Algorithm 1); the
+   throughput benchmark turns both source filters off so every random source is decoded Q times.
 
     .venv/bin/python benchmarks/defuse.py [--codes runs/defuse_mnist/identify/identified.npz]
 """
@@ -53,7 +55,9 @@ def bench_identify(n_sources: int, q: int, batch: int, repeats: int) -> None:
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (n_sources, 28, 28, 1), dtype=np.uint8)
     labels = rng.integers(0, 10, n_sources)
-    settings = IdentifySettings(q=q, max_per_source=100, shard_size=max(1, batch // q), batch_size=batch)
+    # Random weights: almost no source is "correct", so the source filters are off (throughput only).
+    settings = IdentifySettings(q=q, max_per_source=100, shard_size=max(1, batch // q), batch_size=batch,
+                                only_correct=False, recon_min_proba=0.0)
     mu, _ = vae.encode(images)
     z = (np.repeat(mu, q, axis=0) + draw_noise(rng, (n_sources * q, 10), 50, 50, "centred")).astype(np.float32)
     n = n_sources * q

@@ -23,14 +23,15 @@ def setup():
     train = d.subset(np.arange(300))
     torch.manual_seed(0)
     net = build_classifier("defuse_cnn", 10, train.image_shape, width=8, hidden=32)
-    train_classifier(net, train.images, train.labels, epochs=3, batch_size=32, optimizer="adam", lr=3e-3,
+    train_classifier(net, train.images, train.labels, epochs=15, batch_size=32, optimizer="adam", lr=3e-3,
                      progress=False)
     vae = BetaVAE(latent_dim=4, beta=1.0, epochs=3, batch_size=64, anneal_steps=10, width=8, hidden=32,
                   progress=False).fit(train.images)
     return train.subset(np.arange(60)), vae, as_classifier(net, 10)
 
 
-FAST = dict(q=12, a=2.0, b=2.0, max_per_source=3, shard_size=16, batch_size=100)
+# recon_min_proba=0: the 3-epoch test VAE reconstructs poorly; the check has its own test below.
+FAST = dict(q=12, a=2.0, b=2.0, max_per_source=3, shard_size=16, batch_size=100, recon_min_proba=0.0)
 
 
 class ConstantClassifier:
@@ -55,7 +56,28 @@ def test_identify_keeps_misclassified_capped(setup):
     # Re-decoding the kept codes reproduces the classifier's (wrong) predictions.
     again = clf.predict_proba(res.images(vae)).argmax(1)
     assert (again == res.predicted).mean() > 0.95
-    assert res.settings["n_decoded"] == 60 * 12 and res.settings["n_kept"] == len(res)
+    # Only correctly classified sources are perturbed (Algorithm 1).
+    n_used = res.settings["n_sources_used"]
+    assert n_used == 60 - res.settings["n_skipped_misclassified"] > 0
+    assert res.settings["n_decoded"] == n_used * 12 and res.settings["n_kept"] == len(res)
+
+
+def test_sources_are_correctly_classified_and_reconstructable(setup):
+    data, vae, clf = setup
+    pred = clf.predict_proba(data.images).argmax(1)
+    res = identify(vae, clf, data.images, data.labels, settings=IdentifySettings(**FAST), progress=False)
+    assert (pred[res.source] == data.labels[res.source]).all()
+    assert res.settings["n_skipped_misclassified"] == int((pred != data.labels).sum())
+    # The reconstruction check: kept sources' reconstructions get p(y) >= the threshold; the count is reported.
+    s = IdentifySettings(**{**FAST, "recon_min_proba": 0.3})
+    res2 = identify(vae, clf, data.images, data.labels, settings=s, progress=False)
+    p_rec = clf.predict_proba(vae.reconstruct(data.images))[np.arange(len(data)), data.labels]
+    ok = (pred == data.labels) & (p_rec >= 0.3)
+    assert res2.settings["n_skipped_reconstruction"] == int(((pred == data.labels) & ~ok).sum())
+    assert res2.settings["n_sources_used"] == int(ok.sum())
+    assert set(np.unique(res2.source)) <= set(np.flatnonzero(ok))
+    with pytest.raises(ValueError, match="recon_min_proba"):
+        IdentifySettings(recon_min_proba=2.0).validate()
 
 
 def test_same_seed_same_result_and_seed_matters(setup):
@@ -72,9 +94,9 @@ def test_resume_after_interruption(setup, tmp_path):
     s = IdentifySettings(seed=5, **FAST)
     full = identify(vae, clf, data.images, data.labels, settings=s, out_dir=tmp_path / "run", progress=False)
     shards = sorted((tmp_path / "run" / "shards").glob("shard_*.npz"))
-    assert len(shards) == 4  # 60 sources / 16 per shard
-    shards[2].unlink()  # as if interrupted before the third shard was written
-    shards[3].unlink()
+    assert len(shards) == -(-full.settings["n_sources_used"] // 16) >= 3  # correct sources / 16 per shard
+    shards[-2].unlink()  # as if interrupted before the last two shards were written
+    shards[-1].unlink()
     (tmp_path / "run" / "identified.npz").unlink()
     resumed = identify(vae, clf, data.images, data.labels, settings=s, out_dir=tmp_path / "run", progress=False)
     assert np.array_equal(full.codes, resumed.codes) and np.array_equal(full.predicted, resumed.predicted)
@@ -107,7 +129,7 @@ def test_mismatched_image_sizes(setup):
     with pytest.raises(ValueError, match=r"images: expected images of shape \(H, W, C\) = \(8, 8, 1\)"):
         identify(vae, clf, np.zeros((3, 28, 28, 1), np.uint8), np.zeros(3, int), progress=False)
     big = build_classifier("defuse_cnn", 10, (28, 28, 1), width=4, hidden=8)
-    with pytest.raises(ValueError, match="classifier: failed on decoded images of shape"):
+    with pytest.raises(ValueError, match="classifier: failed on (decoded )?images of shape"):
         identify(vae, as_classifier(big, 10), data.images, data.labels, settings=IdentifySettings(**FAST),
                  progress=False)
     with pytest.raises(ValueError, match="labels: expected integer labels of shape"):

@@ -133,3 +133,43 @@ def test_decide_scenarios_rule(tmp_path):
     back = load_review(out)
     np.testing.assert_array_equal(back.images, review.images)
     assert back.items["item_id"].tolist() == review.items["item_id"].tolist()
+
+
+CLOTHES = ("T-shirt", "Trouser", "Bag")
+
+
+def test_votes_by_class_name_any_case_and_one_voter(tmp_path):
+    p = tmp_path / "v.csv"
+    # No annotator column: one voter; names in any case, ids and 'none' mix.
+    p.write_text("item_id,label\na, trouser \nb,BAG\nc,0\nd,None of the above\n")
+    v = read_votes_csv(p, CLOTHES)
+    assert v["label"].tolist() == [1, 2, 0, NONE] and set(v["annotator"]) == {"voter"}
+    assert majority_vote(v, 3)["agreement"].eq(1.0).all()
+    p.write_text("item_id,label\na,Trouser\na,Bag\n")
+    with pytest.raises(ValueError, match="without an annotator column each item_id may appear once"):
+        read_votes_csv(p, CLOTHES)
+    # A blank annotator column (the votes template) is one voter too.
+    p.write_text("item_id,image,annotator,label\na,images/a.png,,bag\n")
+    assert read_votes_csv(p, CLOTHES)["annotator"].tolist() == ["voter"]
+
+
+def test_unknown_name_names_value_and_allowed(tmp_path):
+    p = tmp_path / "v.csv"
+    p.write_text("item_id,annotator,label\na,x,Trouser\nb,x,Sneaker\n")
+    with pytest.raises(ValueError) as err:
+        read_votes_csv(p, CLOTHES)
+    msg = str(err.value)
+    assert "row 3" in msg and "'Sneaker'" in msg and "'T-shirt', 'Trouser', 'Bag'" in msg and "\n" not in msg
+    # Names that differ only in case must be written exactly.
+    assert parse_label("cat", ("cat", "Cat")) == 0
+    with pytest.raises(ValueError, match="got 'CAT'"):
+        parse_label("CAT", ("cat", "Cat"))
+
+
+@pytest.mark.parametrize("content", [b"\x00\xff\xfe garbage \x81\x82", b"", b"a,b\n1,2\n", b'item_id,label\n"a,1\n'])
+def test_bad_vote_file_is_one_value_error(tmp_path, content):
+    p = tmp_path / "bad.csv"
+    p.write_bytes(content)
+    with pytest.raises(ValueError) as err:
+        read_votes_csv(p, CLOTHES)
+    assert "bad.csv" in str(err.value) and "\n" not in str(err.value)

@@ -1,7 +1,9 @@
 """`blindspots defuse ...`: Defuse for image classifiers, one command per step.
 
-Data specs (--data, --val): 'sklearn-digits', 'mnist-5k', a .npz (images, labels, class_names),
+Data specs (--data, --val, --test): 'sklearn-digits', 'mnist-5k', a .npz (images, labels, class_names),
 'IMAGES_IDX:LABELS_IDX', or a class-folder root. Every step writes files the next one reads.
+Settings: `--preset paper` (default) is the paper's GPU settings, `--preset cpu` finishes in minutes
+on a 2-core CPU; an option given explicitly always wins (cli/defuse_setup.py lists both).
 """
 from __future__ import annotations
 
@@ -12,7 +14,13 @@ from typing import Optional
 import numpy as np
 import typer
 
-app = typer.Typer(help="Defuse: generate, distill and correct novel failures of image classifiers.",
+from blindspots.cli.defuse_setup import (
+    CLASS_NAMES, PRESET, load_data, parse_lambdas, preset_help, resolve, training_part, validation_split,
+)
+
+app = typer.Typer(help="Defuse: generate, distill and correct novel failures of image classifiers. "
+                       "Steps: train-classifier (optional), train-vae, identify, distill, export-review, "
+                       "import-votes, correct, report.",
                   no_args_is_help=True)
 
 
@@ -20,24 +28,18 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="defuse")
 
 
-def _data(spec: str, limit: Optional[int]):
-    from blindspots.data.classsets import load_classification_set
-
-    d = load_classification_set(spec)
-    return d.subset(np.arange(min(limit, len(d)))) if limit else d
-
-
-def _split(data, val: Optional[str], val_fraction: float, seed: int, limit: Optional[int]):
-    if val:
-        return data, _data(val, None)
-    n_val = max(1, int(round(len(data) * val_fraction)))
-    v, t = data.split([n_val, len(data) - n_val], seed=seed)
-    return t, v
-
-
 DATA = typer.Option(..., "--data", help="Training data spec (sklearn-digits, mnist-5k, .npz, IDX pair, folder).")
 LIMIT = typer.Option(None, "--limit", help="Use only the first N images of --data (quick runs).")
 SEED = typer.Option(0, "--seed", help="Random seed; the same seed gives the same result.")
+BATCH = 256  # fine-tuning minibatch (paper appendix B.2; defuse.correct's default)
+
+
+@app.command("presets")
+def presets_cmd() -> None:
+    """Print every --preset: 'paper' (the paper's GPU settings) and the CPU ones."""
+    from blindspots.cli.defuse_setup import format_presets
+
+    typer.echo(format_presets())
 
 
 @app.command("train-classifier")
@@ -45,49 +47,65 @@ def train_classifier_cmd(
     data: str = DATA,
     out: Path = typer.Option(..., "--out", help="Classifier checkpoint to write (.pt)."),
     arch: str = typer.Option("defuse_cnn", "--arch", help="Zoo architecture: defuse_cnn (paper Fig. 7) or pytorch_mnist."),
-    epochs: int = typer.Option(5, "--epochs", help="Training epochs (paper: 5)."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help=preset_help("Training epochs", "clf_epochs")),
     batch_size: int = typer.Option(64, "--batch-size", help="Minibatch size (paper: 64)."),
     lr: float = typer.Option(1.0, "--lr", help="Adadelta learning rate (paper: 1)."),
     width: int = typer.Option(64, "--width", help="Conv channels of defuse_cnn (paper: 64)."),
+    holdout: float = typer.Option(0.1, "--holdout", help="Fraction of --data held out (never trained on) and "
+                                  "recorded in the checkpoint; `correct` validates on it. 0: train on all."),
+    class_names: Optional[Path] = CLASS_NAMES,
+    preset: str = PRESET,
     limit: Optional[int] = LIMIT,
     seed: int = SEED,
 ) -> None:
-    """Train a zoo classifier (not part of Defuse itself; for trying the pipeline)."""
+    """Train a zoo classifier (not part of Defuse itself; for trying the pipeline). Its checkpoint keeps the
+    class names (votes use them) and which images were held out."""
+    from blindspots.cli.defuse_setup import holdout_record
     from blindspots.models.classifier_zoo import build_classifier, save_classifier
     from blindspots.training.classification import accuracy, train_classifier
     from blindspots.training.loop import torch_seeded
 
-    d = _data(data, limit)
+    d = load_data(data, limit, class_names)
+    keep, record = holdout_record(d, data, holdout, seed)
+    t = d.subset(keep)
     kwargs = {"width": width} if arch == "defuse_cnn" else {}
     with torch_seeded(seed):
         net = build_classifier(arch, d.num_classes, d.image_shape, **kwargs)
-    r = train_classifier(net, d.images, d.labels, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-                         checkpoint_path=out.with_suffix(".train.pt"))
-    save_classifier(out, net, arch=arch, class_names=d.class_names, image_shape=d.image_shape, kwargs=kwargs)
-    typer.echo(f"wrote {out} (train accuracy {accuracy(net, d.images, d.labels):.4f}, {len(r.history)} epochs)")
+    r = train_classifier(net, t.images, t.labels, epochs=resolve(preset, "clf_epochs", epochs), batch_size=batch_size,
+                         lr=lr, seed=seed, checkpoint_path=out.with_suffix(".train.pt"))
+    save_classifier(out, net, arch=arch, class_names=d.class_names, image_shape=d.image_shape, kwargs=kwargs,
+                    meta={"trained_on": record})
+    hold = record["holdout_index"]
+    held = (f", held-out accuracy {accuracy(net, d.images[hold], d.labels[hold]):.4f} on {len(hold)} images"
+            if hold else "")
+    typer.echo(f"wrote {out} (train accuracy {accuracy(net, t.images, t.labels):.4f} on {len(t)} images{held}, "
+               f"{len(r.history)} epochs; classes {', '.join(d.class_names)})")
 
 
 @app.command("train-vae")
 def train_vae(
     data: str = DATA,
     out: Path = typer.Option(..., "--out", help="β-VAE file to write; also the checkpoint a rerun resumes from."),
-    latent_dim: int = typer.Option(10, "--latent-dim", help="Latent size (paper: 10 MNIST/SVHN, 15 signs)."),
-    beta: float = typer.Option(4.0, "--beta", help="β (paper: 4)."),
-    epochs: int = typer.Option(800, "--epochs", help="Epochs (paper: 800)."),
-    batch_size: int = typer.Option(2048, "--batch-size", help="Minibatch size (paper: 2048)."),
+    latent_dim: Optional[int] = typer.Option(None, "--latent-dim", help=preset_help(
+        "Latent size (paper: 10 MNIST/SVHN, 15 signs)", "latent_dim")),
+    beta: Optional[float] = typer.Option(None, "--beta", help=preset_help("β", "beta")),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help=preset_help("Epochs", "vae_epochs")),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help=preset_help("Minibatch size", "vae_batch_size")),
     lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate (paper: 1e-3)."),
     anneal_steps: int = typer.Option(500, "--anneal-steps", help="Linear KL annealing steps (paper: 500)."),
     width: int = typer.Option(32, "--width", help="Conv channels (paper: 32 MNIST, 64 SVHN/signs)."),
     grids: Optional[Path] = typer.Option(None, "--grids", help="Folder for reconstruction and sample grids (PNG)."),
+    preset: str = PRESET,
     limit: Optional[int] = LIMIT,
     seed: int = SEED,
 ) -> None:
     """Train the β-VAE (resumable) and save reconstruction/sample grids."""
     from blindspots.defuse.vae import BetaVAE
 
-    d = _data(data, limit)
-    vae = BetaVAE(latent_dim=latent_dim, beta=beta, epochs=epochs, batch_size=batch_size, lr=lr,
-                  anneal_steps=anneal_steps, width=width, seed=seed, checkpoint_path=out).fit(d.images)
+    d = load_data(data, limit)
+    vae = BetaVAE(latent_dim=resolve(preset, "latent_dim", latent_dim), beta=resolve(preset, "beta", beta), epochs=resolve(preset, "vae_epochs", epochs),
+                  batch_size=resolve(preset, "vae_batch_size", batch_size), lr=lr, anneal_steps=anneal_steps,
+                  width=width, seed=seed, checkpoint_path=out).fit(d.images)
     vae.save(out)
     if grids:
         vae.save_grids(d.images, grids)
@@ -101,42 +119,66 @@ def identify(
     vae: Path = typer.Option(..., "--vae", help="β-VAE file from train-vae."),
     classifier: Path = typer.Option(..., "--classifier", help="Classifier checkpoint (models.classifier_zoo)."),
     out: Path = typer.Option(..., "--out", help="Output folder (shards, identified.npz); a rerun resumes."),
-    q: int = typer.Option(500, "--q", help="Draws per training image (paper MNIST: 500)."),
-    a: float = typer.Option(50.0, "--a", help="Beta(a, b) noise a (paper: 50 MNIST, 75 otherwise)."),
-    b: float = typer.Option(50.0, "--b", help="Beta(a, b) noise b (paper: 50 MNIST, 75 otherwise)."),
+    q: Optional[int] = typer.Option(None, "--q", help=preset_help("Draws per training image", "q")),
+    a: Optional[float] = typer.Option(None, "--a", help=preset_help(
+        "Beta(a, b) noise a; the paper uses 50 on MNIST and 75 off MNIST (SVHN, traffic signs)", "a")),
+    b: Optional[float] = typer.Option(None, "--b", help=preset_help(
+        "Beta(a, b) noise b; the paper: 50 on MNIST, 75 off MNIST", "b")),
     noise: str = typer.Option("uncentred", "--noise", help="'uncentred' (paper's ε; default, measured better on MNIST) or 'centred' (ε − a/(a+b))."),
-    max_per_source: int = typer.Option(100, "--max-per-source", help="Cap per source image, smallest ‖ε‖ kept (paper: 100)."),
+    max_per_source: Optional[int] = typer.Option(None, "--max-per-source",
+                                                 help=preset_help("Cap per source image, smallest ‖ε‖ kept",
+                                                                  "max_per_source")),
+    recon_min_proba: Optional[float] = typer.Option(None, "--recon-min-proba", help=preset_help(
+        "Skip sources whose VAE reconstruction the classifier gives p(label) below this (0: no check)",
+        "recon_min_proba")),
+    only_correct: bool = typer.Option(True, "--only-correct/--all-sources", help="Perturb only images the classifier "
+                                      "gets right (Algorithm 1 as written)."),
+    preset: str = PRESET,
     limit: Optional[int] = LIMIT,
     seed: int = SEED,
 ) -> None:
-    """Identify failures (Algorithm 1) over every image of --data."""
+    """Identify failures (Algorithm 1) over the classifier's training images of --data (the images
+    train-classifier held out stay unseen, for `correct` to validate on)."""
     from blindspots.defuse.identify import IdentifySettings, identify as run
     from blindspots.defuse.vae import BetaVAE
-    from blindspots.models.classifier_zoo import load_classifier
+    from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
 
-    d = _data(data, limit)
+    d, which = training_part(load_classifier_module(classifier)[1], load_data(data, limit), data)
+    typer.echo(f"identifying over {which}")
+    recon_min_proba = resolve(preset, "recon_min_proba", recon_min_proba)
+    settings = IdentifySettings(q=resolve(preset, "q", q), a=resolve(preset, "a", a), b=resolve(preset, "b", b),
+                                noise=noise,  # type: ignore[arg-type]
+                                max_per_source=resolve(preset, "max_per_source", max_per_source), seed=seed,
+                                only_correct=only_correct, recon_min_proba=recon_min_proba)
     res = run(BetaVAE.load(vae), load_classifier(classifier), d.images, d.labels, num_classes=d.num_classes,
-              settings=IdentifySettings(q=q, a=a, b=b, noise=noise, max_per_source=max_per_source, seed=seed),  # type: ignore[arg-type]
-              out_dir=out)
+              settings=settings, out_dir=out)
+    st = res.settings
+    typer.echo(f"sources: {st.get('n_sources_used', len(d))} of {len(d)} images "
+               f"({st.get('n_skipped_misclassified', 0)} skipped: misclassified; "
+               f"{st.get('n_skipped_reconstruction', 0)} skipped: reconstruction below p(label) {recon_min_proba:g})")
     typer.echo(f"identified {len(res)} failures from {len(d)} images "
-               f"({res.settings['n_misclassified']} of {res.settings['n_decoded']} decodes misclassified) -> {out}")
+               f"({st['n_misclassified']} of {st['n_decoded']} decodes misclassified) -> {out}")
 
 
 @app.command()
 def distill(
     identified: Path = typer.Option(..., "--identified", help="Folder (or identified.npz) from identify."),
     out: Path = typer.Option(..., "--out", help="Scenarios file to write (.npz)."),
-    n_components: int = typer.Option(100, "--n-components", help="DP truncation K (paper: 100)."),
-    max_codes: int = typer.Option(10_000, "--max-codes", help="Downsample to this many codes (paper: 50,000)."),
+    n_components: Optional[int] = typer.Option(None, "--n-components",
+                                               help=preset_help("DP truncation K", "n_components")),
+    max_codes: Optional[int] = typer.Option(None, "--max-codes",
+                                            help=preset_help("Downsample to this many codes", "max_codes")),
     weight_threshold: float = typer.Option(0.01, "--weight-threshold", help="Keep components with weight > ε (paper: 0.01)."),
     max_iter: int = typer.Option(100, "--max-iter", help="EM iterations (scikit-learn default, as the paper)."),
+    preset: str = PRESET,
     seed: int = SEED,
 ) -> None:
     """Fit the Dirichlet-process GMM and keep the heavy components as candidate scenarios."""
     from blindspots.scenarios.clustering import Distiller
     from blindspots.defuse.identify import Identified
 
-    sc = Distiller(n_components=n_components, max_codes=max_codes, weight_threshold=weight_threshold,
+    sc = Distiller(n_components=resolve(preset, "n_components", n_components),
+                   max_codes=resolve(preset, "max_codes", max_codes), weight_threshold=weight_threshold,
                    max_iter=max_iter, random_state=seed).fit(Identified.load(identified)).scenarios_
     sc.save(out)
     typer.echo(f"{len(sc)} candidate scenarios -> {out}; fit: {json.dumps(sc.fit)}")
@@ -149,31 +191,60 @@ def export_review_cmd(
     classifier: Path = typer.Option(..., "--classifier", help="Classifier checkpoint."),
     out: Path = typer.Option(..., "--out", help="Review folder: images/, items.csv, votes_template.csv."),
     n_per: int = typer.Option(10, "--n-per", help="Images per scenario to review (paper: 10)."),
-    tau: float = typer.Option(0.5, "--tau", help="Sample diversity τ (paper: 0.5 MNIST, 0.01 SVHN/signs)."),
+    tau: Optional[float] = typer.Option(None, "--tau", help=preset_help(
+        "Sample diversity τ (paper: 0.5 MNIST, 0.01 SVHN/signs)", "tau")),
+    class_names: Optional[Path] = typer.Option(None, "--class-names",
+                                               help="Text file, one class name per line in id order; default: "
+                                                    "the names in the classifier checkpoint."),
+    identified: Optional[Path] = typer.Option(None, "--identified", help="Folder from identify: also add a sample "
+                                              "of identified failures to label (the report's baseline row)."),
+    n_identified: int = typer.Option(100, "--n-identified", help="Identified failures to add with --identified."),
+    preset: str = PRESET,
     seed: int = SEED,
 ) -> None:
     """Sample review images per scenario and write them with a votes template (CSV)."""
+    from blindspots.data.classfile import read_classes
     from blindspots.scenarios.clustering import Scenarios
     from blindspots.defuse.vae import BetaVAE
     from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
     from blindspots.scenarios.review import build_review, export_review
 
-    names = load_classifier_module(classifier)[1]["class_names"]
+    names = tuple(load_classifier_module(classifier)[1]["class_names"])
+    if class_names is not None:
+        given = read_classes(class_names).names
+        if len(given) != len(names):
+            raise ValueError(f"class_names: expected {len(names)} names (the classifier's classes) in {class_names}, "
+                             f"got {len(given)}")
+        names = given
     review = build_review(Scenarios.load(scenarios), BetaVAE.load(vae), load_classifier(classifier), names,
-                          n_per=n_per, tau=tau, seed=seed)
+                          n_per=n_per, tau=resolve(preset, "tau", tau), seed=seed)
     export_review(review, out)
-    typer.echo(f"{len(review)} images from {review.items['scenario'].nunique()} scenarios -> {out}; "
-               "fill votes_template.csv (label: class name or 'none') and run import-votes")
+    n_id = 0
+    if identified is not None:
+        from blindspots.cli.defuse_identified import export_identified
+        from blindspots.defuse.identify import Identified
+
+        n_id = export_identified(Identified.load(identified), BetaVAE.load(vae), load_classifier(classifier), names,
+                                 out, n_identified, seed=seed)
+    typer.echo(f"{len(review)} images from {review.items['scenario'].nunique()} scenarios"
+               f"{f' and {n_id} identified failures' if n_id else ''} -> {out}; "
+               f"fill votes_template.csv (label: one of {', '.join(names)} (any case), a class id, or 'none'; "
+               "annotator optional) and run import-votes")
 
 
 @app.command("import-votes")
 def import_votes(
     review: Path = typer.Option(..., "--review", help="Review folder from export-review."),
-    votes: Optional[Path] = typer.Option(None, "--votes", help="Votes CSV: item_id, annotator, label."),
+    votes: Optional[Path] = typer.Option(None, "--votes", help="Votes CSV: item_id, label (class name in any case, "
+                                         "class id, or 'none'), optional annotator (absent: one voter)."),
     simulate: Optional[Path] = typer.Option(None, "--simulate", help="SIMULATION: oracle classifier checkpoint that votes instead of people."),
     annotators: int = typer.Option(5, "--annotators", help="Simulated annotators per image (paper: 5 people)."),
     error_rate: float = typer.Option(0.05, "--error-rate", help="Simulated annotators' random slip rate."),
     rho: float = typer.Option(0.5, "--rho", help="Failure if more than this fraction disagrees (paper: 0.5)."),
+    judge: Optional[Path] = typer.Option(None, "--judge", help="SIMULATION: an independent classifier checkpoint; "
+                                         "decisions.csv gets judge_agreement / judge_disputed per scenario (the "
+                                         "judge mostly gives the review images another class) so people can "
+                                         "discard those scenarios."),
     seed: int = SEED,
 ) -> None:
     """Import votes (CSV, or simulated), decide failure scenarios and print annotator agreement."""
@@ -182,22 +253,50 @@ def import_votes(
     from blindspots.models.classifier_zoo import load_classifier
     from blindspots.scenarios.review import decide_scenarios, load_review
 
+    from blindspots.cli.defuse_identified import save_identified_labels, split_votes
+
     rs = load_review(review)
     if (votes is None) == (simulate is None):
-        raise typer.BadParameter("give exactly one of --votes or --simulate")
+        raise ValueError(f"votes: expected exactly one of --votes FILE or --simulate ORACLE.pt, got "
+                         f"{'both' if votes else 'neither'}")
     if votes is not None:
         table = read_votes_csv(votes, rs.class_names)
     else:
-        table = SimulatedAnnotators(load_classifier(simulate), n_annotators=annotators, error_rate=error_rate,  # type: ignore[arg-type]
-                                    seed=seed).vote(rs.images, rs.items["item_id"])
+        panel = SimulatedAnnotators(load_classifier(simulate), n_annotators=annotators, error_rate=error_rate,  # type: ignore[arg-type]
+                                    seed=seed)
+        images, ids = rs.images, list(rs.items["item_id"])
+        if (review / "identified.npz").is_file():
+            with np.load(review / "identified.npz") as z:
+                images, ids = np.concatenate([images, z["images"]]), ids + [str(i) for i in z["item_id"]]
+        table = panel.vote(images, ids)
         table.to_csv(review / "votes_simulated.csv", index=False)
         typer.echo("NOTE: votes are SIMULATED by an oracle classifier, not people")
+    table, on_identified = split_votes(table)
+    id_labels = save_identified_labels(review, on_identified, len(rs.class_names))
     decisions, items = decide_scenarios(rs, table, rho=rho)
+    if judge is not None:
+        from blindspots.defuse.evaluation import flag_disputed, judge_agreement, judge_labels
+
+        label = dict(zip(decisions["scenario"], decisions["label"]))
+        lab = items["scenario"].map(label).to_numpy(dtype=np.int64)
+        has = lab >= 0  # scenarios whose voters gave a class
+        agree = judge_agreement(items["scenario"].to_numpy()[has], lab[has],
+                                judge_labels(load_classifier(judge), rs.images[has]), class_names=rs.class_names)
+        decisions = flag_disputed(decisions, agree)
     decisions.to_csv(review / "decisions.csv", index=False)
     items.to_csv(review / "items_voted.csv", index=False)
     typer.echo(decisions.to_string(index=False))
     typer.echo(f"\n{int(decisions['is_failure'].sum())} failure scenarios -> {review / 'decisions.csv'}")
+    if "judge_disputed" in decisions.columns:
+        disputed = decisions.loc[decisions["judge_disputed"] & decisions["is_failure"], "scenario"].tolist()
+        typer.echo(f"the judge (a SIMULATION) disputes the label of failure scenarios {disputed}: to discard one, set "
+                   "its is_failure to False in decisions.csv" if disputed else
+                   "the judge (a SIMULATION) disputes no failure scenario's label")
     typer.echo(format_agreement_table(agreement_table(items[items["n_votes"] > 0])))
+    if len(id_labels):
+        n_cls = int((id_labels["label"] >= 0).sum())
+        typer.echo(f"{len(id_labels)} identified failures voted on, {n_cls} labelled with a class "
+                   f"-> {review / 'identified_labels.csv'}")
 
 
 @app.command()
@@ -207,47 +306,93 @@ def correct(
     vae: Path = typer.Option(..., "--vae", help="β-VAE file."),
     scenarios: Path = typer.Option(..., "--scenarios", help="Scenarios file from distill."),
     review: Path = typer.Option(..., "--review", help="Review folder with decisions.csv from import-votes."),
-    out: Path = typer.Option(..., "--out", help="Output folder: corrected.pt, sweep.csv, scenario sets; resumable."),
-    val: Optional[str] = typer.Option(None, "--val", help="Validation data spec (default: a split of --data)."),
-    val_fraction: float = typer.Option(0.1, "--val-fraction", help="Fraction of --data held out when --val is absent."),
-    lambdas: Optional[str] = typer.Option(None, "--lambdas", help="Comma-separated λ list (default: the paper's 17)."),
-    n_per: int = typer.Option(256, "--n-per", help="Samples per failure scenario for D_f and for the test set (paper: 256)."),
-    tau: float = typer.Option(0.5, "--tau", help="Sample diversity τ (paper: 0.5 MNIST)."),
-    epochs: int = typer.Option(3, "--epochs", help="Fine-tuning epochs per λ (paper: 3 MNIST, 5 others)."),
+    out: Path = typer.Option(..., "--out", help="Output folder: corrected.pt, control.pt, sweep.csv, scenario "
+                             "sets; resumable."),
+    val: Optional[str] = typer.Option(None, "--val", help="Validation data spec (default: the images of --data that "
+                                      "train-classifier held out, which the classifier never trained on)."),
+    val_fraction: float = typer.Option(0.1, "--val-fraction", help="Fraction of --data split off for validation "
+                                       "when --val is absent and the classifier records no held-out split."),
+    lambdas: Optional[str] = typer.Option(None, "--lambdas", help=preset_help("Comma-separated λ list", "lambdas")),
+    n_per: Optional[int] = typer.Option(None, "--n-per", help=preset_help(
+        "Samples per failure scenario for D_f and for the scenario test set", "n_per")),
+    tau: Optional[float] = typer.Option(None, "--tau", help=preset_help(
+        "Sample diversity τ; use export-review's (paper: 0.5 MNIST)", "tau")),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help=preset_help(
+        "Fine-tuning epochs per λ (paper: 3 MNIST, 5 others)", "correct_epochs")),
+    control: bool = typer.Option(True, "--control/--no-control", help="Also fine-tune with λ = 0 (the same steps, "
+                                 "scenario data weighted to nothing): the report's control row."),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Also run the λ sweep on the identified "
+                                  "failures people labelled (export-review --identified): the baseline row."),
+    preset: str = PRESET,
     limit: Optional[int] = LIMIT,
     seed: int = SEED,
 ) -> None:
-    """Fine-tune on L(D) + λ·CE(D_f) over the λ sweep; keep the best by validation accuracy."""
+    """Fine-tune on L(D) + λ·CE(D_f) over the λ sweep; keep the best by validation accuracy (on held-out images)."""
     import pandas as pd
 
-    from blindspots.defuse.correct import PAPER_LAMBDAS, correct as run, scenario_data
+    from blindspots.cli.defuse_identified import load_identified_examples
+    from blindspots.defuse.correct import correct as run, scenario_data
+    from blindspots.defuse.evaluation import fine_tune_steps, run_control
     from blindspots.scenarios.clustering import Scenarios
     from blindspots.defuse.vae import BetaVAE
     from blindspots.models.classifier_zoo import load_classifier_module, save_classifier
 
-    d = _data(data, limit)
-    train, valid = _split(d, val, val_fraction, seed, limit)
+    d = load_data(data, limit)
     module, info = load_classifier_module(classifier)
     if len(info["class_names"]) != d.num_classes:
-        raise typer.BadParameter(f"classifier has {len(info['class_names'])} classes, data has {d.num_classes}")
+        raise ValueError(f"data: expected {len(info['class_names'])} classes (the classifier's), got {d.num_classes}")
     decisions = review / "decisions.csv"
     if not decisions.is_file():
-        raise typer.BadParameter(f"{decisions} not found; run import-votes first")
-    sd = scenario_data(Scenarios.load(scenarios), pd.read_csv(decisions), BetaVAE.load(vae), n_per=n_per, tau=tau,
-                       seed=seed)
+        raise ValueError(f"review: expected {decisions} from import-votes, got none; run import-votes first")
+    train, valid, said = validation_split(info, d, data, val, load_data(val) if val else None, val_fraction, seed)
+    typer.echo(said)
+    sd = scenario_data(Scenarios.load(scenarios), pd.read_csv(decisions), BetaVAE.load(vae),
+                       n_per=resolve(preset, "n_per", n_per), tau=resolve(preset, "tau", tau), seed=seed)
     out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out / "scenario_sets.npz", **vars(sd))
-    lams = PAPER_LAMBDAS if not lambdas else tuple(float(x) for x in lambdas.split(","))
-    res = run(module, (train.images, train.labels), (valid.images, valid.labels),
-              (sd.finetune_images, sd.finetune_labels), extra_val=(sd.val_images, sd.val_labels),
-              lambdas=lams, epochs=epochs, seed=seed,
-              evaluate={"scenario": (sd.test_images, sd.test_labels)}, out_dir=out / "sweep")
+    (out / "validation.txt").write_text(said + "\n")
+    lams = parse_lambdas(resolve(preset, "lambdas", lambdas))
+    n_epochs = resolve(preset, "correct_epochs", epochs)
+    fit = dict(epochs=n_epochs, batch_size=BATCH, seed=seed)
+    tr, va, df = (train.images, train.labels), (valid.images, valid.labels), (sd.finetune_images, sd.finetune_labels)
+    s_val = (sd.val_images, sd.val_labels)
+    res = run(module, tr, va, df, extra_val=s_val, lambdas=lams, out_dir=out / "sweep", desc="Defuse λ sweep",
+              evaluate={"scenario": (sd.test_images, sd.test_labels)}, **fit)
     res.sweep.to_csv(out / "sweep.csv", index=False)
-    save_classifier(out / "corrected.pt", res.module, arch=info["arch"], class_names=info["class_names"],
-                    image_shape=tuple(info["image_shape"]), kwargs=info["kwargs"],
-                    meta={"lambda": res.best_lambda})
+
+    def save(path: Path, net, meta: dict) -> None:
+        save_classifier(path, net, arch=info["arch"], class_names=info["class_names"],
+                        image_shape=tuple(info["image_shape"]), kwargs=info["kwargs"], meta=meta)
+
+    steps = fine_tune_steps(len(train), len(sd.finetune_labels), epochs=n_epochs, batch_size=BATCH)
+    save(out / "corrected.pt", res.module, {"lambda": res.best_lambda, "steps": steps, "row": "Defuse"})
     typer.echo(res.sweep.to_string(index=False))
-    typer.echo(f"best λ = {res.best_lambda:g} -> {out / 'corrected.pt'}")
+    typer.echo(f"best λ = {res.best_lambda:g} ({steps} steps) -> {out / 'corrected.pt'}")
+    if control:
+        # λ = 0 with the same number of steps: what the extra training alone does.
+        ctl, ctl_steps = run_control(module, tr, va, df, extra_val=s_val, out_dir=out / "control", **fit)
+        save(out / "control.pt", ctl.module, {"lambda": 0.0, "steps": ctl_steps, "row": "control (λ=0)"})
+        typer.echo(f"control (λ = 0, {ctl_steps} steps): val acc {ctl.sweep['val_acc'].iloc[0]:.4f} "
+                   f"-> {out / 'control.pt'}")
+    labelled = load_identified_examples(review) if baseline else None
+    if labelled is not None and len(labelled[1]) >= 2:
+        # Hold out a share for choosing λ, as Defuse holds out scenario samples (same proportion).
+        n = len(labelled[1])
+        n_hold = max(1, int(round(n * len(sd.val_labels) / max(1, len(sd.val_labels) + len(sd.finetune_labels)))))
+        order = np.random.default_rng(seed).permutation(n)
+        fit_i, hold_i = order[n_hold:], order[:n_hold]
+        base = run(module, tr, va, (labelled[0][fit_i], labelled[1][fit_i]), lambdas=lams, out_dir=out / "baseline",
+                   extra_val=(labelled[0][hold_i], labelled[1][hold_i]), desc="identified-examples λ sweep",
+                   evaluate={"scenario": (sd.test_images, sd.test_labels)}, **fit)
+        base.sweep.to_csv(out / "baseline_sweep.csv", index=False)
+        b_steps = fine_tune_steps(len(train), len(fit_i), epochs=n_epochs, batch_size=BATCH)
+        save(out / "baseline.pt", base.module, {"lambda": base.best_lambda, "steps": b_steps,
+                                                "row": "identified examples"})
+        typer.echo(f"identified-examples baseline on {len(fit_i)} labelled failures ({n_hold} held out): best λ = "
+                   f"{base.best_lambda:g} ({b_steps} steps) -> {out / 'baseline.pt'}")
+    elif baseline:
+        typer.echo("no identified-examples baseline: label some identified failures first "
+                   "(export-review --identified, then import-votes)")
 
 
 @app.command()
@@ -258,15 +403,22 @@ def report(
     identified: Path = typer.Option(..., "--identified", help="Folder from identify."),
     scenarios: Path = typer.Option(..., "--scenarios", help="Scenarios file from distill."),
     review: Path = typer.Option(..., "--review", help="Review folder (with decisions.csv)."),
-    out: Path = typer.Option(..., "--out", help="Folder for the figures."),
-    correct_dir: Optional[Path] = typer.Option(None, "--correct", help="Folder from correct (for Figure 5)."),
-    test: Optional[str] = typer.Option(None, "--test", help="Test data spec: Figure 5's test accuracy per λ."),
+    out: Path = typer.Option(..., "--out", help="Folder for the figures and table.csv."),
+    correct_dir: Optional[Path] = typer.Option(None, "--correct", help="Folder from correct: the table's rows after "
+                                               "fine-tuning and Figure 5."),
+    test: Optional[str] = typer.Option(None, "--test", help="Test data spec (images no step has seen): the table's "
+                                       "test accuracy and Figure 5's test accuracy per λ."),
+    judge: Optional[Path] = typer.Option(None, "--judge", help="SIMULATION: an independent classifier checkpoint "
+                                         "(e.g. trained on more data) that re-labels the scenario test samples; "
+                                         "the table's 'judge' column."),
     limit: Optional[int] = LIMIT,
     seed: int = SEED,
 ) -> None:
-    """Figures: t-SNE (Fig. 2), scenario grids (Fig. 3), λ trade-off (Fig. 5), nearest neighbours (Fig. 6)."""
+    """Print the before / control / identified-examples / Defuse table and write the figures: t-SNE (Fig. 2),
+    scenario grids (Fig. 3), λ trade-off (Fig. 5), nearest neighbours (Fig. 6)."""
     import pandas as pd
 
+    from blindspots.cli.defuse_table import report_table, sweep_test_accuracy
     from blindspots.defuse.identify import Identified
     from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff, plot_tsne
     from blindspots.defuse.vae import BetaVAE
@@ -274,11 +426,22 @@ def report(
     from blindspots.models.classifier_zoo import load_classifier_module
     from blindspots.scenarios.review import load_review
 
-    d = _data(data, limit)
+    d = load_data(data, limit)
     model = BetaVAE.load(vae)
-    module, _ = load_classifier_module(classifier)
+    module, info = load_classifier_module(classifier)
+    names = np.array(info["class_names"], dtype=object)  # figures show class names, not ids
     ident = Identified.load(identified)
     rs = load_review(review)
+    t = load_data(test) if test else None
+    out.mkdir(parents=True, exist_ok=True)
+    if correct_dir is not None and t is not None and judge is not None:
+        rows, agreement, text = report_table(classifier, correct_dir, t, judge)
+        rows.to_csv(out / "table.csv", index=False)
+        agreement.to_csv(out / "judge_agreement.csv", index=False)
+        typer.echo(text + "\n")
+    else:
+        typer.echo("no table: it needs --correct (the fine-tuned models), --test (images no step saw) and "
+                   "--judge (an independent classifier)")
     written = []
     fails = rs.items["scenario"].unique()
     labels = None
@@ -290,29 +453,20 @@ def report(
     sel = np.isin(rs.items["scenario"], fails)
     if sel.any():
         pred = rs.items["prediction"].to_numpy()
-        written.append(plot_scenario_grids(rs.images[sel], pred[sel], rs.items["scenario"].to_numpy()[sel],
+        written.append(plot_scenario_grids(rs.images[sel], names[pred[sel]], rs.items["scenario"].to_numpy()[sel],
                                            out / "fig3_scenarios.png", labels=labels))
         f_pred = predict_labels(module, d.images)
         wrong = np.flatnonzero(f_pred != d.labels)
         ref = wrong if len(wrong) else np.arange(len(d))
         pick = np.flatnonzero(sel)[:10]
-        written.append(plot_nearest_neighbours(rs.images[pick], pred[pick], d.images[ref], f_pred[ref],
+        written.append(plot_nearest_neighbours(rs.images[pick], names[pred[pick]], d.images[ref], names[f_pred[ref]],
                                                out / "fig6_nearest.png"))
     if correct_dir is not None and (correct_dir / "sweep.csv").is_file():
-        sweep = pd.read_csv(correct_dir / "sweep.csv")
-        sd = np.load(correct_dir / "scenario_sets.npz")
-        if "test_acc" not in sweep.columns and test is not None:
-            # Score every λ's saved weights on the test set.
-            from blindspots.training.classification import accuracy
-            from blindspots.models.checkpoints import load_weights
-
-            t = _data(test, None)
-            accs = []
-            for i in range(len(sweep)):
-                m = load_classifier_module(classifier)[0]
-                load_weights(m, correct_dir / "sweep" / f"lambda_{i:02d}.pt")
-                accs.append(accuracy(m, t.images, t.labels))
-            sweep["test_acc"] = accs
-        if {"scenario_acc", "test_acc"} <= set(sweep.columns) and len(sd["test_labels"]):
-            written.append(plot_tradeoff({"Defuse": sweep}, out / "fig5_tradeoff.png"))
+        sweeps = {}
+        for name, csv, folder in (("Defuse", "sweep.csv", "sweep"), ("identified examples", "baseline_sweep.csv",
+                                                                       "baseline")):
+            if (correct_dir / csv).is_file():
+                sweeps[name] = sweep_test_accuracy(pd.read_csv(correct_dir / csv), classifier, correct_dir / folder, t)
+        if all({"scenario_acc", "test_acc"} <= set(sw.columns) for sw in sweeps.values()):
+            written.append(plot_tradeoff(sweeps, out / "fig5_tradeoff.png"))
     typer.echo("wrote " + ", ".join(str(p) for p in written))

@@ -1,13 +1,21 @@
 """Defuse identification (Algorithm 1): perturb latent codes, keep decodes the classifier gets wrong.
 
-For every training image x with label y: μ = encoder mean of x; Q times draw ε with each
+Sources: Algorithm 1 perturbs the codes of training images the classifier classifies *correctly*
+(`only_correct`, default on) — a decode of an image the classifier already gets wrong is not a new
+failure. A reconstruction check also drops sources the VAE cannot reconstruct into their class:
+the classifier's probability of y on decode(μ) must be at least `recon_min_proba` (0 turns the
+check off) — otherwise every perturbation of a collapsed reconstruction (e.g. a sandal decoded
+to a sneaker-like blob) would count as a "failure" of the classifier. Both counts are recorded
+in `Identified.settings` (n_skipped_misclassified, n_skipped_reconstruction, n_sources_used).
+
+For every kept source x with label y: μ = encoder mean of x; Q times draw ε with each
 coordinate ~ Beta(a, b), decode μ + ε and keep it if the classifier's prediction differs from y.
 At most `max_per_source` kept codes per source image survive, those with the smallest ‖ε‖.
 
 noise="uncentred" is the paper's ε ~ Beta(a, b) (mean a/(a+b), i.e. every code is also shifted by
 0.5 when a = b); noise="centred" uses ε − a/(a+b), a zero-mean perturbation of the same shape.
 The default ("uncentred", the paper's) was chosen by measurement on MNIST-5k
-(examples/defuse_mnist.py, `--noise auto`; CPU-trained VAE, Q = 50, a = b = 50): on 300
+(the former examples/defuse_mnist.py, `--noise auto`, before the source filters; CPU-trained VAE, Q = 50, a = b = 50): on 300
 stratified source images it kept 9,329 failures of which 3,181 were confirmed by an oracle
 classifier (oracle ≠ classifier), against 8,545 kept / 2,801 confirmed for the centred variant
 (confirmation rates 34% vs 33%). On 300 sources of classes 0-1 only: 1,039 vs 641 confirmed.
@@ -87,7 +95,9 @@ class Identified:
 
 @dataclass
 class IdentifySettings:
-    """Paper defaults (MNIST, appendix B.2): Q = 500, a = b = 50, at most 100 kept per source."""
+    """Paper defaults (MNIST, appendix B.2): Q = 500, a = b = 50, at most 100 kept per source
+    (SVHN / German signs: a = b = 75, Q = 100). only_correct / recon_min_proba: source filters
+    (module docstring)."""
 
     q: int = 500
     a: float = 50.0
@@ -97,8 +107,12 @@ class IdentifySettings:
     seed: int = 0
     shard_size: int = 256
     batch_size: int = 4096
+    only_correct: bool = True
+    recon_min_proba: float = 0.5
 
     def validate(self) -> None:
+        if not 0 <= self.recon_min_proba <= 1:
+            raise ValueError(f"recon_min_proba: expected a probability in [0, 1], got {self.recon_min_proba}")
         if self.q < 1:
             raise ValueError(f"q: expected a positive number of draws per image, got {self.q}")
         if self.a <= 0 or self.b <= 0:
@@ -220,7 +234,8 @@ def identify(
         meta_path.write_text(json.dumps(record, indent=2))
 
     mu, _ = vae.encode(images)
-    n_shards = (len(images) + s.shard_size - 1) // s.shard_size
+    used, counts = select_sources(vae, classifier, images, labels, mu, k, s)
+    n_shards = (len(used) + s.shard_size - 1) // s.shard_size
     parts: list[dict[str, np.ndarray]] = []
     n_decoded = n_wrong = 0
     for shard in tqdm(range(n_shards), desc="identify", disable=not progress):
@@ -229,7 +244,7 @@ def identify(
             with np.load(path) as z:
                 part = {key: z[key] for key in z.files}
         else:
-            part = _identify_shard(run, mu, labels, shard, s)
+            part = _identify_shard(run, mu, labels, used, shard, s)
             if path is not None:
                 tmp = path.with_name(path.stem + ".tmp.npz")
                 np.savez(tmp, **part)
@@ -238,11 +253,12 @@ def identify(
         n_wrong += int(part["n_wrong"])
         parts.append(part)
 
-    cat = {key: np.concatenate([p[key] for p in parts]) for key in ("codes", "eps_norm", "source", "predicted")}
+    cat = {key: np.concatenate([p[key] for p in parts]) if parts else np.zeros(0, np.int64) for key in
+           ("codes", "eps_norm", "source", "predicted")}
     result = Identified(cat["codes"].reshape(-1, vae.latent_dim).astype(np.float32), cat["eps_norm"],
                         cat["source"].astype(np.int64), labels[cat["source"]].astype(np.int64),
                         cat["predicted"].astype(np.int64),
-                        {**record, "n_decoded": n_decoded, "n_misclassified": n_wrong, "n_kept": int(len(cat["source"]))})
+                        {**record, **counts, "n_decoded": n_decoded, "n_misclassified": n_wrong, "n_kept": int(len(cat["source"]))})
     if len(result) == 0:
         logger.warning("identification kept no failures over %d decodes; try a larger q or noise", n_decoded)
     if out_dir is not None:
@@ -250,14 +266,45 @@ def identify(
     return result
 
 
-def _identify_shard(run: DecodeClassify, mu: np.ndarray, labels: np.ndarray, shard: int, s: IdentifySettings
-                    ) -> dict[str, np.ndarray]:
+def _class_proba(classifier: Classifier, images: np.ndarray, k: int) -> np.ndarray:
+    """The classifier's probabilities on uint8 [N, H, W, C] images -> float [N, k] (shape checked)."""
+    if len(images) == 0:
+        return np.zeros((0, k))
+    try:
+        proba = np.asarray(classifier.predict_proba(images))
+    except (RuntimeError, ValueError) as err:  # e.g. the classifier expects another image size
+        raise ValueError(f"classifier: failed on images of shape {images.shape[1:]} ({err})") from None
+    if proba.shape != (len(images), k):
+        raise ValueError(f"classifier: expected probabilities of shape ({len(images)}, {k}), got {proba.shape}")
+    return proba
+
+
+def select_sources(vae: BetaVAE, classifier: Classifier, images: np.ndarray, labels: np.ndarray, mu: np.ndarray,
+                   k: int, s: IdentifySettings) -> tuple[np.ndarray, dict[str, int]]:
+    """Algorithm 1's sources: indices int64 [n_used] of images the classifier gets right (if
+    `only_correct`) whose reconstruction decode(μ) it gives p(y) >= `recon_min_proba`; plus counts."""
+    rows = np.arange(len(labels))
+    correct = _class_proba(classifier, images, k).argmax(1) == labels if s.only_correct else np.ones(len(labels), bool)
+    recon_ok = np.ones(len(labels), bool)
+    if s.recon_min_proba > 0 and correct.any():
+        idx = np.flatnonzero(correct)
+        p = _class_proba(classifier, vae.decode(mu[idx]), k)
+        recon_ok[idx] = p[np.arange(len(idx)), labels[idx]] >= s.recon_min_proba
+    used = rows[correct & recon_ok]
+    counts = {"n_skipped_misclassified": int((~correct).sum()),
+              "n_skipped_reconstruction": int((correct & ~recon_ok).sum()), "n_sources_used": int(len(used))}
+    logger.info("identify sources: %s of %d", counts, len(labels))
+    return used, counts
+
+
+def _identify_shard(run: DecodeClassify, mu: np.ndarray, labels: np.ndarray, used: np.ndarray, shard: int,
+                    s: IdentifySettings) -> dict[str, np.ndarray]:
     lo = shard * s.shard_size
-    hi = min(len(mu), lo + s.shard_size)
+    hi = min(len(used), lo + s.shard_size)
     d = mu.shape[1]
     rng = np.random.default_rng([s.seed, shard])
     eps = draw_noise(rng, (hi - lo, s.q, d), s.a, s.b, s.noise).reshape(-1, d)
-    src = np.repeat(np.arange(lo, hi), s.q)
+    src = np.repeat(used[lo:hi], s.q)
     z = mu[src] + eps
     pred = np.concatenate([run(z[i:i + s.batch_size]) for i in range(0, len(z), s.batch_size)])
     wrong = np.flatnonzero(pred != labels[src])

@@ -1,7 +1,8 @@
 """Votes on images: class labels plus *none of the above*, majority labels, annotator agreement.
 
 A vote table has one row per (item_id, annotator) with `label`: an int class id, or NONE (-1)
-for *none of the above*. An item's label is the majority of its votes; if *none of the above*
+for *none of the above*; without an annotator column it is one voter's table. In a CSV a label may
+be a class name (any case), a class id, or a *none* alias. An item's label is the majority of its votes; if *none of the above*
 wins, the item is left unlabelled (the Defuse paper discards those labels). Ties go to the lowest
 class id, and a class always beats *none* in a tie. Agreement of an item = the fraction of its
 annotators who voted for its majority answer (Defuse ICLR Figure 6 / workshop Figure 7).
@@ -9,7 +10,7 @@ annotators who voted for its majority answer (Defuse ICLR Figure 6 / workshop Fi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,33 +18,71 @@ import pandas as pd
 NONE = -1
 NONE_NAMES = ("none", "none of the above", "none_of_the_above", "nota", "-1")
 VOTE_COLUMNS = ("item_id", "annotator", "label")
+#: The annotator of a vote table without an annotator column (or with it left blank).
+ONE_VOTER = "voter"
+
+
+def _names_hint(class_names: Sequence[str], limit: int = 20) -> str:
+    """The allowed class names for an error message, shortened past `limit` names."""
+    names = [str(n) for n in class_names]
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return f"[{shown}{', ...' if len(names) > limit else ''}]"
+
+
+def label_parser(class_names: Sequence[str]) -> Callable[[object], int]:
+    """A function mapping a vote's label to a class id (or NONE).
+
+    Accepts a class name (exact, else case-insensitive when that is unambiguous), a class id
+    0..K-1, or a *none of the above* alias (NONE_NAMES). Anything else is a ValueError naming the
+    value and the allowed names.
+    """
+    names = [str(n) for n in class_names]
+    exact = {n: k for k, n in enumerate(names)}
+    folded: dict[str, int] = {}
+    for k, n in enumerate(names):
+        # Why -2: two names that differ only in case cannot be matched case-insensitively.
+        folded[n.casefold()] = -2 if n.casefold() in folded else k
+
+    def parse(value: object) -> int:
+        text = str(value).strip()
+        if text.casefold() in NONE_NAMES:
+            return NONE
+        if text in exact:
+            return exact[text]
+        if folded.get(text.casefold(), -2) >= 0:
+            return folded[text.casefold()]
+        try:
+            k = int(float(text))
+        except (ValueError, OverflowError):
+            k = None
+        if k is not None and 0 <= k < len(names) and float(text) == k:
+            return k
+        raise ValueError(f"label: expected a class name from {_names_hint(names)}, a class id "
+                         f"0..{len(names) - 1} or 'none', got {value!r}")
+
+    return parse
 
 
 def parse_label(value: object, class_names: Sequence[str]) -> int:
-    """A vote's label as a class id (or NONE): accepts a class name, a class id, or 'none'."""
-    text = str(value).strip()
-    if text.lower() in NONE_NAMES:
-        return NONE
-    if text in class_names:
-        return list(class_names).index(text)
-    try:
-        k = int(float(text))
-    except ValueError:
-        k = None
-    if k is not None and 0 <= k < len(class_names) and float(text) == k:
-        return k
-    raise ValueError(f"label: expected a class name from {list(class_names)}, a class id "
-                     f"0..{len(class_names) - 1} or 'none', got {value!r}")
+    """A vote's label as a class id (or NONE): a class name (any case), a class id, or 'none'."""
+    return label_parser(class_names)(value)
 
 
 def check_votes(votes: pd.DataFrame, num_classes: int) -> pd.DataFrame:
-    """Validate a vote table (columns item_id, annotator, label) and return a clean copy."""
-    missing = [c for c in VOTE_COLUMNS if c not in votes.columns]
+    """Validate a vote table (columns item_id, label, optional annotator) and return a clean copy.
+
+    Without an `annotator` column (or with it blank) the votes are one voter's, named ONE_VOTER.
+    """
+    missing = [c for c in ("item_id", "label") if c not in votes.columns]
     if missing:
-        raise ValueError(f"votes: expected columns {list(VOTE_COLUMNS)}, got {list(votes.columns)} (missing {missing})")
+        raise ValueError(f"votes: expected columns {list(VOTE_COLUMNS)} (annotator optional), "
+                         f"got {list(votes.columns)} (missing {missing})")
+    votes = votes.copy()
+    if "annotator" not in votes.columns:
+        votes["annotator"] = ONE_VOTER
     out = votes.loc[:, list(VOTE_COLUMNS) + [c for c in votes.columns if c not in VOTE_COLUMNS]].copy()
-    out["item_id"] = out["item_id"].astype(str)
-    out["annotator"] = out["annotator"].astype(str)
+    out["item_id"] = out["item_id"].astype(str).str.strip()
+    out["annotator"] = out["annotator"].fillna("").astype(str).str.strip().replace("", ONE_VOTER)
     labels = pd.to_numeric(out["label"], errors="coerce")
     if labels.isna().any() or (labels != labels.round()).any():
         raise ValueError("votes: expected integer labels (class ids or -1 for none of the above), got "
@@ -56,28 +95,45 @@ def check_votes(votes: pd.DataFrame, num_classes: int) -> pd.DataFrame:
     dup = out.duplicated(["item_id", "annotator"], keep=False)
     if dup.any():
         first = out.loc[dup, ["item_id", "annotator"]].iloc[0].tolist()
+        if first[1] == ONE_VOTER:
+            raise ValueError(f"votes: without an annotator column each item_id may appear once (one voter), got "
+                             f"{first[0]!r} more than once; add an annotator column for several voters")
         raise ValueError(f"votes: expected one vote per (item_id, annotator), got duplicates e.g. {first}")
     return out
 
 
 def read_votes_csv(path: str | Path, class_names: Sequence[str]) -> pd.DataFrame:
-    """Read a CSV with columns item_id, annotator, label (class name, id, or 'none'); blank labels are skipped."""
+    """Read a votes CSV: columns item_id, label (class name in any case, class id, or 'none') and an optional
+    annotator (absent or blank: one voter). Blank labels are skipped; other columns are kept.
+
+    Every problem is one ValueError naming the file (and the row for a bad label).
+    """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"path: expected a votes CSV file, got {str(path)!r}")
-    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
-    missing = [c for c in VOTE_COLUMNS if c not in raw.columns]
+        raise ValueError(f"votes: expected a votes CSV file, got {str(path)!r}")
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (ValueError, pd.errors.ParserError) as err:  # also UnicodeDecodeError, EmptyDataError
+        raise ValueError(f"votes: cannot read {path.name} as a CSV with columns {list(VOTE_COLUMNS)} "
+                         f"({' '.join(str(err).split())[:200]})") from None
+    raw.columns = [str(c).strip() for c in raw.columns]
+    missing = [c for c in ("item_id", "label") if c not in raw.columns]
     if missing:
-        raise ValueError(f"path: expected columns {list(VOTE_COLUMNS)} in {path.name}, got {list(raw.columns)}")
+        raise ValueError(f"votes: expected columns {list(VOTE_COLUMNS)} (annotator optional) in {path.name}, "
+                         f"got {list(raw.columns)}")
     raw = raw[raw["label"].str.strip() != ""]
+    parse = label_parser(class_names)
     rows = []
-    for i, r in enumerate(raw.itertuples(index=False)):
+    for line, value in zip(raw.index, raw["label"]):
         try:
-            rows.append(parse_label(r.label, class_names))
+            rows.append(parse(value))
         except ValueError as err:
-            raise ValueError(f"path: row {i + 2} of {path.name}: {err}") from None
+            raise ValueError(f"votes: row {line + 2} of {path.name}: {err}") from None
     out = raw.assign(label=np.array(rows, dtype=np.int64))
-    return check_votes(out, len(class_names))
+    try:
+        return check_votes(out, len(class_names))
+    except ValueError as err:
+        raise ValueError(f"{path.name}: {err}") from None
 
 
 def majority_vote(votes: pd.DataFrame, num_classes: int) -> pd.DataFrame:

@@ -6,7 +6,9 @@ import-votes), the correction folder (sweep.csv), the figures of `defuse report`
 β-VAE grids (samples.png, reconstructions.png). Sections: failure scenarios (the Figure 4 table:
 votes per scenario, failure or not, label), the scenario grids (Figure 3) and review images per
 failure scenario, the λ sweep (Figure 5 and its table), the remaining figures (t-SNE, nearest
-neighbours, VAE grids). Figures are copied into OUT/figures so the folder opens offline.
+neighbours, VAE grids), and the honest table (before / λ = 0 control / identified examples / Defuse,
+judged independently) with per-scenario judge agreement when the folder holds `honest_table.csv`
+(`blindspots.defuse.evaluation.save_evaluation`). Figures are copied into OUT/figures so the folder opens offline.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from blindspots._validation import check_int
+from blindspots.defuse.evaluation import AGREEMENT_FILE, TABLE_FILE, format_table
 from blindspots.report.copied import copy_figure, frame_table
 from blindspots.report.html import REPORT_CSS, esc, output_folder, write_index
 
@@ -42,7 +45,8 @@ def find_defuse_parts(root: str | Path) -> dict[str, Path]:
     tests = {"review": lambda d: (d / "items.csv").is_file() and (d / "classes.json").is_file(),
              "correct": lambda d: (d / "sweep.csv").is_file(),
              "figures": lambda d: any((d / f).is_file() for f in FIGURES),
-             "grids": lambda d: (d / "samples.png").is_file()}
+             "grids": lambda d: (d / "samples.png").is_file(),
+             "honest": lambda d: (d / TABLE_FILE).is_file()}
     found: dict[str, Path] = {}
     for d in _candidates(root):
         for key, test in tests.items():
@@ -91,6 +95,20 @@ def _scenario_section(review: Path, out: Path, n_per: int) -> tuple[list[str], d
     return parts, {"n_scenarios": int(len(dec)), "n_failures": n_fail}
 
 
+def _honest_section(folder: Path) -> list[str]:
+    """The honest table (as printed) and per-scenario judge agreement, if written."""
+    rows = pd.read_csv(folder / TABLE_FILE)
+    parts = ['<h2 class="section" id="honest">Measured honestly</h2>',
+             '<p class="note">Rows: before, the λ = 0 control with the same steps, fine-tuning on identified '
+             'examples, Defuse. Scenario accuracy is scored against the scenario label and against an '
+             'independent judge (in the examples a SIMULATED judge).</p>',
+             f"<pre>{esc(format_table(rows))}</pre>"]
+    if (folder / AGREEMENT_FILE).is_file():
+        parts.append('<p class="note">Per-scenario judge agreement; disputed scenarios can be discarded.</p>')
+        parts.append(frame_table(pd.read_csv(folder / AGREEMENT_FILE), max_rows=200))
+    return parts
+
+
 def _figs(figs_dir: Path, name: str, out: Path) -> str:
     return f'<div class="figs">{copy_figure(figs_dir / name, out, name, FIGURES[name])}</div>'
 
@@ -134,6 +152,10 @@ def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 1
             parts.append(_figs(figs_dir, "fig5_tradeoff.png", out))
     else:
         parts.append('<p class="note">No correction folder (sweep.csv) found: run `blindspots defuse correct`.</p>')
+
+    if "honest" in found:
+        parts += _honest_section(found["honest"])
+        summary["honest_table"] = pd.read_csv(found["honest"] / TABLE_FILE).to_dict("records")
 
     parts.append('<h2 class="section" id="figures">Other figures</h2>')
     shown = ("fig3_scenarios.png", "fig5_tradeoff.png")
