@@ -62,7 +62,8 @@ def identify(request: Request) -> Principal | None:
         wait = throttle.retry_after(client)
         if wait:
             raise HTTPException(429, f"Authorization: expected at most {throttle.limit} unknown tokens a minute "
-                                f"from one address, got more; try again in {wait} s", headers={"Retry-After": str(wait)})
+                                f"from one address, got more; try again in {wait} s",
+                                headers={"Retry-After": str(wait)})
         who = app.project.annotator_for_token(token)
         if who is None:
             throttle.failed(client)

@@ -56,6 +56,7 @@
     $("finished").hidden = !finished();
     $("rate-view").hidden = empty || finished();
     $("scale").hidden = empty || finished();
+    $("view-controls").hidden = empty || finished();
     document.body.dataset.finished = finished() ? "1" : "0";
     if (empty) { progress(); return; }
     if (finished()) { $("image-id").textContent = ""; $("changing").hidden = true; progress(); history(); return; }
