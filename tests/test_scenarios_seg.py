@@ -95,3 +95,28 @@ def test_with_activations_and_bad_inputs(pool):
         ScenarioSampler(object())
     d = cohens_d(np.array([[1.0, 5.0], [3.0, 5.0]]), np.array([[0.0, 5.0], [0.0, 5.0], [0.0, 5.0]]))
     assert d[0] > 1 and d[1] == 0
+
+
+def test_top_third_hue_follows_a_hue_rotation():
+    """A hue rotation of the whole image turns the top third's hue direction by the same angle (the
+    sky's hue: what separates colour shifts by direction), however the rest of the image looks."""
+    import math
+
+    from blindspots.data.scenes.render import hue_rotation
+    from blindspots.scenarios.segmentation_attributes import image_attributes
+
+    rng = np.random.default_rng(0)
+    img = np.empty((30, 20, 3), np.float32)
+    img[:10] = (90, 130, 190)  # a blue sky
+    img[10:] = rng.uniform(60, 180, (20, 20, 3))  # anything below it
+
+    def top_angle(deg: float) -> float:
+        x = np.clip(np.tensordot(img, hue_rotation(deg), axes=([2], [1])), 0, 255).astype(np.uint8)
+        a = image_attributes(x)
+        assert -128 < a["top_lab_a"] < 128 and -128 < a["top_lab_b"] < 128
+        return math.degrees(math.atan2(a["top_hue_sin"], a["top_hue_cos"]))
+
+    base = top_angle(0.0)
+    for deg in (-90.0, 60.0, 120.0):
+        turned = (top_angle(deg) - base + 180) % 360 - 180
+        assert abs(turned - deg) < 5, (deg, turned)

@@ -1,7 +1,7 @@
 """Simple image attributes for segmentation failure scenarios: what a person can name.
 
-Per image: brightness, contrast, saturation, sharpness, colour balance (red-blue, green-magenta)
-and size; per predicted map: object count and sizes; per scan row: the target's predicted class
+Per image: brightness, contrast, saturation, sharpness, colour balance (red-blue, green-magenta),
+the hue of the whole image and of its top third (with the top third's CIELAB a*, b*) and size; per predicted map: object count and sizes; per scan row: the target's predicted class
 mix (`frac__T__k`). One row per image id, one float column per attribute, so that scenarios can be
 described by the attributes that set them apart (`segmentation.find_scenarios`).
 """
@@ -18,16 +18,33 @@ from tqdm.auto import tqdm
 log = logging.getLogger(__name__)
 
 IMAGE_ATTRIBUTES = ("brightness", "contrast", "saturation", "sharpness", "red_blue", "green_magenta", "hue_cos",
-                    "hue_sin", "log_pixels")
+                    "hue_sin", "top_hue_cos", "top_hue_sin", "top_lab_a", "top_lab_b", "log_pixels")
 MAP_ATTRIBUTES = ("objects", "object_size", "largest_region")
 MIN_OBJECT_PIXELS = 4  # connected regions smaller than this are speckle, not objects
+
+
+def _lab_ab(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float [..., 3] sRGB in [0, 1] -> CIELAB (a*, b*) under D65, each float [...]."""
+    lin = np.where(x <= 0.04045, x / 12.92, ((x + 0.055) / 1.055) ** 2.4)
+    xyz = lin @ np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]).T
+    xyz = xyz / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > 216 / 24389, np.cbrt(xyz), (24389 / 27 * xyz + 16) / 116)
+    return 500 * (f[..., 0] - f[..., 1]), 200 * (f[..., 1] - f[..., 2])
 
 
 def image_attributes(image: np.ndarray) -> dict[str, float]:
     """uint8 [H, W, 3] -> IMAGE_ATTRIBUTES: brightness / contrast = mean / std of luma in [0, 1],
     saturation = mean HSV saturation, sharpness = mean |Laplacian| of luma, red_blue and
     green_magenta = mean colour-balance differences in [-1, 1], hue_cos / hue_sin = the direction of the
-    mean chroma (YIQ I, Q: a hue rotation of the whole image turns it), log_pixels = log(H * W)."""
+    mean chroma (YIQ I, Q: a hue rotation of the whole image turns it), top_hue_cos / top_hue_sin and
+    top_lab_a / top_lab_b = the same direction and the mean CIELAB a*, b* of the top third of rows,
+    log_pixels = log(H * W).
+
+    Why the top third: the whole image's mean chroma mixes regions of different hue (sky, plants,
+    road) that partly cancel, so its direction depends on the content as much as on a colour cast.
+    The top of an outdoor or street photo is mostly sky, one uniform region, so its hue follows a
+    cast or a hue rotation closely (on the procedural scenes it separates rotations by their
+    direction, which the whole-image hue does not; benchmarks/scenarios.py)."""
     img = np.asarray(image)
     if img.ndim != 3 or img.shape[2] != 3:
         raise ValueError(f"image: expected uint8 [H, W, 3], got shape {img.shape}")
@@ -42,10 +59,17 @@ def image_attributes(image: np.ndarray) -> dict[str, float]:
     i_mean = float((0.596 * r - 0.274 * g - 0.322 * b).mean())
     q_mean = float((0.211 * r - 0.523 * g + 0.312 * b).mean())
     angle = np.arctan2(q_mean, i_mean)
+    top = slice(0, max(1, x.shape[0] // 3))
+    i_top = float((0.596 * r[top] - 0.274 * g[top] - 0.322 * b[top]).mean())
+    q_top = float((0.211 * r[top] - 0.523 * g[top] + 0.312 * b[top]).mean())
+    top_angle = np.arctan2(q_top, i_top)
+    lab_a, lab_b = _lab_ab(x[top])
     return {"brightness": float(luma.mean()), "contrast": float(luma.std()), "saturation": float(sat.mean()),
             "sharpness": float(np.abs(lap).mean()), "red_blue": float((r - b).mean()),
             "green_magenta": float((g - (r + b) / 2).mean()), "hue_cos": float(np.cos(angle)),
-            "hue_sin": float(np.sin(angle)), "log_pixels": float(np.log(luma.size))}
+            "hue_sin": float(np.sin(angle)), "top_hue_cos": float(np.cos(top_angle)),
+            "top_hue_sin": float(np.sin(top_angle)), "top_lab_a": float(lab_a.mean()), "top_lab_b": float(lab_b.mean()),
+            "log_pixels": float(np.log(luma.size))}
 
 
 def map_attributes(labels: np.ndarray, background: Sequence[int] = ()) -> dict[str, float]:
