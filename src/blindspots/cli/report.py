@@ -62,13 +62,13 @@ def report(
         index = write_round_report(source, round, out, n_gallery=2 * n, scenarios=found)
         if found is not None and len(found):
             from blindspots.report.round_page import default_round
-            from blindspots.report.scenario_votes import export_scenario_votes
+            from blindspots.report.scenario_votes import export_scenario_votes, vote_prefix
             from blindspots.loop.project import Project
 
             proj = Project.open(source)
             i = default_round(proj) if round is None else round
             votes = export_scenario_votes(found, proj.config.resolve(proj.config.pool.root),
-                                          index.parent / "scenario-votes", prefix=f"seg-r{i}")
+                                          index.parent / "scenario-votes", prefix=vote_prefix(i))
             typer.echo(f"scenario vote set: {votes} (offer it on the vote page with `blindspots app attach-votes "
                        f"{source} {votes} --name scenarios-r{i}`)")
     typer.echo(f"report: {index}")

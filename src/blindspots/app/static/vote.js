@@ -1,10 +1,14 @@
 // Vote page (Defuse Figure 15): one generated image, a button per class and "none of the above".
 // A free-text set (segmentation failure scenarios) also takes a name the rater types.
+// Votes go to the outbox (common.js), kept until the server acknowledges them, so a network cut
+// loses none; a vote the server rejects brings the page back to that item with the reason.
 "use strict";
 (() => {
+  BS.outbox.hold();
   const $ = (id) => document.getElementById(id);
-  let flat = [], idx = 0, done = 0;
-  function progress() { $("progress").textContent = `${done} / ${flat.length}`; }
+  let flat = [], idx = 0;
+  const find = (set, id) => flat.find((x) => x.set === set && x.id === id);
+  function progress() { $("progress").textContent = `${flat.filter((x) => x.done).length} / ${flat.length}`; }
   function show() {
     if (!flat.length) { $("empty").hidden = false; $("vote-view").hidden = true; return; }
     idx = Math.max(0, Math.min(idx, flat.length - 1));
@@ -33,14 +37,27 @@
     b.addEventListener("click", () => vote(label));
     return b;
   }
-  async function vote(label) {
+  function vote(label) {
     const it = flat[idx];
-    const r = await BS.api("POST", "/api/votes", { set: it.set, item_id: it.id, label });
-    it.done = true; it.label = r.label === "none" ? null : r.label; done = r.done;
-    $("saved").textContent = `saved ${it.id}`;
+    it.done = true; it.label = label === "none" ? null : label;
+    BS.outbox.add("vote", "/api/votes", { set: it.set, item_id: it.id, label });
     const nxt = flat.findIndex((x, j) => j > idx && !x.done);
     idx = nxt >= 0 ? nxt : idx; show();
   }
+  BS.outbox.onAck((e, r) => {
+    if (e.kind !== "vote") return;
+    const it = find(e.body.set, e.body.item_id);
+    if (it) { it.confirmed = r.label === "none" ? null : r.label; }
+    $("saved").textContent = `saved ${e.body.item_id}`;
+  });
+  BS.outbox.onReject((e, err) => {
+    if (e.kind !== "vote") return;
+    BS.flash(`Vote for ${e.body.item_id} was NOT saved — ${err.status}: ${err.message}`, true);
+    const it = find(e.body.set, e.body.item_id);
+    if (!it) return;
+    it.label = it.confirmed === undefined ? null : it.confirmed; it.done = it.confirmed !== undefined;
+    idx = flat.indexOf(it); show();
+  });
   document.addEventListener("keydown", (e) => {
     if (BS.typing(e) || e.ctrlKey || e.metaKey || e.altKey || !flat.length) return;
     const it = flat[idx], k = e.key;
@@ -60,8 +77,13 @@
     const q = await BS.api("GET", "/api/votes/queue");
     flat = q.sets.flatMap((s) => s.items.map((x) => ({ ...x, set: s.set, classes: s.classes, prompt: s.prompt,
                                                        free_text: !!s.free_text })));
-    done = q.done;
+    flat.forEach((x) => { if (x.done) x.confirmed = x.label; });
+    // Votes an earlier visit left unsent are still votes: show them, then send them.
+    for (const e of BS.outbox.pending("vote")) {
+      const it = find(e.body.set, e.body.item_id);
+      if (it) { it.done = true; it.label = e.body.label === "none" ? null : e.body.label; }
+    }
     const first = flat.findIndex((x) => !x.done); idx = first >= 0 ? first : 0;
-    show(); document.body.dataset.ready = "1";
+    show(); BS.outbox.flush(); document.body.dataset.ready = "1";
   });
 })();
