@@ -388,7 +388,11 @@
     const p = new URLSearchParams(location.search);
     let first = queue.find((x) => x.kind === p.get("kind") && x.ref === p.get("ref") && x.id === p.get("id"));
     if (!first) first = queue.find((x) => !x.done) || queue[0];
-    if (!first) { $("empty").hidden = false; drawQueue(); document.body.dataset.ready = "1"; return; }
+    if (!first) {  // nothing to label: say so, without an empty editor around the message
+      $("empty").hidden = false; drawQueue(); document.body.dataset.ready = "1";
+      document.querySelectorAll(".editor .toolbar, #classes, .infobar, #viewport, #upload").forEach((el) => { el.hidden = true; });
+      return;
+    }
     await open(first, ["empty", "prediction"].includes(p.get("start")) ? p.get("start") : "auto");
     document.body.dataset.ready = "1";
   });
