@@ -288,7 +288,7 @@ def label_one(page, url: str, item: str, truth: np.ndarray, mode: str, api) -> d
     t0 = time.perf_counter()
     start = "&start=empty" if mode == "brush" else "&start=prediction"  # not another mode's saved mask
     page.goto(f"{url}/label?kind=round&ref=0&id={item}{start}")
-    page.wait_for_selector(f"body[data-loaded={item!r}]", state="attached", timeout=30000)
+    page.wait_for_selector(f"body[data-loaded={item!r}]", state="attached", timeout=60000)
     q = {"kind": "round", "ref": "0", "id": item}
     segs, comps = {}, None
     if mode == "editor":
@@ -314,7 +314,7 @@ def label_one(page, url: str, item: str, truth: np.ndarray, mode: str, api) -> d
             policy.failed.add(a.key())  # a person would not repeat what did not help
         mask, iou = new, mean_iou(new, truth)
     drv.key("s")
-    page.wait_for_selector(f"body[data-saved={item!r}]", state="attached", timeout=30000)
+    page.wait_for_selector(f"body[data-saved={item!r}]", state="attached", timeout=60000)
     secs = time.perf_counter() - t0
     return {"actions": drv.actions, "seconds": secs, "policy_seconds": think, "iou": iou, "start_iou": start_iou,
             "uses": drv.uses}
