@@ -126,7 +126,9 @@ class Policy:
 
     def __init__(self, truth: np.ndarray, segs: dict[str, np.ndarray], comps: list[np.ndarray]) -> None:
         self.truth, self.segs, self.comps = truth, segs, comps
-        self.dt = {c: ndimage.distance_transform_edt(np.pad(truth == c, 1, constant_values=True))[1:-1, 1:-1] for c in np.unique(truth)}
+        # Distance to the nearest pixel of another class (the image border is none: padded with True).
+        self.dt = {c: ndimage.distance_transform_edt(np.pad(truth == c, 1, constant_values=True))[1:-1, 1:-1]
+                   for c in np.unique(truth)}
         self.comp_regions = [self._regions(m) for m in comps]
         self.failed: set = set()
 
