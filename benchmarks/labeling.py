@@ -126,7 +126,9 @@ class Policy:
 
     def __init__(self, truth: np.ndarray, segs: dict[str, np.ndarray], comps: list[np.ndarray]) -> None:
         self.truth, self.segs, self.comps = truth, segs, comps
-        self.dt = {c: ndimage.distance_transform_edt(np.pad(truth == c, 1, constant_values=True))[1:-1, 1:-1] for c in np.unique(truth)}
+        # Distance to the nearest pixel of another class (the image border is none: padded with True).
+        self.dt = {c: ndimage.distance_transform_edt(np.pad(truth == c, 1, constant_values=True))[1:-1, 1:-1]
+                   for c in np.unique(truth)}
         self.comp_regions = [self._regions(m) for m in comps]
         self.failed: set = set()
 
@@ -288,7 +290,7 @@ def label_one(page, url: str, item: str, truth: np.ndarray, mode: str, api) -> d
     t0 = time.perf_counter()
     start = "&start=empty" if mode == "brush" else "&start=prediction"  # not another mode's saved mask
     page.goto(f"{url}/label?kind=round&ref=0&id={item}{start}")
-    page.wait_for_selector(f"body[data-loaded={item!r}]", state="attached", timeout=30000)
+    page.wait_for_selector(f"body[data-loaded={item!r}]", state="attached", timeout=60000)
     q = {"kind": "round", "ref": "0", "id": item}
     segs, comps = {}, None
     if mode == "editor":
@@ -314,7 +316,7 @@ def label_one(page, url: str, item: str, truth: np.ndarray, mode: str, api) -> d
             policy.failed.add(a.key())  # a person would not repeat what did not help
         mask, iou = new, mean_iou(new, truth)
     drv.key("s")
-    page.wait_for_selector(f"body[data-saved={item!r}]", state="attached", timeout=30000)
+    page.wait_for_selector(f"body[data-saved={item!r}]", state="attached", timeout=60000)
     secs = time.perf_counter() - t0
     return {"actions": drv.actions, "seconds": secs, "policy_seconds": think, "iou": iou, "start_iou": start_iou,
             "uses": drv.uses}

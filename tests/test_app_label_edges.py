@@ -119,7 +119,7 @@ def test_oversized_is_413(world: dict) -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("blindspots.app.guard") is None,
-                    reason="413 for streamed bodies is app/guard.py's (appsafe's branch); FastAPI answers 400 without it")
+                    reason="413 for streamed bodies is app/guard.py's (appsafe); FastAPI answers 400 without it")
 def test_streamed_oversized_is_413(world: dict) -> None:
     def chunks():  # a streamed body with no Content-Length
         for _ in range(100):

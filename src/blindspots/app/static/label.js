@@ -117,10 +117,15 @@
     const pts = hover && poly.length ? poly.concat([hover]) : poly;
     $("poly").setAttribute("points", pts.map((p) => `${p[0]},${p[1]}`).join(" "));
   }
-  function competitorLabel() {
+  // The right end of the info bar: what the current tool will use.
+  function toolHint() {
     const c = comps[compAt];
-    $("competitor").textContent = comps.length ? `competitor: ${c.name} (${compAt + 1}/${comps.length}, K: next)`
+    let t = "";
+    if (tool === "superpixel") t = `superpixels: ${level} (G again: ${level === "coarse" ? "fine" : "coarse"})`;
+    else if (tool === "competitor") t = comps.length ? `competitor: ${c.name} (${compAt + 1}/${comps.length}, K: next)`
       : "no competitor map for this image";
+    else if (tool === "polygon") t = "polygon: Enter or double-click fills, Esc cancels";
+    $("hint").textContent = t;
   }
 
   // ---- tools --------------------------------------------------------------------------------------
@@ -133,7 +138,7 @@
     if (t !== "polygon" && poly.length) { poly = []; drawPoly(); }
     tool = t;
     document.querySelectorAll(".tool").forEach((b) => b.classList.toggle("active", b.dataset.tool === t));
-    drawEdges(); clearPreview(); showCursor(-10, -10);
+    drawEdges(); clearPreview(); showCursor(-10, -10); toolHint();
     document.body.dataset.tool = t;
   }
   // Superpixels at a level ("coarse" or "fine"), fetched once per image and level.
@@ -146,9 +151,8 @@
       levels[lv] = { segs: labels, idx: sp ? T.segmentIndex(labels, sp.n) : null };
     }
     level = lv; segs = levels[lv].segs; segIdx = levels[lv].idx;
-    document.querySelector(".tool[data-tool=superpixel] .lvl").textContent = lv;
     document.body.dataset.level = lv;
-    drawEdges();
+    drawEdges(); toolHint();
   }
   function setClass(k) {
     cls = k; if (tool === "eraser") setTool("brush");
@@ -220,7 +224,7 @@
     $("base").src = it.kind === "round" ? `/api/images/pool?${BS.q({ id: it.id })}`
       : `/api/images/review?${BS.q({ set: it.ref, id: it.id, layer: "image" })}`;
     undoStack.length = 0; redoStack.length = 0; setDirty(false); poly = []; drawPoly();
-    render(); if (sizeChanged || view.fitted) fit(); drawEdges(); clearPreview(); drawQueue(); competitorLabel();
+    render(); if (sizeChanged || view.fitted) fit(); drawEdges(); clearPreview(); drawQueue(); toolHint();
     const from = { prediction: "the target's prediction", stored: "the saved mask", given: "the given label", empty: "an empty mask" };
     status(`${it.id}: ${W}×${H}, starting from ${from[s.source] || s.source}` + (segs ? "" : " (no superpixels)"));
     document.body.dataset.source = s.source;
@@ -350,7 +354,7 @@
       if (k === "Enter" && tool === "polygon") { closePolygon(); e.preventDefault(); }
       else if (k === "Escape") { poly = []; drawPoly(); }
       else if (k === "Backspace" && tool === "polygon") { poly.pop(); drawPoly(); e.preventDefault(); }
-      else if (lk === "k") { if (comps.length) { compAt = (compAt + 1) % comps.length; clearPreview(); competitorLabel(); } }
+      else if (lk === "k") { if (comps.length) { compAt = (compAt + 1) % comps.length; clearPreview(); toolHint(); } }
       else if (lk === "z") undo();
       else if (lk === "y") redo();
       else if (lk === "s") save();
@@ -388,7 +392,11 @@
     const p = new URLSearchParams(location.search);
     let first = queue.find((x) => x.kind === p.get("kind") && x.ref === p.get("ref") && x.id === p.get("id"));
     if (!first) first = queue.find((x) => !x.done) || queue[0];
-    if (!first) { $("empty").hidden = false; drawQueue(); document.body.dataset.ready = "1"; return; }
+    if (!first) {  // nothing to label: say so, without an empty editor around the message
+      $("empty").hidden = false; drawQueue(); document.body.dataset.ready = "1";
+      document.querySelectorAll(".editor .toolbar, #classes, .infobar, #viewport, #upload").forEach((el) => { el.hidden = true; });
+      return;
+    }
     await open(first, ["empty", "prediction"].includes(p.get("start")) ? p.get("start") : "auto");
     document.body.dataset.ready = "1";
   });
