@@ -100,6 +100,7 @@ def test_cli_pipeline(tmp_path):
     assert [r.split()[0] for r in rows] == ["before", "control", "identified", "Defuse"], out
     assert all(len(r.split()) >= 4 and "-" not in r.split()[-3:] for r in rows), out
     assert "scenario (label)" in out and "scenario (judge, simulated)" in out and "SIMULATION" in out
+    assert "judge test accuracy" in out
     table = pd.read_csv(tmp_path / "fig" / "table.csv")
     assert len(table) == 4 and table[["test_acc", "scenario_acc", "judge_acc"]].notna().all().all()
 
