@@ -135,6 +135,8 @@ def test_votes_by_name_one_voter(review, tmp_path):
 
 
 def test_cli_errors_and_presets(review, tmp_path):
+    from blindspots.cli.defuse_setup import presets
+
     one_line_error(["defuse", "import-votes", "--review", str(review)], "--votes", "--simulate")
     one_line_error(["defuse", "import-votes", "--review", str(review), "--votes", str(tmp_path / "missing.csv")],
                    "missing.csv")
@@ -151,7 +153,10 @@ def test_cli_errors_and_presets(review, tmp_path):
     assert "--preset paper: 800" in help_text("train-vae") and "75 off MNIST" in help_text("identify")
     table = run(["defuse", "presets"]).splitlines()
     assert table[0].split() == ["option", "paper", "cpu", "cpu-fashion"]
-    assert next(r for r in table if r.startswith("vae_epochs")).split()[1:3] == ["800", "12"]
+    values = presets()
+    assert next(r for r in table if r.startswith("vae_epochs")).split()[1:3] == [
+        str(values["paper"]["vae_epochs"]), str(values["cpu"]["vae_epochs"])]
+    assert values["paper"]["vae_epochs"] == 800 and values["cpu"]["vae_epochs"] < 100
 
 
 def test_correct_validation_without_recorded_holdout():
