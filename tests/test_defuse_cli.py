@@ -100,6 +100,7 @@ def test_cli_pipeline(tmp_path):
     assert [r.split()[0] for r in rows] == ["before", "control", "identified", "Defuse"], out
     assert all(len(r.split()) >= 4 and "-" not in r.split()[-3:] for r in rows), out
     assert "scenario (label)" in out and "scenario (judge, simulated)" in out and "SIMULATION" in out
+    assert "judge test accuracy" in out
     table = pd.read_csv(tmp_path / "fig" / "table.csv")
     assert len(table) == 4 and table[["test_acc", "scenario_acc", "judge_acc"]].notna().all().all()
 
@@ -134,6 +135,8 @@ def test_votes_by_name_one_voter(review, tmp_path):
 
 
 def test_cli_errors_and_presets(review, tmp_path):
+    from blindspots.cli.defuse_setup import presets
+
     one_line_error(["defuse", "import-votes", "--review", str(review)], "--votes", "--simulate")
     one_line_error(["defuse", "import-votes", "--review", str(review), "--votes", str(tmp_path / "missing.csv")],
                    "missing.csv")
@@ -150,7 +153,10 @@ def test_cli_errors_and_presets(review, tmp_path):
     assert "--preset paper: 800" in help_text("train-vae") and "75 off MNIST" in help_text("identify")
     table = run(["defuse", "presets"]).splitlines()
     assert table[0].split() == ["option", "paper", "cpu", "cpu-fashion"]
-    assert next(r for r in table if r.startswith("vae_epochs")).split()[1:3] == ["800", "12"]
+    values = presets()
+    assert next(r for r in table if r.startswith("vae_epochs")).split()[1:3] == [
+        str(values["paper"]["vae_epochs"]), str(values["cpu"]["vae_epochs"])]
+    assert values["paper"]["vae_epochs"] == 800 and values["cpu"]["vae_epochs"] < 100
 
 
 def test_correct_validation_without_recorded_holdout():

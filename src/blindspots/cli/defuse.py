@@ -46,7 +46,8 @@ def presets_cmd() -> None:
 def train_classifier_cmd(
     data: str = DATA,
     out: Path = typer.Option(..., "--out", help="Classifier checkpoint to write (.pt)."),
-    arch: str = typer.Option("defuse_cnn", "--arch", help="Zoo architecture: defuse_cnn (paper Fig. 7) or pytorch_mnist."),
+    arch: str = typer.Option("defuse_cnn", "--arch",
+                             help="Zoo architecture: defuse_cnn (paper Fig. 7) or pytorch_mnist."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help=preset_help("Training epochs", "clf_epochs")),
     batch_size: int = typer.Option(64, "--batch-size", help="Minibatch size (paper: 64)."),
     lr: float = typer.Option(1.0, "--lr", help="Adadelta learning rate (paper: 1)."),
@@ -90,7 +91,8 @@ def train_vae(
         "Latent size (paper: 10 MNIST/SVHN, 15 signs)", "latent_dim")),
     beta: Optional[float] = typer.Option(None, "--beta", help=preset_help("β", "beta")),
     epochs: Optional[int] = typer.Option(None, "--epochs", help=preset_help("Epochs", "vae_epochs")),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help=preset_help("Minibatch size", "vae_batch_size")),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size",
+                                             help=preset_help("Minibatch size", "vae_batch_size")),
     lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate (paper: 1e-3)."),
     anneal_steps: int = typer.Option(500, "--anneal-steps", help="Linear KL annealing steps (paper: 500)."),
     width: int = typer.Option(32, "--width", help="Conv channels (paper: 32 MNIST, 64 SVHN/signs)."),
@@ -103,9 +105,10 @@ def train_vae(
     from blindspots.defuse.vae import BetaVAE
 
     d = load_data(data, limit)
-    vae = BetaVAE(latent_dim=resolve(preset, "latent_dim", latent_dim), beta=resolve(preset, "beta", beta), epochs=resolve(preset, "vae_epochs", epochs),
-                  batch_size=resolve(preset, "vae_batch_size", batch_size), lr=lr, anneal_steps=anneal_steps,
-                  width=width, seed=seed, checkpoint_path=out).fit(d.images)
+    vae = BetaVAE(latent_dim=resolve(preset, "latent_dim", latent_dim), beta=resolve(preset, "beta", beta),
+                  epochs=resolve(preset, "vae_epochs", epochs),
+                  batch_size=resolve(preset, "vae_batch_size", batch_size),
+                  lr=lr, anneal_steps=anneal_steps, width=width, seed=seed, checkpoint_path=out).fit(d.images)
     vae.save(out)
     if grids:
         vae.save_grids(d.images, grids)
@@ -124,7 +127,8 @@ def identify(
         "Beta(a, b) noise a; the paper uses 50 on MNIST and 75 off MNIST (SVHN, traffic signs)", "a")),
     b: Optional[float] = typer.Option(None, "--b", help=preset_help(
         "Beta(a, b) noise b; the paper: 50 on MNIST, 75 off MNIST", "b")),
-    noise: str = typer.Option("uncentred", "--noise", help="'uncentred' (paper's ε; default, measured better on MNIST) or 'centred' (ε − a/(a+b))."),
+    noise: str = typer.Option("uncentred", "--noise", help="'uncentred' (paper's ε; default, measured better on "
+                              "MNIST) or 'centred' (ε − a/(a+b))."),
     max_per_source: Optional[int] = typer.Option(None, "--max-per-source",
                                                  help=preset_help("Cap per source image, smallest ‖ε‖ kept",
                                                                   "max_per_source")),
@@ -168,7 +172,8 @@ def distill(
                                                help=preset_help("DP truncation K", "n_components")),
     max_codes: Optional[int] = typer.Option(None, "--max-codes",
                                             help=preset_help("Downsample to this many codes", "max_codes")),
-    weight_threshold: float = typer.Option(0.01, "--weight-threshold", help="Keep components with weight > ε (paper: 0.01)."),
+    weight_threshold: float = typer.Option(0.01, "--weight-threshold",
+                                           help="Keep components with weight > ε (paper: 0.01)."),
     max_iter: int = typer.Option(100, "--max-iter", help="EM iterations (scikit-learn default, as the paper)."),
     preset: str = PRESET,
     seed: int = SEED,
@@ -237,7 +242,8 @@ def import_votes(
     review: Path = typer.Option(..., "--review", help="Review folder from export-review."),
     votes: Optional[Path] = typer.Option(None, "--votes", help="Votes CSV: item_id, label (class name in any case, "
                                          "class id, or 'none'), optional annotator (absent: one voter)."),
-    simulate: Optional[Path] = typer.Option(None, "--simulate", help="SIMULATION: oracle classifier checkpoint that votes instead of people."),
+    simulate: Optional[Path] = typer.Option(None, "--simulate", help="SIMULATION: oracle classifier checkpoint that "
+                                            "votes instead of people."),
     annotators: int = typer.Option(5, "--annotators", help="Simulated annotators per image (paper: 5 people)."),
     error_rate: float = typer.Option(0.05, "--error-rate", help="Simulated annotators' random slip rate."),
     rho: float = typer.Option(0.5, "--rho", help="Failure if more than this fraction disagrees (paper: 0.5)."),
@@ -262,8 +268,8 @@ def import_votes(
     if votes is not None:
         table = read_votes_csv(votes, rs.class_names)
     else:
-        panel = SimulatedAnnotators(load_classifier(simulate), n_annotators=annotators, error_rate=error_rate,  # type: ignore[arg-type]
-                                    seed=seed)
+        oracle = load_classifier(simulate)  # type: ignore[arg-type]
+        panel = SimulatedAnnotators(oracle, n_annotators=annotators, error_rate=error_rate, seed=seed)
         images, ids = rs.images, list(rs.items["item_id"])
         if (review / "identified.npz").is_file():
             with np.load(review / "identified.npz") as z:

@@ -24,6 +24,7 @@ def report_table(classifier: Path, correct_dir: Path, test, judge: Path) -> tupl
     test: a ClassificationSet the models never saw; judge: a classifier checkpoint.
     """
     from blindspots.defuse.evaluation import format_agreement, format_table, honest_table, judge_agreement, judge_labels
+    from blindspots.human.simulate_votes import STRONG_JUDGE, oracle_accuracy
     from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
     from blindspots.training.classification import predict_labels
 
@@ -40,7 +41,9 @@ def report_table(classifier: Path, correct_dir: Path, test, judge: Path) -> tupl
             modules[row] = module
             lambdas[row] = meta["meta"].get("lambda")
             steps[row] = int(meta["meta"].get("steps", 0))
-    judged = judge_labels(load_classifier(judge), s_images)
+    judge_clf = load_classifier(judge)
+    judged = judge_labels(judge_clf, s_images)
+    judge_test = oracle_accuracy(judge_clf, test.images, test.labels)
     rows = honest_table(modules, test=(test.images, test.labels), scenario_images=s_images, scenario_labels=s_labels,
                         judged=judged, lambdas=lambdas, steps=steps)
     agreement = judge_agreement(s_scen, s_labels, judged, class_names=info["class_names"])
@@ -54,6 +57,9 @@ def report_table(classifier: Path, correct_dir: Path, test, judge: Path) -> tupl
         "against their voted label (also Defuse's training label) and against the judge, a SIMULATION (a "
         f"classifier standing in for people) that agrees with the scenario labels on "
         f"{100 * float((judged == s_labels).mean()):.1f}% of them",
+        f"judge test accuracy: {100 * judge_test:.1f}% "
+        + ("(a strong judge)" if judge_test >= STRONG_JUDGE else
+           f"(below the {100 * STRONG_JUDGE:.0f}% a judge should reach: its column is weak evidence)"),
         *([validation.read_text().strip()] if validation.is_file() else []),
         "",
         format_agreement(agreement, judge_name="judge"),

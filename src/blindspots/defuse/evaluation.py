@@ -223,13 +223,17 @@ def run_honest_evaluation(
     d_f = (scenarios.finetune_images, scenarios.finetune_labels)
     s_val = (scenarios.val_images, scenarios.val_labels) if scenarios.val_images is not None else None
     common = dict(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, progress=progress)
+    judged = judge_labels(judge, scenarios.test_images)
+    # Scored for every λ (Figure 5's trade-off), never used for selection.
+    scored = {"test": test, "scenario": (scenarios.test_images, scenarios.test_labels),
+              "judge": (scenarios.test_images, judged)}
     defuse = correct(module, train, val, d_f, extra_val=s_val, lambdas=lambdas, out_dir=sub("correct_defuse"),
-                     desc="Defuse λ sweep", **common)
+                     desc="Defuse λ sweep", evaluate=scored, **common)
     baseline = correct(module, train, val, identified, extra_val=identified_val, lambdas=lambdas,
-                       out_dir=sub("correct_identified"), desc="identified-examples λ sweep", **common)
+                       out_dir=sub("correct_identified"), desc="identified-examples λ sweep", evaluate=scored,
+                       **common)
     control, control_steps = run_control(module, train, val, d_f, extra_val=s_val, out_dir=sub("correct_control"),
                                          **common)
-    judged = judge_labels(judge, scenarios.test_images)
     modules = {"before": module, "control (λ=0)": control.module, "identified examples": baseline.module,
                "Defuse": defuse.module}
     steps = {"control (λ=0)": control_steps,

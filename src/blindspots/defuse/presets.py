@@ -40,11 +40,17 @@ class DefusePreset:
 CPU_LAMBDAS: tuple[float, ...] = (0.01, 0.1, 1.0, 2.0, 5.0, 10.0, 20.0)
 
 CPU_PRESETS: dict[str, DefusePreset] = {
-    # MNIST-5k: β 0.4 (appendix B.2 states both 4 and 0.4; 0.4 keeps the latent in use after short training).
-    "mnist": DefusePreset(note="MNIST-5k CPU preset: β 0.4, latent 10, 12 VAE epochs at batch 64"),
-    # Fashion-MNIST: paper's non-MNIST noise a = b = 75; VAE settings from the measurement below.
+    # MNIST-5k: β 0.4 / latent 10 / 12 epochs (the former example's) reconstructed only 39.4% of validation
+    # digits into their class (simulated judge; KL 7.7 nats, still falling) — scenarios were mixtures of
+    # digits. The Fashion-MNIST measurement's choice (β 0.1, latent 20, 16 epochs) is used instead.
+    "mnist": DefusePreset(latent_dim=20, beta=0.1, vae_epochs=16,
+                          note="MNIST-5k CPU preset: β 0.1, latent 20, 16 VAE epochs at batch 64"),
+    # Fashion-MNIST: paper's non-MNIST noise a = b = 75. VAE measured on the 5k subset (batch 64;
+    # reconstruction accuracy on 1,000 test images by an 83%-accurate CNN, under load ~15):
+    # β 0.4 / latent 10: 66.0% (8 epochs), 70.1% (16); β 0.1 / latent 10: 62.5%, 71.6%;
+    # β 0.1 / latent 20: 67.1%, 71.6% — the last chosen (best at both lengths).
     "fashion": DefusePreset(latent_dim=20, beta=0.1, vae_epochs=16, a=75.0, b=75.0, tau=0.5,
-                            note="Fashion-MNIST CPU preset (measured, see module docstring)"),
+                            note="Fashion-MNIST CPU preset: β 0.1, latent 20, 16 VAE epochs at batch 64, a = b = 75"),
 }
 
 

@@ -8,6 +8,10 @@ image) until real votes arrive from the app or a CSV. Each simulated annotator, 
   `temperature` (p^(1/T), renormalised) — so ambiguous images get split votes, as with people.
 The oracle should be a classifier trained on more (or cleaner) data than the model under test.
 Every vote row carries `simulated=True` and annotator names start with "simulated-".
+
+The same oracle is the *simulated judge* of the honest Defuse table (`defuse.evaluation`): it scores
+scenario samples independently of their scenario labels. A weak judge makes that column noise, so
+it should reach `STRONG_JUDGE` (95%) on the data set's test set; `oracle_accuracy` measures it.
 """
 from __future__ import annotations
 
@@ -18,6 +22,18 @@ import pandas as pd
 
 from blindspots.human.votes import NONE
 from blindspots.models.adapters import Classifier
+
+
+STRONG_JUDGE = 0.95  # test accuracy a simulated judge should reach (issue 18)
+
+
+def oracle_accuracy(oracle: Classifier, images: np.ndarray, labels: np.ndarray) -> float:
+    """The oracle's (simulated judge's) accuracy on uint8 [N, H, W, C] images with int [N] labels;
+    compare with STRONG_JUDGE."""
+    labels = np.asarray(labels)
+    if labels.shape != (len(images),) or len(labels) == 0:
+        raise ValueError(f"labels: expected {len(images)} labels (one per image, at least one), got {labels.shape}")
+    return float((np.asarray(oracle.predict_proba(images)).argmax(1) == labels).mean())
 
 
 class SimulatedAnnotators:

@@ -1,11 +1,12 @@
 """Votes on images: class labels plus *none of the above*, majority labels, annotator agreement.
 
-A vote table has one row per (item_id, annotator) with `label`: an int class id, or NONE (-1)
-for *none of the above*; without an annotator column it is one voter's table. In a CSV a label may
-be a class name (any case), a class id, or a *none* alias. An item's label is the majority of its votes; if *none of the above*
-wins, the item is left unlabelled (the Defuse paper discards those labels). Ties go to the lowest
-class id, and a class always beats *none* in a tie. Agreement of an item = the fraction of its
-annotators who voted for its majority answer (Defuse ICLR Figure 6 / workshop Figure 7).
+A vote table has one row per (item_id, annotator) with `label`: an int class id, or NONE (-1) for
+*none of the above*; without an annotator column it is one voter's table. In a CSV a label may be a
+class name (any case), a class id, or a *none* alias. An item's label is the majority of its votes;
+if *none of the above* wins, the item is left unlabelled (the Defuse paper discards those labels).
+Ties go to the lowest class id, and a class always beats *none* in a tie. Agreement of an item =
+the fraction of its annotators who voted for its majority answer (Defuse ICLR Figure 6 / workshop
+Figure 7).
 """
 from __future__ import annotations
 
