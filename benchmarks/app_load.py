@@ -89,6 +89,7 @@ class Run:
     lost: int = 0
     duplicated: int = 0
     load: float = 0.0
+    server_cpu_s: float = float("nan")  # CPU seconds of the server process during the bursts
 
     @property
     def all_ms(self) -> np.ndarray:
@@ -105,6 +106,20 @@ class Run:
     @property
     def seconds(self) -> float:
         return sum(b.seconds for b in self.bursts)
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return self.server_cpu_s * 1000 / max(1, len(self.all_ms))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc; NaN elsewhere). Unlike latency, this
+    hardly depends on what else the machine runs."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
 
 
 # ---- clients ---------------------------------------------------------------------------------
@@ -250,8 +265,10 @@ def serve_and_measure(project: Path, tokens: dict[str, str], answers: dict, a: a
                 time.sleep(0.1)
         else:
             raise SystemExit("the server did not start")
+        cpu0 = cpu_seconds(server.pid)
         run = Run(run_http(f"http://127.0.0.1:{port}", tokens, answers, 0, dup_share=a.dup_share, seed=a.seed,
                            bursts=a.bursts, idle=a.idle, client=a.client), load=os.getloadavg()[0])
+        run.server_cpu_s = cpu_seconds(server.pid) - cpu0
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -316,15 +333,17 @@ def main() -> None:
         run = serve_and_measure(dst, tokens, answers, a)
         runs.append(run)
         print(f"  run {r + 1}: {n / run.seconds:6.1f} ratings/s; all {len(run.all_ms)} requests {stats(run.all_ms)}; "
-              f"first of each burst ({len(run.first_ms)}) {stats(run.first_ms)}; non-200: {run.failures}; "
-              f"lost {run.lost}, duplicated {run.duplicated}; load {run.load:.1f}")
+              f"first of each burst ({len(run.first_ms)}) {stats(run.first_ms)}; server CPU "
+              f"{run.cpu_ms_per_request:.2f} ms/request; non-200: {run.failures}; lost {run.lost}, "
+              f"duplicated {run.duplicated}; load {run.load:.1f}")
     med = {k: float(np.median([f(r) for r in runs])) for k, f in {
         "rps": lambda r: n / r.seconds, "p50": lambda r: np.percentile(r.all_ms, 50),
         "p99": lambda r: np.percentile(r.all_ms, 99), "f50": lambda r: np.percentile(r.first_ms, 50),
-        "f99": lambda r: np.percentile(r.first_ms, 99), "load": lambda r: r.load}.items()}
+        "f99": lambda r: np.percentile(r.first_ms, 99), "cpu": lambda r: r.cpu_ms_per_request,
+        "load": lambda r: r.load}.items()}
     print(f"  app (median of {len(runs)}): {med['rps']:8.1f} ratings/s   latency p50 {med['p50']:.1f} ms, "
           f"p99 {med['p99']:.1f} ms; first of each burst p50 {med['f50']:.1f} ms, p99 {med['f99']:.1f} ms; "
-          f"load {med['load']:.1f}")
+          f"server CPU {med['cpu']:.2f} ms/request; load {med['load']:.1f}")
     dst = work / "project-direct"
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(sample / "project", dst)
