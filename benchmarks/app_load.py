@@ -14,7 +14,8 @@ Printed, for each of `--repeat` runs (a fresh copy of the project and a fresh se
 their median:
 
 1. throughput (ratings acknowledged per second of burst time), p50 / p99 / max latency of all
-   requests, and the same of the first request of each annotator in each burst ("first");
+   requests, the same of the first request of each annotator in each burst ("first"), and the
+   server process's CPU time per request (from /proc: the figure that moves least with load);
 2. lost (an acknowledged answer missing or with another score in the store) and duplicated
    (more than one row for an annotator and image) counts — both must be 0;
 3. the peer, measured in the same run: the same 5,000 answers written straight into a copy of
