@@ -1,13 +1,21 @@
-"""Load on the web app: 20 simulated annotators submit 5,000 ratings over HTTP at once.
+"""Load on the web app: 20 simulated annotators submit 5,000 ratings over HTTP in bursts.
 
 A sample project (`blindspots.app.sample`: procedural scenes, untrained zoo models, the real
 loop run until it waits for ratings, 250 candidates mined with the "random" strategy) is
 served by `blindspots serve` (uvicorn, one process) on loopback. Each of 20 annotators rates
-every candidate with its own keep-alive HTTP client and a bearer token; 5 % of the answers are
-sent twice (a double click / a retried request), and each annotator's ratings go out in a
-shuffled order. Printed:
+every candidate with a bearer token; 5 % of the answers are sent twice (a double click / a
+retried request), and each annotator's ratings go out in a shuffled order. The answers go out
+in `--bursts` bursts `--idle` seconds apart: in a burst every annotator sends its share back to
+back on a fresh keep-alive connection (after the idle gap the server has closed the old one and
+retired its idle worker threads, so the first requests of a burst meet a cold server, as after
+a coffee break). The first burst starts right after the server answers its first request.
 
-1. throughput (ratings acknowledged per second), p50 / p99 latency per request;
+Printed, for each of `--repeat` runs (a fresh copy of the project and a fresh server each) and
+their median:
+
+1. throughput (ratings acknowledged per second of burst time), p50 / p99 / max latency of all
+   requests, the same of the first request of each annotator in each burst ("first"), and the
+   server process's CPU time per request (from /proc: the figure that moves least with load);
 2. lost (an acknowledged answer missing or with another score in the store) and duplicated
    (more than one row for an annotator and image) counts — both must be 0;
 3. the peer, measured in the same run: the same 5,000 answers written straight into a copy of
@@ -17,13 +25,22 @@ shuffled order. Printed:
    synchronous=FULL); the app group-commits answers that arrive together
    (`blindspots.app.batching`), each acknowledged only after its transaction committed.
 
-Run: ``.venv/bin/python benchmarks/app_load.py [--annotators 20] [--ratings 5000] [--workdir DIR]``.
-Prints; asserts nothing about time. On a machine shared with other jobs times are noisy;
-compare the ratio, which is measured side by side.
+Clients: "raw" (default) is one asyncio loop writing prepared HTTP/1.1 requests on sockets, so
+the time measured is the server's and not the client's; "httpx" is 20 `httpx.Client` threads in
+one process (how this benchmark measured before; on a 2-core machine their own GIL contention
+adds to every latency).
+
+Run: ``.venv/bin/python benchmarks/app_load.py [--annotators 20] [--ratings 5000] [--bursts 4]
+[--idle 11] [--repeat 3] [--client raw|httpx] [--workdir DIR]``. Prints; asserts nothing about
+time. The 1-minute load average is printed beside every figure: on a machine shared with other
+jobs, times are noisy; compare the ratio, which is measured side by side.
 """
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import os
 import shutil
 import socket
 import subprocess
@@ -31,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -52,8 +70,107 @@ def plan(ids: list[str], names: list[str], per: int, seed: int) -> dict[str, lis
     return out
 
 
-def run_http(url: str, tokens: dict[str, str], answers: dict, round_: int, dup_share: float,
-             seed: int) -> tuple[list[float], int, float]:
+def with_repeats(items: list[tuple[str, int]], dup_share: float, rng: np.random.Generator) -> list[tuple[str, int]]:
+    """The requests of one annotator: each answer, a `dup_share` of them twice in a row."""
+    return [x for x in items for _ in range(2 if rng.random() < dup_share else 1)]
+
+
+@dataclass
+class Burst:
+    """Latencies (seconds) of one burst: per annotator, in sending order."""
+
+    lat: list[list[float]]
+    failures: int
+    seconds: float
+
+
+@dataclass
+class Run:
+    bursts: list[Burst] = field(default_factory=list)
+    lost: int = 0
+    duplicated: int = 0
+    load: float = 0.0
+    server_cpu_s: float = float("nan")  # CPU seconds of the server process during the bursts
+
+    @property
+    def all_ms(self) -> np.ndarray:
+        return np.asarray([x for b in self.bursts for xs in b.lat for x in xs]) * 1000
+
+    @property
+    def first_ms(self) -> np.ndarray:
+        return np.asarray([xs[0] for b in self.bursts for xs in b.lat if xs]) * 1000
+
+    @property
+    def failures(self) -> int:
+        return sum(b.failures for b in self.bursts)
+
+    @property
+    def seconds(self) -> float:
+        return sum(b.seconds for b in self.bursts)
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return self.server_cpu_s * 1000 / max(1, len(self.all_ms))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc; NaN elsewhere). Unlike latency, this
+    hardly depends on what else the machine runs."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+# ---- clients ---------------------------------------------------------------------------------
+
+async def _raw_annotator(port: int, token: str, requests: list[tuple[str, int]], round_: int,
+                         start: asyncio.Event, out: list[float]) -> int:
+    """One annotator on its own connection (opened when the burst starts: counted in the first
+    request's time, as a browser reconnecting after a pause pays it). Returns the non-200 count."""
+    head = (f"POST /api/ratings HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json\r\n").encode()
+    bodies = [json.dumps({"round": round_, "image_id": i, "score": s}).encode() for i, s in requests]
+    await start.wait()
+    failures = 0
+    t = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        for body in bodies:
+            writer.write(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            status_headers = await reader.readuntil(b"\r\n\r\n")
+            lines = status_headers.split(b"\r\n")
+            status = int(lines[0].split()[1])
+            size = next(int(ln.split(b":", 1)[1]) for ln in lines if ln.lower().startswith(b"content-length:"))
+            await reader.readexactly(size)
+            now = time.perf_counter()
+            out.append(now - t)
+            t = now
+            failures += status != 200
+    finally:
+        writer.close()
+    return failures
+
+
+def burst_raw(url: str, tokens: dict[str, str], requests: dict[str, list], round_: int) -> Burst:
+    port = int(url.rsplit(":", 1)[1])
+
+    async def go() -> Burst:
+        start = asyncio.Event()
+        lat: list[list[float]] = [[] for _ in tokens]
+        tasks = [asyncio.create_task(_raw_annotator(port, tokens[n], requests[n], round_, start, lat[k]))
+                 for k, n in enumerate(tokens)]
+        await asyncio.sleep(0)
+        t0 = time.perf_counter()
+        start.set()
+        failures = sum(await asyncio.gather(*tasks))
+        return Burst(lat, failures, time.perf_counter() - t0)
+
+    return asyncio.run(go())
+
+
+def burst_httpx(url: str, tokens: dict[str, str], requests: dict[str, list], round_: int) -> Burst:
     import httpx
 
     lat: list[list[float]] = [[] for _ in tokens]
@@ -62,20 +179,21 @@ def run_http(url: str, tokens: dict[str, str], answers: dict, round_: int, dup_s
     start = threading.Barrier(len(tokens) + 1)
 
     def worker(k: int, name: str) -> None:
-        rng = np.random.default_rng([seed, k])
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {tokens[name]}"}, timeout=60) as c:
             start.wait()
-            for image_id, score in answers[name]:
-                for _ in range(2 if rng.random() < dup_share else 1):
-                    t = time.perf_counter()
-                    r = c.post("/api/ratings", json={"round": round_, "image_id": image_id, "score": score})
-                    lat[k].append(time.perf_counter() - t)
-                    if r.status_code != 200:
-                        with lock:
-                            failures[0] += 1
+            for image_id, score in requests[name]:
+                t = time.perf_counter()
+                r = c.post("/api/ratings", json={"round": round_, "image_id": image_id, "score": score})
+                lat[k].append(time.perf_counter() - t)
+                if r.status_code != 200:
+                    with lock:
+                        failures[0] += 1
 
-    elapsed = run_together([threading.Thread(target=worker, args=(k, n)) for k, n in enumerate(tokens)], start)
-    return [x for xs in lat for x in xs], failures[0], elapsed
+    secs = run_together([threading.Thread(target=worker, args=(k, n)) for k, n in enumerate(tokens)], start)
+    return Burst(lat, failures[0], secs)
+
+
+CLIENTS = {"raw": burst_raw, "httpx": burst_httpx}
 
 
 def run_together(threads: list[threading.Thread], start: threading.Barrier) -> float:
@@ -87,6 +205,19 @@ def run_together(threads: list[threading.Thread], start: threading.Barrier) -> f
     for t in threads:
         t.join()
     return time.perf_counter() - t0
+
+
+def run_http(url: str, tokens: dict[str, str], answers: dict, round_: int, *, dup_share: float, seed: int,
+             bursts: int, idle: float, client: str) -> list[Burst]:
+    """Every annotator's answers in `bursts` bursts, `idle` seconds apart."""
+    out = []
+    for b in range(bursts):
+        if b:
+            time.sleep(idle)
+        part = {n: with_repeats(xs[b::bursts], dup_share, np.random.default_rng([seed, k, b]))
+                for k, (n, xs) in enumerate(answers.items())}
+        out.append(CLIENTS[client](url, tokens, part, round_))
+    return out
 
 
 def run_direct(project_path: Path, answers: dict, round_: int) -> float:
@@ -118,14 +249,53 @@ def check(project_path: Path, answers: dict, round_: int) -> tuple[int, int]:
     return lost, duplicated
 
 
+def serve_and_measure(project: Path, tokens: dict[str, str], answers: dict, a: argparse.Namespace) -> Run:
+    """A fresh `blindspots serve` on `project`; the bursts against it; the store checked after."""
+    import httpx
+
+    port = free_port()
+    exe = Path(sys.executable).with_name("blindspots")
+    server = subprocess.Popen([str(exe), "serve", str(project), "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/signin", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            raise SystemExit("the server did not start")
+        cpu0 = cpu_seconds(server.pid)
+        run = Run(run_http(f"http://127.0.0.1:{port}", tokens, answers, 0, dup_share=a.dup_share, seed=a.seed,
+                           bursts=a.bursts, idle=a.idle, client=a.client), load=os.getloadavg()[0])
+        run.server_cpu_s = cpu_seconds(server.pid) - cpu0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    run.lost, run.duplicated = check(project, answers, 0)
+    return run
+
+
+def stats(ms: np.ndarray) -> str:
+    return f"p50 {np.percentile(ms, 50):6.1f}  p99 {np.percentile(ms, 99):6.1f}  max {ms.max():6.1f} ms"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--annotators", type=int, default=20)
     ap.add_argument("--ratings", type=int, default=5000, help="Total ratings (spread evenly over annotators).")
     ap.add_argument("--dup-share", type=float, default=0.05, help="Share of answers sent twice.")
+    ap.add_argument("--bursts", type=int, default=4, help="Bursts each annotator's answers are split into.")
+    ap.add_argument("--idle", type=float, default=11.0, help="Seconds between bursts (the server retires idle "
+                    "worker threads after 10 s and idle keep-alive connections after 5 s).")
+    ap.add_argument("--repeat", type=int, default=1, help="Runs (fresh project copy and server each).")
+    ap.add_argument("--client", choices=sorted(CLIENTS), default="raw")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    if a.bursts < 1 or a.repeat < 1:
+        raise SystemExit("--bursts and --repeat: expected >= 1")
     import torch
 
     torch.set_num_threads(1)
@@ -147,51 +317,44 @@ def main() -> None:
     assert len(ids) >= per, f"only {len(ids)} candidates"
     names = [f"rater{k:02d}" for k in range(a.annotators)]
     answers = plan(ids, names, per, a.seed)
-    runs = {}
-    for label in ("app", "direct"):
-        dst = work / f"project-{label}"
+    tokens = {n: f"token-{n}-{a.seed:06d}" for n in names}
+    n = sum(len(x) for x in answers.values())
+    print(f"app_load: {a.annotators} annotators, {n} ratings (+{a.dup_share:.0%} sent twice) in {a.bursts} "
+          f"bursts {a.idle:g} s apart, 1 uvicorn process on loopback, {a.client} client; "
+          f"load average at start {os.getloadavg()[0]:.1f}")
+    runs = []
+    for r in range(a.repeat):
+        dst = work / f"project-app{r}"
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(sample / "project", dst)
-        runs[label] = dst
-    p = Project.open(runs["app"])
-    tokens = {}
-    for n in names:
-        tokens[n] = f"token-{n}-{a.seed:06d}"
-        p.add_annotator(n, tokens[n])
-    p.close()
-
-    port = free_port()
-    exe = Path(sys.executable).with_name("blindspots")
-    server = subprocess.Popen([str(exe), "serve", str(runs["app"]), "--port", str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        import httpx
-
-        for _ in range(600):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/signin", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise SystemExit("the server did not start")
-        lat, failures, secs = run_http(f"http://127.0.0.1:{port}", tokens, answers, 0, a.dup_share, a.seed)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    lost, dup = check(runs["app"], answers, 0)
-    direct_secs = run_direct(runs["direct"], answers, 0)
-    d_lost, d_dup = check(runs["direct"], answers, 0)
-    n = sum(len(x) for x in answers.values())
-    lat_ms = np.asarray(lat) * 1000
-    print(f"app_load: {a.annotators} annotators, {n} ratings ({len(lat)} requests incl. {len(lat) - n} repeats), "
-          f"1 uvicorn process on loopback")
-    print(f"  app:    {n / secs:8.1f} ratings/s  ({secs:.2f} s)   latency p50 {np.percentile(lat_ms, 50):.1f} ms, "
-          f"p99 {np.percentile(lat_ms, 99):.1f} ms, max {lat_ms.max():.1f} ms; non-200 answers: {failures}")
+        p = Project.open(dst)
+        for name, tok in tokens.items():
+            p.add_annotator(name, tok)
+        p.close()
+        run = serve_and_measure(dst, tokens, answers, a)
+        runs.append(run)
+        print(f"  run {r + 1}: {n / run.seconds:6.1f} ratings/s; all {len(run.all_ms)} requests {stats(run.all_ms)}; "
+              f"first of each burst ({len(run.first_ms)}) {stats(run.first_ms)}; server CPU "
+              f"{run.cpu_ms_per_request:.2f} ms/request; non-200: {run.failures}; lost {run.lost}, "
+              f"duplicated {run.duplicated}; load {run.load:.1f}")
+    med = {k: float(np.median([f(r) for r in runs])) for k, f in {
+        "rps": lambda r: n / r.seconds, "p50": lambda r: np.percentile(r.all_ms, 50),
+        "p99": lambda r: np.percentile(r.all_ms, 99), "f50": lambda r: np.percentile(r.first_ms, 50),
+        "f99": lambda r: np.percentile(r.first_ms, 99), "cpu": lambda r: r.cpu_ms_per_request,
+        "load": lambda r: r.load}.items()}
+    print(f"  app (median of {len(runs)}): {med['rps']:8.1f} ratings/s   latency p50 {med['p50']:.1f} ms, "
+          f"p99 {med['p99']:.1f} ms; first of each burst p50 {med['f50']:.1f} ms, p99 {med['f99']:.1f} ms; "
+          f"server CPU {med['cpu']:.2f} ms/request; load {med['load']:.1f}")
+    dst = work / "project-direct"
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(sample / "project", dst)
+    direct_secs = run_direct(dst, answers, 0)
+    d_lost, d_dup = check(dst, answers, 0)
     print(f"  direct: {n / direct_secs:8.1f} ratings/s  ({direct_secs:.2f} s)  Project.add_rating from "
-          f"{a.annotators} threads (peer)")
-    print(f"  ratio app / direct throughput: {direct_secs / secs:.2f}")
-    print(f"  lost: {lost}  duplicated: {dup}   (direct peer: lost {d_lost}, duplicated {d_dup})")
+          f"{a.annotators} threads (peer); load {os.getloadavg()[0]:.1f}")
+    print(f"  ratio app / direct throughput: {med['rps'] / (n / direct_secs):.2f}")
+    print(f"  lost: {sum(r.lost for r in runs)}  duplicated: {sum(r.duplicated for r in runs)}  "
+          f"non-200: {sum(r.failures for r in runs)}   (direct peer: lost {d_lost}, duplicated {d_dup})")
 
 
 if __name__ == "__main__":

@@ -73,3 +73,26 @@ def test_a_bad_row_fails_alone(project: Project) -> None:
     assert sorted(project.db.execute("SELECT annotator FROM ratings").fetchall()) == [("good1",), ("good2",)]
     with pytest.raises(ValueError, match="max_batch"):
         GroupWriter(project, lock, max_batch=0)
+
+
+def test_async_commit_and_a_withdrawn_row(project: Project) -> None:
+    import asyncio
+
+    lock = threading.Lock()
+    w = GroupWriter(project, lock)
+    w.start()
+    asyncio.run(w.commit((0, "a.png", "alice", 4)))
+    with pytest.raises(ValueError, match="score"):
+        asyncio.run(w.commit((0, "a.png", "bob", 9)))
+    with lock:  # the writer takes b.png and waits on the lock: the next rows stay queued
+        w.enqueue((0, "b.png", "alice", 1))
+        import time
+
+        time.sleep(0.2)
+        queued = w.enqueue((0, "c.png", "alice", 2))
+        assert queued.cancel()  # its request went away before the commit: the row is withdrawn
+        kept = w.enqueue((0, "d.png", "alice", 3))
+    kept.result(timeout=10)
+    w.close()
+    assert sorted(project.db.execute("SELECT image_id, score FROM ratings").fetchall()) == \
+        [("a.png", 4), ("b.png", 1), ("d.png", 3)]

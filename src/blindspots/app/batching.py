@@ -8,6 +8,7 @@ validated before they are queued) is retried row by row so each request gets its
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
@@ -36,11 +37,26 @@ class GroupWriter:
         self._start_lock = threading.Lock()
         self.batches = 0  # transactions committed (for benchmarks)
 
-    def submit(self, row: tuple[int, str, str, Any], timeout: float = 60.0) -> None:
+    def start(self) -> None:
+        """Start the writer thread now (else the first answer does); it opens its connection at once."""
+        self._ensure_started()
+
+    def enqueue(self, row: tuple[int, str, str, Any]) -> Future:
+        """Queue `row`; the future completes (None, or the row's error) once it is committed."""
         self._ensure_started()
         fut: Future = Future()
         self._q.put((row, fut))
-        fut.result(timeout=timeout)
+        return fut
+
+    def submit(self, row: tuple[int, str, str, Any], timeout: float = 60.0) -> None:
+        """Queue `row` and block until it is committed (raises the row's error)."""
+        self.enqueue(row).result(timeout=timeout)
+
+    async def commit(self, row: tuple[int, str, str, Any], timeout: float = 60.0) -> None:
+        """`submit` for async routes: awaits the commit without holding a worker thread. A request
+        cancelled while its row is still queued withdraws the row; once the row is being written,
+        it is committed whatever happens to the request."""
+        await asyncio.wait_for(asyncio.wrap_future(self.enqueue(row)), timeout)
 
     def close(self) -> None:
         if self._thread is not None:
@@ -55,6 +71,10 @@ class GroupWriter:
                 self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self.project.db  # this thread's connection, opened before the first answer waits on it
+        except Exception:  # noqa: BLE001 - the first write reports the error to its request
+            log.warning("group writer could not open the store yet", exc_info=True)
         while True:
             first = self._q.get()
             if first is None:
@@ -69,7 +89,12 @@ class GroupWriter:
                     self._q.put(None)
                     break
                 batch.append(nxt)
-            self._write(batch)
+            # A future cancelled while queued (its request went away before the commit) is not
+            # written: nobody will be told it was. The others become RUNNING, so they can no
+            # longer be cancelled and always receive their answer.
+            batch = [(row, fut) for row, fut in batch if fut.set_running_or_notify_cancel()]
+            if batch:
+                self._write(batch)
 
     def _write(self, batch: Sequence[tuple[tuple, Future]]) -> None:
         try:
