@@ -84,8 +84,9 @@ def identify(request: Request) -> Principal | None:
     return Principal(sess["name"], sess["role"], "session", sess["csrf"])
 
 
-def require_user(request: Request) -> Principal:
-    """Dependency for API routes: any signed-in annotator (401 otherwise)."""
+async def require_user(request: Request) -> Principal:
+    """Dependency for API routes: any signed-in annotator (401 otherwise). Async: it runs on the
+    event loop (a hashed-token lookup, well under a millisecond) instead of costing a thread hop."""
     who = identify(request)
     if who is None:
         raise HTTPException(401, "expected a bearer token (Authorization: Bearer ...) or a signed-in session, "
@@ -93,9 +94,9 @@ def require_user(request: Request) -> Principal:
     return who
 
 
-def require_admin(request: Request) -> Principal:
+async def require_admin(request: Request) -> Principal:
     """Dependency for admin API routes (403 for annotators)."""
-    who = require_user(request)
+    who = await require_user(request)
     if not who.is_admin:
         raise HTTPException(403, f"role: expected an admin for this route, got {who.role!r} ({who.name})")
     return who

@@ -61,12 +61,13 @@ def rating_queue(request: Request, who: Principal = Depends(require_user)) -> di
 
 
 @router.post("/api/ratings", tags=["ratings"])
-def submit_rating(body: RatingIn, request: Request, who: Principal = Depends(require_user)) -> dict:
+async def submit_rating(body: RatingIn, request: Request, who: Principal = Depends(require_user)) -> dict:
     """Record the caller's rating; committed before the answer returns. Sending it again (or a
     new score) replaces the earlier answer: one rating per annotator and candidate."""
     _check_open(request, body.round, body.image_id)
-    # Committed (group commit with other raters' answers) before this returns.
-    deps.writer(request).submit((body.round, body.image_id, who.name, body.score))
+    # Committed (group commit with other raters' answers) before this returns; awaited on the
+    # event loop, so the hot path holds no worker thread.
+    await deps.writer(request).commit((body.round, body.image_id, who.name, body.score))
     done = deps.view(request).rating_count(body.round, who.name)
     return {"ok": True, "round": body.round, "image_id": body.image_id, "score": body.score, "done": done}
 
