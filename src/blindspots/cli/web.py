@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -22,6 +23,9 @@ def serve(
     port: int = typer.Option(8000, "--port", help="TCP port."),
     secure_cookies: bool = typer.Option(False, "--secure-cookies", help="Mark the session cookie Secure "
                                         "(when served over HTTPS behind a proxy)."),
+    allowed_host: Optional[list[str]] = typer.Option(
+        None, "--allowed-host", help="A Host name the app answers besides loopback and --host (repeatable; "
+        "e.g. the name annotators type behind a proxy; '*' for any). Also BLINDSPOTS_ALLOWED_HOSTS."),
 ) -> None:
     """Serve the web app (rate, label, vote, review, dashboard; JSON API under /api)."""
     import uvicorn
@@ -29,7 +33,7 @@ def serve(
     from blindspots.app import create_app
     from blindspots.app.warmup import prepare
 
-    web = create_app(project, secure_cookies=secure_cookies)
+    web = create_app(project, secure_cookies=secure_cookies, allowed_hosts=allowed_host or None)
     prepare(web)  # the first annotators do not pay for lazy set-up; the collector skips start-up objects
     typer.echo(f"serving {project} on http://{host}:{port}/  (sign-in links: `blindspots annotators add`)")
     # Keep idle connections 75 s (uvicorn's default is 5 s): an annotator looking at an image for
