@@ -24,7 +24,7 @@ def serve(
     secure_cookies: bool = typer.Option(False, "--secure-cookies", help="Mark the session cookie Secure "
                                         "(when served over HTTPS behind a proxy)."),
     allowed_host: Optional[list[str]] = typer.Option(
-        None, "--allowed-host", help="A Host name the app answers besides loopback and --host (repeatable; "
+        None, "--allowed-host", metavar="HOST", help="A Host name the app answers besides loopback and --host (repeatable; "
         "e.g. the name annotators type behind a proxy; '*' for any). Also BLINDSPOTS_ALLOWED_HOSTS."),
 ) -> None:
     """Serve the web app (rate, label, vote, review, dashboard; JSON API under /api)."""
