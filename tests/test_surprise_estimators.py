@@ -239,3 +239,26 @@ def test_lsa_refit_does_not_reuse_cached_reference():
     est.fit(x * 2.0, y)
     np.testing.assert_allclose(est.score(q, qc), LSA().fit(x * 2.0, y).score(q, qc), rtol=1e-12)
     assert not np.allclose(est.score(q, qc), first)
+
+
+def test_mdsa_split_over_threads_equals_one_thread(monkeypatch):
+    """Rows split over Python threads (torch at 2 threads) give the one-thread values; the thread count
+    is restored after the call."""
+    import torch
+
+    import blindspots.surprise.estimators as E
+
+    x, y, q, qc = data(n=600, d=6, k=4)
+    est = MDSA().fit(x, y)
+    q = np.tile(q, (40, 1))
+    qc = np.tile(qc, 40)
+    old = torch.get_num_threads()
+    ref = est.score(q, qc)
+    monkeypatch.setattr(E, "MDSA_BLOCK_ROWS", 16)  # several blocks per part at a tiny size
+    try:
+        torch.set_num_threads(2)
+        split = est.score(q, qc)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(old)
+    np.testing.assert_allclose(split, ref, rtol=1e-6)

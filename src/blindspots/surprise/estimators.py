@@ -31,11 +31,18 @@ import numpy as np
 import torch
 
 from blindspots._validation import check_labels, check_traces
+from blindspots.surprise._threads import run_split, split_threads
 
 logger = logging.getLogger(__name__)
 
-#: Rows per MDSA scoring block: [4096, d] float32 blocks stay in L2 cache for d <= 64 (measured fastest).
+#: Rows per MDSA scoring block at d <= 64: [4096, d] float32 blocks stay in L2 cache (measured fastest);
+#: wider traces use fewer rows (`mdsa_block_rows`), so a block stays at about 1 MB.
 MDSA_BLOCK_ROWS = 4096
+
+
+def mdsa_block_rows(d: int) -> int:
+    """Rows per MDSA block for d features: MDSA_BLOCK_ROWS * 64 / d, at least 1, at most MDSA_BLOCK_ROWS."""
+    return max(1, min(MDSA_BLOCK_ROWS, MDSA_BLOCK_ROWS * 64 // max(d, 1)))
 
 #: Elements of one LSA [rows, n] block of exponentials (8 MB in float64): measured fastest for n = 10,000.
 LSA_BLOCK_ELEMENTS = 1 << 20
@@ -249,20 +256,27 @@ class MDSA(SurpriseEstimator):
 
     def _score_class(self, x: np.ndarray, cls: int) -> np.ndarray:
         i = self.class_index(cls)
-        mu = torch.from_numpy(self.means_[i])
         wt = torch.from_numpy(self.whiten_[i])
         x = np.ascontiguousarray(x)
         xt = torch.from_numpy(x) if x.flags.writeable else torch.tensor(x)  # torch warns on read-only views
-        if xt.dtype == torch.float32:
-            mu = mu.float()
-        out = torch.empty(x.shape[0], dtype=torch.float64)
-        # torch (multi-threaded per torch.get_num_threads) in row blocks that stay in cache: about 3x numpy's
-        # whole-array centre / matmul / square-sum passes
-        for s, e in _chunks(x.shape[0], MDSA_BLOCK_ROWS):
-            delta = (xt[s:e] - mu).float()  # centre first (in the input precision): no cancellation after
-            z = torch.mm(delta, wt)
-            out[s:e] = torch.linalg.vector_norm(z, dim=1)
-        return out.numpy()
+        mu = torch.from_numpy(self.means_[i]).to(xt.dtype)
+        d, n = wt.shape[0], x.shape[0]
+        out = torch.empty(n, dtype=torch.float32)
+        block = mdsa_block_rows(d)
+
+        def rows(lo: int, hi: int) -> None:
+            # row blocks that stay in L2; preallocated buffers, three single-threaded ops per block
+            centred = torch.empty(min(block, hi - lo), d, dtype=xt.dtype)
+            z = torch.empty(centred.shape[0], wt.shape[1])
+            for s, e in _chunks(hi - lo, block):
+                c = centred[:e - s]
+                torch.sub(xt[lo + s:lo + e], mu, out=c)  # centre first: no cancellation after the matmul
+                torch.mm(c if c.dtype == torch.float32 else c.float(), wt, out=z[:e - s])
+                torch.linalg.vector_norm(z[:e - s], dim=1, out=out[lo + s:lo + e])
+
+        # one part per torch thread, each on its own thread (see _threads: no barrier per block)
+        run_split(n, split_threads(n, 2 * block), rows, align=block)
+        return out.numpy().astype(np.float64)
 
     def whitening(self, cls: int) -> tuple[np.ndarray, np.ndarray]:
         """(mean float64 [d'], W^T float32 [d', d']) of class `cls` over kept_features_; MDSA = ||(a - mean) W^T||."""
