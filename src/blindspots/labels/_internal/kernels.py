@@ -11,8 +11,33 @@ Kept apart so numba is imported (and the kernels compiled, then cached on disk) 
 """
 from __future__ import annotations
 
+import llvmlite.binding
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+#: LLVM's prefetch intrinsic (its pointer suffix changed with opaque pointers in LLVM 15)
+_PREFETCH = "llvm.prefetch.p0" if llvmlite.binding.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i, c, y, x):
+    """Hint the cache line of arr[i, c, y, x] into cache (a read, kept in all levels); never faults."""
+    sig = types.void(arr, types.intp, types.intp, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, list(args[1:]), wraparound=False)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            _PREFETCH)
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @numba.njit(cache=True, nogil=True)
@@ -78,6 +103,16 @@ def _scan(labels, probs, check, row_step, need_pred, atol, score, pred, maxprob,
                 counts[2] += off
             if need_pred:
                 _row_argmax(probs, i, y, pred, maxprob)
+            nxt = y + 1
+            if not need_pred and nxt < h and not (check and nxt % row_step == 0):
+                # the next row's gather addresses depend on its labels, so the hardware prefetchers (which
+                # stop at 4 KB pages; a class plane's row is W values) miss them: hint the two cache lines
+                # at the ends of every 16 pixels one row ahead (measured ~10-30% off the gather under load)
+                lnext = labels[i, nxt]
+                for x in range(0, w, 16):
+                    x1 = min(x + 15, w - 1)
+                    _prefetch(probs, i, lnext[x], nxt, x)
+                    _prefetch(probs, i, lnext[x1], nxt, x1)
             lrow, srow = labels[i, y], score[i, y]
             plane = probs[i, :, y, :]  # [K, W] view of this row
             for x in range(w):  # the gather alone: labels are class ids here (`scan` replaces others)
