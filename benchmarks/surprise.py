@@ -2,7 +2,9 @@
 
 1. MDSA pixels/s on generic traces at d = 64 and 256 (10,000 reference traces per class), against
    the direct formula sqrt(diag((A - mu) S^-1 (A - mu)^T)) with numpy, and the matmul bound (the
-   whitening matmul alone: 2 d^2 flops per trace) measured on the same traces.
+   whitening matmul alone: 2 d^2 flops per trace; the fastest of one whole-array call, cache blocks on
+   torch's threads and cache blocks split over Python threads) measured on the same traces, in rounds
+   interleaved with ours; with the load average.
 2. MDSA output pixels/s on a segmentation heatmap (features at 1/8 resolution, fused path).
 3. LSA pixels/s against ``scipy.stats.gaussian_kde.logpdf`` on the same inputs (values compared).
 4. Overhead of per-pixel MDSA during a segmentation forward pass: time(forward + hook + argmax + MDSA for
