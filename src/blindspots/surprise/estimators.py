@@ -260,23 +260,26 @@ class MDSA(SurpriseEstimator):
         x = np.ascontiguousarray(x)
         xt = torch.from_numpy(x) if x.flags.writeable else torch.tensor(x)  # torch warns on read-only views
         mu = torch.from_numpy(self.means_[i]).to(xt.dtype)
+        from blindspots.surprise._row_norms import row_norms  # numba: imported (and compiled) on first use
+
         d, n = wt.shape[0], x.shape[0]
-        out = torch.empty(n, dtype=torch.float32)
+        out = np.empty(n, dtype=np.float64)
         block = mdsa_block_rows(d)
 
         def rows(lo: int, hi: int) -> None:
-            # row blocks that stay in L2; preallocated buffers, three single-threaded ops per block
+            # row blocks that stay in L2; preallocated buffers, three single-threaded steps per block
             centred = torch.empty(min(block, hi - lo), d, dtype=xt.dtype)
             z = torch.empty(centred.shape[0], wt.shape[1])
+            zn = z.numpy()
             for s, e in _chunks(hi - lo, block):
                 c = centred[:e - s]
                 torch.sub(xt[lo + s:lo + e], mu, out=c)  # centre first: no cancellation after the matmul
                 torch.mm(c if c.dtype == torch.float32 else c.float(), wt, out=z[:e - s])
-                torch.linalg.vector_norm(z[:e - s], dim=1, out=out[lo + s:lo + e])
+                row_norms(zn[:e - s], out[lo + s:lo + e])
 
         # one part per torch thread, each on its own thread (see _threads: no barrier per block)
         run_split(n, split_threads(n, 2 * block), rows, align=block)
-        return out.numpy().astype(np.float64)
+        return out
 
     def whitening(self, cls: int) -> tuple[np.ndarray, np.ndarray]:
         """(mean float64 [d'], W^T float32 [d', d']) of class `cls` over kept_features_; MDSA = ||(a - mean) W^T||."""
