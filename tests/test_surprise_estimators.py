@@ -262,3 +262,22 @@ def test_mdsa_split_over_threads_equals_one_thread(monkeypatch):
     finally:
         torch.set_num_threads(old)
     np.testing.assert_allclose(split, ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_mdsa_deferred_finite_screen_still_raises(dtype, value):
+    """MDSA screens the traces through its scores (not before): NaN / inf anywhere still raise the same
+    error, for one class and for mixed classes; huge finite values give inf as before, no error."""
+    x, y, q, qc = data()
+    est = MDSA().fit(x, y)
+    for row in (1, 39):
+        bad = q.astype(dtype)
+        bad[row, 2] = value
+        for classes in (int(y[0]), qc):
+            with pytest.raises(ValueError, match="traces: expected finite"):
+                est.score(bad, classes)
+    huge = q.copy()
+    huge[5, 1] = 1e300
+    sa = est.score(huge, qc)
+    assert np.isinf(sa[5]) and np.isfinite(np.delete(sa, 5)).all()
