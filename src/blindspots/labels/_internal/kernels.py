@@ -141,10 +141,11 @@ def scan(labels: np.ndarray, probs: np.ndarray, ignore_index: int | None, *, che
     pred = np.empty((b, h, w) if need_pred else (0, 0, 0), dtype=pdt)
     maxprob = np.empty((b, h, w) if need_pred else (0, 0, 0), dtype=probs.dtype)
     counts = np.zeros(3, dtype=np.int64)
-    k_ok = labels < k
-    if labels.dtype.kind == "i":
-        k_ok &= labels >= 0
-    all_ids = bool(k_ok.all())
+    # two reductions instead of a bool array and its all(): the mask is built only when some label is
+    # not a class id
+    signed = labels.dtype.kind == "i"
+    all_ids = labels.size == 0 or (int(labels.max()) < k and (not signed or int(labels.min()) >= 0))
+    k_ok = None if all_ids else ((labels < k) & (labels >= 0) if signed else labels < k)
     ign = None
     if ignore_index is not None and (not all_ids or 0 <= ignore_index < k):
         ign = labels == ignore_index  # only computed where it can matter
@@ -152,6 +153,8 @@ def scan(labels: np.ndarray, probs: np.ndarray, ignore_index: int | None, *, che
         valid = np.ones(labels.shape, dtype=bool)
         safe = labels
     else:
+        if k_ok is None:
+            k_ok = np.ones(labels.shape, dtype=bool)
         valid = k_ok if ign is None else k_ok & ~ign
         counts[0] = valid.size - np.count_nonzero(k_ok if ign is None else k_ok | ign)
         # the kernel gathers without bounds checks: labels that are not class ids become 0
@@ -167,12 +170,17 @@ def scan(labels: np.ndarray, probs: np.ndarray, ignore_index: int | None, *, che
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"nnan", "ninf", "nsz", "reassoc"})
-def _softmin_exponents(s, m, inv_t, x):
+def _softmin_exponents(s, inv_t, x):
     """The shifted softmin exponents x = (m - s) / T in float64, m = min s (the shift cleanlab applies:
     (1 - s)/T - max((1 - s)/T)). s holds finite values (checked by `scan`), so fast-math only lets the
-    loop vectorise. (The minimum comes from numpy: numba's min loops do not vectorise.)"""
+    loops vectorise; the minimum is a select (numba's min() orders NaN and does not vectorise)."""
+    m = s[0]
     for j in range(s.size):
-        x[j] = (m - np.float64(s[j])) * inv_t
+        v = s[j]
+        m = v if v < m else m
+    mf = np.float64(m)
+    for j in range(s.size):
+        x[j] = (mf - np.float64(s[j])) * inv_t
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"nnan", "ninf", "nsz", "reassoc"})
@@ -212,7 +220,7 @@ def softmin(scores: np.ndarray, valid: np.ndarray | None, temperature: float,
         if si.size == 0:
             continue
         x = work[0][:si.size]
-        _softmin_exponents(si, np.float64(si.min()), inv_t, x)
+        _softmin_exponents(si, inv_t, x)
         np.exp(x, out=x)
         out[i] = _softmin_sums(si, x)
     return out
