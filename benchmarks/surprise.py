@@ -2,7 +2,9 @@
 
 1. MDSA pixels/s on generic traces at d = 64 and 256 (10,000 reference traces per class), against
    the direct formula sqrt(diag((A - mu) S^-1 (A - mu)^T)) with numpy, and the matmul bound (the
-   whitening matmul alone: 2 d^2 flops per trace) measured on the same traces.
+   whitening matmul alone: 2 d^2 flops per trace; the fastest of one whole-array call, cache blocks on
+   torch's threads and cache blocks split over Python threads) measured on the same traces, in rounds
+   interleaved with ours; with the load average.
 2. MDSA output pixels/s on a segmentation heatmap (features at 1/8 resolution, fused path).
 3. LSA pixels/s against ``scipy.stats.gaussian_kde.logpdf`` on the same inputs (values compared).
 4. Overhead of per-pixel MDSA during a segmentation forward pass: time(forward + hook + argmax + MDSA for
@@ -17,6 +19,7 @@ The machine is shared: numbers are noisy, ratios are what to compare.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -26,7 +29,8 @@ from scipy.stats import gaussian_kde
 
 from blindspots.models.adapters import TorchSegmenter
 from blindspots.surprise import LSA, MDSA, TraceExtractor, surprise_heatmaps
-from blindspots.surprise.estimators import MDSA_BLOCK_ROWS
+from blindspots.surprise._threads import run_split, split_threads
+from blindspots.surprise.estimators import mdsa_block_rows
 from blindspots.surprise.fused import fused_mdsa_map
 
 
@@ -46,33 +50,48 @@ def reference(n: int, d: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray
     return x, np.repeat(np.arange(k), n)
 
 
-def bench_mdsa(d: int, n_ref: int, m: int) -> None:
+def bench_mdsa(d: int, n_ref: int, m: int, rounds: int = 5) -> None:
     x, y = reference(n_ref, d, 2, seed=d)
     est = MDSA().fit(x, y)
     q = x[:1] + np.random.default_rng(1).normal(size=(m, d)).astype(np.float32)
     cls = np.zeros(m, dtype=np.int64)
-    t_ours = best_time(lambda: est.score(q, cls))
     xc = x[y == 0].astype(np.float64)
     inv, mu = np.linalg.inv(np.cov(xc, rowvar=False)), xc.mean(0)
     sub = q[:m // 4].astype(np.float64)
     direct = lambda: np.sqrt(np.einsum("ij,jk,ik->i", sub - mu, inv, sub - mu))  # noqa: E731
     t_direct = best_time(direct) * 4
     err = np.max(np.abs(est.score(sub, cls[:len(sub)]) - direct()) / direct())
-    note = " (eigenvalue floor used: values differ)" if est.regularised_ else ""
-    print(f"MDSA d={d:3d}: {m / t_ours / 1e6:7.2f} M traces/s | direct numpy formula {m / t_direct / 1e6:6.2f} M/s "
-          f"| ratio {t_direct / t_ours:5.1f}x | max rel diff {err:.1e}{note}")
-    # the ceiling: the whitening matmul alone (2 d^2 flops per trace), whole-array or in our cache blocks
-    qt, wt = torch.from_numpy(q), torch.from_numpy(est.whiten_[0])
-    buf = torch.empty(MDSA_BLOCK_ROWS, d)
+    # the ceiling: the whitening matmul alone (2 d^2 flops per trace), the fastest of three ways: one
+    # whole-array call, our cache blocks on torch's threads, our cache blocks split over Python threads
+    # with one torch thread each (how ours runs); interleaved with ours in rounds, so load swings hit all
+    qt, wt, rows = torch.from_numpy(q), torch.from_numpy(est.whiten_[0]), mdsa_block_rows(d)
 
-    def blocked() -> None:
-        for s in range(0, m, MDSA_BLOCK_ROWS):
-            e = min(m, s + MDSA_BLOCK_ROWS)
+    def blocks(lo: int, hi: int) -> None:
+        buf = torch.empty(rows, d)
+        for s in range(lo, hi, rows):
+            e = min(hi, s + rows)
             torch.mm(qt[s:e], wt, out=buf[:e - s])
 
-    t_mm = min(best_time(lambda: torch.mm(qt, wt)), best_time(blocked))
-    print(f"matmul bound at d={d}: {m / t_mm / 1e6:.2f} M traces/s ({2 * d * d * m / t_mm / 1e9:.0f} GFLOP/s float32) "
-          f"| ours at {t_mm / t_ours:.0%} of it")
+    runs = {"ours": lambda: est.score(q, cls), "whole": lambda: torch.mm(qt, wt), "blocked": lambda: blocks(0, m),
+            "split": lambda: run_split(m, split_threads(m, 2 * rows), blocks, align=rows)}
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(rounds):
+        for k, fn in runs.items():
+            times[k].append(best_time(fn, repeat=1))
+    t_ours = min(times["ours"])
+    t_mm = min(min(times[k]) for k in ("whole", "blocked", "split"))
+    per_round = np.median(np.min([times[k] for k in ("whole", "blocked", "split")], axis=0) / np.array(times["ours"]))
+    note = " (eigenvalue floor used: values differ)" if est.regularised_ else ""
+    print(f"MDSA d={d:3d}: {m / t_ours / 1e6:7.2f} M traces/s | direct numpy formula {m / t_direct / 1e6:6.2f} M/s "
+          f"| ratio {t_direct / t_ours:5.1f}x | max rel diff {err:.1e}{note}   [{_load()}]")
+    best = {k: f"{m / min(v) / 1e6:.2f}" for k, v in times.items() if k != "ours"}
+    print(f"matmul bound at d={d}: {m / t_mm / 1e6:.2f} M traces/s ({2 * d * d * m / t_mm / 1e9:.0f} GFLOP/s float32; "
+          f"whole / blocked / split {best['whole']} / {best['blocked']} / {best['split']} M/s) | ours at "
+          f"{t_mm / t_ours:.0%} of it (best of {rounds} rounds; median per-round ratio {per_round:.0%})   [{_load()}]")
+
+
+def _load() -> str:
+    return "load %.1f %.1f %.1f" % os.getloadavg()
 
 
 def bench_heatmap(d: int, n_ref: int, size: int, batch: int) -> None:

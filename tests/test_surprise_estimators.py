@@ -239,3 +239,45 @@ def test_lsa_refit_does_not_reuse_cached_reference():
     est.fit(x * 2.0, y)
     np.testing.assert_allclose(est.score(q, qc), LSA().fit(x * 2.0, y).score(q, qc), rtol=1e-12)
     assert not np.allclose(est.score(q, qc), first)
+
+
+def test_mdsa_split_over_threads_equals_one_thread(monkeypatch):
+    """Rows split over Python threads (torch at 2 threads) give the one-thread values; the thread count
+    is restored after the call."""
+    import torch
+
+    import blindspots.surprise.estimators as E
+
+    x, y, q, qc = data(n=600, d=6, k=4)
+    est = MDSA().fit(x, y)
+    q = np.tile(q, (40, 1))
+    qc = np.tile(qc, 40)
+    old = torch.get_num_threads()
+    ref = est.score(q, qc)
+    monkeypatch.setattr(E, "MDSA_BLOCK_ROWS", 16)  # several blocks per part at a tiny size
+    try:
+        torch.set_num_threads(2)
+        split = est.score(q, qc)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(old)
+    np.testing.assert_allclose(split, ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_mdsa_deferred_finite_screen_still_raises(dtype, value):
+    """MDSA screens the traces through its scores (not before): NaN / inf anywhere still raise the same
+    error, for one class and for mixed classes; huge finite values give inf as before, no error."""
+    x, y, q, qc = data()
+    est = MDSA().fit(x, y)
+    for row in (1, 39):
+        bad = q.astype(dtype)
+        bad[row, 2] = value
+        for classes in (int(y[0]), qc):
+            with pytest.raises(ValueError, match="traces: expected finite"):
+                est.score(bad, classes)
+    huge = q.copy()
+    huge[5, 1] = 1e300
+    sa = est.score(huge, qc)
+    assert np.isinf(sa[5]) and np.isfinite(np.delete(sa, 5)).all()

@@ -123,3 +123,22 @@ def test_argmax_classes_equals_torch_argmax(seed, c, ties, nans, channels_last):
     assert torch.equal(argmax_classes(y_t), y_t.argmax(dim=1))
     flat = torch.from_numpy(y[:, :, 0, 0])  # [n, C]: classification outputs
     assert torch.equal(argmax_classes(flat), flat.argmax(dim=1))
+
+
+def test_whitening_split_over_threads_equals_one_thread(monkeypatch):
+    """The marked cells' whitening split over threads (torch at 2 threads; split points inside a class's
+    rows) gives the one-thread map; the thread count is restored."""
+    import blindspots.surprise.fused as fused
+
+    est = fitted()
+    feats, pred = case(0, blocky=False)
+    ref = fused_mdsa_map(est, feats, pred)
+    monkeypatch.setattr(fused, "WHITEN_MIN_ROWS", 7)
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        got = fused_mdsa_map(est, feats, pred)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(old)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)

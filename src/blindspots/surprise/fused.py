@@ -22,7 +22,11 @@ import functools
 import numpy as np
 import torch
 
+from blindspots.surprise._threads import run_split, split_threads
 from blindspots.surprise.estimators import MDSA
+
+#: Fewest marked cells per thread when the whitening matmuls are split over threads.
+WHITEN_MIN_ROWS = 1024
 
 
 def _axis(out: int, inp: int, mode: str, align_corners: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,9 +141,17 @@ def _whiten_marked(kernels, estimator: MDSA, features: torch.Tensor, ids: np.nda
     sizes = kernels.gather_marked(mark, cells, means, pos, centred)
     z = torch.empty(m, pad)
     src = torch.from_numpy(centred)
-    start = 0
-    for s in range(ids.size):  # one matmul per class present, over the cells it reads
-        stop = start + int(sizes[s])
-        torch.mm(src[start:stop], whiten[s], out=z[start:stop])
-        start = stop
+    ends = np.cumsum(sizes).tolist()
+
+    def rows(lo: int, hi: int) -> None:  # one matmul per class present, over the cells it reads
+        start = 0
+        for s, stop in enumerate(ends):
+            a, b = max(lo, start), min(hi, stop)
+            if a < b:
+                torch.mm(src[a:b], whiten[s], out=z[a:b])
+            start = stop
+
+    # the rows split once over threads with one torch thread each: a few small matmuls, each an OpenMP
+    # region with a barrier, stalled whenever a thread was descheduled on a loaded machine (see _threads)
+    run_split(m, split_threads(m, WHITEN_MIN_ROWS), rows)
     return pos, z.numpy()

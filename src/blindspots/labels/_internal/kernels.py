@@ -11,8 +11,33 @@ Kept apart so numba is imported (and the kernels compiled, then cached on disk) 
 """
 from __future__ import annotations
 
+import llvmlite.binding
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+#: LLVM's prefetch intrinsic (its pointer suffix changed with opaque pointers in LLVM 15)
+_PREFETCH = "llvm.prefetch.p0" if llvmlite.binding.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i, c, y, x):
+    """Hint the cache line of arr[i, c, y, x] into cache (a read, kept in all levels); never faults."""
+    sig = types.void(arr, types.intp, types.intp, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, list(args[1:]), wraparound=False)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            _PREFETCH)
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @numba.njit(cache=True, nogil=True)
@@ -78,6 +103,16 @@ def _scan(labels, probs, check, row_step, need_pred, atol, score, pred, maxprob,
                 counts[2] += off
             if need_pred:
                 _row_argmax(probs, i, y, pred, maxprob)
+            nxt = y + 1
+            if not need_pred and nxt < h and not (check and nxt % row_step == 0):
+                # the next row's gather addresses depend on its labels, so the hardware prefetchers (which
+                # stop at 4 KB pages; a class plane's row is W values) miss them: hint the two cache lines
+                # at the ends of every 16 pixels one row ahead (measured ~10-30% off the gather under load)
+                lnext = labels[i, nxt]
+                for x in range(0, w, 16):
+                    x1 = min(x + 15, w - 1)
+                    _prefetch(probs, i, lnext[x], nxt, x)
+                    _prefetch(probs, i, lnext[x1], nxt, x1)
             lrow, srow = labels[i, y], score[i, y]
             plane = probs[i, :, y, :]  # [K, W] view of this row
             for x in range(w):  # the gather alone: labels are class ids here (`scan` replaces others)
@@ -106,10 +141,11 @@ def scan(labels: np.ndarray, probs: np.ndarray, ignore_index: int | None, *, che
     pred = np.empty((b, h, w) if need_pred else (0, 0, 0), dtype=pdt)
     maxprob = np.empty((b, h, w) if need_pred else (0, 0, 0), dtype=probs.dtype)
     counts = np.zeros(3, dtype=np.int64)
-    k_ok = labels < k
-    if labels.dtype.kind == "i":
-        k_ok &= labels >= 0
-    all_ids = bool(k_ok.all())
+    # two reductions instead of a bool array and its all(): the mask is built only when some label is
+    # not a class id
+    signed = labels.dtype.kind == "i"
+    all_ids = labels.size == 0 or (int(labels.max()) < k and (not signed or int(labels.min()) >= 0))
+    k_ok = None if all_ids else ((labels < k) & (labels >= 0) if signed else labels < k)
     ign = None
     if ignore_index is not None and (not all_ids or 0 <= ignore_index < k):
         ign = labels == ignore_index  # only computed where it can matter
@@ -117,6 +153,8 @@ def scan(labels: np.ndarray, probs: np.ndarray, ignore_index: int | None, *, che
         valid = np.ones(labels.shape, dtype=bool)
         safe = labels
     else:
+        if k_ok is None:
+            k_ok = np.ones(labels.shape, dtype=bool)
         valid = k_ok if ign is None else k_ok & ~ign
         counts[0] = valid.size - np.count_nonzero(k_ok if ign is None else k_ok | ign)
         # the kernel gathers without bounds checks: labels that are not class ids become 0
@@ -132,12 +170,17 @@ def scan(labels: np.ndarray, probs: np.ndarray, ignore_index: int | None, *, che
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"nnan", "ninf", "nsz", "reassoc"})
-def _softmin_exponents(s, m, inv_t, x):
+def _softmin_exponents(s, inv_t, x):
     """The shifted softmin exponents x = (m - s) / T in float64, m = min s (the shift cleanlab applies:
     (1 - s)/T - max((1 - s)/T)). s holds finite values (checked by `scan`), so fast-math only lets the
-    loop vectorise. (The minimum comes from numpy: numba's min loops do not vectorise.)"""
+    loops vectorise; the minimum is a select (numba's min() orders NaN and does not vectorise)."""
+    m = s[0]
     for j in range(s.size):
-        x[j] = (m - np.float64(s[j])) * inv_t
+        v = s[j]
+        m = v if v < m else m
+    mf = np.float64(m)
+    for j in range(s.size):
+        x[j] = (mf - np.float64(s[j])) * inv_t
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"nnan", "ninf", "nsz", "reassoc"})
@@ -177,7 +220,7 @@ def softmin(scores: np.ndarray, valid: np.ndarray | None, temperature: float,
         if si.size == 0:
             continue
         x = work[0][:si.size]
-        _softmin_exponents(si, np.float64(si.min()), inv_t, x)
+        _softmin_exponents(si, inv_t, x)
         np.exp(x, out=x)
         out[i] = _softmin_sums(si, x)
     return out
