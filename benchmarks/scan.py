@@ -12,7 +12,7 @@ different designs). Printed:
    timed right next to the bare forward on the same images, alternating which runs first:
    on a shared machine whose speed drifts by 10% from minute to minute (measured), timing one
    whole scan against bare runs minutes before and after measures the drift, not the scan;
-3. ratio = scan time / bare forward time (target <= 1.10 with torch on every core, issue 14), the same ratio in process CPU
+3. ratio = scan time / bare forward time (target <= 1.10, torch on every core), the same ratio in process CPU
    time (all threads; far less sensitive to other jobs sharing the machine than wall time),
    and the cost of the statistics alone on the same probabilities, as a share of the bare
    forward.
@@ -321,7 +321,8 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
         starts.append(s1)
         rests.append(w1)
         r21.append(t1 / t2)
-        print(f"ray round {r}: {len(part)} images, shards of {args.ray_shard_size}; local engine (1 torch thread) {t_local:6.2f} s, "
+        print(f"ray round {r}: {len(part)} images, shards of {args.ray_shard_size}; local engine (1 torch thread) "
+              f"{t_local:6.2f} s, "
               f"Ray 1x1 CPU {t1:6.2f} s (start-up {s1:.1f} s + {w1:.1f} s), Ray 2x1 CPU {t2:6.2f} s "
               f"(start-up {s2:.1f} s + {w2:.1f} s); Ray 1x1 / local {r11[-1]:.3f}, speed-up 2x1 / 1x1 "
               f"{r21[-1]:.3f}; after start-up: {w1 / t_local:.3f} and {w1 / w2:.3f}; {load()}", flush=True)

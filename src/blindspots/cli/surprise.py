@@ -158,7 +158,8 @@ def score(
     if (out is None) == (scan is None):
         raise ValueError(f"--out / --scan: expected exactly one of them, got out={out}, scan={scan}")
     if engine != "local" and scan is None:
-        raise ValueError(f"--engine: expected 'local' without --scan (--out is written by this process), got {engine!r}")
+        raise ValueError(f"--engine: expected 'local' without --scan (--out is written by this process), "
+                         f"got {engine!r}")
     est = load_estimator(estimator)
     ex = _fitted_extractor(estimator, model, batch_size, features)
     image_pool = ImagePool(pool)
