@@ -23,9 +23,9 @@ at most 1.5 MP; ../shared/DATA.md) is scanned with two callable models (`Callabl
 around two seeded zoo small_fcn nets, returning probabilities, so the scan validates every output pixel) in R
 interleaved rounds against a bare loop of the same raw callables on the same same-size batches.
 
-The local engine runs inline (every step on the main thread) when torch uses every core
-(`--threads` = the number of cores) and with reader/writer threads otherwise
-(`scan.engines.local.inline_by_default`); --also-threads times the threaded engine beside it.
+--also-inline also times the local engine run inline (`run_local(..., inline=True)`: decode,
+forward, statistics and writes one after the other on the main thread) beside the default
+reader/writer threads.
 
 With --ray N, the first N images are also scanned on Ray (`engine="ray"`, needs blindspots[ray]),
 in rounds that interleave: the local engine with 1 torch thread; a local Ray of 1 node x 1 CPU;
@@ -47,6 +47,7 @@ with other jobs give noisy times: compare the ratio, which is measured side by s
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import shutil
@@ -61,8 +62,8 @@ import torch
 from blindspots.data.pool import ImagePool
 from blindspots.models.adapters import TorchSegmenter
 from blindspots.scan import model_stats, pair_distances, scan_pool
+from blindspots.scan import api as scan_api
 from blindspots.scan.engines import local as local_engine
-from blindspots.scan.engines.local import inline_by_default
 
 
 def scene_pool(workdir: Path, n: int, seed: int) -> ImagePool:
@@ -217,8 +218,7 @@ def photo_rounds(workdir: Path, out: Path, args: argparse.Namespace) -> None:
               f"ratio {wall[-1]:.3f} wall, {cpu[-1]:.3f} CPU; {load()}", flush=True)
     mp = max(h * w for h, w in sizes) / 1e6
     print(f"photo pool: {len(ids)} real photos, {len(sizes)} distinct sizes (up to {mp:.2f} MP); 2 callable models "
-          f"(small_fcn, probabilities); torch threads {torch.get_num_threads()}; engine "
-          f"{'inline' if inline_by_default() else 'threads'}")
+          f"(small_fcn, probabilities); torch threads {torch.get_num_threads()}")
     print(f"photos: scan / bare loop of the raw callables = {np.median(wall):.3f} wall, {np.median(cpu):.3f} CPU "
           f"(medians of {args.photos} rounds; target <= 1.10, issue 14); {load()}")
 
@@ -359,8 +359,8 @@ def main() -> None:
     ap.add_argument("--ray-only", action="store_true", help="skip the local scan / bare forward segments")
     ap.add_argument("--photos", type=int, default=3, help="rounds of the varied-size real-photo row (0: not)")
     ap.add_argument("--photos-n", type=int, default=48, help="photos in that row (each of its own size)")
-    ap.add_argument("--also-threads", action="store_true",
-                    help="also time the local engine with reader/writer threads beside the default mode")
+    ap.add_argument("--also-inline", action="store_true",
+                    help="also time the local engine inline (no reader/writer threads) beside the default")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -381,10 +381,9 @@ def main() -> None:
             return
     if args.photos:
         photo_rounds(args.workdir, out, args)
-    mode = "inline" if inline_by_default() else "threads"
     seg = -(-len(ids) // max(1, args.segments))
     scan = scan_cpu = bare = bare_cpu = 0.0
-    thr: list[tuple[float, float]] = []  # threaded engine / bare, per segment (--also-threads)
+    alt: list[tuple[float, float]] = []  # inline engine / bare, per segment (--also-inline)
     all_batches: list[np.ndarray] = []
     for j, s in enumerate(range(0, len(ids), seg)):
         part = ids[s:s + seg]
@@ -404,33 +403,32 @@ def main() -> None:
         (ts, cs), (tb, cb) = (a, b) if j % 2 else (b, a)
         scan, scan_cpu, bare, bare_cpu = scan + ts, scan_cpu + cs, bare + tb, bare_cpu + cb
         extra = ""
-        if args.also_threads:
-            default = local_engine.inline_by_default
-            local_engine.inline_by_default = lambda: False
+        if args.also_inline:
+            scan_api.run_local = functools.partial(local_engine.run_local, inline=True)
             try:
                 shutil.rmtree(out / f"segment-{j:02d}", ignore_errors=True)
-                tt, ct = run_scan()
+                ti, ci = run_scan()
             finally:
-                local_engine.inline_by_default = default
-            thr.append((tt / tb, ct / cb))
-            extra = f"; threaded engine {tt:7.2f} s, ratio {tt / tb:.3f} ({ct / cb:.3f} CPU)"
-        print(f"segment {j}: {len(part)} images, scan ({mode}) {ts:7.2f} s, bare forward {tb:7.2f} s, ratio "
+                scan_api.run_local = local_engine.run_local
+            alt.append((ti / tb, ci / cb))
+            extra = f"; inline engine {ti:7.2f} s, ratio {ti / tb:.3f} ({ci / cb:.3f} CPU)"
+        print(f"segment {j}: {len(part)} images, scan {ts:7.2f} s, bare forward {tb:7.2f} s, ratio "
               f"{ts / tb:.3f} ({cs / cb:.3f} CPU){extra}; {load()}", flush=True)
     stats = stats_only(models, all_batches, num_classes) * len(ids) / (len(all_batches) * args.batch_size)
 
     n = len(ids)
     print(f"pool: {n} scenes 128x128; models: {', '.join(models)} (target {target}); "
           f"batch {args.batch_size}; torch threads {args.threads}; {args.segments} interleaved segments; "
-          f"local engine {mode}")
+          f"local engine with reader/writer threads")
     print(f"scan:          {scan:8.2f} s   {n / scan:8.1f} images/s   (decode + 3 forwards + statistics + "
           f"pair distances + Parquet shards + 3 argmax PNGs per image)")
     print(f"bare forward:  {bare:8.2f} s   {n / bare:8.1f} images/s   (predict_proba on preloaded images)")
     print(f"ratio scan / bare forward = {scan / bare:.3f}   (target <= 1.10, issue 14)   [{load()}]")
     print(f"CPU time (all threads of this process): scan {scan_cpu:.2f} s, bare {bare_cpu:.2f} s; "
-          f"ratio {scan_cpu / bare_cpu:.3f} ({mode} engine)   [{load()}]")
-    if thr:
-        print(f"threaded engine (reader/writer threads) / bare forward: median {np.median([t[0] for t in thr]):.3f} "
-              f"wall, {np.median([t[1] for t in thr]):.3f} CPU (the default here is {mode})   [{load()}]")
+          f"ratio {scan_cpu / bare_cpu:.3f}   [{load()}]")
+    if alt:
+        print(f"inline engine (no reader/writer threads) / bare forward: median {np.median([a[0] for a in alt]):.3f} "
+              f"wall, {np.median([a[1] for a in alt]):.3f} CPU   [{load()}]")
     print(f"statistics alone (stats + 2 pair distances, estimated on a sample) = "
           f"{stats:.2f} s = {stats / bare:.3f} of the bare forward")
 
