@@ -7,10 +7,10 @@
             argmax maps as index PNGs, then writes the finished shard's Parquet files, in order
             (`engines.rows`; so a shard file on disk implies its maps exist).
 `run_local(..., inline=True)` runs the same steps one after the other on the calling thread (same
-files). Tried as the default when torch uses every core, it was not shown faster: on 2 cores with
-torch on 2 threads (shared machine, load 5-6; inline timed before threads in each segment, so the
-order may bias it) 1.19 and 3.3x the bare forward against 1.11 and 1.25x with threads (CPU time
-1.49 and 2.34 against 0.89 and 1.25). Compare on an idle machine: `benchmarks/scan.py --also-inline`.
+files). Tried as the default when torch uses every core, it was slower: on 2 cores with torch on
+2 threads (shared machine, load 3.4-3.8, 100 images per segment, its place alternating) the inline
+scan took 2.38 and 7.26 s where the threaded one took 1.69 and 1.80 s (bare forward 1.31 and 1.33
+s). Compare again on an idle machine: `benchmarks/scan.py --threads 2 --also-inline`.
 
 A model that raises on a batch is retried image by image; the images it still fails on get its
 message as their error (status 'error' in the score table) and the scan goes on. A model that has
