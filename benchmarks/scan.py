@@ -12,17 +12,32 @@ different designs). Printed:
    timed right next to the bare forward on the same images, alternating which runs first:
    on a shared machine whose speed drifts by 10% from minute to minute (measured), timing one
    whole scan against bare runs minutes before and after measures the drift, not the scan;
-3. ratio = scan time / bare forward time (target <= 1.15), the same ratio in process CPU
+3. ratio = scan time / bare forward time (target <= 1.10, torch on every core), the same ratio in process CPU
    time (all threads; far less sensitive to other jobs sharing the machine than wall time),
    and the cost of the statistics alone on the same probabilities, as a share of the bare
    forward.
+
+With --photos R (default 3; 0: off), a varied-size pool of real photographs (the opencv-doc
+examples and scikit-image's bundled photos, each also as one seeded crop: >= 40 distinct sizes,
+at most 1.5 MP; ../shared/DATA.md) is scanned with two callable models (`CallableSegmenter`
+around two seeded zoo small_fcn nets, returning probabilities, so the scan validates every output pixel) in R
+interleaved rounds against a bare loop of the same raw callables on the same same-size batches.
+
+--also-inline also times the local engine run inline (`run_local(..., inline=True)`: decode,
+forward, statistics and writes one after the other on the main thread) beside the default
+reader/writer threads.
 
 With --ray N, the first N images are also scanned on Ray (`engine="ray"`, needs blindspots[ray]),
 in rounds that interleave: the local engine with 1 torch thread; a local Ray of 1 node x 1 CPU;
 a Ray cluster of 2 nodes x 1 CPU on this machine (`ray.cluster_utils.Cluster`). Printed per round
 and as medians of the per-round ratios: Ray 1x1 / local (target <= 1.2) and the speed-up of
-2x1 over 1x1 (target >= 1.7), with `os.getloadavg()` beside them. Ray's start-up is not timed;
-starting the model actors (a Python process each, importing torch) is, as every scan pays it.
+2x1 over 1x1 (target >= 1.7), with `os.getloadavg()` beside them. Ray's own start (`ray.init`, the
+cluster's processes) is not timed; the scan's start-up (from the pipeline's start to its first
+result: decode workers and model actors importing their modules, loading the models) is, as
+every scan pays it, and is printed apart with the ratios after start-up. N should be large
+enough for the start-up (about 15 s on an idle 2-core machine) to be amortised: at N = 600 it
+was most of the Ray scan. Printed too: the N at which the measured start-up would be 10% of the
+Ray 1x1 scan, from its per-image rate after start-up.
 All Ray traffic stays on 127.0.0.1 (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0).
 
 Run: ``.venv/bin/python benchmarks/scan.py [--n 2000] [--threads 1] [--ray 400] [--workdir DIR]``.
@@ -32,12 +47,14 @@ with other jobs give noisy times: compare the ratio, which is measured side by s
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -45,6 +62,8 @@ import torch
 from blindspots.data.pool import ImagePool
 from blindspots.models.adapters import TorchSegmenter
 from blindspots.scan import model_stats, pair_distances, scan_pool
+from blindspots.scan import api as scan_api
+from blindspots.scan.engines import local as local_engine
 
 
 def scene_pool(workdir: Path, n: int, seed: int) -> ImagePool:
@@ -71,6 +90,137 @@ def zoo_models(names: list[str] | None, batch_size: int) -> dict[str, TorchSegme
         torch.manual_seed(i)
         out[name.lower().replace("-", "_")] = TorchSegmenter(zoo.build_model(name, c), c, batch_size=batch_size)
     return out
+
+
+PHOTO_DIRS = [Path("/usr/share/doc/opencv-doc/examples/data")]
+SKIMAGE_PHOTOS = ["astronaut", "coffee", "chelsea", "rocket", "camera", "coins", "hubble_deep_field",
+                  "immunohistochemistry", "retina", "page", "text", "moon", "horse", "clock", "grass", "gravel",
+                  "brick", "colorwheel", "cat"]
+MAX_PIXELS = 1_500_000
+
+
+def photo_pool(workdir: Path, seed: int) -> ImagePool:
+    """Real photographs of many sizes (../shared/DATA.md), written once under workdir as PNG:
+    each photo as is (shrunk to at most MAX_PIXELS) and one seeded crop of it (50-100% per side)."""
+    from PIL import Image
+
+    root = workdir / f"photos-{seed}"
+    if root.is_dir() and len(list(root.glob("*.png"))) >= 80:
+        return ImagePool(root)
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    photos: list[tuple[str, np.ndarray]] = []
+    for d in PHOTO_DIRS:
+        for f in sorted(d.glob("*.jpg")):
+            photos.append((f.stem, np.asarray(Image.open(f).convert("RGB"))))
+    try:
+        import skimage.data as skd
+
+        for name in SKIMAGE_PHOTOS:
+            try:
+                im = np.asarray(getattr(skd, name)())
+            except Exception:  # noqa: BLE001 - some need a download (offline here)
+                continue
+            im = np.stack([im] * 3, -1) if im.ndim == 2 else im[..., :3]
+            photos.append((f"sk_{name}", im.astype(np.uint8)))
+    except ImportError:
+        pass
+    rng = np.random.default_rng(seed)
+    for name, im in photos:
+        h, w = im.shape[:2]
+        if h * w > MAX_PIXELS:
+            f = (MAX_PIXELS / (h * w)) ** 0.5
+            im = np.asarray(Image.fromarray(im).resize((int(w * f), int(h * f)), Image.BILINEAR))
+            h, w = im.shape[:2]
+        Image.fromarray(im).save(root / f"{name}.png", compress_level=1)
+        ch, cw = int(h * rng.uniform(0.5, 1)), int(w * rng.uniform(0.5, 1))
+        y, x = int(rng.integers(0, h - ch + 1)), int(rng.integers(0, w - cw + 1))
+        Image.fromarray(im[y:y + ch, x:x + cw]).save(root / f"{name}_crop.png", compress_level=1)
+    return ImagePool(root)
+
+
+def raw_callables(archs: dict[str, str], num_classes: int) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
+    """Plain functions uint8 [N, H, W, 3] -> float32 probabilities [N, C, H, W] around zoo nets (what
+    a user brings as a `module:function` model): the peer of the photo row calls these directly."""
+    from blindspots.models import zoo
+    from blindspots.models.adapters import TorchPreprocess
+
+    pre = TorchPreprocess()
+    out = {}
+    for i, (key, arch) in enumerate(archs.items()):
+        torch.manual_seed(100 + i)
+        net = zoo.build_model(arch, num_classes).eval()
+
+        def fn(batch: np.ndarray, net=net) -> np.ndarray:
+            with torch.no_grad():
+                y = net(pre(batch, torch.device("cpu")))
+                y = y["out"] if isinstance(y, dict) else y
+                if y.shape[-2:] != batch.shape[1:3]:
+                    y = torch.nn.functional.interpolate(y, size=batch.shape[1:3], mode="bilinear",
+                                                        align_corners=False)
+                return torch.softmax(y, dim=1).numpy()
+        out[key] = fn
+    return out
+
+
+def photo_rounds(workdir: Path, out: Path, args: argparse.Namespace) -> None:
+    """Interleaved rounds: scan of the photo pool with two callable models / a bare loop of the same
+    raw callables on the scan's batches (same-size groups of at most --batch-size per shard)."""
+    from blindspots.models.adapters import CallableSegmenter
+
+    full = photo_pool(workdir, args.seed)
+    ids, seen = [], set()
+    for i in sorted(full.ids):  # the first --photos-n photos of sizes not taken yet (every size once)
+        shape = full.load(i).shape
+        if shape not in seen and len(ids) < args.photos_n:
+            ids.append(i)
+            seen.add(shape)
+    pool = SubPool(full, ids)
+    images = {i: full.load(i) for i in ids}
+    sizes = {im.shape[:2] for im in images.values()}
+    c = 8
+    fns = raw_callables({"fcn_a": "small_fcn", "fcn_b": "small_fcn"}, c)  # the zoo's cheapest net: 1.5 MP photos
+    models = {n: CallableSegmenter(f, c, output="probabilities") for n, f in fns.items()}
+    groups: dict[tuple, list[str]] = {}
+    for s in range(0, len(ids), args.shard_size):  # the scan's batches: per shard, per size
+        per: dict[tuple, list[str]] = {}
+        for i in ids[s:s + args.shard_size]:
+            per.setdefault(images[i].shape, []).append(i)
+        for shape, members in per.items():
+            for b in range(0, len(members), args.batch_size):
+                groups[(s, shape, b)] = members[b:b + args.batch_size]
+    batches = [np.stack([images[i] for i in g]) for g in groups.values()]
+
+    def bare() -> tuple[float, float]:
+        t, cpu = time.perf_counter(), time.process_time()
+        for f in fns.values():
+            for b in batches:
+                f(b)
+        return time.perf_counter() - t, time.process_time() - cpu
+
+    def scan() -> tuple[float, float]:
+        folder = out / "photos"
+        shutil.rmtree(folder, ignore_errors=True)
+        t, cpu = time.perf_counter(), time.process_time()
+        scan_pool(pool, models, folder, target=next(iter(models)), batch_size=args.batch_size,
+                  shard_size=args.shard_size, progress=False)
+        return time.perf_counter() - t, time.process_time() - cpu
+
+    for f in fns.values():  # warm-up (allocator, first-call overheads)
+        f(batches[0])
+    wall, cpu = [], []
+    for r in range(args.photos):
+        a, b = (scan(), bare()) if r % 2 else (bare(), scan())
+        (ts, cs), (tb, cb) = (a, b) if r % 2 else (b, a)
+        wall.append(ts / tb)
+        cpu.append(cs / cb)
+        print(f"photos round {r}: scan {ts:6.2f} s ({cs:6.2f} s CPU), bare loop {tb:6.2f} s ({cb:6.2f} s CPU); "
+              f"ratio {wall[-1]:.3f} wall, {cpu[-1]:.3f} CPU; {load()}", flush=True)
+    mp = max(h * w for h, w in sizes) / 1e6
+    print(f"photo pool: {len(ids)} real photos, {len(sizes)} distinct sizes (up to {mp:.2f} MP); 2 callable models "
+          f"(small_fcn, probabilities); torch threads {torch.get_num_threads()}")
+    print(f"photos: scan / bare loop of the raw callables = {np.median(wall):.3f} wall, {np.median(cpu):.3f} CPU "
+          f"(medians of {args.photos} rounds; target <= 1.10, issue 14); {load()}")
 
 
 def bare_forward(models: dict[str, TorchSegmenter], batches: list[np.ndarray]) -> tuple[float, float]:
@@ -103,6 +253,9 @@ class SubPool:
     def iter_items(self, ids):
         return self._pool.iter_items(ids)
 
+    def content_hash(self, image_id: str) -> str:
+        return self._pool.content_hash(image_id)  # the scan hashes each file, as on a whole ImagePool
+
 
 def load() -> str:
     return "load %.2f %.2f %.2f" % os.getloadavg()
@@ -124,7 +277,7 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
         shutil.rmtree(folder, ignore_errors=True)
         t = time.perf_counter()
         scan_pool(SubPool(pool, part), models, folder, target=target, batch_size=args.batch_size,
-                  shard_size=args.shard_size, progress=False, **kw)
+                  shard_size=args.ray_shard_size, progress=False, **kw)
         return time.perf_counter() - t
 
     class Startup(logging.Handler):
@@ -156,6 +309,8 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
             cluster.shutdown()
 
     r11, r21 = [], []
+    starts: list[float] = []
+    rests: list[float] = []
     for r in range(args.ray_rounds):
         t_local = timed(out / "ray-local")
         t1 = on_ray(out / "ray-1x1", 1)
@@ -163,13 +318,23 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
         t2 = on_ray(out / "ray-2x1", 2)
         (s2, w2) = grab.last
         r11.append(t1 / t_local)
+        starts.append(s1)
+        rests.append(w1)
         r21.append(t1 / t2)
-        print(f"ray round {r}: {len(part)} images; local engine (1 torch thread) {t_local:6.2f} s, "
+        print(f"ray round {r}: {len(part)} images, shards of {args.ray_shard_size}; local engine (1 torch thread) "
+              f"{t_local:6.2f} s, "
               f"Ray 1x1 CPU {t1:6.2f} s (start-up {s1:.1f} s + {w1:.1f} s), Ray 2x1 CPU {t2:6.2f} s "
               f"(start-up {s2:.1f} s + {w2:.1f} s); Ray 1x1 / local {r11[-1]:.3f}, speed-up 2x1 / 1x1 "
               f"{r21[-1]:.3f}; after start-up: {w1 / t_local:.3f} and {w1 / w2:.3f}; {load()}", flush=True)
     print(f"Ray 1 node x 1 CPU / local engine (1 torch thread): median {np.median(r11):.3f} (target <= 1.2); "
           f"{load()}")
+    s1, w1 = np.median(starts), np.median(rests)
+    if w1 > 0.05 * (s1 + w1):  # the rest is measurable: more than the first shard's results came later
+        print(f"start-up (1x1, median) {s1:.1f} s = {s1 / (s1 + w1):.0%} of the Ray 1x1 scan of {len(part)} images; "
+              f"it would be 10% from about {9 * s1 * len(part) / w1:,.0f} images (the rate after start-up); {load()}")
+    else:
+        print(f"start-up (1x1, median) {s1:.1f} s: about the whole Ray scan of {len(part)} images (a shard's "
+              f"results come back together); use a larger --ray or a smaller --ray-shard-size; {load()}")
     print(f"Ray 2 nodes x 1 CPU / 1 node x 1 CPU speed-up: median {np.median(r21):.3f} (target >= 1.7); {load()}")
     print("(start-up = from the Ray pipeline's start to its first result: actor processes importing torch and "
           "loading the models, and the first batch's decode and forward; paid once per scan)")
@@ -189,7 +354,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ray", type=int, default=0, help="also time the Ray engine on the first N images (0: not)")
     ap.add_argument("--ray-rounds", type=int, default=3)
+    ap.add_argument("--ray-shard-size", type=int, default=32,
+                    help="shard size of the Ray rounds (all three engines): shards are Ray's unit of parallelism")
     ap.add_argument("--ray-only", action="store_true", help="skip the local scan / bare forward segments")
+    ap.add_argument("--photos", type=int, default=3, help="rounds of the varied-size real-photo row (0: not)")
+    ap.add_argument("--photos-n", type=int, default=48, help="photos in that row (each of its own size)")
+    ap.add_argument("--also-inline", action="store_true",
+                    help="also time the local engine inline (no reader/writer threads) beside the default")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -208,8 +379,11 @@ def main() -> None:
         ray_rounds(pool, models, ids, args, out)
         if args.ray_only:
             return
+    if args.photos:
+        photo_rounds(args.workdir, out, args)
     seg = -(-len(ids) // max(1, args.segments))
     scan = scan_cpu = bare = bare_cpu = 0.0
+    alt: list[tuple[float, float]] = []  # inline engine / bare, per segment (--also-inline)
     all_batches: list[np.ndarray] = []
     for j, s in enumerate(range(0, len(ids), seg)):
         part = ids[s:s + seg]
@@ -218,6 +392,7 @@ def main() -> None:
         all_batches += batches[:1]
 
         def run_scan() -> tuple[float, float]:
+            shutil.rmtree(out / f"segment-{j:02d}", ignore_errors=True)  # a fresh folder every time
             t, c = time.perf_counter(), time.process_time()
             scan_pool(SubPool(pool, part), models, out / f"segment-{j:02d}", target=target,
                       batch_size=args.batch_size, shard_size=args.shard_size, progress=False)
@@ -225,22 +400,39 @@ def main() -> None:
 
         first, second = (run_scan, lambda: bare_forward(models, batches)) if j % 2 else \
             (lambda: bare_forward(models, batches), run_scan)
+        def run_inline() -> tuple[float, float]:
+            scan_api.run_local = functools.partial(local_engine.run_local, inline=True)
+            try:
+                return run_scan()
+            finally:
+                scan_api.run_local = local_engine.run_local
+
+        inline_first = run_inline() if args.also_inline and j % 2 else None  # its place alternates too
         a, b = first(), second()
         (ts, cs), (tb, cb) = (a, b) if j % 2 else (b, a)
         scan, scan_cpu, bare, bare_cpu = scan + ts, scan_cpu + cs, bare + tb, bare_cpu + cb
-        print(f"segment {j}: {len(part)} images, scan {ts:7.2f} s, bare forward {tb:7.2f} s, ratio {ts / tb:.3f}",
-              flush=True)
+        extra = ""
+        if args.also_inline:
+            ti, ci = inline_first or run_inline()
+            alt.append((ti / tb, ci / cb))
+            extra = f"; inline engine {ti:7.2f} s, ratio {ti / tb:.3f} ({ci / cb:.3f} CPU)"
+        print(f"segment {j}: {len(part)} images, scan {ts:7.2f} s, bare forward {tb:7.2f} s, ratio "
+              f"{ts / tb:.3f} ({cs / cb:.3f} CPU){extra}; {load()}", flush=True)
     stats = stats_only(models, all_batches, num_classes) * len(ids) / (len(all_batches) * args.batch_size)
 
     n = len(ids)
     print(f"pool: {n} scenes 128x128; models: {', '.join(models)} (target {target}); "
-          f"batch {args.batch_size}; torch threads {args.threads}; {args.segments} interleaved segments")
+          f"batch {args.batch_size}; torch threads {args.threads}; {args.segments} interleaved segments; "
+          f"local engine with reader/writer threads")
     print(f"scan:          {scan:8.2f} s   {n / scan:8.1f} images/s   (decode + 3 forwards + statistics + "
           f"pair distances + Parquet shards + 3 argmax PNGs per image)")
     print(f"bare forward:  {bare:8.2f} s   {n / bare:8.1f} images/s   (predict_proba on preloaded images)")
     print(f"ratio scan / bare forward = {scan / bare:.3f}   (target <= 1.10, issue 14)   [{load()}]")
     print(f"CPU time (all threads of this process): scan {scan_cpu:.2f} s, bare {bare_cpu:.2f} s; "
-          f"ratio {scan_cpu / bare_cpu:.3f} (the reader and writer threads use the second core)   [{load()}]")
+          f"ratio {scan_cpu / bare_cpu:.3f}   [{load()}]")
+    if alt:
+        print(f"inline engine (no reader/writer threads) / bare forward: median {np.median([a[0] for a in alt]):.3f} "
+              f"wall, {np.median([a[1] for a in alt]):.3f} CPU   [{load()}]")
     print(f"statistics alone (stats + 2 pair distances, estimated on a sample) = "
           f"{stats:.2f} s = {stats / bare:.3f} of the bare forward")
 

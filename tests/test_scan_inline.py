@@ -1,8 +1,9 @@
-"""The local engine's inline mode (every step on the main thread, chosen when torch uses every
-core) writes the same files as its reader/writer threads: equal table, md5-equal maps, the same
-error rows; a model failing everywhere stops it with the same error."""
+"""The local engine's inline mode (`run_local(..., inline=True)`: every step on the calling thread)
+writes the same files as its reader/writer threads: equal table, md5-equal maps, the same error
+rows; a model failing everywhere stops it with the same error."""
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import torch
 from blindspots.data.pool import ImagePool
 from blindspots.models.adapters import TorchSegmenter
 from blindspots.scan import read_score_table, scan_pool
+from blindspots.scan import api
 from blindspots.scan.engines import local
 from test_scan_errors import C, labels_by_red, mark, model, refuses_marked, write_pool
 
@@ -32,7 +34,7 @@ def digests(out: Path) -> dict[str, str]:
 
 
 def scan(pool: Path, out: Path, inline: bool, monkeypatch, **models) -> pd.DataFrame:
-    monkeypatch.setattr(local, "inline_by_default", lambda: inline)
+    monkeypatch.setattr(api, "run_local", functools.partial(local.run_local, inline=inline))
     scan_pool(ImagePool(pool), models, out, target="t", batch_size=3, shard_size=5, progress=False)
     return read_score_table(out).sort_values("id").reset_index(drop=True)
 
@@ -60,10 +62,3 @@ def test_inline_model_failing_everywhere_stops(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="failed on every image"):
         scan(pool, tmp_path / "out", True, monkeypatch, t=model(labels_by_red), g=model(always))
     assert not list((tmp_path / "out").glob("models/g/*.parquet"))
-
-
-def test_inline_by_default_follows_torch_threads(monkeypatch):
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 1024)
-    assert local.inline_by_default()
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
-    assert not local.inline_by_default() or len(local.os.sched_getaffinity(0)) == 1

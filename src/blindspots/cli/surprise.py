@@ -40,6 +40,38 @@ def _fitted_extractor(estimator: Path, model: Optional[str], batch_size: int, fe
                       batch_size, features or meta.get("features"))
 
 
+class _ScoreColumns:
+    """`compute` of `add_columns` for `score --scan`: picklable (paths and specs only), so that Ray
+    tasks can run it; loads the estimator and the extractor on its first call, once per process."""
+
+    _loaded: dict[tuple, tuple] = {}  # per process: a Ray worker scores many shards
+
+    def __init__(self, estimator: Path, model: Optional[str], batch_size: int, features: Optional[str], name: str,
+                 per_class: int, seed: int) -> None:
+        from blindspots.models.load import absolute_spec
+
+        spec = model or _sidecar(estimator).get("model", "")
+        self.key = (str(estimator.resolve()), absolute_spec(spec, str(Path.cwd())) if spec else spec, batch_size,
+                    features)
+        self.name, self.per_class, self.seed = name, per_class, seed
+
+    def loaded(self) -> tuple:
+        """(estimator, trace extractor)."""
+        if self.key not in self._loaded:
+            from blindspots.surprise.estimators import load_estimator
+
+            est, model, batch_size, features = self.key
+            self._loaded[self.key] = (load_estimator(Path(est)), _fitted_extractor(Path(est), model or None,
+                                                                                   batch_size, features))
+        return self._loaded[self.key]
+
+    def __call__(self, images, ids=None) -> dict:
+        from blindspots.surprise.image import surprise_columns
+
+        est, ex = self.loaded()
+        return surprise_columns(ex, est, images, self.name, per_class=self.per_class, seed=self.seed, ids=ids)
+
+
 def _parse_groups(values: list[str]) -> dict[str, list[int]] | None:
     if not values:
         return None
@@ -109,6 +141,10 @@ def score(
     per_class: int = typer.Option(1000, help="Pixels scored per predicted class per image (paper: 1,000)."),
     seed: int = typer.Option(0, help="Random seed for pixel sampling."),
     batch_size: int = typer.Option(16, help="Images per forward pass."),
+    engine: str = typer.Option("local", help="With --scan: 'local' or 'ray' (one Ray task per shard; every node "
+                               "needs the estimator, the model and the pool at the same paths, see docs/ray.md)."),
+    address: Optional[str] = typer.Option(None, help="With --engine ray: the Ray cluster ('auto', 'HOST:6379', "
+                                          "'ray://HOST:10001'); default: a new local Ray."),
 ) -> None:
     """Score every image of a pool: image SA and class SA columns for the score table."""
     import numpy as np
@@ -121,6 +157,9 @@ def score(
 
     if (out is None) == (scan is None):
         raise ValueError(f"--out / --scan: expected exactly one of them, got out={out}, scan={scan}")
+    if engine != "local" and scan is None:
+        raise ValueError(f"--engine: expected 'local' without --scan (--out is written by this process), "
+                         f"got {engine!r}")
     est = load_estimator(estimator)
     ex = _fitted_extractor(estimator, model, batch_size, features)
     image_pool = ImagePool(pool)
@@ -133,7 +172,10 @@ def score(
             raise ValueError("--scan: expected features computed from pixels (a model or a callable), got features "
                              "read by image id; use --out for precomputed feature maps")
         part = f"surprise_{est.name}__{name}"
-        cols = add_columns(scan, image_pool, part, compute, batch_size=batch_size)
+        scorer = _ScoreColumns(estimator, model, batch_size, features, name, per_class, seed)
+        scorer._loaded[scorer.key] = (est, ex)  # this process has them loaded already
+        cols = add_columns(scan, image_pool, part, scorer, batch_size=batch_size, engine=engine,
+                           ray_address=address)
         typer.echo(f"added {len(cols)} surprise columns to the score table of {scan} (extra/{part})")
         return
     rows: list[pd.DataFrame] = []

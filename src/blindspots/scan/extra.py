@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -33,14 +33,20 @@ Compute = Callable[[np.ndarray], dict[str, np.ndarray]]  # uint8 [n, H, W, 3] ->
 
 
 def add_columns(out_dir: str | Path, pool: Any, part: str, compute: Compute, *, batch_size: int = 16,
-                progress: bool = True) -> list[str]:
+                progress: bool = True, engine: str = "local", ray_address: str | None = None) -> list[str]:
     """Compute extra per-image columns for every image of a scan; returns the column names.
 
     out_dir: a finished scan folder. pool: the same `ImagePool` that was scanned (same ids).
     part: name of the column group (lowercase letters, digits, underscores), e.g. "surprise_mdsa__target".
     compute: images uint8 [n, H, W, 3] (resized as the scan resized them) -> dict of float arrays
         [n], the same keys on every call; keys must not clash with the scan's own columns.
+    engine: "local" (this process) or "ray": one Ray task per missing shard (1 CPU each), `compute`
+        and `pool` pickled once into Ray's object store (so `compute` must pickle: load models from
+        specs on first call, not in the driver); the driver writes each shard as its task ends.
+        ray_address: as for `scan_pool` (None: the Ray this process is connected to, or a new one).
     """
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine: expected 'local' or 'ray', got {engine!r}")
     layout = ScanLayout(out_dir)
     manifest = load_manifest(out_dir)
     if manifest is None:
@@ -60,19 +66,60 @@ def add_columns(out_dir: str | Path, pool: Any, part: str, compute: Compute, *, 
     with tqdm(total=len(ids), initial=len(ids) - sum(len(ids[k * size:(k + 1) * size]) for k in todo),
               unit="img", desc=f"extra columns {part}", disable=not progress) as bar:
         postponed: list[int] = []  # shards without one readable image, met before the columns are known
-        for k in todo:
-            shard_ids = ids[k * size:(k + 1) * size]
-            values, columns = _shard_values(pool, shard_ids, compute, int(batch_size), resize, columns, bar)
+        if engine == "ray":
+            shards = _ray_shards(pool, [(k, ids[k * size:(k + 1) * size]) for k in todo], compute, int(batch_size),
+                                 resize, ray_address)
+        else:
+            shards = ((k, *_shard_values(pool, ids[k * size:(k + 1) * size], compute, int(batch_size), resize,
+                                         columns, bar)) for k in todo)
+        for k, values, got in shards:
+            if engine == "ray":
+                bar.update(len(ids[k * size:(k + 1) * size]))
             if values is None:
                 postponed.append(k)
                 continue
-            _write(layout, part, k, shard_ids, values)
+            if columns is not None and got != columns:  # a Ray task learnt its columns on its own
+                raise ValueError(f"compute: expected the columns {columns} on every call, got {got}")
+            columns = got
+            _write(layout, part, k, ids[k * size:(k + 1) * size], values)
         if postponed and columns is None:
             raise ValueError("pool: expected at least one decodable image to learn the columns from, got none")
         for k in postponed:  # all rows NaN
             shard_ids = ids[k * size:(k + 1) * size]
             _write(layout, part, k, shard_ids, {c: np.full(len(shard_ids), np.nan, np.float32) for c in columns})
     return list(columns or [])
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+
+def _shard_task(pool: Any, shard_ids: list[str], compute: Compute, batch_size: int,
+                resize: tuple[int, int] | None) -> tuple[dict[str, np.ndarray] | None, list[str] | None]:
+    """A Ray task: one shard's column values and names (`_shard_values`, columns learnt here)."""
+    return _shard_values(pool, shard_ids, compute, batch_size, resize, None, _NoBar())
+
+
+def _ray_shards(pool: Any, shards: list[tuple[int, list[str]]], compute: Compute, batch_size: int,
+                resize: tuple[int, int] | None, address: str | None
+                ) -> Iterator[tuple[int, dict[str, np.ndarray] | None, list[str] | None]]:
+    """(k, values, columns) per shard, in the order the Ray tasks end (one task per shard)."""
+    from blindspots.scan.engines.ray import connect, import_ray
+
+    ray = import_ray()
+    started = connect(ray, address)
+    try:
+        task = ray.remote(num_cpus=1)(_shard_task)
+        pool_ref, compute_ref = ray.put(pool), ray.put(compute)  # pickled once, not per task
+        pending = {task.remote(pool_ref, shard_ids, compute_ref, batch_size, resize): k for k, shard_ids in shards}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            k = pending.pop(ready[0])
+            yield (k, *ray.get(ready[0]))
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def _write(layout: ScanLayout, part: str, k: int, shard_ids: list[str], values: dict[str, np.ndarray]) -> None:

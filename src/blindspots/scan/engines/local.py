@@ -1,16 +1,16 @@
-"""The local scan engine: run the planned shards of a scan on this machine.
+"""The local scan engine: run the planned shards of a scan with three threads on this machine.
 
-With threads (the default while the models leave a core free):
   reader  — decodes the images of unfinished shards ahead of time (and hashes their files) and
             groups them into batches of one image size (`engines.pipeline`);
   main    — runs each model's `predict_proba` on a batch, nothing else (`engines.forward`);
   writer  — computes the statistics and pair distances (`engines.forward.batch_result`), saves the
             argmax maps as index PNGs, then writes the finished shard's Parquet files, in order
             (`engines.rows`; so a shard file on disk implies its maps exist).
-Inline (when torch already uses every core, `inline_by_default`): the same steps one after the
-other on the main thread. Reader and writer threads then only compete with torch's own threads
-for the cores: measured on 2 cores with torch on 2 threads, the OpenMP threads wait on the
-preempted one and the scan cost 1.20-1.25x the bare forward (CPU time) for about 4% of own work.
+`run_local(..., inline=True)` runs the same steps one after the other on the calling thread (same
+files). Tried as the default when torch uses every core, it was slower: on 2 cores with torch on
+2 threads (shared machine, load 3.4-3.8, 100 images per segment, its place alternating) the inline
+scan took 2.38 and 7.26 s where the threaded one took 1.69 and 1.80 s (bare forward 1.31 and 1.33
+s). Compare again on an idle machine: `benchmarks/scan.py --threads 2 --also-inline`.
 
 A model that raises on a batch is retried image by image; the images it still fails on get its
 message as their error (status 'error' in the score table) and the scan goes on. A model that has
@@ -20,7 +20,6 @@ with one ValueError naming it, before any shard with its failures is written.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import sys
 import threading
@@ -33,7 +32,7 @@ from blindspots.scan.engines.rows import ShardRows, add_batch, add_errors, finis
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.plan import ShardPlan
 
-__all__ = ["ALL_FAIL_MIN", "MAX_ERROR_CHARS", "SCAN_SWITCH_INTERVAL_S", "inline_by_default", "run_local"]
+__all__ = ["ALL_FAIL_MIN", "MAX_ERROR_CHARS", "SCAN_SWITCH_INTERVAL_S", "run_local"]
 
 log = logging.getLogger(__name__)
 
@@ -44,30 +43,16 @@ log = logging.getLogger(__name__)
 SCAN_SWITCH_INTERVAL_S = 5e-5
 
 
-def inline_by_default() -> bool:
-    """True when torch is loaded and its intra-op threads already cover every core of this process.
-
-    Then reader and writer threads cannot run for free beside the forward; they only preempt
-    torch's threads (see the module docstring). Models that are not torch leave the threads on."""
-    torch = sys.modules.get("torch")  # not loaded: no torch model (the scan does not import it)
-    if torch is None:
-        return False
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return torch.get_num_threads() >= cores
-
-
 def run_local(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[ShardPlan], target: str,
               num_classes: int, batch_size: int, resize: tuple[int, int] | None, save_maps: bool, prefetch: int,
-              bar: Any, inline: bool | None = None) -> None:
+              bar: Any, inline: bool = False) -> None:
     """Run the planned shards (plans with `todo`). With threads: main thread forward passes only; the
     writer thread gets each batch's probabilities and computes the statistics, saves the maps and
     writes finished shards, in order. inline: every step on the calling thread, in the same order
-    (None: `inline_by_default()`). Both give the same files."""
+    (same files; no threads, e.g. where threads are unwelcome)."""
     plans = [p for p in plans if p.todo]
     if not plans:
         return
-    if inline is None:
-        inline = inline_by_default()
     if inline:
         messages = (m for p in plans for m in shard_messages(pool, p, batch_size, resize))
         _drive(messages, lambda job: job(), models, layout, plans, target, num_classes, save_maps, bar)

@@ -118,7 +118,7 @@ class ModelActor:
         return {"item": _pack(out)}
 
 
-def _connect(ray: Any, address: str | None) -> bool:
+def connect(ray: Any, address: str | None) -> bool:
     """Connect to `address` (or start a local Ray) unless connected already; True when we did."""
     if ray.is_initialized():
         if address is not None:
@@ -153,7 +153,7 @@ def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: lis
         return
     ray = import_ray()
     refs = model_refs(models)
-    started = _connect(ray, address)
+    started = connect(ray, address)
     ctx = ray.data.DataContext.get_current()
     bars = ctx.enable_progress_bars
     ctx.enable_progress_bars = False  # the scan has its own tqdm bar
