@@ -1,0 +1,119 @@
+"""The annotation app on a project of real photos (scikit-image and OpenCV samples, 300x451 to
+1280x1024, gray and colour) with two numpy callable models, not 64-px procedural scenes: the label
+API (start, superpixels at both levels, competitor maps, full-resolution save round trip), and the
+rate / review-free label pages in chromium at 1280x800 and 1920x1080 with the canvas fitted to the
+viewport and zoomed in. Screenshots go to /tmp/appreal_shots/."""
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from real_photo_project import TOKEN, build
+from test_browser_app import ARGS, CHROMIUM, browser, free_port, start_server  # noqa: F401 - browser is a fixture
+
+torch.set_num_threads(1)
+SHOTS = Path("/tmp/appreal_shots")
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    proj, sizes = build(tmp_path_factory.mktemp("real_photos"))
+    return {"path": proj, "sizes": sizes}
+
+
+def decode(s: str, shape: tuple[int, int], dtype: str = "u1") -> np.ndarray:
+    return np.frombuffer(base64.b64decode(s), dtype).reshape(shape)
+
+
+def test_label_api_on_big_non_square_photos(project: dict) -> None:
+    from fastapi.testclient import TestClient
+
+    from blindspots.app import create_app
+    from blindspots.app.superpixels import MAX_SEGMENTS
+
+    c = TestClient(create_app(project["path"]))
+    items = c.get("/api/labels/queue", headers=AUTH).json()["items"]
+    big = [it for it in items if max(project["sizes"][it["id"]]) >= 1280]
+    assert big, [it["id"] for it in items]  # the 1280x1024 photo awaits a mask
+    for it in items:
+        h, w = project["sizes"][it["id"]]
+        q = {"kind": it["kind"], "ref": it["ref"], "id": it["id"]}
+        s = c.get("/api/labels/start", params=q, headers=AUTH).json()
+        assert (s["height"], s["width"], s["source"]) == (h, w, "prediction")
+        # Superpixels: the image's size, consecutive ids, coarse clearly coarser than fine.
+        n = {}
+        for level in ("coarse", "fine"):
+            sp = c.get("/api/labels/superpixels", params={**q, "level": level}, headers=AUTH).json()
+            labels = decode(sp["labels"], (h, w), "<u2")
+            assert labels.max() + 1 == sp["n"] == len(np.unique(labels)) <= 1.5 * MAX_SEGMENTS[level]
+            n[level] = sp["n"]
+        assert n["fine"] > 2 * n["coarse"] > 100, n
+        # The competitor's map and the prediction overlay line up with the image (width x height).
+        comps = c.get("/api/labels/competitors", params=q, headers=AUTH).json()["models"]
+        assert [m["name"] for m in comps] == ["comp"]
+        assert decode(comps[0]["mask"], (h, w)).max() <= 2
+        for path, params in (("/api/images/prediction", {"round": 0, "id": it["id"]}),
+                             ("/api/images/pool", {"id": it["id"]})):
+            r = c.get(path, params=params, headers=AUTH)
+            assert Image.open(io.BytesIO(r.content)).size == (w, h), path
+        # Save at full resolution: the stored PNG has the image's size and exactly the class ids sent.
+        mask = decode(s["mask"], (h, w)).copy()
+        mask[: h // 2, : w // 3] = 2
+        mask[-5:, -7:] = 255
+        r = c.post("/api/labels", json={"kind": "round", "ref": "0", "image_id": it["id"], "width": w, "height": h,
+                                        "mask": base64.b64encode(mask.tobytes()).decode()}, headers=AUTH)
+        assert r.status_code == 200, r.text
+        back = c.get("/api/labels/start", params=q, headers=AUTH).json()
+        assert back["source"] == "stored" and np.array_equal(decode(back["mask"], (h, w)), mask)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium at /usr/bin/chromium")
+@pytest.mark.parametrize("viewport", [(1280, 800), (1920, 1080)])
+def test_label_page_fits_and_zooms_a_big_photo(project: dict, browser, viewport: tuple[int, int]) -> None:  # noqa: ANN001, F811
+    from blindspots.app import create_app
+
+    with start_server(create_app(project["path"])) as url:
+        ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        page = ctx.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{url}/signin#token={TOKEN}")
+        page.wait_for_url(f"{url}/rate")
+        page.wait_for_selector("body[data-pending='0']", state="attached", timeout=30000)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        tag = f"{viewport[0]}x{viewport[1]}"
+        page.screenshot(path=str(SHOTS / f"rate-{tag}.png"))
+        ids = [i for i, hw in project["sizes"].items() if max(hw) >= 1280]
+        for image_id in ids:
+            h, w = project["sizes"][image_id]
+            page.goto(f"{url}/label?kind=round&ref=0&id={image_id}")
+            try:
+                page.wait_for_selector(f"body[data-loaded={image_id!r}]", state="attached", timeout=30000)
+            except Exception:  # noqa: BLE001 - not awaiting a mask in this project
+                continue
+            state = page.evaluate("window.bsLabel.state()")
+            assert (state["height"], state["width"]) == (h, w)
+            box = page.locator("#mask").bounding_box()
+            # Fitted: all of the photo on screen, and as big as the viewport allows.
+            assert box["x"] >= 0 and box["y"] >= 0, box
+            assert box["x"] + box["width"] <= viewport[0] + 1 and box["y"] + box["height"] <= viewport[1] + 1, box
+            assert box["height"] > viewport[1] * 0.5 or box["width"] > viewport[0] * 0.5, box
+            page.screenshot(path=str(SHOTS / f"label-{image_id}-{tag}.png"))
+            page.keyboard.press("g")
+            page.wait_for_timeout(500)
+            page.screenshot(path=str(SHOTS / f"label-{image_id}-superpixels-{tag}.png"))
+            page.keyboard.press("c")
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            for _ in range(4):
+                page.keyboard.press("+")
+            page.screenshot(path=str(SHOTS / f"label-{image_id}-zoomed-{tag}.png"))
+        assert not errors, errors
+        ctx.close()
