@@ -92,10 +92,12 @@
     const c = comps[compAt];
     if (tool !== "competitor" || !c || !inside(x, y)) { if (previewKey !== -1) clearPreview(); return; }
     const xi = Math.floor(x), yi = Math.floor(y), key = yi * W + xi;
-    if (previewKey >= 0 && c.mask[previewKey] === c.mask[key] && c.region && c.region.has(key)) return;
+    if (previewKey >= 0 && c.mask[previewKey] === c.mask[key] && c.region && c.region[key]) return;
     pData.data.fill(0);
     const idx = T.component(c.mask, W, H, xi, yi), v = c.mask[key];
-    c.region = new Set(idx);
+    // membership as bytes, not a Set: a region of a 1280x1024 photo can hold a million pixels
+    if (!c.region || c.region.length !== W * H) c.region = new Uint8Array(W * H); else c.region.fill(0);
+    for (const i of idx) c.region[i] = 1;
     const col = v < rgb.length ? rgb[v] : [255, 255, 255];
     for (const i of idx) { const o = i * 4; pData.data[o] = col[0]; pData.data[o + 1] = col[1]; pData.data[o + 2] = col[2]; pData.data[o + 3] = 255; }
     pctx.putImageData(pData, 0, 0); previewKey = key;
