@@ -1,5 +1,5 @@
 """A project built from real photos of many sizes (scikit-image's sample photos and OpenCV's example
-JPEGs, 300 px to 1282x1110, landscape, portrait, gray) with two numpy callables as target and
+JPEGs, 300 px to 1280x1024, landscape, a 720x1228 portrait, gray) with two numpy callables as target and
 competitor, carried to the step where S ∪ T awaits pixel labels. Shared by the real-photo app tests."""
 from __future__ import annotations
 
@@ -38,10 +38,9 @@ def photos() -> dict[str, np.ndarray]:
     # few photos: MAD's candidates (and so S ∪ T) then take in the big ones too
     out = {"chelsea.png": data.chelsea(), "coins.png": data.coins()}
     if OPENCV.is_dir():
-        big = np.asarray(Image.open(OPENCV / "aloeL.jpg").convert("RGB"))  # 1110 x 1282
-        out["aloe_portrait.jpg"] = np.ascontiguousarray(big.transpose(1, 0, 2))  # 1282 x 1110, portrait
-        out["baboon_1280x1024.jpg"] = np.asarray(Image.open(OPENCV / "baboon.jpg").convert("RGB")
-                                                 .resize((1280, 1024)))
+        baboon = Image.open(OPENCV / "baboon.jpg").convert("RGB")
+        out["baboon_1280x1024.jpg"] = np.asarray(baboon.resize((1280, 1024)))
+        out["baboon_portrait.jpg"] = np.asarray(baboon.crop((100, 0, 400, 512)).resize((720, 1228)))  # tall
         out["building.jpg"] = np.asarray(Image.open(OPENCV / "building.jpg").convert("RGB"))  # 600 x 868
         out["fruits.jpg"] = np.asarray(Image.open(OPENCV / "fruits.jpg").convert("RGB"))
     return out

@@ -1,7 +1,7 @@
 """The annotation app on a project of real photos (scikit-image and OpenCV samples, 300x451 to
 1280x1024, gray and colour) with two numpy callable models, not 64-px procedural scenes: the label
 API (start, superpixels at both levels, competitor maps, overlays, full-resolution save round trip),
-and the label page in chromium on the 1280x1024 photo at 1280x800 and 1920x1080: fitted to the
+and the label page in chromium on the 1280x1024 and the 720x1228 photos at 1280x800 and 1920x1080: fitted to the
 viewport, superpixel edges, zoomed in. Screenshots go to /tmp/appreal_shots/."""
 from __future__ import annotations
 
@@ -93,17 +93,24 @@ def test_label_page_fits_and_zooms_a_big_photo(project: dict, browser) -> None: 
         page.wait_for_selector(f"body[data-loaded={image_id!r}]", state="attached", timeout=30000)
         state = page.evaluate("window.bsLabel.state()")
         assert (state["height"], state["width"]) == (h, w)
-        for viewport in ((1280, 800), (1920, 1080)):
-            page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
-            page.keyboard.press("r")  # fit
-            box = page.locator("#mask").bounding_box()
-            # Fitted: all of the photo on screen, as big as the viewport allows, aspect kept.
-            assert box["x"] >= 0 and box["y"] >= 0, box
-            assert box["x"] + box["width"] <= viewport[0] + 1 and box["y"] + box["height"] <= viewport[1] + 1, box
-            assert box["height"] > viewport[1] * 0.6, box
-            assert abs(box["width"] / box["height"] - w / h) < 0.01, box
-            tag = f"{viewport[0]}x{viewport[1]}"
-            page.screenshot(path=str(SHOTS / f"label-{image_id}-{tag}.png"))
+        for photo in (image_id, "baboon_portrait.jpg"):
+            ph, pw = project["sizes"][photo]
+            if photo != image_id:
+                page.goto(f"{url}/label?kind=round&ref=0&id={photo}")
+                page.wait_for_selector(f"body[data-loaded={photo!r}]", state="attached", timeout=30000)
+            page.wait_for_selector(f"body[data-photo={photo!r}]", state="attached", timeout=30000)  # photo shown
+            for viewport in ((1280, 800), (1920, 1080)):
+                page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
+                page.keyboard.press("r")  # fit
+                box = page.locator("#mask").bounding_box()
+                # Fitted: all of the photo on screen, as big as the viewport allows, aspect kept.
+                assert box["x"] >= 0 and box["y"] >= 0, box
+                assert box["x"] + box["width"] <= viewport[0] + 1 and box["y"] + box["height"] <= viewport[1] + 1, box
+                assert box["height"] > viewport[1] * 0.6, box
+                assert abs(box["width"] / box["height"] - pw / ph) < 0.01, box
+                page.screenshot(path=str(SHOTS / f"label-{photo}-{viewport[0]}x{viewport[1]}.png"))
+        page.goto(f"{url}/label?kind=round&ref=0&id={image_id}")
+        page.wait_for_selector(f"body[data-loaded={image_id!r}]", state="attached", timeout=30000)
         page.keyboard.press("g")  # superpixels on the big photo: edges drawn
         page.wait_for_selector("#edges:not([hidden])", state="attached", timeout=30000)
         page.screenshot(path=str(SHOTS / f"label-{image_id}-superpixels.png"))

@@ -209,8 +209,11 @@
     return s;
   }
   async function open(it, start = "auto") {
-    cur = it; document.body.dataset.loaded = "";
+    cur = it; document.body.dataset.loaded = ""; document.body.dataset.photo = "";
     levels = {};
+    const src = it.kind === "round" ? `/api/images/pool?${BS.q({ id: it.id })}`
+      : `/api/images/review?${BS.q({ set: it.ref, id: it.id, layer: "image" })}`;
+    new Image().src = src;  // the photo downloads while the server computes superpixels (big photos: both take a while)
     const [s, , cm] = await Promise.all([
       load(it, start),
       fetchLevel(it, level),
@@ -223,8 +226,8 @@
     const pv = $("preview"); pv.width = W; pv.height = H; pData = pctx.createImageData(W, H);
     comps = cm.models.map((m) => ({ name: m.name, mask: decode(m.mask) })); compAt = 0;
     $("overlay").setAttribute("viewBox", `0 0 ${W} ${H}`);
-    $("base").src = it.kind === "round" ? `/api/images/pool?${BS.q({ id: it.id })}`
-      : `/api/images/review?${BS.q({ set: it.ref, id: it.id, layer: "image" })}`;
+    $("base").onload = () => { if (cur === it) document.body.dataset.photo = it.id; };
+    $("base").src = src;
     undoStack.length = 0; redoStack.length = 0; setDirty(false); poly = []; drawPoly();
     render(); if (sizeChanged || view.fitted) fit(); drawEdges(); clearPreview(); drawQueue(); toolHint();
     const from = { prediction: "the target's prediction", stored: "the saved mask", given: "the given label", empty: "an empty mask" };
