@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import io
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,13 @@ def test_label_api_on_big_non_square_photos(project: dict) -> None:
             assert labels.max() + 1 == sp["n"] == len(np.unique(labels)) <= 1.5 * MAX_SEGMENTS[level]
             n[level] = sp["n"]
         assert n["fine"] > 2 * n["coarse"] > 100, n
+        # compress=1 (what the page asks for): the same bytes, zlib'd (a 1280x1024 map: ~0.1 MB, not 2.6 MB)
+        z = c.get("/api/labels/superpixels", params={**q, "level": "fine", "compress": 1}, headers=AUTH).json()
+        assert z["encoding"] == "deflate" and sp["encoding"] == "raw"
+        assert zlib.decompress(base64.b64decode(z["labels"])) == base64.b64decode(sp["labels"])
+        assert len(z["labels"]) < len(sp["labels"]) / 5
+        zs = c.get("/api/labels/start", params={**q, "compress": 1}, headers=AUTH).json()
+        assert zlib.decompress(base64.b64decode(zs["mask"])) == base64.b64decode(s["mask"])
         # The competitor's map and the prediction overlay line up with the image (width x height).
         comps = c.get("/api/labels/competitors", params=q, headers=AUTH).json()["models"]
         assert [m["name"] for m in comps] == ["comp"]
@@ -93,6 +101,7 @@ def test_label_page_fits_and_zooms_a_big_photo(project: dict, browser) -> None: 
         page.wait_for_selector(f"body[data-loaded={image_id!r}]", state="attached", timeout=30000)
         state = page.evaluate("window.bsLabel.state()")
         assert (state["height"], state["width"]) == (h, w)
+        assert state["competitors"] == ["comp"] and state["segments"] > 100, state  # inflated from zlib'd maps
         for photo in (image_id, "baboon_portrait.jpg"):
             ph, pw = project["sizes"][photo]
             if photo != image_id:

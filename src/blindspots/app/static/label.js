@@ -16,11 +16,23 @@
   let canvas, ctx, imageData, pctx, pData;
 
   function hexToRgb(h) { return [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16)); }
-  function decode(b64, Type = Uint8Array) {
+  function b64bytes(b64) {
     const raw = atob(b64), bytes = new Uint8Array(raw.length);
     for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+    return bytes;
+  }
+  // The server zlib's big arrays (`encoding: "deflate"`): a 1280x1024 photo's maps are ~0.1 MB, not 3.4 MB of JSON.
+  async function inflate(b64, encoding) {
+    const bytes = b64bytes(b64);
+    if (encoding !== "deflate") return bytes;
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+  // base64 text or raw bytes -> Uint8Array, or Uint16Array of little-endian pairs
+  function decode(data, Type = Uint8Array) {
+    const bytes = typeof data === "string" ? b64bytes(data) : data;
     if (Type === Uint8Array) return bytes;
-    const dv = new DataView(bytes.buffer), out = new Type(raw.length / 2);
+    const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength), out = new Type(bytes.length / 2);
     for (let i = 0; i < out.length; i++) out[i] = dv.getUint16(2 * i, true);  // little-endian
     return out;
   }
@@ -146,10 +158,11 @@
   // Superpixels at a level ("coarse" or "fine"), fetched once per image and level.
   async function fetchLevel(it, lv) {
     if (!levels[lv]) {
-      const sp = await BS.api("GET", `/api/labels/superpixels?${params(it)}&${BS.q({ level: lv })}`, undefined, { quiet: true })
+      const sp = await BS.api("GET", `/api/labels/superpixels?${params(it)}&${BS.q({ level: lv, compress: 1 })}`, undefined, { quiet: true })
         .catch(() => null);
       if (cur !== it) return;
-      const labels = sp ? decode(sp.labels, Uint16Array) : null;
+      const labels = sp ? decode(await inflate(sp.labels, sp.encoding), Uint16Array) : null;
+      if (cur !== it) return;
       levels[lv] = { segs: labels, idx: sp ? T.segmentIndex(labels, sp.n) : null };
     }
     level = lv; segs = levels[lv].segs; segIdx = levels[lv].idx;
@@ -205,7 +218,8 @@
   function leaveOk() { return !dirty || confirm("This mask has unsaved changes. Leave it?"); }
   function params(it) { return BS.q({ kind: it.kind, ref: it.ref, id: it.id }); }
   async function load(it, start) {
-    const s = await BS.api("GET", `/api/labels/start?${params(it)}&${BS.q({ start })}`);
+    const s = await BS.api("GET", `/api/labels/start?${params(it)}&${BS.q({ start, compress: 1 })}`);
+    s.mask = await inflate(s.mask, s.encoding);  // bytes from here on
     return s;
   }
   async function open(it, start = "auto") {
@@ -217,7 +231,9 @@
     const [s, , cm] = await Promise.all([
       load(it, start),
       fetchLevel(it, level),
-      BS.api("GET", `/api/labels/competitors?${params(it)}`, undefined, { quiet: true }).catch(() => ({ models: [] })),
+      BS.api("GET", `/api/labels/competitors?${params(it)}&${BS.q({ compress: 1 })}`, undefined, { quiet: true })
+        .then(async (cm) => { for (const m of cm.models) m.mask = await inflate(m.mask, cm.encoding); return cm; })
+        .catch(() => ({ models: [] })),
     ]);
     if (cur !== it) return;  // another image was opened meanwhile
     const sizeChanged = s.width !== W || s.height !== H;
