@@ -90,3 +90,33 @@ def build(tmp: Path) -> tuple[Path, dict[str, tuple[int, int]]]:
         assert r.status_code == 200, r.text
     cli("round", proj)
     return proj, sizes
+
+
+def attach_review_set(proj: Path, ids: list[str]) -> str:
+    """A label-issue review set "photos" of the given pool photos (mixed sizes): the target's map as
+    the given label, the competitor's (smoothed one-hot) as the prediction; returns its name."""
+    from blindspots.app.store import AppStore
+    from blindspots.labels.review import review_label_issues
+    from blindspots.loop.project import Project
+    from blindspots.scan.layout import find_map
+
+    project = Project.open(proj)
+    out = proj.parent / "review_photos"
+    (out / "masks").mkdir(parents=True, exist_ok=True)
+    (out / "predictions").mkdir(exist_ok=True)
+    given, probs = [], []
+    for i in ids:
+        g = np.asarray(Image.open(find_map(project.scan_dir, "target_v0", i)))
+        p = np.asarray(Image.open(find_map(project.scan_dir, "comp", i)))
+        given.append(g.astype(np.int64))
+        probs.append(np.where(np.arange(3)[:, None, None] == p[None], 0.9, 0.05).astype(np.float32))
+        Image.fromarray(g, mode="L").save(out / "masks" / f"{i}.png")
+        Image.fromarray(p, mode="L").save(out / "predictions" / f"{i}.png")
+    batches = [(g[None], p[None]) for g, p in zip(given, probs)]  # mixed sizes: one batch per image
+    rev = review_label_issues(batches, ids=ids, verbose=False, min_area=64)
+    rev.images.to_csv(out / "images.csv", index=False)
+    rev.regions.to_csv(out / "regions.csv", index=False)
+    meta = {"images": str(Path(project.config.pool.root).resolve()), "masks": str((out / "masks").resolve()),
+            "predictions": str((out / "predictions").resolve())}
+    AppStore(project).attach_set("review", "photos", out, meta)
+    return "photos"

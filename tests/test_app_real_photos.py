@@ -110,6 +110,7 @@ def test_label_page_fits_and_zooms_a_big_photo(project: dict, browser) -> None: 
             page.wait_for_selector(f"body[data-photo={photo!r}]", state="attached", timeout=30000)  # photo shown
             for viewport in ((1280, 800), (1920, 1080)):
                 page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
+                page.wait_for_timeout(300)  # the page's resize handler re-sizes the stage (then refits)
                 page.keyboard.press("r")  # fit
                 box = page.locator("#mask").bounding_box()
                 # Fitted: all of the photo on screen, as big as the viewport allows, aspect kept.
