@@ -133,3 +133,43 @@ def test_label_page_fits_and_zooms_a_big_photo(project: dict, browser) -> None: 
         page.screenshot(path=str(SHOTS / f"label-{image_id}-zoomed.png"))
         assert not errors, errors
         ctx.close()
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium at /usr/bin/chromium")
+def test_review_page_on_mixed_size_photos(project: dict, browser) -> None:  # noqa: ANN001, F811
+    """A review set of a 720x1228 portrait and a 451x300 photo: layers at the image's size, boxes
+    inside it, and the page outlines at most a dozen boxes (hundreds of regions hid the photo)."""
+    from fastapi.testclient import TestClient
+
+    from blindspots.app import create_app
+    from real_photo_project import attach_review_set
+
+    name = attach_review_set(project["path"], ["baboon_portrait.jpg", "chelsea.png"])
+    c = TestClient(create_app(project["path"]))
+    sets = c.get("/api/reviews/queue", headers=AUTH).json()["sets"]
+    images = next(s for s in sets if s["set"] == name)["images"]
+    assert {i["id"] for i in images} == {"baboon_portrait.jpg", "chelsea.png"}
+    for it in images:
+        h, w = project["sizes"][it["id"]]
+        for layer in ("image", "given", "pred"):
+            r = c.get("/api/images/review", params={"set": name, "id": it["id"], "layer": layer}, headers=AUTH)
+            assert Image.open(io.BytesIO(r.content)).size == (w, h), layer
+        assert all(0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h for x0, y0, x1, y1 in (g["box"] for g in it["regions"]))
+    many = max(images, key=lambda i: len(i["regions"]))
+    with start_server(create_app(project["path"])) as url:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = ctx.new_page()
+        page.goto(f"{url}/signin#token={TOKEN}")
+        page.wait_for_url(f"{url}/rate")
+        page.goto(f"{url}/review")
+        page.wait_for_selector("body[data-ready='1']", state="attached", timeout=30000)
+        for _ in range(images.index(many)):
+            page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowDown")
+        page.wait_for_timeout(500)
+        boxes = page.locator("#review-view .frame").first.locator("rect")
+        assert 1 <= boxes.count() <= min(13, len(many["regions"])), (boxes.count(), len(many["regions"]))
+        assert page.locator("#review-view .frame").first.locator("rect.selected").count() == 1
+        page.screenshot(path=str(SHOTS / "review-1280x800.png"))
+        ctx.close()

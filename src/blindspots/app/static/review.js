@@ -5,7 +5,7 @@
 (() => {
   BS.outbox.hold();
   const $ = (id) => document.getElementById(id);
-  const SVG = "http://www.w3.org/2000/svg";
+  const SVG = "http://www.w3.org/2000/svg", MAX_BOXES = 12;
   let images = [], idx = 0, sel = 0, classes = null, opacity = 55;
   const key = (set, id) => `${set}\u0000${id}`;
   const byKey = new Map();
@@ -67,7 +67,11 @@
       const im = f.querySelector("img"), svg = f.querySelector("svg");
       const w = im.naturalWidth || 1, h = im.naturalHeight || 1;
       svg.setAttribute("viewBox", `0 0 ${w} ${h}`); svg.replaceChildren();
-      it.regions.forEach((r, j) => {
+      // A real photo can have hundreds of regions: their boxes hid the image. Draw the first
+      // MAX_BOXES (the ranking's top) and the selected one, last so it is on top.
+      const shown = it.regions.map((r, j) => [r, j]).filter(([, j]) => j < MAX_BOXES && j !== sel);
+      if (it.regions[sel]) shown.push([it.regions[sel], sel]);
+      shown.forEach(([r, j]) => {
         const rect = document.createElementNS(SVG, "rect");
         rect.setAttribute("x", r.box[0]); rect.setAttribute("y", r.box[1]);
         rect.setAttribute("width", r.box[2] - r.box[0]); rect.setAttribute("height", r.box[3] - r.box[1]);
