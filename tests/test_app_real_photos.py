@@ -86,6 +86,7 @@ def test_label_api_on_big_non_square_photos(project: dict) -> None:
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium at /usr/bin/chromium")
 def test_label_page_fits_and_zooms_a_big_photo(project: dict, browser) -> None:  # noqa: ANN001, F811
     from blindspots.app import create_app
+    from blindspots.loop.project import Project
 
     image_id = "baboon_1280x1024.jpg"
     h, w = project["sizes"][image_id]
@@ -124,6 +125,18 @@ def test_label_page_fits_and_zooms_a_big_photo(project: dict, browser) -> None: 
         page.keyboard.press("g")  # superpixels on the big photo: edges drawn
         page.wait_for_selector("#edges:not([hidden])", state="attached", timeout=30000)
         page.screenshot(path=str(SHOTS / f"label-{image_id}-superpixels.png"))
+        # A click fills exactly one (SLIC, full-resolution) segment; S saves the page's mask as a PNG of the
+        # photo's size with those class ids.
+        page.keyboard.press("3")
+        before = decode(page.evaluate("window.bsLabel.mask()"), (h, w))
+        page.mouse.click(*page.evaluate(f"window.bsLabel.client({w // 2 + 0.5}, {h // 2 + 0.5})"))
+        after = decode(page.evaluate("window.bsLabel.mask()"), (h, w))
+        changed = after != before
+        assert changed.any() and (after[changed] == 2).all() and changed.sum() < h * w / 100, changed.sum()
+        page.keyboard.press("s")
+        page.wait_for_selector(f"body[data-saved={image_id!r}]", state="attached", timeout=30000)
+        path = Project.open(project["path"]).stored_mask_path(0, image_id)
+        assert np.array_equal(np.asarray(Image.open(path)), after)
         # Zoom in 4x at the centre: the mask pixel under the centre stays put.
         page.keyboard.press("c")
         before = page.evaluate("window.bsLabel.state()")["scale"]

@@ -50,7 +50,12 @@
     if (b) { render(b); setDirty(true); }
     edits += 1; document.body.dataset.edits = String(edits);
   }
-  function pushUndo() { undoStack.push(mask.slice()); if (undoStack.length > 100) undoStack.shift(); redoStack.length = 0; }
+  // Whole-mask snapshots: at most 100, and at most ~64 MB (48 steps of a 1280x1024 photo, not 131 MB).
+  function pushUndo() {
+    undoStack.push(mask.slice());
+    while (undoStack.length > Math.max(10, Math.min(100, Math.floor(64e6 / mask.length)))) undoStack.shift();
+    redoStack.length = 0;
+  }
   function status(t) { $("status").textContent = t; }
   function toPixel(e) {
     const r = canvas.getBoundingClientRect();
