@@ -56,12 +56,8 @@ def write_pool(root: Path) -> dict[str, tuple[int, int]]:
     return sizes
 
 
-def build(tmp: Path) -> tuple[Path, dict[str, tuple[int, int]]]:
-    """init -> round -> rate everything in the app -> round: S ∪ T awaits masks. (project, sizes)."""
-    from fastapi.testclient import TestClient
-    from typer.testing import CliRunner
-
-    from blindspots.app import create_app
+def build_until_ratings(tmp: Path) -> tuple[Path, dict[str, tuple[int, int]]]:
+    """init -> round: the project waits for ratings; an annotator (TOKEN) exists. (project, sizes)."""
     from blindspots.cli import app as cli_app
     from blindspots.loop.project import Project
 
@@ -69,18 +65,22 @@ def build(tmp: Path) -> tuple[Path, dict[str, tuple[int, int]]]:
     (tmp / "real_photo_models.py").write_text(MODELS)
     sys.path.insert(0, str(tmp))
     sys.modules.pop("real_photo_models", None)
-
-    def cli(*args: object) -> str:
-        res = CliRunner().invoke(cli_app, [str(a) for a in args])
-        assert res.exit_code == 0, res.output
-        return res.output
-
     proj = tmp / "proj"
-    cli("init", proj, "--pool", tmp / "pool", "--target", "target=real_photo_models:target",
+    cli(cli_app, "init", proj, "--pool", tmp / "pool", "--target", "target=real_photo_models:target",
         "--competitor", "comp=real_photo_models:competitor", "--n3", 3, "--n4", 4, "--raters", 1,
         "--test-size", 3)
-    cli("round", proj)
+    cli(cli_app, "round", proj)
     Project.open(proj).add_annotator("ann", TOKEN)
+    return proj, sizes
+
+
+def finish_ratings(proj: Path, sizes: dict[str, tuple[int, int]]) -> None:
+    """Rate every candidate through the app, then `round`: S ∪ T awaits masks."""
+    from fastapi.testclient import TestClient
+
+    from blindspots.app import create_app
+    from blindspots.cli import app as cli_app
+
     client = TestClient(create_app(proj))
     auth = {"Authorization": f"Bearer {TOKEN}"}
     queue = client.get("/api/ratings/queue", headers=auth).json()
@@ -88,9 +88,23 @@ def build(tmp: Path) -> tuple[Path, dict[str, tuple[int, int]]]:
         score = 1 if max(sizes[item["id"]]) > 1000 else 4
         r = client.post("/api/ratings", json={"round": 0, "image_id": item["id"], "score": score}, headers=auth)
         assert r.status_code == 200, r.text
-    cli("round", proj)
+    cli(cli_app, "round", proj)
+
+
+def build(tmp: Path) -> tuple[Path, dict[str, tuple[int, int]]]:
+    """init -> round -> rate everything in the app -> round: S ∪ T awaits masks. (project, sizes)."""
+    proj, sizes = build_until_ratings(tmp)
+    finish_ratings(proj, sizes)
     return proj, sizes
 
+
+def cli(app: object, *args: object) -> str:
+    """Run the CLI in-process; asserts exit code 0, returns the output."""
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    return res.output
 
 def attach_review_set(proj: Path, ids: list[str]) -> str:
     """A label-issue review set "photos" of the given pool photos (mixed sizes): the target's map as

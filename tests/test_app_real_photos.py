@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
-from real_photo_project import TOKEN, build
+from real_photo_project import TOKEN, build_until_ratings, finish_ratings
 from test_browser_app import CHROMIUM, browser, start_server  # noqa: F401 - browser is a fixture
 
 torch.set_num_threads(1)
@@ -24,9 +24,42 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    proj, sizes = build(tmp_path_factory.mktemp("real_photos"))
+def rating(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The project waiting for ratings (the rate page's test runs first, on this stage)."""
+    proj, sizes = build_until_ratings(tmp_path_factory.mktemp("real_photos"))
     return {"path": proj, "sizes": sizes}
+
+
+@pytest.fixture(scope="module")
+def project(rating: dict) -> dict:
+    """The same project with S ∪ T awaiting masks."""
+    finish_ratings(rating["path"], rating["sizes"])
+    return rating
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium at /usr/bin/chromium")
+def test_rate_page_zooms_about_the_centre(rating: dict, browser) -> None:  # noqa: ANN001, F811
+    """+ enlarges both frames (a generic .frame rule used to reset --zoom to 1) about their centres."""
+    from blindspots.app import create_app
+
+    with start_server(create_app(rating["path"])) as url:
+        ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = ctx.new_page()
+        page.goto(f"{url}/signin#token={TOKEN}")
+        page.wait_for_url(f"{url}/rate")
+        page.wait_for_selector("body[data-ready='1']", state="attached", timeout=30000)
+        img = page.locator("#img")
+        w0 = img.bounding_box()["width"]
+        for _ in range(3):
+            page.keyboard.press("+")
+        assert img.bounding_box()["width"] > 1.8 * w0
+        frame = page.locator("#rate-view .frame").first
+        left = frame.evaluate("(f) => f.scrollLeft")  # evaluate on an element: no eval, CSP allows it
+        assert left > 0, left  # scrolled to keep the centre, not at the top-left corner
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "rate-zoomed-1280x800.png"))
+        ctx.close()
 
 
 def decode(s: str, shape: tuple[int, int], dtype: str = "u1") -> np.ndarray:
