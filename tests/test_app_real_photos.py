@@ -185,7 +185,8 @@ def test_label_page_fits_and_zooms_a_big_photo(project: dict, browser) -> None: 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium at /usr/bin/chromium")
 def test_review_page_on_mixed_size_photos(project: dict, browser) -> None:  # noqa: ANN001, F811
     """A review set of a 720x1228 portrait and a 451x300 photo: layers at the image's size, boxes
-    inside it, and the page outlines at most a dozen boxes (hundreds of regions hid the photo)."""
+    inside it, the page outlines at most a dozen boxes (hundreds of regions hid the photo), Z zooms
+    onto the selected region."""
     from fastapi.testclient import TestClient
 
     from blindspots.app import create_app
@@ -212,10 +213,24 @@ def test_review_page_on_mixed_size_photos(project: dict, browser) -> None:  # no
         page.wait_for_selector("body[data-ready='1']", state="attached", timeout=30000)
         for _ in range(images.index(many)):
             page.keyboard.press("ArrowRight")
-        page.keyboard.press("ArrowDown")
+        j = min(range(min(15, len(many["regions"]))), key=lambda k: many["regions"][k]["area"])  # a small region
+        for _ in range(max(1, j)):
+            page.keyboard.press("ArrowDown")
         page.wait_for_timeout(500)
         boxes = page.locator("#review-view .frame").first.locator("rect")
         assert 1 <= boxes.count() <= min(13, len(many["regions"])), (boxes.count(), len(many["regions"]))
         assert page.locator("#review-view .frame").first.locator("rect.selected").count() == 1
         page.screenshot(path=str(SHOTS / "review-1280x800.png"))
+        # Z zooms the three frames onto the selected region: its box grows and stays inside each frame.
+        frame = page.locator("#review-view .frame").first
+        small = frame.locator("rect.selected").bounding_box()
+        page.keyboard.press("z")
+        page.wait_for_selector("body:not([data-zoom='1'])", state="attached")
+        big, fb = frame.locator("rect.selected").bounding_box(), frame.bounding_box()
+        assert big["width"] > 1.5 * small["width"], (small, big)
+        cx, cy = big["x"] + big["width"] / 2, big["y"] + big["height"] / 2
+        assert fb["x"] <= cx <= fb["x"] + fb["width"] and fb["y"] <= cy <= fb["y"] + fb["height"], (big, fb)
+        page.screenshot(path=str(SHOTS / "review-zoomed-1280x800.png"))
+        page.keyboard.press("z")
+        page.wait_for_selector("body[data-zoom='1']", state="attached")
         ctx.close()
