@@ -116,15 +116,20 @@
   // screen pixels at the fitted size); Z again: the whole image.
   function zoomToRegion() {
     const tri = document.querySelector(".triple"), it = images[idx], r = it && it.regions[sel];
-    const frames = [...document.querySelectorAll("#review-view .frame")], im = frames[0] && frames[0].querySelector("img");
-    if (!zoomed || !r || !im || !im.naturalWidth) { tri.style.setProperty("--zoom", "1"); document.body.dataset.zoom = "1"; return; }
+    const frames = [...document.querySelectorAll("#review-view .frame")];
+    const im = frames[0] && frames[0].querySelector("img");
+    if (!zoomed || !r || !im || !im.naturalWidth) {
+      tri.style.setProperty("--zoom", "1"); document.body.dataset.zoom = "1"; return;
+    }
     const nw = im.naturalWidth, nh = im.naturalHeight, fw = frames[0].clientWidth, fh = frames[0].clientHeight;
-    const fit = Math.min(fw / nw, fh / nh), bw = Math.max(1, r.box[2] - r.box[0]), bh = Math.max(1, r.box[3] - r.box[1]);
+    const fit = Math.min(fw / nw, fh / nh), bw = Math.max(1, r.box[2] - r.box[0]);
+    const bh = Math.max(1, r.box[3] - r.box[1]);
     const z = Math.max(1, Math.min(16, 0.4 * Math.min(fw / (bw * fit), fh / (bh * fit))));
     tri.style.setProperty("--zoom", String(z)); document.body.dataset.zoom = z.toFixed(2);
     frames.forEach((f) => {  // the img box is the frame's size times z; object-fit: contain centres the photo in it
-      const W = f.clientWidth * z, H = (f.clientHeight) * z, s = Math.min(W / nw, H / nh);
-      const cx = (W - nw * s) / 2 + (r.box[0] + r.box[2]) / 2 * s, cy = (H - nh * s) / 2 + (r.box[1] + r.box[3]) / 2 * s;
+      const W = f.clientWidth * z, H = f.clientHeight * z, s = Math.min(W / nw, H / nh);
+      const cx = (W - nw * s) / 2 + (r.box[0] + r.box[2]) / 2 * s;
+      const cy = (H - nh * s) / 2 + (r.box[1] + r.box[3]) / 2 * s;
       f.scrollLeft = cx - f.clientWidth / 2; f.scrollTop = cy - f.clientHeight / 2;
     });
   }
