@@ -11,14 +11,19 @@ import numpy as np
 # Pixels per segment at each level: "coarse" (~8x8 px) saves clicks on big regions, "fine" (~4x4 px)
 # follows thin objects and small parts; the editor switches with a key.
 PIXELS_PER_SEGMENT = {"coarse": 64, "fine": 16}
-MAX_SEGMENTS = 8000
+# At most this many segments per level: on a 1280x1024 photo 8x8-px segments (20k) are specks at the
+# fitted zoom and both levels hit one cap (the same granularity); ~33 px (coarse) / ~16 px (fine) there.
+MAX_SEGMENTS = {"coarse": 1200, "fine": 4800}
+# SLIC runs on the image scaled down to at most this many pixels (labels scaled back, nearest):
+# seconds at 1280x1024 become ~0.5 s under load, and >= ~30 working pixels per fine segment remain.
+WORK_PIXELS = 160_000
 
 
 def n_segments_for(height: int, width: int, level: str = "coarse") -> int:
     """How many SLIC segments to ask for an image of height x width at `level` ("coarse" or "fine")."""
     if level not in PIXELS_PER_SEGMENT:
         raise ValueError(f"level: expected one of {sorted(PIXELS_PER_SEGMENT)}, got {level!r}")
-    return int(np.clip(height * width // PIXELS_PER_SEGMENT[level], 4, MAX_SEGMENTS))
+    return int(np.clip(height * width // PIXELS_PER_SEGMENT[level], 4, MAX_SEGMENTS[level]))
 
 
 def slic_segments(image: np.ndarray, n_segments: int | None = None, compactness: float = 10.0,
@@ -27,7 +32,9 @@ def slic_segments(image: np.ndarray, n_segments: int | None = None, compactness:
 
     n_segments: how many to ask SLIC for (None: from the image size and `level`).
 
-    Labels are relabelled to be consecutive from 0 (SLIC may skip numbers after enforcing connectivity).
+    Images over WORK_PIXELS are segmented at a reduced size and the labels scaled back (nearest), so
+    a big photo costs about as much as a 400x400 one. Labels are relabelled to be consecutive from 0
+    (SLIC may skip numbers after enforcing connectivity).
     """
     from skimage.segmentation import slic
 
@@ -40,16 +47,37 @@ def slic_segments(image: np.ndarray, n_segments: int | None = None, compactness:
     n = n_segments_for(*img.shape[:2], level=level) if n_segments is None else int(n_segments)
     if n < 1:
         raise ValueError(f"n_segments: expected an int >= 1, got {n_segments!r}")
-    labels = slic(img, n_segments=n, compactness=compactness, start_label=0, channel_axis=-1)
+    h, w = img.shape[:2]
+    small = _shrink(np.ascontiguousarray(img, dtype=np.uint8), WORK_PIXELS)
+    labels = slic(small, n_segments=n, compactness=compactness, start_label=0, channel_axis=-1)
+    if labels.shape != (h, w):  # nearest back to full size: row/column index maps, no interpolation
+        rows = np.minimum(np.arange(h) * labels.shape[0] // h, labels.shape[0] - 1)
+        cols = np.minimum(np.arange(w) * labels.shape[1] // w, labels.shape[1] - 1)
+        labels = labels[rows[:, None], cols[None, :]]
     _, consecutive = np.unique(labels, return_inverse=True)
     return consecutive.reshape(labels.shape).astype(np.int32)
 
 
-class SegmentCache:
-    """A small thread-safe LRU of computed superpixels, keyed by whatever names the image."""
+def _shrink(img: np.ndarray, max_pixels: int) -> np.ndarray:
+    """uint8 [H, W, 3] scaled (area-averaged) to at most max_pixels pixels; unchanged if already small."""
+    h, w = img.shape[:2]
+    if h * w <= max_pixels:
+        return img
+    from PIL import Image
 
-    def __init__(self, size: int = 128) -> None:
-        self.size, self._d, self._lock = size, OrderedDict(), threading.Lock()
+    k = (max_pixels / (h * w)) ** 0.5
+    size = (max(1, int(w * k)), max(1, int(h * k)))
+    return np.asarray(Image.fromarray(img).resize(size, Image.Resampling.BOX))
+
+
+class SegmentCache:
+    """A small thread-safe LRU of computed superpixels, keyed by whatever names the image; bounded by
+    count and by bytes (one 1280x1024 uint16 map is 2.6 MB; 128 int32 ones would be 670 MB)."""
+
+    def __init__(self, size: int = 128, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.size, self.max_bytes = size, max_bytes
+        self._d: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, key: Any, make: Callable[[], np.ndarray]) -> np.ndarray:
         with self._lock:
@@ -59,9 +87,13 @@ class SegmentCache:
         value = make()  # outside the lock: SLIC takes a while on big images
         with self._lock:
             self._d[key] = value
-            while len(self._d) > self.size:
+            while len(self._d) > 1 and (len(self._d) > self.size or self.nbytes() > self.max_bytes):
                 self._d.popitem(last=False)
         return value
+
+    def nbytes(self) -> int:
+        """Bytes held by the cached arrays."""
+        return sum(int(getattr(v, "nbytes", 0)) for v in self._d.values())
 
     def __len__(self) -> int:
         return len(self._d)

@@ -16,11 +16,23 @@
   let canvas, ctx, imageData, pctx, pData;
 
   function hexToRgb(h) { return [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16)); }
-  function decode(b64, Type = Uint8Array) {
+  function b64bytes(b64) {
     const raw = atob(b64), bytes = new Uint8Array(raw.length);
     for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+    return bytes;
+  }
+  // The server zlib's big arrays (`encoding: "deflate"`): a 1280x1024 photo's maps are ~0.1 MB, not 3.4 MB of JSON.
+  async function inflate(b64, encoding) {
+    const bytes = b64bytes(b64);
+    if (encoding !== "deflate") return bytes;
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+  // base64 text or raw bytes -> Uint8Array, or Uint16Array of little-endian pairs
+  function decode(data, Type = Uint8Array) {
+    const bytes = typeof data === "string" ? b64bytes(data) : data;
     if (Type === Uint8Array) return bytes;
-    const dv = new DataView(bytes.buffer), out = new Type(raw.length / 2);
+    const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength), out = new Type(bytes.length / 2);
     for (let i = 0; i < out.length; i++) out[i] = dv.getUint16(2 * i, true);  // little-endian
     return out;
   }
@@ -38,7 +50,12 @@
     if (b) { render(b); setDirty(true); }
     edits += 1; document.body.dataset.edits = String(edits);
   }
-  function pushUndo() { undoStack.push(mask.slice()); if (undoStack.length > 100) undoStack.shift(); redoStack.length = 0; }
+  // Whole-mask snapshots: at most 100, and at most ~64 MB (48 steps of a 1280x1024 photo, not 131 MB).
+  function pushUndo() {
+    undoStack.push(mask.slice());
+    while (undoStack.length > Math.max(10, Math.min(100, Math.floor(64e6 / mask.length)))) undoStack.shift();
+    redoStack.length = 0;
+  }
   function status(t) { $("status").textContent = t; }
   function toPixel(e) {
     const r = canvas.getBoundingClientRect();
@@ -92,10 +109,12 @@
     const c = comps[compAt];
     if (tool !== "competitor" || !c || !inside(x, y)) { if (previewKey !== -1) clearPreview(); return; }
     const xi = Math.floor(x), yi = Math.floor(y), key = yi * W + xi;
-    if (previewKey >= 0 && c.mask[previewKey] === c.mask[key] && c.region && c.region.has(key)) return;
+    if (previewKey >= 0 && c.mask[previewKey] === c.mask[key] && c.region && c.region[key]) return;
     pData.data.fill(0);
     const idx = T.component(c.mask, W, H, xi, yi), v = c.mask[key];
-    c.region = new Set(idx);
+    // membership as bytes, not a Set: a region of a 1280x1024 photo can hold a million pixels
+    if (!c.region || c.region.length !== W * H) c.region = new Uint8Array(W * H); else c.region.fill(0);
+    for (const i of idx) c.region[i] = 1;
     const col = v < rgb.length ? rgb[v] : [255, 255, 255];
     for (const i of idx) { const o = i * 4; pData.data[o] = col[0]; pData.data[o + 1] = col[1]; pData.data[o + 2] = col[2]; pData.data[o + 3] = 255; }
     pctx.putImageData(pData, 0, 0); previewKey = key;
@@ -144,10 +163,11 @@
   // Superpixels at a level ("coarse" or "fine"), fetched once per image and level.
   async function fetchLevel(it, lv) {
     if (!levels[lv]) {
-      const sp = await BS.api("GET", `/api/labels/superpixels?${params(it)}&${BS.q({ level: lv })}`, undefined, { quiet: true })
+      const sp = await BS.api("GET", `/api/labels/superpixels?${params(it)}&${BS.q({ level: lv, compress: 1 })}`, undefined, { quiet: true })
         .catch(() => null);
       if (cur !== it) return;
-      const labels = sp ? decode(sp.labels, Uint16Array) : null;
+      const labels = sp ? decode(await inflate(sp.labels, sp.encoding), Uint16Array) : null;
+      if (cur !== it) return;
       levels[lv] = { segs: labels, idx: sp ? T.segmentIndex(labels, sp.n) : null };
     }
     level = lv; segs = levels[lv].segs; segIdx = levels[lv].idx;
@@ -203,16 +223,22 @@
   function leaveOk() { return !dirty || confirm("This mask has unsaved changes. Leave it?"); }
   function params(it) { return BS.q({ kind: it.kind, ref: it.ref, id: it.id }); }
   async function load(it, start) {
-    const s = await BS.api("GET", `/api/labels/start?${params(it)}&${BS.q({ start })}`);
+    const s = await BS.api("GET", `/api/labels/start?${params(it)}&${BS.q({ start, compress: 1 })}`);
+    s.mask = await inflate(s.mask, s.encoding);  // bytes from here on
     return s;
   }
   async function open(it, start = "auto") {
-    cur = it; document.body.dataset.loaded = "";
+    cur = it; document.body.dataset.loaded = ""; document.body.dataset.photo = "";
     levels = {};
+    const src = it.kind === "round" ? `/api/images/pool?${BS.q({ id: it.id })}`
+      : `/api/images/review?${BS.q({ set: it.ref, id: it.id, layer: "image" })}`;
+    new Image().src = src;  // the photo downloads while the server computes superpixels (big photos: both take a while)
     const [s, , cm] = await Promise.all([
       load(it, start),
       fetchLevel(it, level),
-      BS.api("GET", `/api/labels/competitors?${params(it)}`, undefined, { quiet: true }).catch(() => ({ models: [] })),
+      BS.api("GET", `/api/labels/competitors?${params(it)}&${BS.q({ compress: 1 })}`, undefined, { quiet: true })
+        .then(async (cm) => { for (const m of cm.models) m.mask = await inflate(m.mask, cm.encoding); return cm; })
+        .catch(() => ({ models: [] })),
     ]);
     if (cur !== it) return;  // another image was opened meanwhile
     const sizeChanged = s.width !== W || s.height !== H;
@@ -221,8 +247,8 @@
     const pv = $("preview"); pv.width = W; pv.height = H; pData = pctx.createImageData(W, H);
     comps = cm.models.map((m) => ({ name: m.name, mask: decode(m.mask) })); compAt = 0;
     $("overlay").setAttribute("viewBox", `0 0 ${W} ${H}`);
-    $("base").src = it.kind === "round" ? `/api/images/pool?${BS.q({ id: it.id })}`
-      : `/api/images/review?${BS.q({ set: it.ref, id: it.id, layer: "image" })}`;
+    $("base").onload = () => { if (cur === it) document.body.dataset.photo = it.id; };
+    $("base").src = src;
     undoStack.length = 0; redoStack.length = 0; setDirty(false); poly = []; drawPoly();
     render(); if (sizeChanged || view.fitted) fit(); drawEdges(); clearPreview(); drawQueue(); toolHint();
     const from = { prediction: "the target's prediction", stored: "the saved mask", given: "the given label", empty: "an empty mask" };

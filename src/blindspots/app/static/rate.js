@@ -85,7 +85,17 @@
     pair.style.setProperty("--overlay-opacity", String(opacity / 100));
     $("opacity").value = String(opacity);
   }
-  function setZoom(z) { zoom = Math.max(1, Math.min(8, z)); applyView(); }
+  // Zoom about each frame's centre (from the top-left corner, a portrait photo's zoom showed the letterbox).
+  function setZoom(z) {
+    const frames = [...document.querySelectorAll("#rate-view .frame")];
+    const centres = frames.map((f) => [(f.scrollLeft + f.clientWidth / 2) / f.scrollWidth,
+      (f.scrollTop + f.clientHeight / 2) / f.scrollHeight]);
+    zoom = Math.max(1, Math.min(8, z)); applyView();
+    frames.forEach((f, i) => {
+      f.scrollLeft = centres[i][0] * f.scrollWidth - f.clientWidth / 2;
+      f.scrollTop = centres[i][1] * f.scrollHeight - f.clientHeight / 2;
+    });
+  }
   function error(msg) {
     const el = $("answer-error");
     el.textContent = msg; el.hidden = !msg;

@@ -5,8 +5,8 @@
 (() => {
   BS.outbox.hold();
   const $ = (id) => document.getElementById(id);
-  const SVG = "http://www.w3.org/2000/svg";
-  let images = [], idx = 0, sel = 0, classes = null, opacity = 55;
+  const SVG = "http://www.w3.org/2000/svg", MAX_BOXES = 12;
+  let images = [], idx = 0, sel = 0, classes = null, opacity = 55, zoomed = false;
   const key = (set, id) => `${set}\u0000${id}`;
   const byKey = new Map();
   function name(k) { return classes && k < classes.names.length ? classes.names[k] : (k === 255 ? "unlabeled" : String(k)); }
@@ -33,7 +33,7 @@
     document.querySelectorAll("#review-view img").forEach((im) => {
       const src = `/api/images/review?${BS.q({ set: it.set, id: it.id, layer: im.dataset.layer })}`;
       if (im.getAttribute("src") !== src) im.src = src;
-      im.onload = () => drawBoxes();
+      im.onload = () => { drawBoxes(); zoomToRegion(); };
     });
     const tb = $("regions"); tb.replaceChildren();
     it.regions.forEach((r, j) => {
@@ -58,7 +58,7 @@
       tr.append(td); tr.addEventListener("click", (e) => { if (e.target.tagName !== "BUTTON" && e.target.tagName !== "A") { sel = j; show(); } });
       tb.append(tr);
     });
-    progress(); drawBoxes();
+    progress(); drawBoxes(); zoomToRegion();
     document.body.dataset.index = String(idx);
   }
   function drawBoxes() {
@@ -67,7 +67,11 @@
       const im = f.querySelector("img"), svg = f.querySelector("svg");
       const w = im.naturalWidth || 1, h = im.naturalHeight || 1;
       svg.setAttribute("viewBox", `0 0 ${w} ${h}`); svg.replaceChildren();
-      it.regions.forEach((r, j) => {
+      // A real photo can have hundreds of regions: their boxes hid the image. Draw the first
+      // MAX_BOXES (the ranking's top) and the selected one, last so it is on top.
+      const shown = it.regions.map((r, j) => [r, j]).filter(([, j]) => j < MAX_BOXES && j !== sel);
+      if (it.regions[sel]) shown.push([it.regions[sel], sel]);
+      shown.forEach(([r, j]) => {
         const rect = document.createElementNS(SVG, "rect");
         rect.setAttribute("x", r.box[0]); rect.setAttribute("y", r.box[1]);
         rect.setAttribute("width", r.box[2] - r.box[0]); rect.setAttribute("height", r.box[3] - r.box[1]);
@@ -108,6 +112,27 @@
     if (!r.unsent) r.verdict = r.confirmed || null;
     idx = images.indexOf(it); sel = it.regions.indexOf(r); show();
   });
+  // Z: zoom all three frames onto the selected region (a 64-px region of a 1280x1024 photo is a few
+  // screen pixels at the fitted size); Z again: the whole image.
+  function zoomToRegion() {
+    const tri = document.querySelector(".triple"), it = images[idx], r = it && it.regions[sel];
+    const frames = [...document.querySelectorAll("#review-view .frame")];
+    const im = frames[0] && frames[0].querySelector("img");
+    if (!zoomed || !r || !im || !im.naturalWidth) {
+      tri.style.setProperty("--zoom", "1"); document.body.dataset.zoom = "1"; return;
+    }
+    const nw = im.naturalWidth, nh = im.naturalHeight, fw = frames[0].clientWidth, fh = frames[0].clientHeight;
+    const fit = Math.min(fw / nw, fh / nh), bw = Math.max(1, r.box[2] - r.box[0]);
+    const bh = Math.max(1, r.box[3] - r.box[1]);
+    const z = Math.max(1, Math.min(16, 0.4 * Math.min(fw / (bw * fit), fh / (bh * fit))));
+    tri.style.setProperty("--zoom", String(z)); document.body.dataset.zoom = z.toFixed(2);
+    frames.forEach((f) => {  // the img box is the frame's size times z; object-fit: contain centres the photo in it
+      const W = f.clientWidth * z, H = f.clientHeight * z, s = Math.min(W / nw, H / nh);
+      const cx = (W - nw * s) / 2 + (r.box[0] + r.box[2]) / 2 * s;
+      const cy = (H - nh * s) / 2 + (r.box[1] + r.box[3]) / 2 * s;
+      f.scrollLeft = cx - f.clientWidth / 2; f.scrollTop = cy - f.clientHeight / 2;
+    });
+  }
   function applyOpacity() {
     document.querySelector(".triple").style.setProperty("--overlay-opacity", String(opacity / 100));
     $("opacity").value = String(opacity);
@@ -121,6 +146,7 @@
     else if (k === "ArrowUp") { sel -= 1; show(); e.preventDefault(); }
     else if (k === "ArrowRight") { idx += 1; sel = 0; show(); e.preventDefault(); }
     else if (k === "ArrowLeft") { idx -= 1; sel = 0; show(); e.preventDefault(); }
+    else if (k === "z" || k === "Z") { zoomed = !zoomed; zoomToRegion(); }
     else if (k === "[") { opacity = Math.max(0, opacity - 10); applyOpacity(); }
     else if (k === "]") { opacity = Math.min(100, opacity + 10); applyOpacity(); }
   });
