@@ -140,12 +140,19 @@ def test_round_page_engine_sections(world, tmp_path):  # noqa: F811
     label_issues_run(tmp_path, p.path / "label-issues")
     surprise_run(p.path / "engines" / "surprise")
     defuse_run(p.path / "engines" / "defuse")
+    from blindspots.defuse.evaluation import ROW_NAMES, HonestEvaluation, judge_agreement, save_evaluation
+
+    rows = pd.DataFrame([{"row": r, "lambda": np.nan if i < 1 else 1.0, "steps": 10 * i, "test_acc": 0.9,
+                          "scenario_acc": 0.5, "judge_acc": 0.4} for i, r in enumerate(ROW_NAMES)])
+    agreement = judge_agreement(np.array([0, 0, 1]), np.array([1, 1, 2]), np.array([1, 0, 0]))
+    save_evaluation(HonestEvaluation(rows, agreement), p.path / "engines" / "defuse" / "eval")
     assert [e for e, _ in find_engine_runs(p.path)] == ["labels", "defuse", "surprise"]
     index = write_round_report(p, out_dir=tmp_path / "page")
     text = _check_offline(index)
     for s in ("Label issues: label-issues", "Surprise adequacy: surprise", "Defuse failure scenarios: defuse",
               "Images with the worst label quality", "Table 3: surprise vs IoU", "Figure 4 table",
-              "Scenario 0: 8", "Chosen λ = 10", 'href="#labels-0"', 'id="surprise-2-heatmaps"'):
+              "Scenario 0: 8", "Chosen λ = 10", 'href="#labels-0"', 'id="surprise-2-heatmaps"',
+              'id="defuse-1-honest"', "control (λ=0)", "identified examples"):
         assert s in text, s
     for f in ("labels-0/worst.png", "surprise-2/figure9.png", "surprise-2/heatmaps/view_frame0.png",
               "defuse-1/fig5_tradeoff.png", "defuse-1/vae_samples.png"):

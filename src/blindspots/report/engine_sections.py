@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from blindspots.report.copied import copy_figure, frame_table
-from blindspots.report.defuse_page import FIGURES, GRIDS, _scenario_section, find_defuse_parts, is_defuse_dir
+from blindspots.report.defuse_page import (FIGURES, GRIDS, _honest_section, _scenario_section, find_defuse_parts,
+                                          is_defuse_dir)
 from blindspots.report.html import esc, heading
 from blindspots.report.labels_page import is_label_issues_dir, label_issues_sections
 from blindspots.report.surprise_page import is_surprise_dir, surprise_sections
@@ -45,7 +46,8 @@ def find_engine_runs(project_dir: str | Path) -> list[tuple[str, Path]]:
 def defuse_sections(root: Path, out: Path, *, n_per: int = 10, anchor: str = "defuse-",
                     fig_dir: str = "defuse/") -> list[str]:
     """A Defuse run folder as subsections (h3): the Figure 4 table and the review images of each
-    failure scenario, Figure 3 (scenario grids), the λ sweep with Figure 5, the other figures."""
+    failure scenario, Figure 3 (scenario grids), the λ sweep with Figure 5, the other figures, and
+    the honest table (with per-scenario judge agreement) when the run wrote one."""
     found = find_defuse_parts(root)
     parts = []
     figs_dir = found.get("figures")
@@ -82,6 +84,8 @@ def defuse_sections(root: Path, out: Path, *, n_per: int = 10, anchor: str = "de
                   if (found["grids"] / f).is_file()]
     if other:
         parts += [heading("Other Defuse figures", anchor + "figures", 3), f'<div class="figs">{"".join(other)}</div>']
+    if "honest" in found:  # before / λ = 0 control / identified examples / Defuse, judged independently
+        parts += [heading("Measured honestly", anchor + "honest", 3)] + _honest_section(found["honest"])[1:]
     return parts
 
 
