@@ -7,9 +7,6 @@ only; saving stores exactly the page's mask. Screenshots at 1280x800 and 1920x10
 from __future__ import annotations
 
 import base64
-import threading
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +14,7 @@ import pytest
 import torch
 
 from test_app_label_edges import awaiting_masks
-from test_browser_app import ARGS, CHROMIUM, browser, free_port  # noqa: F401 - browser is a fixture
+from test_browser_app import ARGS, CHROMIUM, browser, start_server  # noqa: F401 - browser is a fixture
 
 torch.set_num_threads(1)
 ANN = "browser-label-ann-token"
@@ -35,27 +32,8 @@ def served(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     from blindspots.app import create_app
 
     p = awaiting_masks(tmp_path_factory.mktemp("browser_label"), ANN, size=S)
-    with serving(create_app(p.path)) as url:
+    with start_server(create_app(p.path)) as url:
         yield {"url": url, "project": p}
-
-
-@contextmanager
-def serving(app):  # noqa: ANN001, ANN201
-    """Serve `app` with uvicorn in a thread on a free port; yields its URL."""
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "uvicorn did not start"
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def api(served: dict, path: str, **params) -> dict:  # noqa: ANN003
