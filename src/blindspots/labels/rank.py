@@ -8,15 +8,17 @@ an image with no labelled pixel scores 1.0.
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index,
                                                 check_positive_int, chunk_images, warn_unnormalised)
+from blindspots.labels._internal.ordered_threads import ordered_map, resolve_n_jobs
 from blindspots.labels._internal.pixels import scan_chunk
 from blindspots.labels.filter import LabelIssueFinder, print_evaluated
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
@@ -80,7 +82,8 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
     pixel_scores: probability of the given label, in pred_probs' dtype (cleanlab returns float64; the
         values are identical), 1.0 at ignored pixels. For streams, pass `pixel_scores_out` (array or .npy
         path, memory-mapped) or `return_pixel_scores=False` to keep memory flat in N.
-    n_jobs: accepted for compatibility and ignored.
+    n_jobs: threads scoring chunks ("softmin"; None: every core, as cleanlab's default; 1: none). Ignored by
+        "num_pixel_issues" (one vectorised pass, as `find_label_issues`).
     verbose: progress bar (stderr); with "num_pixel_issues", also cleanlab's line on stdout (see
         `find_label_issues`).
     pred_probs that do not sum to 1 (e.g. np.random.random arrays, as in cleanlab's examples) are used
@@ -98,7 +101,6 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
     ignore_index = check_ignore_index(ignore_index)
     if batch_size is not None:
         check_positive_int(batch_size, "batch_size")
-    del n_jobs
     if method == "num_pixel_issues":
         return _num_pixel_issues(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size,
                                  downsample=downsample, ignore_index=ignore_index, batch_size=batch_size,
@@ -112,25 +114,44 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
     parts: list[np.ndarray] = []  # only for iterables of unknown length without pixel_scores_out
     pix: np.ndarray | None = None
     chunk = chunk_images(src.num_classes, src.h, src.w, batch_size) if isinstance(src, ArrayBatches) else None
-    warned = False
-    work: list[np.ndarray] = []
-    with tqdm(total=src.n, desc="images processed using softmin", unit="img", disable=not verbose,
-              leave=False) as bar:
+    described = threading.Event()  # once a chunk has said where rows are off 1, the others need not
+    scratch = threading.local()  # each thread's softmin scratch row, kept across chunks
+
+    def chunks() -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray | None]]:
+        """(start, labels, pred_probs, pix when the scores go straight into it, else None)."""
+        nonlocal pix
         for start, lab, pp in src.iter(chunk):
             if return_pixel_scores and pix is None and src.n is not None and not parts:
                 pix = _open_out(pixel_scores_out, (src.n,) + lab.shape[1:], pp.dtype, "pixel_scores_out")
             # write the pixel scores straight into the output when it is a plain array of the same layout
             direct = (pix is not None and type(pix) is np.ndarray and lab.shape[1:] == pix.shape[1:]
                       and pix.dtype == pp.dtype and pix.flags.c_contiguous)
-            r = scan_chunk(lab, pp, ignore_index, need_pred=False, check=True, start=start, atol=atol,
-                           score=pix[start:start + len(lab)] if direct else None, row_step=CHECK_ROW_STEP,
-                           describe=not warned)
-            if r.note is not None and not warned:
-                warn_unnormalised(r.note, atol)
+            yield start, lab, pp, (pix if direct else None)
+
+    def score(job: tuple[int, np.ndarray, np.ndarray, np.ndarray | None]
+              ) -> tuple[int, str | None, np.ndarray, np.ndarray, np.ndarray | None]:
+        """One chunk on a worker thread: (start, note, pixel scores [b, H, W], image scores [b], target)."""
+        start, lab, pp, target = job
+        r = scan_chunk(lab, pp, ignore_index, need_pred=False, check=True, start=start, atol=atol,
+                       score=None if target is None else target[start:start + len(lab)],
+                       row_step=CHECK_ROW_STEP, describe=not described.is_set())
+        if r.note is not None:
+            described.set()
+        if not hasattr(scratch, "work"):
+            scratch.work = []
+        valid = None if ignore_index is None else r.valid
+        return start, r.note, r.score, softmin_pool(r.score, valid, temperature, scratch.work), target
+
+    warned = False
+    with tqdm(total=src.n, desc="images processed using softmin", unit="img", disable=not verbose,
+              leave=False) as bar:
+        for start, note, s, img_scores, target in ordered_map(score, chunks(), resolve_n_jobs(n_jobs)):
+            if note is not None and not warned:
+                warn_unnormalised(note, atol)
                 warned = True
-            s, valid = r.score, (None if ignore_index is None else r.valid)
-            image_scores.append(softmin_pool(s, valid, temperature, work))
-            if return_pixel_scores and not direct:
+            image_scores.append(img_scores)
+            # written in place unless pix was replaced after this chunk was handed out (mixed sizes)
+            if return_pixel_scores and not (target is not None and target is pix):
                 if pix is not None and s.shape[1:] != pix.shape[1:]:  # images of mixed sizes
                     if pixel_scores_out is not None:
                         raise ValueError(f"pixel_scores_out: expected images of one size {pix.shape[1:]}, got "
@@ -143,7 +164,7 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
                                      "got an output; pass return_pixel_scores=False or a list of batches")
                 else:
                     parts.append(s)
-            bar.update(len(lab))
+            bar.update(len(s))
     if not image_scores:
         raise ValueError("labels: expected at least one image, got none")
     scores = np.concatenate(image_scores)

@@ -170,14 +170,11 @@ def scan(labels: np.ndarray, probs: np.ndarray, ignore_index: int | None, *, che
 
 
 @numba.njit(cache=True, nogil=True, fastmath={"nnan", "ninf", "nsz", "reassoc"})
-def _softmin_exponents(s, inv_t, x):
+def _softmin_exponents(s, m, inv_t, x):
     """The shifted softmin exponents x = (m - s) / T in float64, m = min s (the shift cleanlab applies:
     (1 - s)/T - max((1 - s)/T)). s holds finite values (checked by `scan`), so fast-math only lets the
-    loops vectorise; the minimum is a select (numba's min() orders NaN and does not vectorise)."""
-    m = s[0]
-    for j in range(s.size):
-        v = s[j]
-        m = v if v < m else m
+    loop vectorise. The minimum comes from numpy: numba's min reduction does not vectorise (measured
+    ~20x slower than numpy's, most of the pooling's time)."""
     mf = np.float64(m)
     for j in range(s.size):
         x[j] = (mf - np.float64(s[j])) * inv_t
@@ -220,7 +217,7 @@ def softmin(scores: np.ndarray, valid: np.ndarray | None, temperature: float,
         if si.size == 0:
             continue
         x = work[0][:si.size]
-        _softmin_exponents(si, inv_t, x)
+        _softmin_exponents(si, si.min(), inv_t, x)
         np.exp(x, out=x)
         out[i] = _softmin_sums(si, x)
     return out
