@@ -49,6 +49,11 @@ DECODE_CPUS = 0.2  # per decode task (one shard each)
 ACTORS_PER_DECODE_TASK = 2  # decoding is ~1 ms an image against ~20 ms for the forwards (measured, 128x128
 # scenes, three zoo models): more decode tasks at once only start more worker processes, each importing
 # ray.data (~2 s of CPU) while the actors import torch on the same cores
+# DECODE_SCHEDULING: Ray's default placement (the driver's node first) instead of Ray Data's SPREAD, so
+# that the decode tasks keep reusing the same worker processes: spread over 1-CPU nodes, each task
+# went to the other node, whose idle decode worker Ray had meanwhile stopped (idle workers beyond
+# one per CPU are stopped), and every shard paid a new process importing ray.data (~2 s of CPU,
+# seen on two 1-CPU nodes: one new worker process per decode task)
 CALLS_PER_ACTOR = 2  # concurrent calls per actor; the forwards still run one at a time (see ModelActor)
 INSTALL_HINT = "pip install 'blindspots[ray]' (ray[data])"
 
@@ -187,6 +192,7 @@ def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: lis
             override_num_blocks=len(plans))
         ds = ds.map_batches(_decode, batch_size=1, batch_format="numpy", num_cpus=DECODE_CPUS,
                             compute=ray.data.TaskPoolStrategy(size=decode_tasks(n_actors)),
+                            scheduling_strategy="DEFAULT",  # see DECODE_SCHEDULING
                             fn_kwargs={"pool": pool, "batch_size": batch_size, "resize": resize})
         ds = ds.map_batches(ModelActor, batch_size=1, batch_format="numpy", num_cpus=ACTOR_CPUS,
                             compute=ray.data.ActorPoolStrategy(size=n_actors,
