@@ -325,7 +325,7 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
         t1, s1, w1 = on_ray(out / "ray-1x1", 1)
         t2, s2, w2 = on_ray(out / "ray-2x1", 2)
         rows.append({"r11": t1 / t_local, "r21": t1 / t2, "s1": s1, "w1": w1, "o1": t1 - s1 - w1, "s2": s2,
-                     "w2": w2, "a11": w1 / t_local, "a21": w1 / w2})
+                     "w2": w2, "o2": t2 - s2 - w2, "a11": w1 / t_local, "a21": w1 / w2})
         print(f"ray round {r}: {len(part)} images, shards of {args.ray_shard_size}; local engine (1 torch thread) "
               f"{t_local:6.2f} s; Ray 1x1 CPU {t1:6.2f} s (connect+plan+disconnect {t1 - s1 - w1:.1f} s, "
               f"start-up {s1:.1f} s, rest {w1:.1f} s); Ray 2x1 CPU {t2:6.2f} s ({t2 - s2 - w2:.1f} + {s2:.1f} + "
@@ -348,6 +348,14 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
         print(f"fixed cost of a Ray 1x1 scan (start-up + connect/plan/disconnect) {fixed:.1f} s = "
               f"{fixed / (fixed + w1):.0%} of this scan of {len(part)} images; it would be 10% from about "
               f"{9 * fixed * len(part) / w1:,.0f} images (the rate after start-up); {load()}")
+    n, f1, f2 = len(part), med("s1") + med("o1"), med("s2") + med("o2")
+    r1, r2 = med("w1") / n, med("w2") / n  # seconds an image after start-up
+    if r1 > 1.7 * r2:  # the speed-up (f1 + r1 N) / (f2 + r2 N) reaches 1.7 at this N (a straight-line model)
+        print(f"from these fixed costs (1x1 {f1:.1f} s, 2x1 {f2:.1f} s) and rates after start-up (1x1 {r1 * 1e3:.1f}, "
+              f"2x1 {r2 * 1e3:.1f} ms an image), the 2x1 speed-up would reach 1.7 from about "
+              f"{max(0.0, (1.7 * f2 - f1) / (r1 - 1.7 * r2)):,.0f} images (an estimate, not a measurement)")
+    else:
+        print(f"after start-up 2x1 is {r1 / r2:.2f}x 1x1: the 2x1 speed-up cannot reach 1.7 at any pool size here")
     print("(start-up = from the Ray pipeline's start to its first result: worker processes starting and importing "
           "ray.data, the actors importing torch and loading the models, the first batch's decode and forward; paid "
           "once per scan)")
