@@ -274,6 +274,8 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
     import ray
     from ray.cluster_utils import Cluster
 
+    if args.ray > len(ids):
+        raise ValueError(f"--ray: expected at most the pool's {len(ids)} images (--n), got {args.ray}")
     part = ids[:args.ray]
     target = next(iter(models))
     torch.set_num_threads(1)
