@@ -142,6 +142,22 @@ def test_ray_scan_stopped_midway_resumes_to_the_same_table(setup, local_ray, tmp
     assert_same_scan(setup["local"], out)
 
 
+def test_ray_adds_a_competitor_to_a_finished_scan(setup, local_ray, tmp_path):
+    """A competitor added on Ray to a finished scan of t and g1: only g2 runs, and its pairs with
+    the target's saved maps are computed on the driver (the actors keep sending g2's maps, which
+    they drop when no pair is left to the driver); the table equals one local scan of the three."""
+    out = tmp_path / "grow"
+    m = setup["models"]
+    scan_pool(ImagePool(setup["pool"]), {"t": m["t"], "g1": m["g1"]}, out, target="t", batch_size=4, shard_size=8,
+              progress=False)
+    scan_ray(setup, out)
+    assert_same_scan(setup["local"], out)
+
+
+def test_decode_tasks_per_actor_pool():
+    assert [ray_engine.decode_tasks(n) for n in (1, 2, 3, 8)] == [1, 1, 2, 4]
+
+
 def test_cli_engine_ray(setup, local_ray, tmp_path):
     from typer.testing import CliRunner
 

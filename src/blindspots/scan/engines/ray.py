@@ -27,8 +27,10 @@ restarted actor took the last CPU and the scan stalled, seen on two 1-CPU nodes)
 from __future__ import annotations
 
 import logging
+import math
 import os
 import pickle
+import threading
 import time
 from typing import Any, Iterator, Mapping
 
@@ -44,6 +46,15 @@ log = logging.getLogger(__name__)
 
 ACTOR_CPUS = 0.4  # per model actor: room for decode tasks on a 1-CPU node, and for a restarted actor
 DECODE_CPUS = 0.2  # per decode task (one shard each)
+ACTORS_PER_DECODE_TASK = 2  # decoding is ~1 ms an image against ~20 ms for the forwards (measured, 128x128
+# scenes, three zoo models): more decode tasks at once only start more worker processes, each importing
+# ray.data (~2 s of CPU) while the actors import torch on the same cores
+# DECODE_SCHEDULING: Ray's default placement (the driver's node first) instead of Ray Data's SPREAD, so
+# that the decode tasks keep reusing the same worker processes: spread over 1-CPU nodes, each task
+# went to the other node, whose idle decode worker Ray had meanwhile stopped (idle workers beyond
+# one per CPU are stopped), and every shard paid a new process importing ray.data (~2 s of CPU,
+# seen on two 1-CPU nodes: one new worker process per decode task)
+CALLS_PER_ACTOR = 2  # concurrent calls per actor; the forwards still run one at a time (see ModelActor)
 INSTALL_HINT = "pip install 'blindspots[ray]' (ray[data])"
 
 
@@ -92,13 +103,19 @@ def _unpack(column: Any) -> list[Any]:
 
 
 class ModelActor:
-    """Holds the models (loaded once per actor); per row, the forward and the statistics beside it."""
+    """Holds the models (loaded once per actor); per row, the forward and the statistics beside it.
+
+    Ray Data runs CALLS_PER_ACTOR calls of one actor at once (threads), but the forwards one at a
+    time (a lock), as the local engine runs them on its main thread: one call's statistics, PNG
+    encoding and (un)pickling overlap the other's forward, so the actor's core stays on the models
+    and the models' threads are never shared between two forwards."""
 
     def __init__(self, refs: dict[str, tuple[str, Any]], target: str, num_classes: int, save_maps: bool) -> None:
         from blindspots.models.load import load_model
 
         self.models = {name: load_model(ref) if kind == "spec" else ref for name, (kind, ref) in refs.items()}
         self.target, self.num_classes, self.save_maps = target, num_classes, save_maps
+        self.lock = threading.Lock()
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         from blindspots.scan.maps import encode_maps
@@ -106,12 +123,16 @@ class ModelActor:
         out = []
         for head, msg in _unpack(batch["item"]):
             if isinstance(msg, Batch):
-                outputs, errors = forward(msg, head.run, self.models, self.num_classes)
+                with self.lock:
+                    outputs, errors = forward(msg, head.run, self.models, self.num_classes)
                 res = batch_result(msg, head, outputs, errors, self.target, self.num_classes)
                 del outputs, msg  # the probabilities stay here; only statistics and maps travel
                 if self.save_maps:
                     for mr in res.models.values():
                         mr.pngs = encode_maps(mr.argmax)
+                if all(g in res.pairs for g in head.pairs):  # no pair left for the driver: only the PNGs go
+                    for mr in res.models.values():
+                        mr.argmax = mr.argmax[:0]  # e.g. 49 KB an image less to carry (3 maps of 128x128)
                 out.append((head, res))
             else:
                 out.append((head, msg))
@@ -131,6 +152,11 @@ def connect(ray: Any, address: str | None) -> bool:
 def default_actors(ray: Any) -> int:
     """One model actor per CPU of the cluster (at least 1)."""
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+def decode_tasks(n_actors: int) -> int:
+    """Decode tasks at once for `n_actors` model actors (one per ACTORS_PER_DECODE_TASK, at least 1)."""
+    return max(1, math.ceil(n_actors / ACTORS_PER_DECODE_TASK))
 
 
 def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[ShardPlan], target: str,
@@ -165,9 +191,13 @@ def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: lis
             [{"k": p.k, "ids": p.ids, "run": p.run, "pairs": p.pairs} for p in plans],
             override_num_blocks=len(plans))
         ds = ds.map_batches(_decode, batch_size=1, batch_format="numpy", num_cpus=DECODE_CPUS,
+                            compute=ray.data.TaskPoolStrategy(size=decode_tasks(n_actors)),
+                            scheduling_strategy="DEFAULT",  # see DECODE_SCHEDULING
                             fn_kwargs={"pool": pool, "batch_size": batch_size, "resize": resize})
         ds = ds.map_batches(ModelActor, batch_size=1, batch_format="numpy", num_cpus=ACTOR_CPUS,
-                            compute=ray.data.ActorPoolStrategy(size=n_actors),
+                            compute=ray.data.ActorPoolStrategy(size=n_actors,
+                                                               max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
+                                                               enable_true_multi_threading=True),
                             fn_constructor_kwargs={"refs": refs, "target": target, "num_classes": num_classes,
                                                    "save_maps": save_maps})
         _drain(ds, plans, models, layout, target, num_classes, save_maps, bar)
