@@ -301,6 +301,23 @@ class MDSA(SurpriseEstimator):
         shift = np.einsum("kd,kde->ke", self.means_, self.whiten_.astype(np.float64))
         self.shift_ = shift.astype(np.float32)
         self.origin_distance_ = np.linalg.norm(shift, axis=1)
+        self.__dict__.pop("_padded", None)  # a refit or load invalidates the fused path's matrices
+
+    def padded_whitening(self, pad: int) -> tuple[np.ndarray, torch.Tensor]:
+        """(means float32 [K, d], whitening float32 [K, d, D]) over all d input features for the fused
+        heatmaps: dropped features have mean 0 and zero rows, D = d' rounded up to a multiple of `pad` with
+        zero columns. Built once per fit (cached; read-only)."""
+        cache = self.__dict__.setdefault("_padded", {})
+        if pad not in cache:
+            k, d, kept = self.classes_.size, self.n_features_in_, self.kept_features_
+            cols = -(-kept.size // pad) * pad
+            means = np.zeros((k, d), dtype=np.float32)
+            means[:, kept] = self.means_
+            whiten = np.zeros((k, d, cols), dtype=np.float32)
+            whiten[:, kept, :kept.size] = self.whiten_
+            means.flags.writeable = False
+            cache[pad] = (means, torch.from_numpy(whiten))
+        return cache[pad]
 
     def _score_class(self, x: np.ndarray, cls: int) -> np.ndarray:
         i = self.class_index(cls)
