@@ -21,11 +21,10 @@ from tqdm.auto import tqdm
 
 from blindspots.models.adapters import as_image_batch
 from blindspots.surprise.estimators import MDSA, SurpriseEstimator
-from blindspots.surprise._threads import run_split, split_threads
 from blindspots.surprise.fused import FUSED_MODES, fused_mdsa_map
 from blindspots.surprise.sampler import (FIT_CAP_PER_CLASS, FIT_MAX_IMAGES, FIT_PIXELS_PER_CLASS,
                                          SCORE_PIXELS_PER_CLASS, cap_per_class, choose_images, sample_pixels)
-from blindspots.surprise.traces import TraceExtractor, output_classes
+from blindspots.surprise.traces import TraceExtractor
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 logger = logging.getLogger(__name__)
@@ -291,24 +290,6 @@ def mdsa_map(extractor: TraceExtractor, estimator: MDSA, features: torch.Tensor,
     return out.numpy()
 
 
-def _fused_maps_split(extractor: TraceExtractor, estimator: MDSA, features: torch.Tensor, y: torch.Tensor,
-                      kind: str, sa_out: np.ndarray, pred_out: np.ndarray) -> None:
-    """Argmax and fused per-pixel MDSA of one forward's n images, written into sa_out float32 [n, H, W] and
-    pred_out int64 [n, H, W]; features float32 [n, d, h0, w0], y the model output [n, C, H, W] of `kind`.
-
-    The images are split over threads (one torch thread each, ``_threads``): the argmax and the fused
-    map's compiled passes are single-threaded and release the GIL, so one image range per core keeps both
-    cores busy between forwards instead of one (every image's values are computed on its own, so they do
-    not depend on the split)."""
-    def part(lo: int, hi: int) -> None:
-        pred = output_classes(y[lo:hi], kind)
-        pred_out[lo:hi] = pred.numpy()
-        sa_out[lo:hi] = mdsa_map(extractor, estimator, features[lo:hi], pred_out[lo:hi])
-
-    n = pred_out.shape[0]
-    run_split(n, split_threads(n, 1), part)
-
-
 def surprise_heatmaps(extractor: TraceExtractor, estimator: SurpriseEstimator,
                       images: np.ndarray | Sequence[np.ndarray], *, progress: bool = False,
                       ids: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -337,16 +318,10 @@ def surprise_heatmaps(extractor: TraceExtractor, estimator: SurpriseEstimator,
     sa_all = np.empty((n, h, w), dtype=np.float32)
     pred_all = np.empty((n, h, w), dtype=np.int64)
     bs = extractor.batch_size
-    fused = isinstance(estimator, MDSA) and extractor.interpolation in FUSED_MODES
     for start in tqdm(range(0, n, bs), desc="SA heatmaps", disable=not progress, total=-(-n // bs)):
-        part_ids = None if ids is None else ids[start:start + bs]
-        if fused:
-            feat, y, kind = extractor.forward_output(batch[start:start + bs], part_ids)
-            stop = start + y.shape[0]
-            _fused_maps_split(extractor, estimator, feat, y, kind, sa_all[start:stop], pred_all[start:stop])
-            continue
         # argmax on the model output: no softmax, no probability array (the bare forward's extra work)
-        feat, pred_t = extractor.forward_pred(batch[start:start + bs], part_ids)
+        feat, pred_t = extractor.forward_pred(batch[start:start + bs],
+                                             None if ids is None else ids[start:start + bs])
         pred = pred_t.numpy()
         stop = start + pred.shape[0]
         pred_all[start:stop] = pred

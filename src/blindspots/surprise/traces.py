@@ -57,15 +57,6 @@ def argmax_classes(y: torch.Tensor) -> torch.Tensor:
     return y.argmax(dim=1)
 
 
-def output_classes(y: torch.Tensor, kind: str) -> torch.Tensor:
-    """Predicted classes int64 [n, ...] of a model output float [n, C, ...] of kind "logits", "probabilities"
-    or "proba": the argmax (``argmax_classes``), or for one channel (binary) the threshold (logit > 0,
-    probability > 0.5: the argmax of [1 - p, p])."""
-    if y.shape[1] == 1 and kind in ("logits", "probabilities"):
-        return (y[:, 0] > (0.0 if kind == "logits" else 0.5)).long().cpu()
-    return argmax_classes(y).cpu()
-
-
 class TraceExtractor:
     """Reads one layer's feature maps of a model and returns its activation traces with the model's predictions.
 
@@ -140,15 +131,9 @@ class TraceExtractor:
         The argmax is taken on the model output (softmax is monotone), so no probabilities are built; a
         one-channel (binary) output is thresholded (logit > 0, probability > 0.5: the argmax of [1 - p, p])."""
         feat, y, kind = self._forward_raw(batch, ids)
-        return feat, output_classes(y, kind)
-
-    @torch.no_grad()
-    def forward_output(self, batch: np.ndarray, ids: Sequence[str] | None = None
-                       ) -> tuple[torch.Tensor, torch.Tensor, str]:
-        """One chunk uint8 [n, H, W, 3] -> (features as in ``forward``, the model output float32 (segmentation:
-        [n, C or 1, H, W]), its kind for ``output_classes``): the predictions are left to the caller, who
-        may take them a few images at a time."""
-        return self._forward_raw(batch, ids)
+        if y.shape[1] == 1 and kind in ("logits", "probabilities"):
+            return feat, (y[:, 0] > (0.0 if kind == "logits" else 0.5)).long()
+        return feat, argmax_classes(y).cpu()
 
     def _features(self, batch: np.ndarray, ids: Sequence[str] | None) -> torch.Tensor:
         """Features float32 [n, D, h, w] (or [n, D]) of one chunk from the separate source."""
