@@ -5,8 +5,8 @@ Kept apart so that numba is imported (and these kernels compiled, then cached on
 heatmap is first computed. The passes over output pixels (``argmax_channels(_last)``, ``mark_cells``,
 ``pixel_mdsa``) do O(1) work per pixel (per class for the argmax); the O(d) work is done
 once per marked (class slot, cell): centring in ``gather_marked``, whitening by a BLAS matmul in
-``fused``, dot products in ``cell_tables``. All single-threaded and GIL-free: ``image`` runs them on a
-few images per thread between forward passes.
+``fused``, dot products in ``cell_tables``. All single-threaded: they run right after a forward, whose
+OpenMP workers still spin on the other core (a Python thread per core measured slower, see ``fused``).
 """
 from __future__ import annotations
 
