@@ -125,15 +125,11 @@ def test_argmax_classes_equals_torch_argmax(seed, c, ties, nans, channels_last):
     assert torch.equal(argmax_classes(flat), flat.argmax(dim=1))
 
 
-def test_whitening_split_over_threads_equals_one_thread(monkeypatch):
-    """The marked cells' whitening split over threads (torch at 2 threads; split points inside a class's
-    rows) gives the one-thread map; the thread count is restored."""
-    import blindspots.surprise.fused as fused
-
+def test_whitening_on_two_threads_equals_one_thread():
+    """The marked cells' whitening on torch's two threads gives the one-thread map; the thread count stays."""
     est = fitted()
     feats, pred = case(0, blocky=False)
     ref = fused_mdsa_map(est, feats, pred)
-    monkeypatch.setattr(fused, "WHITEN_MIN_ROWS", 7)
     old = torch.get_num_threads()
     try:
         torch.set_num_threads(2)

@@ -22,11 +22,10 @@ import functools
 import numpy as np
 import torch
 
-from blindspots.surprise._threads import run_split, split_threads
 from blindspots.surprise.estimators import MDSA
 
-#: Fewest marked cells per thread when the whitening matmuls are split over threads.
-WHITEN_MIN_ROWS = 1024
+#: Interpolation modes of the fused path (others: ``image.mdsa_map`` upsamples the whitened map).
+FUSED_MODES = ("bilinear", "nearest")
 
 
 def _axis(out: int, inp: int, mode: str, align_corners: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -76,7 +75,7 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
     """
     from blindspots.surprise import _fused_kernels as kernels  # numba: imported (and compiled) on first use
 
-    if mode not in ("bilinear", "nearest"):
+    if mode not in FUSED_MODES:
         raise ValueError(f"mode: expected 'bilinear' or 'nearest' for the fused path, got {mode!r}")
     pred_t = pred.cpu() if isinstance(pred, torch.Tensor) else torch.from_numpy(np.asarray(pred))
     if pred_t.ndim != 3 or pred_t.is_floating_point() or pred_t.is_complex() or pred_t.numel() == 0:
@@ -88,22 +87,21 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
     pred_np = pred_t.long().contiguous().numpy()
     classes = estimator.classes_
     slots = max(num_classes or 0, int(classes.max()) + 1)
-    counts, lo, hi = kernels.class_counts(pred_np, slots)
+    h0, w0 = int(features.shape[-2]), int(features.shape[-1])
+    y0, y1, ry = _sources(h, h0, mode, align_corners)
+    x0, x1, qx = _sources(w, w0, mode, align_corners)
+    lut = np.full(slots, -1, dtype=np.int64)  # slot s = class classes_[s]; ids past the modelled ones: no model
+    lut[classes] = np.arange(classes.size)
+    # one slot per modelled class, marked or not: the ids are checked in the marking pass, no count pass
+    mark = np.zeros((classes.size, n, h0, w0), dtype=np.uint8)
+    lo, hi = kernels.mark_cells(pred_np, lut, y0, y1, x0, x1, mark)
     if lo < 0 and num_classes is None:
         raise ValueError(f"pred: expected non-negative class ids, got minimum {lo}")
     if num_classes is not None and (lo < 0 or hi >= slots):
         raise ValueError(f"pred: expected class ids in [0, {slots}), got ids from {lo} to {hi}")
-    ids = np.intersect1d(np.flatnonzero(counts), classes)  # slot s = class ids[s]
-    if ids.size == 0:
+    pos, z = _whiten_marked(kernels, estimator, features, mark)
+    if z.shape[0] == 0:  # no pixel of a modelled class
         return np.full((n, h, w), np.nan, dtype=np.float32)
-    h0, w0 = int(features.shape[-2]), int(features.shape[-1])
-    y0, y1, ry = _sources(h, h0, mode, align_corners)
-    x0, x1, qx = _sources(w, w0, mode, align_corners)
-    lut = np.full(max(slots, int(hi) + 1), -1, dtype=np.int64)  # ids past the modelled ones: no model
-    lut[ids] = np.arange(ids.size)
-    mark = np.zeros((ids.size, n, h0, w0), dtype=np.uint8)
-    kernels.mark_cells(pred_np, lut, y0, y1, x0, x1, mark)
-    pos, z = _whiten_marked(kernels, estimator, features, ids, mark)
     table = kernels.cell_tables(mark, pos, z, mode == "bilinear")
     out = np.empty((n, h, w), dtype=np.float32)
     kernels.pixel_mdsa(pred_np, lut, y0, ry, x0, qx, pos, table, out)
@@ -115,24 +113,17 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
 PAD_COLUMNS = 16
 
 
-def _whiten_marked(kernels, estimator: MDSA, features: torch.Tensor, ids: np.ndarray, mark: np.ndarray
+def _whiten_marked(kernels, estimator: MDSA, features: torch.Tensor, mark: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray]:
     """Whitened features of the marked cells: (pos int32 [K, n, h0, w0] row of each marked cell in z,
     z float32 [m, D] slot-major, cells in row-major order within a slot, D = d' rounded up to PAD_COLUMNS
-    with zero columns; mark uint8 [K, n, h0, w0] with slot s = class ids[s]).
+    with zero columns; mark uint8 [K, n, h0, w0] with slot s = class estimator.classes_[s]).
 
     The variance filter is folded into the whitening: all d channels are centred (dropped ones by 0) and
     multiplied by a [d, D] matrix whose rows of dropped channels are zero, so no per-channel gather."""
     f = features.detach().float().cpu()
-    d, kept = f.shape[1], estimator.kept_features_
-    dk = kept.size
-    pad = -(-dk // PAD_COLUMNS) * PAD_COLUMNS
-    index = np.searchsorted(estimator.classes_, ids)
-    means = np.zeros((ids.size, d), dtype=np.float32)
-    means[:, kept] = estimator.means_[index]
-    whiten = np.zeros((ids.size, d, pad), dtype=np.float32)  # zero rows (dropped) and columns (padding)
-    whiten[:, kept, :dk] = estimator.whiten_[index]
-    whiten = torch.from_numpy(whiten)
+    means, whiten = estimator.padded_whitening(PAD_COLUMNS)
+    d, pad = whiten.shape[1:]
     m = int(np.count_nonzero(mark))
     pos = np.empty(mark.shape, dtype=np.int32)
     centred = np.empty((m, d), dtype=np.float32)
@@ -143,15 +134,13 @@ def _whiten_marked(kernels, estimator: MDSA, features: torch.Tensor, ids: np.nda
     src = torch.from_numpy(centred)
     ends = np.cumsum(sizes).tolist()
 
-    def rows(lo: int, hi: int) -> None:  # one matmul per class present, over the cells it reads
-        start = 0
-        for s, stop in enumerate(ends):
-            a, b = max(lo, start), min(hi, stop)
-            if a < b:
-                torch.mm(src[a:b], whiten[s], out=z[a:b])
-            start = stop
-
-    # the rows split once over threads with one torch thread each: a few small matmuls, each an OpenMP
-    # region with a barrier, stalled whenever a thread was descheduled on a loaded machine (see _threads)
-    run_split(m, split_threads(m, WHITEN_MIN_ROWS), rows)
+    start = 0
+    for s, stop in enumerate(ends):  # one matmul per class present, over the cells it reads
+        if start < stop:
+            # on torch's own threads: right after a forward its OpenMP workers are still spinning, ready,
+            # where a Python thread of our own would share a core with one of them (measured in the
+            # forward benchmark under load: 1.18x against 1.20x the forward with the rows split over
+            # Python threads, 1.27x with the images split over Python threads)
+            torch.mm(src[start:stop], whiten[s], out=z[start:stop])
+        start = stop
     return pos, z.numpy()

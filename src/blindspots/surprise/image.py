@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from blindspots.models.adapters import as_image_batch
 from blindspots.surprise.estimators import MDSA, SurpriseEstimator
-from blindspots.surprise.fused import fused_mdsa_map
+from blindspots.surprise.fused import FUSED_MODES, fused_mdsa_map
 from blindspots.surprise.sampler import (FIT_CAP_PER_CLASS, FIT_MAX_IMAGES, FIT_PIXELS_PER_CLASS,
                                          SCORE_PIXELS_PER_CLASS, cap_per_class, choose_images, sample_pixels)
 from blindspots.surprise.traces import TraceExtractor
@@ -268,7 +268,7 @@ def mdsa_map(extractor: TraceExtractor, estimator: MDSA, features: torch.Tensor,
     Bilinear / nearest models use the O(1)-per-pixel fused path (``surprise.fused``); other modes whiten
     at h0 x w0, upsample the whitened d' channels and take the norm (also exact: upsampling weights sum
     to 1, so they commute with the affine whitening)."""
-    if extractor.interpolation in ("bilinear", "nearest"):
+    if extractor.interpolation in FUSED_MODES:
         return fused_mdsa_map(estimator, features, pred, mode=extractor.interpolation,
                               align_corners=extractor.align_corners, num_classes=extractor.num_classes)
     pred = pred.numpy() if isinstance(pred, torch.Tensor) else np.asarray(pred)
