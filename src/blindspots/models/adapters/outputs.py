@@ -69,6 +69,11 @@ def check_raw(y: torch.Tensor, n: int, num_classes: int, size: tuple[int, int] |
         raise ValueError(f"{name}: expected shape {fmt_shape(want)}, got {tuple(y.shape)} (axis {axis})")
     if not y.is_floating_point():
         raise ValueError(f"{name}: expected floating-point values, got dtype {_dtype_name(y)}")
+    # A NaN or inf anywhere makes the sum of all values non-finite: one read pass and no temporary
+    # (measured, 1 thread: torch.isfinite(y).all() cost 1.7-3.4x a softmax of the same output, the
+    # sum 0.1x). The full count only then (or when huge finite scores overflow the sum).
+    if y.numel() and bool(torch.isfinite(y.sum())):
+        return
     finite = torch.isfinite(y)
     if not bool(finite.all()):
         raise ValueError(f"{name}: expected finite values, got {int((~finite).sum())} NaN/inf entries")
