@@ -18,11 +18,12 @@ different designs). Printed:
    and the cost of the statistics alone on the same probabilities, as a share of the bare
    forward.
 
-With --photos R (default 3; 0: off), a varied-size pool of real photographs (the opencv-doc
+With --photos R (default 5; 0: off), a varied-size pool of real photographs (the opencv-doc
 examples and scikit-image's bundled photos, each also as one seeded crop: >= 40 distinct sizes,
 at most 1.5 MP; ../shared/DATA.md) is scanned with two callable models (`CallableSegmenter`
 around two seeded zoo small_fcn nets, returning probabilities, so the scan validates every output pixel) in R
-interleaved rounds against a bare loop of the same raw callables on the same same-size batches.
+interleaved rounds against a bare loop of the same raw callables on the same same-size batches,
+torch on --threads threads like the uniform row (printed with the row).
 
 --also-inline also times the local engine run inline (`run_local(..., inline=True)`: decode,
 forward, statistics and writes one after the other on the main thread) beside the default
@@ -358,7 +359,7 @@ def main() -> None:
     ap.add_argument("--ray-shard-size", type=int, default=32,
                     help="shard size of the Ray rounds (all three engines): shards are Ray's unit of parallelism")
     ap.add_argument("--ray-only", action="store_true", help="skip the local scan / bare forward segments")
-    ap.add_argument("--photos", type=int, default=3, help="rounds of the varied-size real-photo row (0: not)")
+    ap.add_argument("--photos", type=int, default=5, help="rounds of the varied-size real-photo row (0: not)")
     ap.add_argument("--photos-n", type=int, default=48, help="photos in that row (each of its own size)")
     ap.add_argument("--also-inline", action="store_true",
                     help="also time the local engine inline (no reader/writer threads) beside the default")
