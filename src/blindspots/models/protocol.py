@@ -196,15 +196,21 @@ def check_probabilities(
     """
     arr = np.asarray(proba)
     check_shape(arr, expected_shape, name)
-    check_scores(arr, name)
     if output == "logits":
+        check_scores(arr, name)
         return softmax(arr, axis=1)
     if output != "probabilities":
         raise ValueError(f"output: expected 'probabilities' or 'logits', got {output!r}")
+    if not np.issubdtype(arr.dtype, np.floating):
+        check_scores(arr, name)  # raises: not floating point
     arr = arr.astype(np.float32, copy=False)
+    # One pass for the sums over the class axis serves both the finiteness check (check_scores) and
+    # the sum check: the scan validates every output pixel, so each pass over the output counts.
+    sums = arr.sum(axis=1) if arr.ndim >= 2 else arr
+    if not (arr.size and np.isfinite(sums).all()):
+        check_scores(arr, name)  # the full check (and its message) only when a sum is not finite
     check_in_unit_range(arr, name, tolerance)
-    sums = arr.sum(axis=1)
-    worst = float(np.abs(sums - 1).max())
+    worst = float(np.abs(sums - 1).max()) if arr.size else 0.0
     if worst > tolerance:
         raise ValueError(
             f"{name}: expected probabilities summing to 1 over the class axis (within {tolerance}), "

@@ -107,7 +107,7 @@ class BaseAdapter:
         if self.output == "labels":
             y = self.policy.restore(check_labels(y, n, self._name), size, labels=True)  # type: ignore[arg-type]
         else:
-            check_raw(y, n, self.num_classes, size, self._name)
+            check_raw(y, n, self.num_classes, size, self._name, self.output)
             if self.output == "logits" and not self._looked:
                 self._looked = True
                 _warn_if_probabilities(y, self._name, self.info.get("spec"))
