@@ -37,6 +37,9 @@ and as medians of the per-round ratios: Ray 1x1 / local (target <= 1.2) and the 
 as a user runs it against a cluster that is already up (`--address`): connecting, planning, the
 pipeline's start-up (worker processes importing ray.data, the actors importing torch and loading
 the models), every image, disconnecting; only the cluster's own start (`ray start`) is not timed.
+The cluster is one in use: a tiny Ray Data job ran on it before (untimed), so Ray Data's detached
+helper actors, made once per cluster, exist; --ray-cold times a fresh cluster's first job instead.
+The driver and the Ray actors keep freed memory (`blindspots.allocator`, as `blindspots scan` does).
 Start-up (pipeline start to first result) and the ratios after it are printed apart, as is the
 pool size at which the fixed cost would be 10% of a 1x1 scan. Use N = 2000 (`--ray 2000`): the
 pools the scan is for have 10^4-10^9 images, and at N = 400 the fixed cost (about 8 s on an idle
@@ -62,6 +65,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from blindspots.allocator import keep_freed_memory
 from blindspots.data.pool import ImagePool
 from blindspots.models.adapters import TorchSegmenter
 from blindspots.scan import model_stats, pair_distances, scan_pool
@@ -274,6 +278,7 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
     and disconnecting. Only the cluster's own start (`ray start`, here `Cluster`) is left out."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray starts: bind to 127.0.0.1
     import ray
+    import ray.data as ray_data
     from ray.cluster_utils import Cluster
 
     if args.ray > len(ids):
@@ -281,6 +286,10 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
     part = ids[:args.ray]
     target = next(iter(models))
     torch.set_num_threads(1)
+    # the Ray actors keep freed memory (blindspots.allocator); so does this process, for the local engine it is
+    # compared with (permanent: the rows after the Ray rounds run with it too)
+    kept = keep_freed_memory()
+    print(f"freed memory kept (blindspots.allocator) in this process and in the Ray actors: {kept}")
     quiet = {"logging_level": "WARNING", "log_to_driver": False}
 
     def timed(folder: Path, **kw) -> float:
@@ -306,15 +315,20 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
     engine_log.addHandler(grab)
     engine_log.setLevel(logging.INFO)
 
-    def on_ray(folder: Path, nodes: int) -> tuple[float, float, float]:
+    def on_ray(folder: Path, nodes: int, warm: bool = not args.ray_cold) -> tuple[float, float, float]:
         """(whole scan, pipeline start-up, the rest after the first result), seconds."""
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
         try:
             for _ in range(nodes - 1):
                 cluster.add_node(num_cpus=1)
-            ray.init(address=cluster.address, **quiet)  # check the nodes' addresses (not timed)
+            # connect once untimed: check the nodes' addresses and, with warm (the default), run a tiny Ray Data
+            # job, as on a cluster already in use: Ray Data's detached helper actors (stats, autoscaling
+            # coordinator, usage, actor locations; ~1 s of CPU each) are made once per cluster, not per scan
+            ray.init(address=cluster.address, **quiet)
             alive = [n for n in ray.nodes() if n["Alive"]]
             assert len(alive) == nodes and all(n["NodeManagerAddress"] == "127.0.0.1" for n in alive)
+            if warm:  # a cluster in use: Ray Data's detached helper actors exist (created by any earlier job)
+                ray_data.range(8, override_num_blocks=2).map_batches(lambda b: b).materialize()
             ray.shutdown()
             grab.last = (float("nan"), float("nan"))
             t = timed(folder, engine="ray", ray_address=cluster.address)  # connects, scans, disconnects
@@ -382,6 +396,8 @@ def main() -> None:
     ap.add_argument("--ray-rounds", type=int, default=3)
     ap.add_argument("--ray-shard-size", type=int, default=32,
                     help="shard size of the Ray rounds (all three engines): shards are Ray's unit of parallelism")
+    ap.add_argument("--ray-cold", action="store_true",
+                    help="time each Ray scan as a fresh cluster's first Ray Data job (default: a cluster in use)")
     ap.add_argument("--ray-only", action="store_true", help="skip the local scan / bare forward segments")
     ap.add_argument("--photos", type=int, default=5, help="rounds of the varied-size real-photo row (0: not)")
     ap.add_argument("--photos-n", type=int, default=48, help="photos in that row (each of its own size)")

@@ -9,6 +9,7 @@ import logging
 
 import typer
 
+from blindspots.allocator import keep_freed_memory
 from blindspots.cli.errors import VERBOSE_KEY, ErrorHandlingGroup
 
 app = typer.Typer(
@@ -41,6 +42,7 @@ COMMAND_GROUPS: list[str] = [
 def _main(ctx: typer.Context,
           verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details; show tracebacks.")) -> None:
     ctx.meta[VERBOSE_KEY] = verbose
+    keep_freed_memory()  # our own process: models' large tensors reuse freed memory (blindspots.allocator)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 

@@ -111,8 +111,10 @@ class ModelActor:
     and the models' threads are never shared between two forwards."""
 
     def __init__(self, refs: dict[str, tuple[str, Any]], target: str, num_classes: int, save_maps: bool) -> None:
+        from blindspots.allocator import keep_freed_memory
         from blindspots.models.load import load_model
 
+        keep_freed_memory()  # the actor's process is ours: the forwards reuse freed memory (blindspots.allocator)
         self.models = {name: load_model(ref) if kind == "spec" else ref for name, (kind, ref) in refs.items()}
         self.target, self.num_classes, self.save_maps = target, num_classes, save_maps
         self.lock = threading.Lock()
