@@ -21,19 +21,25 @@ _FAST = {"nsz", "reassoc", "contract", "arcp"}
 def argmax_channels(y: np.ndarray, out: np.ndarray) -> None:
     """out int64 [n, H, W] = argmax over C of y float32 [n, C, H, W] (any strides), as torch.argmax: the
     first maximum on ties, the first NaN where there is one. One pass over y, vectorised over pixels."""
+    for i in range(y.shape[0]):
+        argmax_image(y, out, i)
+
+
+@numba.njit(cache=True, nogil=True)
+def argmax_image(y: np.ndarray, out: np.ndarray, i: int) -> None:
+    """`argmax_channels` of image i alone."""
     n, c, h, w = y.shape
-    for i in range(n):
-        best = y[i, 0].copy()
-        o = out[i]
-        o[:] = 0
-        for k in range(1, c):
-            yk = y[i, k]
-            for a in range(h):
-                for b in range(w):
-                    v, m = yk[a, b], best[a, b]
-                    if v > m or (v != v and m == m):  # a NaN wins over numbers, the first NaN stays
-                        best[a, b] = v
-                        o[a, b] = k
+    best = y[i, 0].copy()
+    o = out[i]
+    o[:] = 0
+    for k in range(1, c):
+        yk = y[i, k]
+        for a in range(h):
+            for b in range(w):
+                v, m = yk[a, b], best[a, b]
+                if v > m or (v != v and m == m):  # a NaN wins over numbers, the first NaN stays
+                    best[a, b] = v
+                    o[a, b] = k
 
 
 @numba.njit(cache=True, nogil=True)
@@ -42,88 +48,100 @@ def argmax_channels_last(y: np.ndarray, out: np.ndarray) -> None:
     Each row's [W, C] block is transposed into an L1 scratch [C, W] first, so the compare runs over pixels
     in vector lanes without a copy of the whole map (measured on [8, 128, 128, 8], one thread: 0.70 ms
     against 1.08 ms for a torch NCHW copy and ``argmax_channels``)."""
+    for i in range(y.shape[0]):
+        argmax_image_last(y, out, i)
+
+
+@numba.njit(cache=True, nogil=True)
+def argmax_image_last(y: np.ndarray, out: np.ndarray, i: int) -> None:
+    """`argmax_channels_last` of image i alone."""
     n, h, w, c = y.shape
     t = np.empty((c, w), dtype=y.dtype)
     best = np.empty(w, dtype=y.dtype)
-    for i in range(n):
-        for a in range(h):
-            row = y[i, a]
+    for a in range(h):
+        row = y[i, a]
+        for b in range(w):
+            for k in range(c):
+                t[k, b] = row[b, k]
+        o = out[i, a]
+        best[:] = t[0]
+        o[:] = 0
+        for k in range(1, c):
+            tk = t[k]
             for b in range(w):
-                for k in range(c):
-                    t[k, b] = row[b, k]
-            o = out[i, a]
-            best[:] = t[0]
-            o[:] = 0
-            for k in range(1, c):
-                tk = t[k]
-                for b in range(w):
-                    v, m = tk[b], best[b]
-                    if v > m or (v != v and m == m):  # a NaN wins over numbers, the first NaN stays
-                        best[b] = v
-                        o[b] = k
+                v, m = tk[b], best[b]
+                if v > m or (v != v and m == m):  # a NaN wins over numbers, the first NaN stays
+                    best[b] = v
+                    o[b] = k
 
 
 @numba.njit(cache=True, nogil=True)
-def mark_cells(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, y1: np.ndarray, x0: np.ndarray,
-               x1: np.ndarray, mark: np.ndarray) -> tuple[int, int]:
+def mark_image(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, y1: np.ndarray, x0: np.ndarray,
+               x1: np.ndarray, mark: np.ndarray, counts: np.ndarray, span: np.ndarray, i: int) -> None:
     """Mark every low-resolution cell (a, b) of image i that some output pixel of class slot s reads: bit 1 of
     mark[s, i, a, b] when read, bit 2 when it is some pixel's base cell (the top-left one of those it reads).
-    Returns (smallest, largest) id in pred, so that the ids are checked in the same pass.
+    Counts the marked cells of (s, i) in counts[s, i] and writes image i's (smallest, largest) id in pred
+    to span[i], so that the ids are checked in the same pass.
 
     pred int64 [n, H, W] (ids outside [0, lut.size): no model); lut int64 class id -> slot (-1: no model);
     y0 / y1 int64 [H] (x0 / x1 [W]) the two source rows (columns) of each output row (column), equal where
-    only one is read; mark uint8 [K, n, h0, w0], zeroed."""
+    only one is read; mark uint8 [K, n, h0, w0] and counts int64 [K, n] zeroed for image i; span int64 [n, 2]."""
     n, h, w = pred.shape
-    lo, hi = pred[0, 0, 0], pred[0, 0, 0]
-    for i in range(n):
-        for y in range(h):
-            a, b = y0[y], y1[y]
-            last_s, last_c = -1, -1
-            for x in range(w):
-                v = pred[i, y, x]
-                lo = min(lo, v)
-                hi = max(hi, v)
-                s = lut[v] if 0 <= v < lut.size else -1
-                c = x0[x]
-                if s < 0 or (s == last_s and c == last_c):  # runs along a row mark the same cells
-                    continue
-                last_s, last_c = s, c
-                d = x1[x]
-                mark[s, i, a, d] |= 1
-                mark[s, i, b, c] |= 1
-                mark[s, i, b, d] |= 1
-                mark[s, i, a, c] |= 3  # a base cell: its table is built
-    return lo, hi
+    lo, hi = pred[i, 0, 0], pred[i, 0, 0]
+    for y in range(h):
+        a, b = y0[y], y1[y]
+        last_s, last_c = -1, -1
+        for x in range(w):
+            v = pred[i, y, x]
+            lo = min(lo, v)
+            hi = max(hi, v)
+            s = lut[v] if 0 <= v < lut.size else -1
+            c = x0[x]
+            if s < 0 or (s == last_s and c == last_c):  # runs along a row mark the same cells
+                continue
+            last_s, last_c = s, c
+            d = x1[x]
+            m = mark[s, i]
+            cnt = 0  # cells newly marked; checked one after the other, so coinciding cells count once
+            if m[a, c] == 0:
+                cnt += 1
+            m[a, c] |= 3  # a base cell: its table is built
+            if m[a, d] == 0:
+                cnt += 1
+            m[a, d] |= 1
+            if m[b, c] == 0:
+                cnt += 1
+            m[b, c] |= 1
+            if m[b, d] == 0:
+                cnt += 1
+            m[b, d] |= 1
+            counts[s, i] += cnt
+    span[i, 0], span[i, 1] = lo, hi
 
 
 @numba.njit(cache=True, nogil=True)
-def gather_marked(mark: np.ndarray, cells: np.ndarray, means: np.ndarray, pos: np.ndarray, centred: np.ndarray
-                  ) -> np.ndarray:
-    """Centred features of every marked cell, slot-major and row-major within a slot.
+def gather_image(mark: np.ndarray, cells: np.ndarray, means: np.ndarray, offsets: np.ndarray, pos: np.ndarray,
+                 centred: np.ndarray, i: int) -> None:
+    """Centred features of image i's marked cells, at their rows: slot-major, then image, then row-major.
 
     mark uint8 [K, n, h0, w0]; cells float32 [n, h0, w0, d] the features, channels last (C-contiguous);
-    means float32 [K, d] per slot. Writes pos int32 [K, n, h0, w0] (row of each marked cell; unmarked:
-    unset) and centred float32 [m, d] (m marked cells: cells[i, a, b] - means[s]); returns the rows of each
-    slot int64 [K] (one matmul each).
+    means float32 [K, d] per slot; offsets int64 [K, n] first row of (slot, image). Writes pos int32
+    [K, n, h0, w0] (row of each marked cell; unmarked: unset) and rows of centred float32 [m, d]
+    (cells[i, a, b] - means[s]).
     """
     k, n, h0, w0 = mark.shape
-    sizes = np.zeros(k, dtype=np.int64)
-    r = 0
-    for s in range(k):  # rows: slot-major, then (image, cell row, cell column)
-        first = r
+    for s in range(k):
+        r = offsets[s, i]
         mu = means[s]
-        for i in range(n):
-            for a in range(h0):
-                for b in range(w0):
-                    if mark[s, i, a, b] == 0:
-                        continue
-                    pos[s, i, a, b] = r
-                    src, dst = cells[i, a, b], centred[r]
-                    for j in range(src.size):
-                        dst[j] = src[j] - mu[j]
-                    r += 1
-        sizes[s] = r - first
-    return sizes
+        for a in range(h0):
+            for b in range(w0):
+                if mark[s, i, a, b] == 0:
+                    continue
+                pos[s, i, a, b] = r
+                src, dst = cells[i, a, b], centred[r]
+                for j in range(src.size):
+                    dst[j] = src[j] - mu[j]
+                r += 1
 
 
 @numba.njit(inline="always", fastmath=_FAST)
@@ -135,78 +153,73 @@ def _dot(u: np.ndarray, v: np.ndarray) -> np.float32:
 
 
 @numba.njit(cache=True, nogil=True, fastmath=_FAST)
-def cell_tables(mark: np.ndarray, pos: np.ndarray, z: np.ndarray, corners: bool) -> np.ndarray:
-    """3x3 dot-product tables float32 [m, 9] of every base cell.
+def tables_image(mark: np.ndarray, pos: np.ndarray, z: np.ndarray, corners: bool, offsets: np.ndarray,
+                 counts: np.ndarray, nrm: np.ndarray, nxt: np.ndarray, table: np.ndarray, i: int) -> None:
+    """3x3 dot-product tables of image i's base cells into table float32 [m, 9].
 
-    mark uint8 [K, n, h0, w0] (``mark_cells``); pos int32 [K, n, h0, w0] row in z of each marked cell
+    mark uint8 [K, n, h0, w0] (``mark_image``); pos int32 [K, n, h0, w0] row in z of each marked cell
     (slot-major, row-major within a slot, so a marked right neighbour is the next row); z float32 [m, D]
-    whitened features (zero padding columns allowed).
-    Row p of the result (p = the base cell's row) holds, row-major, (|z00|^2, z00.z01, |z01|^2),
+    whitened features (zero padding columns allowed); offsets / counts int64 [K, n] first row and rows of
+    (slot, image); nrm / nxt float32 [m] scratch (|z[p]|^2, z[p] . z[p + 1]), written for image i's rows.
+    Row p of the table (p = the base cell's row) holds, row-major, (|z00|^2, z00.z01, |z01|^2),
     (z00.z10, (z00.z11 + z01.z10) / 2, z01.z11), (|z10|^2, z10.z11, |z11|^2) with z_jk the cell (a + j,
     b + k), clamped at the border (and j = k = 0 when not `corners`: nearest). Rows of cells that are no
-    pixel's base cell are left unset; ``pixel_mdsa`` never reads them.
+    pixel's base cell are left unset; ``pixel_image`` never reads them.
     """
     m = z.shape[0]
-    nrm = np.empty(m, dtype=np.float32)
-    nxt = np.zeros(m, dtype=np.float32)  # z[p] . z[p + 1]: the right neighbour when it is marked
-    for p in range(m):
-        nrm[p] = _dot(z[p], z[p])
-        if p + 1 < m:
-            nxt[p] = _dot(z[p], z[p + 1])
-    table = np.empty((m, 9), dtype=np.float32)
     k, n, h0, w0 = mark.shape
     for s in range(k):
-        for i in range(n):
-            for a in range(h0):
-                a1 = min(a + 1, h0 - 1) if corners else a
-                for b in range(w0):
-                    if mark[s, i, a, b] & 2 == 0:  # not a base cell (its neighbours are marked when it is)
-                        continue
-                    b1 = min(b + 1, w0 - 1) if corners else b
-                    p00, p01, p10, p11 = pos[s, i, a, b], pos[s, i, a, b1], pos[s, i, a1, b], pos[s, i, a1, b1]
-                    t = table[p00]
-                    t[0], t[2], t[6], t[8] = nrm[p00], nrm[p01], nrm[p10], nrm[p11]
-                    if p01 == p00:  # one column read (border or nearest): z01 = z00, z11 = z10
-                        t[1], t[7] = nrm[p00], nrm[p10]
-                    else:
-                        t[1], t[7] = nxt[p00], nxt[p10]
-                    if p10 == p00:  # one row read: z10 = z00, z11 = z01
-                        t[3], t[4], t[5] = nrm[p00], t[1], nrm[p01]
-                    else:
-                        t[3], t[5] = _dot(z[p00], z[p10]), _dot(z[p01], z[p11])
-                        t[4] = np.float32(0.5) * (_dot(z[p00], z[p11]) + _dot(z[p01], z[p10]))
-    return table
+        for p in range(offsets[s, i], offsets[s, i] + counts[s, i]):
+            nrm[p] = _dot(z[p], z[p])
+            nxt[p] = _dot(z[p], z[p + 1]) if p + 1 < m else np.float32(0.0)  # right neighbour, when marked
+        for a in range(h0):
+            a1 = min(a + 1, h0 - 1) if corners else a
+            for b in range(w0):
+                if mark[s, i, a, b] & 2 == 0:  # not a base cell (its neighbours are marked when it is)
+                    continue
+                b1 = min(b + 1, w0 - 1) if corners else b
+                p00, p01, p10, p11 = pos[s, i, a, b], pos[s, i, a, b1], pos[s, i, a1, b], pos[s, i, a1, b1]
+                t = table[p00]
+                t[0], t[2], t[6], t[8] = nrm[p00], nrm[p01], nrm[p10], nrm[p11]
+                if p01 == p00:  # one column read (border or nearest): z01 = z00, z11 = z10
+                    t[1], t[7] = nrm[p00], nrm[p10]
+                else:
+                    t[1], t[7] = nxt[p00], nxt[p10]
+                if p10 == p00:  # one row read: z10 = z00, z11 = z01
+                    t[3], t[4], t[5] = nrm[p00], t[1], nrm[p01]
+                else:
+                    t[3], t[5] = _dot(z[p00], z[p10]), _dot(z[p01], z[p11])
+                    t[4] = np.float32(0.5) * (_dot(z[p00], z[p11]) + _dot(z[p01], z[p10]))
 
 
 @numba.njit(cache=True, nogil=True, fastmath=_FAST)
-def pixel_mdsa(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, ry: np.ndarray, x0: np.ndarray,
-               qx: np.ndarray, pos: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
-    """out float32 [n, H, W] = MDSA of every output pixel under its class slot (NaN: no model).
+def pixel_image(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, ry: np.ndarray, x0: np.ndarray,
+                qx: np.ndarray, pos: np.ndarray, table: np.ndarray, out: np.ndarray, i: int) -> None:
+    """out[i] float32 [H, W] = MDSA of every output pixel of image i under its class slot (NaN: no model).
 
-    ry float32 [H, 3] / qx float32 [W, 3]: (w0^2, 2 w0 w1, w1^2) of the two source rows / columns; a pixel's
-    squared MDSA is R(y)^T T Q(x) with T its base cell's table (``cell_tables``). Along a row, pixels that
-    share a base cell and class reuse the row-weighted table (held in registers).
+    pred int64 [n, H, W]; ry float32 [H, 3] / qx float32 [W, 3]: (w0^2, 2 w0 w1, w1^2) of the two source
+    rows / columns; a pixel's squared MDSA is R(y)^T T Q(x) with T its base cell's table (``tables_image``).
+    Along a row, pixels that share a base cell and class reuse the row-weighted table (held in registers).
     """
     n, h, w = pred.shape
     nan = np.float32(np.nan)
-    for i in range(n):
-        for y in range(h):
-            a = y0[y]
-            r0, r1, r2 = ry[y, 0], ry[y, 1], ry[y, 2]
-            last = -1
-            u0 = u1 = u2 = np.float32(0.0)
-            for x in range(w):
-                v = pred[i, y, x]
-                s = lut[v] if 0 <= v < lut.size else -1
-                if s < 0:
-                    out[i, y, x] = nan
-                    continue
-                p = pos[s, i, a, x0[x]]
-                if p != last:
-                    last = p
-                    t = table[p]
-                    u0 = r0 * t[0] + r1 * t[3] + r2 * t[6]
-                    u1 = r0 * t[1] + r1 * t[4] + r2 * t[7]
-                    u2 = r0 * t[2] + r1 * t[5] + r2 * t[8]
-                sq = qx[x, 0] * u0 + qx[x, 1] * u1 + qx[x, 2] * u2
-                out[i, y, x] = np.sqrt(sq) if sq > 0 else np.float32(0.0)
+    for y in range(h):
+        a = y0[y]
+        r0, r1, r2 = ry[y, 0], ry[y, 1], ry[y, 2]
+        last = -1
+        u0 = u1 = u2 = np.float32(0.0)
+        for x in range(w):
+            v = pred[i, y, x]
+            s = lut[v] if 0 <= v < lut.size else -1
+            if s < 0:
+                out[i, y, x] = nan
+                continue
+            p = pos[s, i, a, x0[x]]
+            if p != last:
+                last = p
+                t = table[p]
+                u0 = r0 * t[0] + r1 * t[3] + r2 * t[6]
+                u1 = r0 * t[1] + r1 * t[4] + r2 * t[7]
+                u2 = r0 * t[2] + r1 * t[5] + r2 * t[8]
+            sq = qx[x, 0] * u0 + qx[x, 1] * u1 + qx[x, 2] * u2
+            out[i, y, x] = np.sqrt(sq) if sq > 0 else np.float32(0.0)

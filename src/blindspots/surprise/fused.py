@@ -73,7 +73,7 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
     features to output pixels ("bilinear" or "nearest"). num_classes: optional bound C on the ids in pred
     (the model's classes). NaN where the predicted class has no model.
     """
-    from blindspots.surprise import _fused_kernels as kernels  # numba: imported (and compiled) on first use
+    from blindspots.surprise import _fused_parallel as passes  # numba: imported (and compiled) on first use
 
     if mode not in FUSED_MODES:
         raise ValueError(f"mode: expected 'bilinear' or 'nearest' for the fused path, got {mode!r}")
@@ -94,17 +94,22 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
     lut[classes] = np.arange(classes.size)
     # one slot per modelled class, marked or not: the ids are checked in the marking pass, no count pass
     mark = np.zeros((classes.size, n, h0, w0), dtype=np.uint8)
-    lo, hi = kernels.mark_cells(pred_np, lut, y0, y1, x0, x1, mark)
+    counts = np.zeros((classes.size, n), dtype=np.int64)  # marked cells per (slot, image)
+    span = np.empty((n, 2), dtype=np.int64)  # smallest and largest id per image
+    passes.mark(pred_np, lut, y0, y1, x0, x1, mark, counts, span)
+    lo, hi = int(span[:, 0].min()), int(span[:, 1].max())
     if lo < 0 and num_classes is None:
         raise ValueError(f"pred: expected non-negative class ids, got minimum {lo}")
     if num_classes is not None and (lo < 0 or hi >= slots):
         raise ValueError(f"pred: expected class ids in [0, {slots}), got ids from {lo} to {hi}")
-    pos, z = _whiten_marked(kernels, estimator, features, mark)
+    pos, z, offsets = _whiten_marked(passes, estimator, features, mark, counts)
     if z.shape[0] == 0:  # no pixel of a modelled class
         return np.full((n, h, w), np.nan, dtype=np.float32)
-    table = kernels.cell_tables(mark, pos, z, mode == "bilinear")
+    m = z.shape[0]
+    nrm, nxt, table = np.empty(m, dtype=np.float32), np.empty(m, dtype=np.float32), np.empty((m, 9), np.float32)
+    passes.tables(mark, pos, z, mode == "bilinear", offsets, counts, nrm, nxt, table)
     out = np.empty((n, h, w), dtype=np.float32)
-    kernels.pixel_mdsa(pred_np, lut, y0, ry, x0, qx, pos, table, out)
+    passes.pixels(pred_np, lut, y0, ry, x0, qx, pos, table, out)
     return out
 
 
@@ -113,34 +118,33 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
 PAD_COLUMNS = 16
 
 
-def _whiten_marked(kernels, estimator: MDSA, features: torch.Tensor, mark: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def _whiten_marked(passes, estimator: MDSA, features: torch.Tensor, mark: np.ndarray, counts: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Whitened features of the marked cells: (pos int32 [K, n, h0, w0] row of each marked cell in z,
-    z float32 [m, D] slot-major, cells in row-major order within a slot, D = d' rounded up to PAD_COLUMNS
-    with zero columns; mark uint8 [K, n, h0, w0] with slot s = class estimator.classes_[s]).
+    z float32 [m, D] slot-major, then image, then row-major cells, D = d' rounded up to PAD_COLUMNS with
+    zero columns, offsets int64 [K, n] first row of each (slot, image)); mark uint8 [K, n, h0, w0] with
+    slot s = class estimator.classes_[s], counts int64 [K, n] its marked cells per (slot, image).
 
     The variance filter is folded into the whitening: all d channels are centred (dropped ones by 0) and
     multiplied by a [d, D] matrix whose rows of dropped channels are zero, so no per-channel gather."""
     f = features.detach().float().cpu()
     means, whiten = estimator.padded_whitening(PAD_COLUMNS)
     d, pad = whiten.shape[1:]
-    m = int(np.count_nonzero(mark))
+    ends = np.cumsum(counts.ravel())  # rows: slot-major, then image
+    m = int(ends[-1]) if ends.size else 0
+    offsets = (ends - counts.ravel()).reshape(counts.shape)
     pos = np.empty(mark.shape, dtype=np.int32)
     centred = np.empty((m, d), dtype=np.float32)
     cells = f.permute(0, 2, 3, 1).contiguous().numpy()  # [n, h0, w0, d]: no copy for channels-last layers
     # centre first (in float32, as the traces), so the whitening matmul adds no cancellation
-    sizes = kernels.gather_marked(mark, cells, means, pos, centred)
+    passes.gather(mark, cells, means, offsets, pos, centred)
     z = torch.empty(m, pad)
     src = torch.from_numpy(centred)
-    ends = np.cumsum(sizes).tolist()
-
+    bounds = ends.reshape(counts.shape)[:, -1].tolist()
     start = 0
-    for s, stop in enumerate(ends):  # one matmul per class present, over the cells it reads
+    for s, stop in enumerate(bounds):  # one matmul per class present, over the cells it reads
         if start < stop:
-            # on torch's own threads: right after a forward its OpenMP workers are still spinning, ready,
-            # where a Python thread of our own would share a core with one of them (measured in the
-            # forward benchmark under load: 1.18x against 1.20x the forward with the rows split over
-            # Python threads, 1.27x with the images split over Python threads)
+            # on torch's own threads, which the forward left spinning, ready
             torch.mm(src[start:stop], whiten[s], out=z[start:stop])
         start = stop
-    return pos, z.numpy()
+    return pos, z.numpy(), offsets
