@@ -1,12 +1,13 @@
 """Compiled loops of per-pixel surprise (numba): the argmax and the fused MDSA map's passes over output
-pixels and over marked cells.
+pixels and over marked cells, one image per call (``_fused_parallel`` runs them on torch's threads).
 
 Kept apart so that numba is imported (and these kernels compiled, then cached on disk) only when a
-heatmap is first computed. The passes over output pixels (``argmax_channels(_last)``, ``mark_cells``,
-``pixel_mdsa``) do O(1) work per pixel (per class for the argmax); the O(d) work is done
-once per marked (class slot, cell): centring in ``gather_marked``, whitening by a BLAS matmul in
-``fused``, dot products in ``cell_tables``. All single-threaded: they run right after a forward, whose
-OpenMP workers still spin on the other core (a Python thread per core measured slower, see ``fused``).
+heatmap is first computed. The passes over output pixels (``argmax_image``, ``mark_image``, both in one
+pass in ``argmax_mark_image``, and ``pixel_image``) do O(1) work per pixel (per class for the argmax);
+the O(d) work is done once per marked (class slot, cell): centring in ``gather_image``, whitening by a
+BLAS matmul in ``fused``, dot products in ``tables_image``. Each call does one image: images are
+independent, so ``_fused_parallel`` spreads them over torch's OpenMP threads, which a forward leaves
+spinning (a Python thread per core measured slower: it shares a core with a spinning worker).
 """
 from __future__ import annotations
 
@@ -17,62 +18,78 @@ import numpy as np
 _FAST = {"nsz", "reassoc", "contract", "arcp"}
 
 
-@numba.njit(cache=True, nogil=True)
-def argmax_channels(y: np.ndarray, out: np.ndarray) -> None:
-    """out int64 [n, H, W] = argmax over C of y float32 [n, C, H, W] (any strides), as torch.argmax: the
-    first maximum on ties, the first NaN where there is one. One pass over y, vectorised over pixels."""
-    for i in range(y.shape[0]):
-        argmax_image(y, out, i)
-
-
-@numba.njit(cache=True, nogil=True)
-def argmax_image(y: np.ndarray, out: np.ndarray, i: int) -> None:
-    """`argmax_channels` of image i alone."""
-    n, c, h, w = y.shape
-    best = y[i, 0].copy()
-    o = out[i]
+@numba.njit(inline="always")
+def _argmax_row(y: np.ndarray, out: np.ndarray, i: int, a: int, t: np.ndarray, best: np.ndarray,
+                last: bool) -> None:
+    """out[i, a] int64 [W] = argmax over C of row a of image i, as torch.argmax: the first maximum on ties,
+    the first NaN where there is one. y float32 [n, C, H, W], or [n, H, W, C] when `last` (channels-last
+    maps: the row's [W, C] block is transposed into the L1 scratch t [C, W] first, so the compare runs over
+    pixels in vector lanes without a copy of the whole map); best float32 [W] scratch."""
+    if last:
+        row = y[i, a]
+        for b in range(row.shape[0]):
+            for k in range(row.shape[1]):
+                t[k, b] = row[b, k]
+    else:
+        for k in range(t.shape[0]):
+            t[k] = y[i, k, a]
+    o = out[i, a]
+    best[:] = t[0]
     o[:] = 0
-    for k in range(1, c):
-        yk = y[i, k]
-        for a in range(h):
-            for b in range(w):
-                v, m = yk[a, b], best[a, b]
-                if v > m or (v != v and m == m):  # a NaN wins over numbers, the first NaN stays
-                    best[a, b] = v
-                    o[a, b] = k
+    for k in range(1, t.shape[0]):
+        tk = t[k]
+        for b in range(best.size):
+            v, m = tk[b], best[b]
+            if v > m or (v != v and m == m):  # a NaN wins over numbers, the first NaN stays
+                best[b] = v
+                o[b] = k
 
 
 @numba.njit(cache=True, nogil=True)
-def argmax_channels_last(y: np.ndarray, out: np.ndarray) -> None:
-    """`argmax_channels` of a channels-last map: y float32 [n, H, W, C] (C-contiguous), out int64 [n, H, W].
-    Each row's [W, C] block is transposed into an L1 scratch [C, W] first, so the compare runs over pixels
-    in vector lanes without a copy of the whole map (measured on [8, 128, 128, 8], one thread: 0.70 ms
-    against 1.08 ms for a torch NCHW copy and ``argmax_channels``)."""
-    for i in range(y.shape[0]):
-        argmax_image_last(y, out, i)
-
-
-@numba.njit(cache=True, nogil=True)
-def argmax_image_last(y: np.ndarray, out: np.ndarray, i: int) -> None:
-    """`argmax_channels_last` of image i alone."""
-    n, h, w, c = y.shape
+def argmax_image(y: np.ndarray, out: np.ndarray, i: int, last: bool) -> None:
+    """out[i] int64 [H, W] = argmax over the channels of image i of y float32 [n, C, H, W], or [n, H, W, C]
+    when `last` (C-contiguous), a row at a time (``_argmax_row``; measured on [8, 128, 128, 8]
+    channels-last, one thread: 0.70 ms against 1.08 ms for a torch NCHW copy and a plane-wise compare)."""
+    c, h, w = (y.shape[3], y.shape[1], y.shape[2]) if last else (y.shape[1], y.shape[2], y.shape[3])
     t = np.empty((c, w), dtype=y.dtype)
     best = np.empty(w, dtype=y.dtype)
     for a in range(h):
-        row = y[i, a]
-        for b in range(w):
-            for k in range(c):
-                t[k, b] = row[b, k]
-        o = out[i, a]
-        best[:] = t[0]
-        o[:] = 0
-        for k in range(1, c):
-            tk = t[k]
-            for b in range(w):
-                v, m = tk[b], best[b]
-                if v > m or (v != v and m == m):  # a NaN wins over numbers, the first NaN stays
-                    best[b] = v
-                    o[b] = k
+        _argmax_row(y, out, i, a, t, best, last)
+
+
+@numba.njit(inline="always")
+def _mark_row(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, y1: np.ndarray, x0: np.ndarray,
+              x1: np.ndarray, mark: np.ndarray, counts: np.ndarray, i: int, y: int, lo: int, hi: int
+              ) -> tuple[int, int]:
+    """``mark_image`` of output row y of image i; returns (lo, hi) widened by the row's ids."""
+    a, b = y0[y], y1[y]
+    last_s, last_c = -1, -1
+    for x in range(pred.shape[2]):
+        v = pred[i, y, x]
+        lo = min(lo, v)
+        hi = max(hi, v)
+        s = lut[v] if 0 <= v < lut.size else -1
+        c = x0[x]
+        if s < 0 or (s == last_s and c == last_c):  # runs along a row mark the same cells
+            continue
+        last_s, last_c = s, c
+        d = x1[x]
+        m = mark[s, i]
+        cnt = 0  # cells newly marked; checked one after the other, so coinciding cells count once
+        if m[a, c] == 0:
+            cnt += 1
+        m[a, c] |= 3  # a base cell: its table is built
+        if m[a, d] == 0:
+            cnt += 1
+        m[a, d] |= 1
+        if m[b, c] == 0:
+            cnt += 1
+        m[b, c] |= 1
+        if m[b, d] == 0:
+            cnt += 1
+        m[b, d] |= 1
+        counts[s, i] += cnt
+    return lo, hi
 
 
 @numba.njit(cache=True, nogil=True)
@@ -86,36 +103,25 @@ def mark_image(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, y1: np.ndarray
     pred int64 [n, H, W] (ids outside [0, lut.size): no model); lut int64 class id -> slot (-1: no model);
     y0 / y1 int64 [H] (x0 / x1 [W]) the two source rows (columns) of each output row (column), equal where
     only one is read; mark uint8 [K, n, h0, w0] and counts int64 [K, n] zeroed for image i; span int64 [n, 2]."""
-    n, h, w = pred.shape
     lo, hi = pred[i, 0, 0], pred[i, 0, 0]
+    for y in range(pred.shape[1]):
+        lo, hi = _mark_row(pred, lut, y0, y1, x0, x1, mark, counts, i, y, lo, hi)
+    span[i, 0], span[i, 1] = lo, hi
+
+
+@numba.njit(cache=True, nogil=True)
+def argmax_mark_image(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray, y0: np.ndarray,
+                      y1: np.ndarray, x0: np.ndarray, x1: np.ndarray, mark: np.ndarray, counts: np.ndarray,
+                      span: np.ndarray, i: int) -> None:
+    """``argmax_image`` of scores into pred, then ``mark_image`` of pred, a row at a time: each row of
+    classes is marked while it is in L1, and pred is not read back from memory."""
+    c, h, w = (scores.shape[3], scores.shape[1], scores.shape[2]) if last else scores.shape[1:]
+    t = np.empty((c, w), dtype=scores.dtype)
+    best = np.empty(w, dtype=scores.dtype)
+    lo, hi = np.int64(c), np.int64(-1)
     for y in range(h):
-        a, b = y0[y], y1[y]
-        last_s, last_c = -1, -1
-        for x in range(w):
-            v = pred[i, y, x]
-            lo = min(lo, v)
-            hi = max(hi, v)
-            s = lut[v] if 0 <= v < lut.size else -1
-            c = x0[x]
-            if s < 0 or (s == last_s and c == last_c):  # runs along a row mark the same cells
-                continue
-            last_s, last_c = s, c
-            d = x1[x]
-            m = mark[s, i]
-            cnt = 0  # cells newly marked; checked one after the other, so coinciding cells count once
-            if m[a, c] == 0:
-                cnt += 1
-            m[a, c] |= 3  # a base cell: its table is built
-            if m[a, d] == 0:
-                cnt += 1
-            m[a, d] |= 1
-            if m[b, c] == 0:
-                cnt += 1
-            m[b, c] |= 1
-            if m[b, d] == 0:
-                cnt += 1
-            m[b, d] |= 1
-            counts[s, i] += cnt
+        _argmax_row(scores, pred, i, y, t, best, last)
+        lo, hi = _mark_row(pred, lut, y0, y1, x0, x1, mark, counts, i, y, lo, hi)
     span[i, 0], span[i, 1] = lo, hi
 
 

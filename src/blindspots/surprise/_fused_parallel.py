@@ -25,13 +25,10 @@ def _argmax(data):
     y = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
     o += 5
     out = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
-    last = a[o + 4]
+    last = a[o + 4] != 0
     i = next_chunk(data)
     while i < a[1]:
-        if last:
-            k.argmax_image_last(y, out, i)
-        else:
-            k.argmax_image(y, out, i)
+        k.argmax_image(y, out, i, last)
         i = next_chunk(data)
 
 
@@ -54,6 +51,31 @@ def _mark(data):
     i = next_chunk(data)
     while i < a[1]:
         k.mark_image(pred, lut, y0, y1, x0, x1, mark, counts, span, i)
+        i = next_chunk(data)
+
+
+@numba.cfunc(_SIG, cache=True)
+def _argmax_mark(data):
+    a = numba.carray(int64_slots(data), _SLOTS)
+    o = HEADER
+    scores = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    last = a[o + 5] != 0
+    o += 6
+    pred = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
+    o += 4
+    lut = numba.carray(i64_at(a[o]), (a[o + 1],))
+    y0 = numba.carray(i64_at(a[o + 2]), (a[o + 3],))
+    y1 = numba.carray(i64_at(a[o + 4]), (a[o + 5],))
+    x0 = numba.carray(i64_at(a[o + 6]), (a[o + 7],))
+    x1 = numba.carray(i64_at(a[o + 8]), (a[o + 9],))
+    o += 10
+    mark = numba.carray(u8_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    counts = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2]))
+    span = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
+    i = next_chunk(data)
+    while i < a[1]:
+        k.argmax_mark_image(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, i)
         i = next_chunk(data)
 
 
@@ -124,13 +146,20 @@ def _pixels(data):
 
 def argmax(y: np.ndarray, out: np.ndarray, channels_last: bool, threads: int | None = None) -> None:
     """out int64 [n, H, W] = argmax over the channels of y float32 ([n, H, W, C] when `channels_last`,
-    else [n, C, H, W]; C-contiguous), as ``_fused_kernels.argmax_image(_last)``, one image per chunk."""
+    else [n, C, H, W]; C-contiguous), as ``_fused_kernels.argmax_image``, one image per chunk."""
     run(_argmax, pack(y.shape[0], y, out, int(channels_last)), threads)
 
 
 def mark(pred, lut, y0, y1, x0, x1, mark_, counts, span, threads: int | None = None) -> None:
     """``_fused_kernels.mark_image`` of every image (arguments as there; mark_ and counts zeroed)."""
     run(_mark, pack(pred.shape[0], pred, lut, y0, y1, x0, x1, mark_, counts, span), threads)
+
+
+def argmax_mark(scores, channels_last: bool, pred, lut, y0, y1, x0, x1, mark_, counts, span,
+                threads: int | None = None) -> None:
+    """``_fused_kernels.argmax_mark_image`` of every image (arguments as there; mark_ and counts zeroed)."""
+    run(_argmax_mark, pack(pred.shape[0], scores, int(channels_last), pred, lut, y0, y1, x0, x1, mark_, counts,
+                           span), threads)
 
 
 def gather(mark_, cells, means, offsets, pos, centred, threads: int | None = None) -> None:

@@ -58,6 +58,15 @@ def argmax_classes(y: torch.Tensor) -> torch.Tensor:
     return y.argmax(dim=1)
 
 
+def classes_from_scores(y: torch.Tensor, kind: str) -> torch.Tensor:
+    """Predicted class int64 [n, ...] of a model output float [n, C, ...] of `kind` (see
+    ``TraceExtractor.forward_scores``): the argmax, or for one channel (binary) logit > 0 / probability > 0.5
+    (the argmax of [1 - p, p])."""
+    if y.shape[1] == 1 and kind in ("logits", "probabilities"):
+        return (y[:, 0] > (0.0 if kind == "logits" else 0.5)).long()
+    return argmax_classes(y).cpu()
+
+
 class TraceExtractor:
     """Reads one layer's feature maps of a model and returns its activation traces with the model's predictions.
 
@@ -132,9 +141,15 @@ class TraceExtractor:
         The argmax is taken on the model output (softmax is monotone), so no probabilities are built; a
         one-channel (binary) output is thresholded (logit > 0, probability > 0.5: the argmax of [1 - p, p])."""
         feat, y, kind = self._forward_raw(batch, ids)
-        if y.shape[1] == 1 and kind in ("logits", "probabilities"):
-            return feat, (y[:, 0] > (0.0 if kind == "logits" else 0.5)).long()
-        return feat, argmax_classes(y).cpu()
+        return feat, classes_from_scores(y, kind)
+
+    @torch.no_grad()
+    def forward_scores(self, batch: np.ndarray, ids: Sequence[str] | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, str]:
+        """One chunk uint8 [n, H, W, 3] -> (features as in ``forward``, the model output float32 (segmentation:
+        [n, C or 1, H, W] at the input resolution), its kind: "logits", "probabilities" or "proba"), for
+        callers that take the argmax themselves (``classes_from_scores`` gives ``forward_pred``'s)."""
+        return self._forward_raw(batch, ids)
 
     def _features(self, batch: np.ndarray, ids: Sequence[str] | None) -> torch.Tensor:
         """Features float32 [n, D, h, w] (or [n, D]) of one chunk from the separate source."""
