@@ -18,6 +18,22 @@ _SIG = types.void(types.voidptr)
 _SLOTS = 64  # upper bound on a packed argument array's length (never read past its end)
 
 
+@numba.njit(inline="always")
+def _marking(a, o):
+    """The marking pass's arrays (lut, y0, y1, x0, x1, mark, counts, span) packed from slot o of a on."""
+    lut = numba.carray(i64_at(a[o]), (a[o + 1],))
+    y0 = numba.carray(i64_at(a[o + 2]), (a[o + 3],))
+    y1 = numba.carray(i64_at(a[o + 4]), (a[o + 5],))
+    x0 = numba.carray(i64_at(a[o + 6]), (a[o + 7],))
+    x1 = numba.carray(i64_at(a[o + 8]), (a[o + 9],))
+    o += 10
+    mark = numba.carray(u8_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    counts = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2]))
+    span = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
+    return lut, y0, y1, x0, x1, mark, counts, span
+
+
 @numba.cfunc(_SIG, cache=True)
 def _argmax(data):
     a = numba.carray(int64_slots(data), _SLOTS)
@@ -38,16 +54,7 @@ def _mark(data):
     o = HEADER
     pred = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
     o += 4
-    lut = numba.carray(i64_at(a[o]), (a[o + 1],))
-    y0 = numba.carray(i64_at(a[o + 2]), (a[o + 3],))
-    y1 = numba.carray(i64_at(a[o + 4]), (a[o + 5],))
-    x0 = numba.carray(i64_at(a[o + 6]), (a[o + 7],))
-    x1 = numba.carray(i64_at(a[o + 8]), (a[o + 9],))
-    o += 10
-    mark = numba.carray(u8_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    counts = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2]))
-    span = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
+    lut, y0, y1, x0, x1, mark, counts, span = _marking(a, o)
     i = next_chunk(data)
     while i < a[1]:
         k.mark_image(pred, lut, y0, y1, x0, x1, mark, counts, span, i)
@@ -63,16 +70,7 @@ def _argmax_mark(data):
     o += 6
     pred = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
     o += 4
-    lut = numba.carray(i64_at(a[o]), (a[o + 1],))
-    y0 = numba.carray(i64_at(a[o + 2]), (a[o + 3],))
-    y1 = numba.carray(i64_at(a[o + 4]), (a[o + 5],))
-    x0 = numba.carray(i64_at(a[o + 6]), (a[o + 7],))
-    x1 = numba.carray(i64_at(a[o + 8]), (a[o + 9],))
-    o += 10
-    mark = numba.carray(u8_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    counts = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2]))
-    span = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
+    lut, y0, y1, x0, x1, mark, counts, span = _marking(a, o)
     i = next_chunk(data)
     while i < a[1]:
         k.argmax_mark_image(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, i)
