@@ -14,6 +14,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from blindspots.surprise._omp import f32_at, sgemm_rows
+
 # reassociate and contract float32 sums so the dot products vectorise; NaN / inf semantics are kept
 _FAST = {"nsz", "reassoc", "contract", "arcp"}
 
@@ -229,3 +231,36 @@ def pixel_image(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, ry: np.ndarra
                 u2 = r0 * t[2] + r1 * t[5] + r2 * t[8]
             sq = qx[x, 0] * u0 + qx[x, 1] * u1 + qx[x, 2] * u2
             out[i, y, x] = np.sqrt(sq) if sq > 0 else np.float32(0.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, y1: np.ndarray,
+               x0: np.ndarray, x1: np.ndarray, mark: np.ndarray, counts: np.ndarray, span: np.ndarray,
+               cells: np.ndarray, means: np.ndarray, whiten: np.ndarray, ry: np.ndarray, qx: np.ndarray,
+               corners: bool, blas: int, pos: np.ndarray, out: np.ndarray, i: int) -> None:
+    """The whole fused map of image i in one call, its data hot in this core's cache: ``argmax_mark_image``,
+    ``gather_image`` of its marked cells, whitening by one BLAS ``sgemm_`` per class slot (address `blas`,
+    see ``_omp.sgemm_rows``), ``tables_image`` and ``pixel_image``.
+
+    Arguments as in those; cells float32 [n, h0, w0, d]; means float32 [K, d]; whiten float32 [K, d, D];
+    pos int32 [K, n, h0, w0] gets rows local to image i (its marked cells, slot-major, then row-major)."""
+    argmax_mark_image(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, i)
+    k, n = counts.shape
+    d, cols = whiten.shape[1], whiten.shape[2]
+    offsets = np.zeros((k, n), dtype=np.int64)  # column i only: this image's rows
+    m = 0
+    for s in range(k):
+        offsets[s, i] = m
+        m += counts[s, i]
+    centred = np.empty((m, d), dtype=np.float32)
+    gather_image(mark, cells, means, offsets, pos, centred, i)
+    z = np.empty((m, cols), dtype=np.float32)
+    for s in range(k):  # one product per class slot present, over the cells it reads
+        if counts[s, i] > 0:
+            r = offsets[s, i]
+            sgemm_rows(blas, f32_at(centred.ctypes.data + 4 * r * d), f32_at(whiten[s].ctypes.data),
+                       f32_at(z.ctypes.data + 4 * r * cols), counts[s, i], d, cols)
+    nrm, nxt = np.empty(m, dtype=np.float32), np.empty(m, dtype=np.float32)
+    table = np.empty((m, 9), dtype=np.float32)
+    tables_image(mark, pos, z, corners, offsets, counts, nrm, nxt, table, i)
+    pixel_image(pred, lut, y0, ry, x0, qx, pos, table, out, i)

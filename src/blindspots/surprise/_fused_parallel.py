@@ -142,6 +142,38 @@ def _pixels(data):
         i = next_chunk(data)
 
 
+@numba.cfunc(_SIG, cache=True)
+def _image_mdsa(data):
+    a = numba.carray(int64_slots(data), _SLOTS)
+    o = HEADER
+    scores = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    last = a[o + 5] != 0
+    o += 6
+    pred = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
+    o += 4
+    lut, y0, y1, x0, x1, mark, counts, span = _marking(a, o)
+    o += 21
+    cells = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    means = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
+    o += 3
+    whiten = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
+    o += 4
+    ry = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
+    qx = numba.carray(f32_at(a[o + 3]), (a[o + 4], a[o + 5]))
+    corners = a[o + 6] != 0
+    blas = a[o + 7]
+    o += 8
+    pos = numba.carray(i32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    out = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
+    i = next_chunk(data)
+    while i < a[1]:
+        k.image_mdsa(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, cells, means, whiten, ry, qx,
+                     corners, blas, pos, out, i)
+        i = next_chunk(data)
+
+
 def argmax(y: np.ndarray, out: np.ndarray, channels_last: bool, threads: int | None = None) -> None:
     """out int64 [n, H, W] = argmax over the channels of y float32 ([n, H, W, C] when `channels_last`,
     else [n, C, H, W]; C-contiguous), as ``_fused_kernels.argmax_image``, one image per chunk."""
@@ -173,3 +205,10 @@ def tables(mark_, pos, z, corners: bool, offsets, counts, nrm, nxt, table, threa
 def pixels(pred, lut, y0, ry, x0, qx, pos, table, out, threads: int | None = None) -> None:
     """``_fused_kernels.pixel_image`` of every image (arguments as there)."""
     run(_pixels, pack(pred.shape[0], pred, lut, y0, ry, x0, qx, pos, table, out), threads)
+
+
+def image_mdsa(scores, channels_last: bool, pred, lut, y0, y1, x0, x1, mark_, counts, span, cells, means, whiten,
+               ry, qx, corners: bool, blas: int, pos, out, threads: int | None = None) -> None:
+    """``_fused_kernels.image_mdsa`` of every image (arguments as there; mark_ and counts zeroed)."""
+    run(_image_mdsa, pack(pred.shape[0], scores, int(channels_last), pred, lut, y0, y1, x0, x1, mark_, counts, span,
+                          cells, means, whiten, ry, qx, int(corners), blas, pos, out), threads)

@@ -121,3 +121,45 @@ def run(trampoline, args: np.ndarray, threads: int | None = None) -> None:
         _SERIAL(trampoline.address)(args.ctypes.data)
     else:
         region(trampoline.address, args.ctypes.data, threads, 0)
+
+
+@intrinsic
+def sgemm_rows(typingctx, fn, a, w, c, m, d, cols):
+    """C[m, cols] = A[m, d] @ W[d, cols] (float32, row-major, C-contiguous) by the Fortran BLAS ``sgemm_`` at
+    address fn (torch's MKL: ``blas_address``), as the column-major product C^T = W^T A^T. Inside an
+    OpenMP region MKL runs it on the calling thread."""
+    f32p = types.CPointer(types.float32)
+    sig = types.void(types.int64, f32p, f32p, f32p, types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        fn_, a_, w_, c_, m_, d_, cols_ = args
+        i8, i32, f32 = ir.IntType(8), ir.IntType(32), ir.FloatType()
+        p = ir.PointerType
+        fnty = ir.FunctionType(ir.VoidType(), [p(i8), p(i8), p(i32), p(i32), p(i32), p(f32), p(f32), p(i32),
+                                               p(f32), p(i32), p(f32), p(f32), p(i32)])
+        ptr = builder.inttoptr(fn_, p(fnty))
+
+        def ref(value):
+            slot = builder.alloca(value.type)
+            builder.store(value, slot)
+            return slot
+
+        trans = ref(ir.Constant(i8, ord("N")))
+        rows, inner, outer = (ref(builder.trunc(v, i32)) for v in (cols_, d_, m_))
+        one, zero = ref(ir.Constant(f32, 1.0)), ref(ir.Constant(f32, 0.0))
+        builder.call(ptr, [trans, trans, rows, outer, inner, one, w_, rows, a_, inner, zero, c_, rows])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@functools.lru_cache(maxsize=1)
+def blas_address() -> int:
+    """Address of torch's Fortran ``sgemm_`` (MKL, exported by libtorch_cpu), or 0 where it is not found."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split()[-1] for line in f if line.rstrip().endswith("/libtorch_cpu.so")})
+        if not paths or "BLAS_INFO=mkl" not in torch.__config__.show():
+            return 0
+        return ctypes.cast(ctypes.CDLL(paths[0]).sgemm_, ctypes.c_void_p).value or 0
+    except (OSError, AttributeError):
+        return 0

@@ -22,6 +22,7 @@ import functools
 import numpy as np
 import torch
 
+from blindspots.surprise import _omp
 from blindspots.surprise.estimators import MDSA
 
 #: Interpolation modes of the fused path (others: ``image.mdsa_map`` upsamples the whitened map).
@@ -109,6 +110,16 @@ def fused_argmax_mdsa_map(estimator: MDSA, features: torch.Tensor, scores: torch
     last = scores.detach().permute(0, 2, 3, 1)
     channels_last = last.is_contiguous()  # as some models return: read a row at a time, no copy
     y = last if channels_last else scores.detach().contiguous()
+    blas = _omp.blas_address()
+    if blas:  # the whole map of each image in one call, on torch's threads: no pass between images' stages
+        means, whiten = estimator.padded_whitening(PAD_COLUMNS)
+        cells = features.detach().float().cpu().permute(0, 2, 3, 1).contiguous().numpy()  # [n, h0, w0, d]
+        pos = np.empty(grid.mark.shape, dtype=np.int32)
+        passes.image_mdsa(y.numpy(), channels_last, pred_np, grid.lut, grid.y0, grid.y1, grid.x0, grid.x1, grid.mark,
+                          grid.counts, grid.span, cells, means, whiten.numpy(), grid.ry, grid.qx,
+                          mode == "bilinear", blas, pos, out)
+        grid.check_ids()
+        return out, pred_np
     passes.argmax_mark(y.numpy(), channels_last, pred_np, grid.lut, grid.y0, grid.y1, grid.x0, grid.x1, grid.mark,
                        grid.counts, grid.span)
     return grid.finish(passes, estimator, features, pred_np, out), pred_np
@@ -149,14 +160,18 @@ class _Grid:
         self.counts = np.zeros((classes.size, n), dtype=np.int64)  # marked cells per (slot, image)
         self.span = np.empty((n, 2), dtype=np.int64)  # smallest and largest id per image
 
-    def finish(self, passes, estimator: MDSA, features: torch.Tensor, pred: np.ndarray, out: np.ndarray
-               ) -> np.ndarray:
-        """Check the ids the marking pass saw, whiten the marked cells, build their tables and fill out."""
+    def check_ids(self) -> None:
+        """ValueError naming pred unless the ids the marking pass saw (span) are valid."""
         lo, hi = int(self.span[:, 0].min()), int(self.span[:, 1].max())
         if lo < 0 and self.num_classes is None:
             raise ValueError(f"pred: expected non-negative class ids, got minimum {lo}")
         if self.num_classes is not None and (lo < 0 or hi >= self.slots):
             raise ValueError(f"pred: expected class ids in [0, {self.slots}), got ids from {lo} to {hi}")
+
+    def finish(self, passes, estimator: MDSA, features: torch.Tensor, pred: np.ndarray, out: np.ndarray
+               ) -> np.ndarray:
+        """Check the ids the marking pass saw, whiten the marked cells, build their tables and fill out."""
+        self.check_ids()
         pos, z, offsets = _whiten_marked(passes, estimator, features, self.mark, self.counts)
         if z.shape[0] == 0:  # no pixel of a modelled class
             out[:] = np.nan
