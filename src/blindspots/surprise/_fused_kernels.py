@@ -134,14 +134,15 @@ def argmax_mark_image(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.
 
 
 @numba.njit(cache=True, nogil=True)
-def gather_image(mark: np.ndarray, cells: np.ndarray, means: np.ndarray, offsets: np.ndarray, pos: np.ndarray,
-                 centred: np.ndarray, i: int) -> None:
-    """Centred features of image i's marked cells, at their rows: slot-major, then image, then row-major.
+def gather_image(mark: np.ndarray, cells: np.ndarray, kept: np.ndarray, means: np.ndarray, offsets: np.ndarray,
+                 pos: np.ndarray, centred: np.ndarray, i: int) -> None:
+    """Centred kept features of image i's marked cells, at their rows: slot-major, then image, then row-major.
 
     mark uint8 [K, n, h0, w0]; cells float32 [n, h0, w0, d] the features, channels last (C-contiguous);
-    means float32 [K, d] per slot; offsets int64 [K, n] first row of (slot, image). Writes pos int32
-    [K, n, h0, w0] (row of each marked cell; unmarked: unset) and rows of centred float32 [m, d]
-    (cells[i, a, b] - means[s]).
+    kept int64 [d'] the channels the estimator keeps (the variance filter: the whitening matmul then runs
+    over d' channels, not d); means float32 [K, d'] per slot; offsets int64 [K, n] first row of (slot,
+    image). Writes pos int32 [K, n, h0, w0] (row of each marked cell; unmarked: unset) and rows of centred
+    float32 [m, d'] (cells[i, a, b, kept] - means[s]).
     """
     k, n, h0, w0 = mark.shape
     for s in range(k):
@@ -153,8 +154,8 @@ def gather_image(mark: np.ndarray, cells: np.ndarray, means: np.ndarray, offsets
                     continue
                 pos[s, i, a, b] = r
                 src, dst = cells[i, a, b], centred[r]
-                for j in range(src.size):
-                    dst[j] = src[j] - mu[j]
+                for j in range(kept.size):
+                    dst[j] = src[kept[j]] - mu[j]
                 r += 1
 
 
@@ -242,13 +243,14 @@ def pixel_image(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, ry: np.ndarra
 @numba.njit(cache=True, nogil=True)
 def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, y1: np.ndarray,
                x0: np.ndarray, x1: np.ndarray, mark: np.ndarray, counts: np.ndarray, span: np.ndarray,
-               cells: np.ndarray, means: np.ndarray, whiten: np.ndarray, ry: np.ndarray, qx: np.ndarray,
-               corners: bool, blas: int, pos: np.ndarray, out: np.ndarray, i: int) -> None:
+               cells: np.ndarray, kept: np.ndarray, means: np.ndarray, whiten: np.ndarray, ry: np.ndarray,
+               qx: np.ndarray, corners: bool, blas: int, pos: np.ndarray, out: np.ndarray, i: int) -> None:
     """The whole fused map of image i in one call, its data hot in this core's cache: ``argmax_mark_image``,
     ``gather_image`` of its marked cells, whitening by one BLAS ``sgemm_`` per class slot (address `blas`,
     see ``_omp.sgemm_rows``), ``tables_image`` and ``pixel_image``.
 
-    Arguments as in those; cells float32 [n, h0, w0, d]; means float32 [K, d]; whiten float32 [K, d, D];
+    Arguments as in those; cells float32 [n, h0, w0, d]; kept int64 [d']; means float32 [K, d']; whiten
+    float32 [K, d', D];
     pos int32 [K, n, h0, w0] gets rows local to image i (its marked cells, slot-major, then row-major)."""
     argmax_mark_image(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, i)
     k, n = counts.shape
@@ -259,7 +261,7 @@ def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray
         offsets[s, i] = m
         m += counts[s, i]
     centred = np.empty((m, d), dtype=np.float32)
-    gather_image(mark, cells, means, offsets, pos, centred, i)
+    gather_image(mark, cells, kept, means, offsets, pos, centred, i)
     z = np.empty((m, cols), dtype=np.float32)
     for s in range(k):  # one product per class slot present, over the cells it reads
         if counts[s, i] > 0:

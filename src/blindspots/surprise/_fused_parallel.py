@@ -85,6 +85,8 @@ def _gather(data):
     o += 5
     cells = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
     o += 5
+    kept = numba.carray(i64_at(a[o]), (a[o + 1],))
+    o += 2
     means = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
     offsets = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
     o += 6
@@ -93,7 +95,7 @@ def _gather(data):
     centred = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
     i = next_chunk(data)
     while i < a[1]:
-        k.gather_image(mark, cells, means, offsets, pos, centred, i)
+        k.gather_image(mark, cells, kept, means, offsets, pos, centred, i)
         i = next_chunk(data)
 
 
@@ -155,6 +157,8 @@ def _image_mdsa(data):
     o += 21
     cells = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
     o += 5
+    kept = numba.carray(i64_at(a[o]), (a[o + 1],))
+    o += 2
     means = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
     o += 3
     whiten = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
@@ -169,8 +173,8 @@ def _image_mdsa(data):
     out = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
     i = next_chunk(data)
     while i < a[1]:
-        k.image_mdsa(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, cells, means, whiten, ry, qx,
-                     corners, blas, pos, out, i)
+        k.image_mdsa(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, cells, kept, means, whiten, ry,
+                     qx, corners, blas, pos, out, i)
         i = next_chunk(data)
 
 
@@ -192,9 +196,9 @@ def argmax_mark(scores, channels_last: bool, pred, lut, y0, y1, x0, x1, mark_, c
                            span), threads)
 
 
-def gather(mark_, cells, means, offsets, pos, centred, threads: int | None = None) -> None:
+def gather(mark_, cells, kept, means, offsets, pos, centred, threads: int | None = None) -> None:
     """``_fused_kernels.gather_image`` of every image (arguments as there)."""
-    run(_gather, pack(mark_.shape[1], mark_, cells, means, offsets, pos, centred), threads)
+    run(_gather, pack(mark_.shape[1], mark_, cells, kept, means, offsets, pos, centred), threads)
 
 
 def tables(mark_, pos, z, corners: bool, offsets, counts, nrm, nxt, table, threads: int | None = None) -> None:
@@ -207,8 +211,8 @@ def pixels(pred, lut, y0, ry, x0, qx, pos, table, out, threads: int | None = Non
     run(_pixels, pack(pred.shape[0], pred, lut, y0, ry, x0, qx, pos, table, out), threads)
 
 
-def image_mdsa(scores, channels_last: bool, pred, lut, y0, y1, x0, x1, mark_, counts, span, cells, means, whiten,
-               ry, qx, corners: bool, blas: int, pos, out, threads: int | None = None) -> None:
+def image_mdsa(scores, channels_last: bool, pred, lut, y0, y1, x0, x1, mark_, counts, span, cells, kept, means,
+               whiten, ry, qx, corners: bool, blas: int, pos, out, threads: int | None = None) -> None:
     """``_fused_kernels.image_mdsa`` of every image (arguments as there; mark_ and counts zeroed)."""
     run(_image_mdsa, pack(pred.shape[0], scores, int(channels_last), pred, lut, y0, y1, x0, x1, mark_, counts, span,
-                          cells, means, whiten, ry, qx, int(corners), blas, pos, out), threads)
+                          cells, kept, means, whiten, ry, qx, int(corners), blas, pos, out), threads)
