@@ -5,16 +5,93 @@ Kept apart so that numba is imported (and these kernels compiled, then cached on
 heatmap is first computed. The passes over output pixels (``argmax_image``, ``mark_image``, both in one
 pass in ``argmax_mark_image``, and ``pixel_image``) do O(1) work per pixel (per class for the argmax);
 the O(d) work is done once per marked (class slot, cell): centring in ``gather_image``, whitening by a
-BLAS matmul in ``fused``, dot products in ``tables_image``. Each call does one image: images are
-independent, so ``_fused_parallel`` spreads them over torch's OpenMP threads, which a forward leaves
-spinning (a Python thread per core measured slower: it shares a core with a spinning worker).
+BLAS matmul (MKL's ``sgemm_`` per image in ``image_mdsa``; else torch.mm in ``fused``), dot products in
+``tables_image``. Each call does one image: images are independent, so ``_fused_parallel`` spreads them
+over torch's OpenMP threads, which a forward leaves spinning (a Python thread per core measured slower:
+it shares a core with a spinning worker). ``image_mdsa`` does all of one image's stages in one call,
+while its data is in that core's cache.
 """
 from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
-from blindspots.surprise._omp import f32_at, sgemm_rows
+from blindspots.surprise._omp import HEADER
+
+# intrinsics of the trampolines (``*_chunks``) and of ``image_mdsa``: kept in this file with every
+# kernel they call, so that an edit here invalidates all of numba's disk cache of them at once (numba
+# checks the source file of the cached function only, not the files of the functions it calls)
+
+@intrinsic
+def next_chunk(typingctx, data):
+    """Atomically take the next chunk index from a packed argument array (its slot 0), as int64."""
+    sig = types.int64(types.voidptr)
+
+    def codegen(context, builder, signature, args):
+        ptr = builder.bitcast(args[0], ir.IntType(64).as_pointer())
+        return builder.atomic_rmw("add", ptr, ir.Constant(ir.IntType(64), 1), "monotonic")
+    return sig, codegen
+
+
+@intrinsic
+def int64_slots(typingctx, data):
+    """The packed argument array (a voidptr) as an int64 pointer, for ``numba.carray``."""
+    sig = types.CPointer(types.int64)(types.voidptr)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(sig.return_type))
+    return sig, codegen
+
+
+def _address_cast(dtype):
+    @intrinsic
+    def cast(typingctx, addr):
+        sig = types.CPointer(dtype)(types.int64)
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
+        return sig, codegen
+    return cast
+
+
+# an array's address (an int64 slot of a packed argument array) as a typed pointer, for ``numba.carray``
+f32_at = _address_cast(types.float32)
+i64_at = _address_cast(types.int64)
+i32_at = _address_cast(types.int32)
+u8_at = _address_cast(types.uint8)
+
+
+@intrinsic
+def sgemm_rows(typingctx, fn, a, w, c, m, d, cols):
+    """C[m, cols] = A[m, d] @ W[d, cols] (float32, row-major, C-contiguous) by the Fortran BLAS ``sgemm_`` at
+    address fn (torch's MKL: ``blas_address``), as the column-major product C^T = W^T A^T. Inside an
+    OpenMP region MKL runs it on the calling thread."""
+    f32p = types.CPointer(types.float32)
+    sig = types.void(types.int64, f32p, f32p, f32p, types.int64, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        fn_, a_, w_, c_, m_, d_, cols_ = args
+        i8, i32, f32 = ir.IntType(8), ir.IntType(32), ir.FloatType()
+        p = ir.PointerType
+        fnty = ir.FunctionType(ir.VoidType(), [p(i8), p(i8), p(i32), p(i32), p(i32), p(f32), p(f32), p(i32),
+                                               p(f32), p(i32), p(f32), p(f32), p(i32)])
+        ptr = builder.inttoptr(fn_, p(fnty))
+
+        def ref(value):
+            slot = builder.alloca(value.type)
+            builder.store(value, slot)
+            return slot
+
+        trans = ref(ir.Constant(i8, ord("N")))
+        rows, inner, outer = (ref(builder.trunc(v, i32)) for v in (cols_, d_, m_))
+        one, zero = ref(ir.Constant(f32, 1.0)), ref(ir.Constant(f32, 0.0))
+        builder.call(ptr, [trans, trans, rows, outer, inner, one, w_, rows, a_, inner, zero, c_, rows])
+        return context.get_dummy_value()
+    return sig, codegen
+
 
 # reassociate and contract float32 sums so the dot products vectorise; NaN / inf semantics are kept
 _FAST = {"nsz", "reassoc", "contract", "arcp"}
@@ -272,3 +349,168 @@ def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray
     table = np.empty((m, 9), dtype=np.float32)
     tables_image(mark, pos, z, corners, offsets, counts, nrm, nxt, table, i)
     pixel_image(pred, lut, y0, ry, x0, qx, pos, table, out, i)
+
+
+# ---- trampolines: numba cfuncs that ``_omp.run`` runs on torch's OpenMP threads (``_fused_parallel``) ----
+_SIG = types.void(types.voidptr)
+_SLOTS = 64  # upper bound on a packed argument array's length (never read past its end)
+
+
+@numba.njit(inline="always")
+def _marking(a, o):
+    """The marking pass's arrays (lut, y0, y1, x0, x1, mark, counts, span) packed from slot o of a on."""
+    lut = numba.carray(i64_at(a[o]), (a[o + 1],))
+    y0 = numba.carray(i64_at(a[o + 2]), (a[o + 3],))
+    y1 = numba.carray(i64_at(a[o + 4]), (a[o + 5],))
+    x0 = numba.carray(i64_at(a[o + 6]), (a[o + 7],))
+    x1 = numba.carray(i64_at(a[o + 8]), (a[o + 9],))
+    o += 10
+    mark = numba.carray(u8_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    counts = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2]))
+    span = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
+    return lut, y0, y1, x0, x1, mark, counts, span
+
+
+@numba.cfunc(_SIG, cache=True)
+def argmax_chunks(data):
+    a = numba.carray(int64_slots(data), _SLOTS)
+    o = HEADER
+    y = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    out = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
+    last = a[o + 4] != 0
+    i = next_chunk(data)
+    while i < a[1]:
+        argmax_image(y, out, i, last)
+        i = next_chunk(data)
+
+
+@numba.cfunc(_SIG, cache=True)
+def mark_chunks(data):
+    a = numba.carray(int64_slots(data), _SLOTS)
+    o = HEADER
+    pred = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
+    o += 4
+    lut, y0, y1, x0, x1, mark, counts, span = _marking(a, o)
+    i = next_chunk(data)
+    while i < a[1]:
+        mark_image(pred, lut, y0, y1, x0, x1, mark, counts, span, i)
+        i = next_chunk(data)
+
+
+@numba.njit(inline="always")
+def _scored_marking(a):
+    """(scores, last, pred, then ``_marking``'s arrays) packed from the header on: slots HEADER to HEADER + 31."""
+    o = HEADER
+    scores = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    last = a[o + 5] != 0
+    o += 6
+    pred = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
+    lut, y0, y1, x0, x1, mark, counts, span = _marking(a, o + 4)
+    return scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span
+
+
+@numba.cfunc(_SIG, cache=True)
+def argmax_mark_chunks(data):
+    a = numba.carray(int64_slots(data), _SLOTS)
+    scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span = _scored_marking(a)
+    i = next_chunk(data)
+    while i < a[1]:
+        argmax_mark_image(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, i)
+        i = next_chunk(data)
+
+
+@numba.cfunc(_SIG, cache=True)
+def gather_chunks(data):
+    a = numba.carray(int64_slots(data), _SLOTS)
+    o = HEADER
+    mark = numba.carray(u8_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    cells = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    kept = numba.carray(i64_at(a[o]), (a[o + 1],))
+    o += 2
+    means = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
+    offsets = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
+    o += 6
+    pos = numba.carray(i32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    centred = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
+    i = next_chunk(data)
+    while i < a[1]:
+        gather_image(mark, cells, kept, means, offsets, pos, centred, i)
+        i = next_chunk(data)
+
+
+@numba.cfunc(_SIG, cache=True)
+def tables_chunks(data):
+    a = numba.carray(int64_slots(data), _SLOTS)
+    o = HEADER
+    mark = numba.carray(u8_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    pos = numba.carray(i32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    z = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
+    corners = a[o + 3] != 0
+    o += 4
+    offsets = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2]))
+    counts = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
+    o += 6
+    nrm = numba.carray(f32_at(a[o]), (a[o + 1],))
+    nxt = numba.carray(f32_at(a[o + 2]), (a[o + 3],))
+    table = numba.carray(f32_at(a[o + 4]), (a[o + 5], a[o + 6]))
+    i = next_chunk(data)
+    while i < a[1]:
+        tables_image(mark, pos, z, corners, offsets, counts, nrm, nxt, table, i)
+        i = next_chunk(data)
+
+
+@numba.cfunc(_SIG, cache=True)
+def pixels_chunks(data):
+    a = numba.carray(int64_slots(data), _SLOTS)
+    o = HEADER
+    pred = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
+    o += 4
+    lut = numba.carray(i64_at(a[o]), (a[o + 1],))
+    y0 = numba.carray(i64_at(a[o + 2]), (a[o + 3],))
+    ry = numba.carray(f32_at(a[o + 4]), (a[o + 5], a[o + 6]))
+    x0 = numba.carray(i64_at(a[o + 7]), (a[o + 8],))
+    qx = numba.carray(f32_at(a[o + 9]), (a[o + 10], a[o + 11]))
+    o += 12
+    pos = numba.carray(i32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    table = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
+    out = numba.carray(f32_at(a[o + 3]), (a[o + 4], a[o + 5], a[o + 6]))
+    i = next_chunk(data)
+    while i < a[1]:
+        pixel_image(pred, lut, y0, ry, x0, qx, pos, table, out, i)
+        i = next_chunk(data)
+
+
+@numba.cfunc(_SIG, cache=True)
+def image_mdsa_chunks(data):
+    a = numba.carray(int64_slots(data), _SLOTS)
+    scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span = _scored_marking(a)
+    o = HEADER + 31
+    cells = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    kept = numba.carray(i64_at(a[o]), (a[o + 1],))
+    o += 2
+    means = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
+    o += 3
+    whiten = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
+    o += 4
+    ry = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
+    qx = numba.carray(f32_at(a[o + 3]), (a[o + 4], a[o + 5]))
+    corners = a[o + 6] != 0
+    blas = a[o + 7]
+    o += 8
+    pos = numba.carray(i32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
+    o += 5
+    out = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
+    i = next_chunk(data)
+    while i < a[1]:
+        image_mdsa(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, cells, kept, means, whiten, ry,
+                     qx, corners, blas, pos, out, i)
+        i = next_chunk(data)

@@ -7,8 +7,8 @@ second libgomp with its own pool) shares a core with a spinning worker and runs 
 (``GOMP_parallel``) hands the work to the spinning workers themselves: measured 1.96x on 2 cores
 for a row-sum kernel run right after a torch matmul, no new thread created.
 
-A kernel is a numba ``cfunc(void(voidptr))`` ("trampoline") that reads its arguments from an int64
-array (``pack``) and takes chunks by an atomic counter (``next_chunk``) until none are left: each
+A kernel is a numba ``cfunc(void(voidptr))`` ("trampoline", in ``_fused_kernels``) that reads its
+arguments from an int64 array (``pack``) and takes chunks by an atomic counter until none are left: each
 thread of the region runs it, so a descheduled worker only costs the chunk it holds. Where torch
 has no libgomp (other OpenMP runtimes, other systems) or one thread, the trampoline runs on the
 calling thread alone, with the same results (chunks are independent).
@@ -22,53 +22,11 @@ import os
 
 import numpy as np
 import torch
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
 logger = logging.getLogger(__name__)
 
 #: Slots before the arrays in a packed argument array: the chunk counter and the number of chunks.
 HEADER = 2
-
-
-@intrinsic
-def next_chunk(typingctx, data):
-    """Atomically take the next chunk index from a packed argument array (its slot 0), as int64."""
-    sig = types.int64(types.voidptr)
-
-    def codegen(context, builder, signature, args):
-        ptr = builder.bitcast(args[0], ir.IntType(64).as_pointer())
-        return builder.atomic_rmw("add", ptr, ir.Constant(ir.IntType(64), 1), "monotonic")
-    return sig, codegen
-
-
-@intrinsic
-def int64_slots(typingctx, data):
-    """The packed argument array (a voidptr) as an int64 pointer, for ``numba.carray``."""
-    sig = types.CPointer(types.int64)(types.voidptr)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(sig.return_type))
-    return sig, codegen
-
-
-def _address_cast(dtype):
-    @intrinsic
-    def cast(typingctx, addr):
-        sig = types.CPointer(dtype)(types.int64)
-
-        def codegen(context, builder, signature, args):
-            return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
-        return sig, codegen
-    return cast
-
-
-# an array's address (an int64 slot of a packed argument array) as a typed pointer, for ``numba.carray``
-f32_at = _address_cast(types.float32)
-i64_at = _address_cast(types.int64)
-i32_at = _address_cast(types.int32)
-u8_at = _address_cast(types.uint8)
 
 
 def pack(chunks: int, *items: np.ndarray | int) -> np.ndarray:
@@ -121,35 +79,6 @@ def run(trampoline, args: np.ndarray, threads: int | None = None) -> None:
         _SERIAL(trampoline.address)(args.ctypes.data)
     else:
         region(trampoline.address, args.ctypes.data, threads, 0)
-
-
-@intrinsic
-def sgemm_rows(typingctx, fn, a, w, c, m, d, cols):
-    """C[m, cols] = A[m, d] @ W[d, cols] (float32, row-major, C-contiguous) by the Fortran BLAS ``sgemm_`` at
-    address fn (torch's MKL: ``blas_address``), as the column-major product C^T = W^T A^T. Inside an
-    OpenMP region MKL runs it on the calling thread."""
-    f32p = types.CPointer(types.float32)
-    sig = types.void(types.int64, f32p, f32p, f32p, types.int64, types.int64, types.int64)
-
-    def codegen(context, builder, signature, args):
-        fn_, a_, w_, c_, m_, d_, cols_ = args
-        i8, i32, f32 = ir.IntType(8), ir.IntType(32), ir.FloatType()
-        p = ir.PointerType
-        fnty = ir.FunctionType(ir.VoidType(), [p(i8), p(i8), p(i32), p(i32), p(i32), p(f32), p(f32), p(i32),
-                                               p(f32), p(i32), p(f32), p(f32), p(i32)])
-        ptr = builder.inttoptr(fn_, p(fnty))
-
-        def ref(value):
-            slot = builder.alloca(value.type)
-            builder.store(value, slot)
-            return slot
-
-        trans = ref(ir.Constant(i8, ord("N")))
-        rows, inner, outer = (ref(builder.trunc(v, i32)) for v in (cols_, d_, m_))
-        one, zero = ref(ir.Constant(f32, 1.0)), ref(ir.Constant(f32, 0.0))
-        builder.call(ptr, [trans, trans, rows, outer, inner, one, w_, rows, a_, inner, zero, c_, rows])
-        return context.get_dummy_value()
-    return sig, codegen
 
 
 @functools.lru_cache(maxsize=1)
