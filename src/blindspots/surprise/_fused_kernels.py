@@ -211,15 +211,15 @@ def argmax_mark_image(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.
 
 
 @numba.njit(cache=True, nogil=True)
-def gather_image(mark: np.ndarray, cells: np.ndarray, kept: np.ndarray, means: np.ndarray, offsets: np.ndarray,
-                 pos: np.ndarray, centred: np.ndarray, i: int) -> None:
-    """Centred kept features of image i's marked cells, at their rows: slot-major, then image, then row-major.
+def gather_image(mark: np.ndarray, cells: np.ndarray, means: np.ndarray, offsets: np.ndarray, pos: np.ndarray,
+                 centred: np.ndarray, i: int) -> None:
+    """Centred features of image i's marked cells, at their rows: slot-major, then image, then row-major.
 
     mark uint8 [K, n, h0, w0]; cells float32 [n, h0, w0, d] the features, channels last (C-contiguous);
-    kept int64 [d'] the channels the estimator keeps (the variance filter: the whitening matmul then runs
-    over d' channels, not d); means float32 [K, d'] per slot; offsets int64 [K, n] first row of (slot,
-    image). Writes pos int32 [K, n, h0, w0] (row of each marked cell; unmarked: unset) and rows of centred
-    float32 [m, d'] (cells[i, a, b, kept] - means[s]).
+    means float32 [K, d] per slot; offsets int64 [K, n] first row of (slot, image). Writes pos int32
+    [K, n, h0, w0] (row of each marked cell; unmarked: unset) and rows of centred float32 [m, d]
+    (cells[i, a, b] - means[s]). All d channels, contiguous: measured 0.21 ms against 0.45 ms for the
+    46 kept of 64 by index (10,952 rows, one thread); the whitening's zero rows drop the others.
     """
     k, n, h0, w0 = mark.shape
     for s in range(k):
@@ -231,8 +231,8 @@ def gather_image(mark: np.ndarray, cells: np.ndarray, kept: np.ndarray, means: n
                     continue
                 pos[s, i, a, b] = r
                 src, dst = cells[i, a, b], centred[r]
-                for j in range(kept.size):
-                    dst[j] = src[kept[j]] - mu[j]
+                for j in range(src.size):
+                    dst[j] = src[j] - mu[j]
                 r += 1
 
 
@@ -242,6 +242,29 @@ def _dot(u: np.ndarray, v: np.ndarray) -> np.float32:
     for k in range(u.size):
         acc += u[k] * v[k]
     return acc
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _dot2(u: np.ndarray, v: np.ndarray, w: np.ndarray) -> tuple[np.float32, np.float32]:
+    """(u.v, u.w) in one pass over u."""
+    a0 = a1 = np.float32(0.0)
+    for k in range(u.size):
+        a0 += u[k] * v[k]
+        a1 += u[k] * w[k]
+    return a0, a1
+
+
+@numba.njit(inline="always", fastmath=_FAST)
+def _dot4(z00: np.ndarray, z01: np.ndarray, z10: np.ndarray, z11: np.ndarray
+          ) -> tuple[np.float32, np.float32, np.float32, np.float32]:
+    """(z00.z10, z01.z11, z00.z11, z01.z10): a base cell's cross products, each row read once."""
+    a0 = a1 = a2 = a3 = np.float32(0.0)
+    for k in range(z00.size):
+        a0 += z00[k] * z10[k]
+        a1 += z01[k] * z11[k]
+        a2 += z00[k] * z11[k]
+        a3 += z01[k] * z10[k]
+    return a0, a1, a2, a3
 
 
 @numba.njit(cache=True, nogil=True, fastmath=_FAST)
@@ -262,8 +285,10 @@ def tables_image(mark: np.ndarray, pos: np.ndarray, z: np.ndarray, corners: bool
     k, n, h0, w0 = mark.shape
     for s in range(k):
         for p in range(offsets[s, i], offsets[s, i] + counts[s, i]):
-            nrm[p] = _dot(z[p], z[p])
-            nxt[p] = _dot(z[p], z[p + 1]) if p + 1 < m else np.float32(0.0)  # right neighbour, when marked
+            if p + 1 < m:  # z[p] read once for its norm and its product with the right neighbour (when marked)
+                nrm[p], nxt[p] = _dot2(z[p], z[p], z[p + 1])
+            else:
+                nrm[p], nxt[p] = _dot(z[p], z[p]), np.float32(0.0)
         for a in range(h0):
             a1 = min(a + 1, h0 - 1) if corners else a
             for b in range(w0):
@@ -280,8 +305,8 @@ def tables_image(mark: np.ndarray, pos: np.ndarray, z: np.ndarray, corners: bool
                 if p10 == p00:  # one row read: z10 = z00, z11 = z01
                     t[3], t[4], t[5] = nrm[p00], t[1], nrm[p01]
                 else:
-                    t[3], t[5] = _dot(z[p00], z[p10]), _dot(z[p01], z[p11])
-                    t[4] = np.float32(0.5) * (_dot(z[p00], z[p11]) + _dot(z[p01], z[p10]))
+                    t[3], t[5], d0, d1 = _dot4(z[p00], z[p01], z[p10], z[p11])
+                    t[4] = np.float32(0.5) * (d0 + d1)
 
 
 @numba.njit(cache=True, nogil=True, fastmath=_FAST)
@@ -320,14 +345,13 @@ def pixel_image(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, ry: np.ndarra
 @numba.njit(cache=True, nogil=True)
 def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, y1: np.ndarray,
                x0: np.ndarray, x1: np.ndarray, mark: np.ndarray, counts: np.ndarray, span: np.ndarray,
-               cells: np.ndarray, kept: np.ndarray, means: np.ndarray, whiten: np.ndarray, ry: np.ndarray,
-               qx: np.ndarray, corners: bool, blas: int, pos: np.ndarray, out: np.ndarray, i: int) -> None:
+               cells: np.ndarray, means: np.ndarray, whiten: np.ndarray, ry: np.ndarray, qx: np.ndarray,
+               corners: bool, blas: int, pos: np.ndarray, out: np.ndarray, i: int) -> None:
     """The whole fused map of image i in one call, its data hot in this core's cache: ``argmax_mark_image``,
     ``gather_image`` of its marked cells, whitening by one BLAS ``sgemm_`` per class slot (address `blas`,
     see ``_omp.sgemm_rows``), ``tables_image`` and ``pixel_image``.
 
-    Arguments as in those; cells float32 [n, h0, w0, d]; kept int64 [d']; means float32 [K, d']; whiten
-    float32 [K, d', D];
+    Arguments as in those; cells float32 [n, h0, w0, d]; means float32 [K, d]; whiten float32 [K, d, D];
     pos int32 [K, n, h0, w0] gets rows local to image i (its marked cells, slot-major, then row-major)."""
     argmax_mark_image(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, i)
     k, n = counts.shape
@@ -338,7 +362,7 @@ def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray
         offsets[s, i] = m
         m += counts[s, i]
     centred = np.empty((m, d), dtype=np.float32)
-    gather_image(mark, cells, kept, means, offsets, pos, centred, i)
+    gather_image(mark, cells, means, offsets, pos, centred, i)
     z = np.empty((m, cols), dtype=np.float32)
     for s in range(k):  # one product per class slot present, over the cells it reads
         if counts[s, i] > 0:
@@ -429,8 +453,6 @@ def gather_chunks(data):
     o += 5
     cells = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
     o += 5
-    kept = numba.carray(i64_at(a[o]), (a[o + 1],))
-    o += 2
     means = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
     offsets = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
     o += 6
@@ -439,7 +461,7 @@ def gather_chunks(data):
     centred = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
     i = next_chunk(data)
     while i < a[1]:
-        gather_image(mark, cells, kept, means, offsets, pos, centred, i)
+        gather_image(mark, cells, means, offsets, pos, centred, i)
         i = next_chunk(data)
 
 
@@ -495,8 +517,6 @@ def image_mdsa_chunks(data):
     o = HEADER + 31
     cells = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
     o += 5
-    kept = numba.carray(i64_at(a[o]), (a[o + 1],))
-    o += 2
     means = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
     o += 3
     whiten = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
@@ -511,6 +531,6 @@ def image_mdsa_chunks(data):
     out = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
     i = next_chunk(data)
     while i < a[1]:
-        image_mdsa(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, cells, kept, means, whiten, ry,
-                     qx, corners, blas, pos, out, i)
+        image_mdsa(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, cells, means, whiten, ry, qx,
+                   corners, blas, pos, out, i)
         i = next_chunk(data)

@@ -31,9 +31,9 @@ def argmax_mark(scores, channels_last: bool, pred, lut, y0, y1, x0, x1, mark_, c
                            span), threads)
 
 
-def gather(mark_, cells, kept, means, offsets, pos, centred, threads: int | None = None) -> None:
+def gather(mark_, cells, means, offsets, pos, centred, threads: int | None = None) -> None:
     """``_fused_kernels.gather_image`` of every image (arguments as there)."""
-    run(k.gather_chunks, pack(mark_.shape[1], mark_, cells, kept, means, offsets, pos, centred), threads)
+    run(k.gather_chunks, pack(mark_.shape[1], mark_, cells, means, offsets, pos, centred), threads)
 
 
 def tables(mark_, pos, z, corners: bool, offsets, counts, nrm, nxt, table, threads: int | None = None) -> None:
@@ -46,8 +46,8 @@ def pixels(pred, lut, y0, ry, x0, qx, pos, table, out, threads: int | None = Non
     run(k.pixels_chunks, pack(pred.shape[0], pred, lut, y0, ry, x0, qx, pos, table, out), threads)
 
 
-def image_mdsa(scores, channels_last: bool, pred, lut, y0, y1, x0, x1, mark_, counts, span, cells, kept, means,
-               whiten, ry, qx, corners: bool, blas: int, pos, out, threads: int | None = None) -> None:
+def image_mdsa(scores, channels_last: bool, pred, lut, y0, y1, x0, x1, mark_, counts, span, cells, means, whiten,
+               ry, qx, corners: bool, blas: int, pos, out, threads: int | None = None) -> None:
     """``_fused_kernels.image_mdsa`` of every image (arguments as there; mark_ and counts zeroed)."""
     run(k.image_mdsa_chunks, pack(pred.shape[0], scores, int(channels_last), pred, lut, y0, y1, x0, x1, mark_, counts, span,
-                          cells, kept, means, whiten, ry, qx, int(corners), blas, pos, out), threads)
+                          cells, means, whiten, ry, qx, int(corners), blas, pos, out), threads)

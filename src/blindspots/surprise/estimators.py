@@ -304,16 +304,17 @@ class MDSA(SurpriseEstimator):
         self.__dict__.pop("_padded", None)  # a refit or load invalidates the fused path's matrices
 
     def padded_whitening(self, pad: int) -> tuple[np.ndarray, torch.Tensor]:
-        """(means float32 [K, d'], whitening float32 [K, d', D]) of the kept features (``kept_features_``)
-        for the fused heatmaps, D = d' rounded up to a multiple of `pad` with zero columns. Built once per fit
-        (cached; read-only)."""
+        """(means float32 [K, d], whitening float32 [K, d, D]) over all d input features for the fused
+        heatmaps: dropped features have mean 0 and zero rows, D = d' rounded up to a multiple of `pad` with
+        zero columns. Built once per fit (cached; read-only)."""
         cache = self.__dict__.setdefault("_padded", {})
         if pad not in cache:
-            k, kept = self.classes_.size, self.kept_features_
+            k, d, kept = self.classes_.size, self.n_features_in_, self.kept_features_
             cols = -(-kept.size // pad) * pad
-            means = np.array(self.means_, dtype=np.float32, order="C")
-            whiten = np.zeros((k, kept.size, cols), dtype=np.float32)
-            whiten[:, :, :kept.size] = self.whiten_
+            means = np.zeros((k, d), dtype=np.float32)
+            means[:, kept] = self.means_
+            whiten = np.zeros((k, d, cols), dtype=np.float32)
+            whiten[:, kept, :kept.size] = self.whiten_
             means.flags.writeable = False
             cache[pad] = (means, torch.from_numpy(whiten))
         return cache[pad]

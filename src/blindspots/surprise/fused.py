@@ -116,8 +116,8 @@ def fused_argmax_mdsa_map(estimator: MDSA, features: torch.Tensor, scores: torch
         cells = features.detach().float().cpu().permute(0, 2, 3, 1).contiguous().numpy()  # [n, h0, w0, d]
         pos = np.empty(grid.mark.shape, dtype=np.int32)
         passes.image_mdsa(y.numpy(), channels_last, pred_np, grid.lut, grid.y0, grid.y1, grid.x0, grid.x1, grid.mark,
-                          grid.counts, grid.span, cells, estimator.kept_features_, means, whiten.numpy(), grid.ry,
-                          grid.qx, mode == "bilinear", blas, pos, out)
+                          grid.counts, grid.span, cells, means, whiten.numpy(), grid.ry, grid.qx,
+                          mode == "bilinear", blas, pos, out)
         grid.check_ids()
         return out, pred_np
     passes.argmax_mark(y.numpy(), channels_last, pred_np, grid.lut, grid.y0, grid.y1, grid.x0, grid.x1, grid.mark,
@@ -195,11 +195,10 @@ def _whiten_marked(passes, estimator: MDSA, features: torch.Tensor, mark: np.nda
     zero columns, offsets int64 [K, n] first row of each (slot, image)); mark uint8 [K, n, h0, w0] with
     slot s = class estimator.classes_[s], counts int64 [K, n] its marked cells per (slot, image).
 
-    Only the kept channels (the variance filter) are centred and whitened: d' channels, not d.
-    """
+    The variance filter is folded into the whitening: all d channels are centred (dropped ones by 0) and
+    multiplied by a [d, D] matrix whose rows of dropped channels are zero, so no per-channel gather."""
     f = features.detach().float().cpu()
     means, whiten = estimator.padded_whitening(PAD_COLUMNS)
-    kept = estimator.kept_features_
     d, pad = whiten.shape[1:]
     ends = np.cumsum(counts.ravel())  # rows: slot-major, then image
     m = int(ends[-1]) if ends.size else 0
@@ -208,7 +207,7 @@ def _whiten_marked(passes, estimator: MDSA, features: torch.Tensor, mark: np.nda
     centred = np.empty((m, d), dtype=np.float32)
     cells = f.permute(0, 2, 3, 1).contiguous().numpy()  # [n, h0, w0, d]: no copy for channels-last layers
     # centre first (in float32, as the traces), so the whitening matmul adds no cancellation
-    passes.gather(mark, cells, kept, means, offsets, pos, centred)
+    passes.gather(mark, cells, means, offsets, pos, centred)
     z = torch.empty(m, pad)
     src = torch.from_numpy(centred)
     bounds = ends.reshape(counts.shape)[:, -1].tolist()
