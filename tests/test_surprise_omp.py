@@ -1,6 +1,8 @@
 """The fused MDSA passes on torch's OpenMP threads (surprise._omp, _fused_parallel) against plain numpy."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,16 @@ from blindspots.surprise.fused import _sources, fused_argmax_mdsa_map, fused_mds
 from test_surprise_fused import direct, fitted
 
 torch.set_num_threads(1)
+
+
+@contextlib.contextmanager
+def torch_threads(n):
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 def numpy_marks(pred, lut, y0, y1, x0, x1, k, h0, w0):
@@ -74,12 +86,29 @@ def test_two_threads_equal_one_thread_bit_for_bit():
     feats = torch.from_numpy(rng.normal(size=(5, 6, 6, 6)).astype(np.float32))
     scores = torch.from_numpy(rng.normal(size=(5, 5, 31, 29)).astype(np.float32))
     ref = fused_argmax_mdsa_map(est, feats, scores)
-    old = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
+    with torch_threads(2):
         got = fused_argmax_mdsa_map(est, feats, scores)
         assert torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(old)
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_array_equal(got[1], ref[1])
+
+
+def test_without_torch_libgomp_or_mkl_same_maps(monkeypatch):
+    """The calling-thread fallback (no libgomp of torch's) and the pass-by-pass path (no MKL sgemm_) give
+    the maps of the one-call-per-image path."""
+    from blindspots.surprise import _omp
+
+    est = fitted()
+    rng = np.random.default_rng(11)
+    feats = torch.from_numpy(rng.normal(size=(4, 6, 5, 7)).astype(np.float32))
+    scores = torch.from_numpy(rng.normal(size=(4, 5, 23, 30)).astype(np.float32))
+    ref = fused_argmax_mdsa_map(est, feats, scores)
+    with torch_threads(2):
+        monkeypatch.setattr(_omp, "_gomp_parallel", lambda: None)
+        serial = fused_argmax_mdsa_map(est, feats, scores)
+        monkeypatch.setattr(_omp, "blas_address", lambda: 0)
+        passes_ = fused_argmax_mdsa_map(est, feats, scores)
+    np.testing.assert_array_equal(serial[0], ref[0])
+    np.testing.assert_array_equal(serial[1], ref[1])
+    np.testing.assert_allclose(passes_[0], ref[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(passes_[1], ref[1])

@@ -10,10 +10,16 @@ Q = (b0^2, 2 b0 b1, b1^2) and a 3x3 table T of dot products between the four cor
 
 Cost, for K classes predicted in a batch: one pass over the output pixels marks the (class, cell) pairs
 some pixel reads; each class's marked cells are whitened by one matmul (O(d^2) per cell, about
-(1 + boundary share) x the grid in total, not K x); a second pass computes every pixel in O(1) — its
-table is built once per (class, base cell) on first use, O(d) — both passes compiled with numba
-(``_fused_kernels``). Exact up to float32 rounding, for bilinear (either align_corners) and nearest
-interpolation; other modes fall back to upsampling the whitened map (``image.mdsa_map``).
+(1 + boundary share) x the grid in total, not K x); a second pass computes every pixel in O(1) from a
+table per (class, base cell), O(d) — compiled with numba (``_fused_kernels``). Exact up to float32
+rounding, for bilinear (either align_corners) and nearest interpolation; other modes fall back to
+upsampling the whitened map (``image.mdsa_map``).
+
+Where it runs: images are independent, so every pass takes one image at a time on torch's own OpenMP
+threads, which the forward leaves spinning (``_omp``; threads of our own measured slower). From the
+model's scores (``fused_argmax_mdsa_map``, what ``surprise_heatmaps`` uses) the argmax is taken in the
+marking pass and, where torch's MKL is found, all stages of an image run in one call (``image_mdsa``:
+per-class ``sgemm_`` on that thread) while its data is in that core's cache.
 """
 from __future__ import annotations
 
