@@ -182,7 +182,7 @@ def bench_forward(arch: str, size: int, batch: int, epochs: int, workdir: Path, 
           f"rounds:\n  bare predict_proba {batch / med['proba']:6.1f} img/s | bare forward to logits "
           f"{batch / med['logits']:6.1f} img/s | forward + per-pixel MDSA of every pixel {batch / med['sa']:6.1f} "
           f"img/s (medians)\n  median ratio to predict_proba {ratio('proba')}\n  median ratio to the forward to "
-          f"logits {ratio('logits')}")
+          f"logits {ratio('logits')}   [{_load()}]")
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -21,10 +21,10 @@ from tqdm.auto import tqdm
 
 from blindspots.models.adapters import as_image_batch
 from blindspots.surprise.estimators import MDSA, SurpriseEstimator
-from blindspots.surprise.fused import FUSED_MODES, fused_mdsa_map
+from blindspots.surprise.fused import FUSED_MODES, fused_argmax_mdsa_map, fused_mdsa_map
 from blindspots.surprise.sampler import (FIT_CAP_PER_CLASS, FIT_MAX_IMAGES, FIT_PIXELS_PER_CLASS,
                                          SCORE_PIXELS_PER_CLASS, cap_per_class, choose_images, sample_pixels)
-from blindspots.surprise.traces import TraceExtractor
+from blindspots.surprise.traces import TraceExtractor, classes_from_scores
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 logger = logging.getLogger(__name__)
@@ -318,12 +318,19 @@ def surprise_heatmaps(extractor: TraceExtractor, estimator: SurpriseEstimator,
     sa_all = np.empty((n, h, w), dtype=np.float32)
     pred_all = np.empty((n, h, w), dtype=np.int64)
     bs = extractor.batch_size
+    fused = isinstance(estimator, MDSA) and extractor.interpolation in FUSED_MODES
     for start in tqdm(range(0, n, bs), desc="SA heatmaps", disable=not progress, total=-(-n // bs)):
         # argmax on the model output: no softmax, no probability array (the bare forward's extra work)
-        feat, pred_t = extractor.forward_pred(batch[start:start + bs],
-                                             None if ids is None else ids[start:start + bs])
+        feat, y, kind = extractor.forward_scores(batch[start:start + bs], None if ids is None else ids[start:start + bs])
+        stop = start + y.shape[0]
+        if fused and y.shape[1] > 1 and y.dtype == torch.float32 and y.device.type == "cpu":
+            # the argmax taken in the fused path's marking pass, both maps written in place
+            fused_argmax_mdsa_map(estimator, feat, y, mode=extractor.interpolation,
+                                  align_corners=extractor.align_corners, num_classes=extractor.num_classes,
+                                  out=sa_all[start:stop], pred_out=pred_all[start:stop])
+            continue
+        pred_t = classes_from_scores(y, kind)
         pred = pred_t.numpy()
-        stop = start + pred.shape[0]
         pred_all[start:stop] = pred
         if isinstance(estimator, MDSA):
             sa_all[start:stop] = mdsa_map(extractor, estimator, feat, pred_t)

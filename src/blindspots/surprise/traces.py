@@ -40,21 +40,31 @@ def argmax_classes(y: torch.Tensor) -> torch.Tensor:
     """argmax over dim 1 of float [n, C, ...] -> int64 [n, ...], the first maximum on ties and the first NaN
     where there is one (as torch.argmax).
 
-    CPU float32 maps [n, C, H, W] take one compiled pass (``_fused_kernels.argmax_channels``): measured on
+    CPU float32 maps [n, C, H, W] take one compiled pass (``_fused_kernels.argmax_image``, images split
+    over torch's OpenMP threads by ``_fused_parallel.argmax``): measured on
     [8, 8, 128, 128], 2 threads, 0.8-1.2 ms against 3-6 ms for an amax / compare / weighted-amax in torch
     and 40-70 ms for torch.argmax(dim=1) with the project's torch 2.14 on the 2-core machine (a slow
     non-innermost-axis argmax there). Anything else goes to torch.argmax."""
     if y.ndim == 4 and y.device.type == "cpu" and y.dtype == torch.float32:
-        from blindspots.surprise import _fused_kernels as kernels  # numba: imported on first use
+        from blindspots.surprise import _fused_parallel as passes  # numba: imported on first use
 
         out = np.empty((y.shape[0], *y.shape[2:]), dtype=np.int64)
         last = y.detach().permute(0, 2, 3, 1)
         if last.is_contiguous():  # channels-last maps (as some models return): transposed a row at a time
-            kernels.argmax_channels_last(last.numpy(), out)
+            passes.argmax(last.numpy(), out, channels_last=True)
         else:
-            kernels.argmax_channels(y.detach().contiguous().numpy(), out)
+            passes.argmax(y.detach().contiguous().numpy(), out, channels_last=False)
         return torch.from_numpy(out)
     return y.argmax(dim=1)
+
+
+def classes_from_scores(y: torch.Tensor, kind: str) -> torch.Tensor:
+    """Predicted class int64 [n, ...] of a model output float [n, C, ...] of `kind` (see
+    ``TraceExtractor.forward_scores``): the argmax, or for one channel (binary) logit > 0 / probability > 0.5
+    (the argmax of [1 - p, p])."""
+    if y.shape[1] == 1 and kind in ("logits", "probabilities"):
+        return (y[:, 0] > (0.0 if kind == "logits" else 0.5)).long()
+    return argmax_classes(y).cpu()
 
 
 class TraceExtractor:
@@ -131,9 +141,15 @@ class TraceExtractor:
         The argmax is taken on the model output (softmax is monotone), so no probabilities are built; a
         one-channel (binary) output is thresholded (logit > 0, probability > 0.5: the argmax of [1 - p, p])."""
         feat, y, kind = self._forward_raw(batch, ids)
-        if y.shape[1] == 1 and kind in ("logits", "probabilities"):
-            return feat, (y[:, 0] > (0.0 if kind == "logits" else 0.5)).long()
-        return feat, argmax_classes(y).cpu()
+        return feat, classes_from_scores(y, kind)
+
+    @torch.no_grad()
+    def forward_scores(self, batch: np.ndarray, ids: Sequence[str] | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, str]:
+        """One chunk uint8 [n, H, W, 3] -> (features as in ``forward``, the model output float32 (segmentation:
+        [n, C or 1, H, W] at the input resolution), its kind: "logits", "probabilities" or "proba"), for
+        callers that take the argmax themselves (``classes_from_scores`` gives ``forward_pred``'s)."""
+        return self._forward_raw(batch, ids)
 
     def _features(self, batch: np.ndarray, ids: Sequence[str] | None) -> torch.Tensor:
         """Features float32 [n, D, h, w] (or [n, D]) of one chunk from the separate source."""
