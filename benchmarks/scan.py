@@ -260,6 +260,9 @@ class SubPool:
     def iter_items(self, ids):
         return self._pool.iter_items(ids)
 
+    def iter_hashed_items(self, ids):
+        return self._pool.iter_hashed_items(ids)  # the scan reads each file once, as on a whole ImagePool
+
     def content_hash(self, image_id: str) -> str:
         return self._pool.content_hash(image_id)  # the scan hashes each file, as on a whole ImagePool
 

@@ -196,6 +196,7 @@ class PoolItem:
     id: str
     image: np.ndarray | None
     error: str | None
+    content_hash: str | None = None  # set by `iter_hashed_items` (hex blake2b of the bytes decoded)
 
     @property
     def ok(self) -> bool:
@@ -364,6 +365,25 @@ class ImagePool:
                 h.update(block)
         return h.hexdigest()
 
+    def load_hashed(self, image_id: str) -> tuple[np.ndarray, str | None]:
+        """(uint8 [H, W, 3] RGB, `content_hash`) from one read of the file: its bytes are hashed and
+        decoded from memory (a second read for the hash cost about 0.06 ms an image, 10% of a PNG
+        scene's decode). Same image, errors and `.errors` bookkeeping as `load`; the hash is None
+        when a bad first read is retried through `load` and the file then reads well (it changed)."""
+        path = self.path(image_id)
+        try:
+            _open_source(path)  # the checks `load` makes first (e.g. a FIFO is not read)
+            data = path.read_bytes()
+            image = decode_image(data, max_pixels=self.max_pixels)
+        except (OSError, ImageDecodeError):  # rare: `load` gives the reason (path-based checks and wording)
+            image = self.load(image_id)
+            try:
+                return image, self.content_hash(image_id)
+            except (OSError, ValueError):
+                return image, None
+        self.errors.pop(image_id, None)
+        return image, hashlib.blake2b(data, digest_size=16).hexdigest()
+
     def load(self, image_id: str) -> np.ndarray:
         """uint8 [H, W, 3] RGB of one image; raises ImageDecodeError (recorded in `.errors`)."""
         path = self.path(image_id)
@@ -385,6 +405,14 @@ class ImagePool:
         id yields an item with its reason as the error.
         progress: show a tqdm bar.
         """
+        return self._items(ids, progress, hashed=False)
+
+    def iter_hashed_items(self, ids: Iterable[str] | None = None, *, progress: bool = False) -> Iterator[PoolItem]:
+        """`iter_items`, each good item with its `content_hash` from the same read of the file
+        (`load_hashed`): what a scan reads, so that every file is read once."""
+        return self._items(ids, progress, hashed=True)
+
+    def _items(self, ids: Iterable[str] | None, progress: bool, hashed: bool) -> Iterator[PoolItem]:
         todo = self.ids if ids is None else list(ids)
         if ids is not None:
             unknown = [i for i in todo if i not in self._id_set and i not in self.refused]
@@ -396,7 +424,7 @@ class ImagePool:
                 yield PoolItem(image_id, None, self.refused[image_id])
                 continue
             try:
-                image = self.load(image_id)
+                image, digest = self.load_hashed(image_id) if hashed else (self.load(image_id), None)
             except ImageDecodeError as exc:
                 log.warning("skipping %s: %s", image_id, exc.reason)
                 yield PoolItem(image_id, None, exc.reason)
@@ -405,7 +433,7 @@ class ImagePool:
                 log.warning("skipping %s: %s", image_id, exc)
                 yield PoolItem(image_id, None, str(exc))
             else:
-                yield PoolItem(image_id, image, None)
+                yield PoolItem(image_id, image, None, digest)
 
     def __iter__(self) -> Iterator[PoolItem]:
         return self.iter_items()

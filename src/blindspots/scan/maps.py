@@ -42,8 +42,24 @@ def write_pngs(layout: ScanLayout, model: str, ids: list[str], pngs: list[bytes]
         if parent not in made:
             os.makedirs(parent, exist_ok=True)
             made.add(parent)
-        with open(path, "wb") as fh:
-            fh.write(data)
+        _write_file(path, data)
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """Write `data` to path (created or truncated, mode 0o666 less the umask, as open(path, "wb")).
+
+    A raw descriptor: one file per image and model, and `open()`'s buffered file object cost about
+    a third more per file than the open/write/close calls themselves (measured on 2 kB maps)."""
+    fd = os.open(path, _WRITE_FLAGS, 0o666)
+    try:
+        view = memoryview(data)
+        while view:  # os.write may write less than asked (e.g. on a signal); finish the file
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def save_maps(layout: ScanLayout, model: str, ids: list[str], maps: np.ndarray) -> None:

@@ -86,18 +86,20 @@ def shard_messages(pool: Any, plan: Any, batch_size: int,
 
     plan: an object with .k, .ids and .needs_images; a shard that needs no images gives Batch
     messages without pixels (images=None). resize: (H, W) to resize to (bilinear), or None.
-    Each decoded image's file is hashed here too (`pool.content_hash(id)`, when the pool has it),
-    so exact duplicates are known without a second pass.
+    Each decoded image's file is hashed here too, so exact duplicates are known without a second
+    pass: from the same read as the decode when the pool has `iter_hashed_items` (`ImagePool`),
+    else by `pool.content_hash(id)`, when the pool has it.
     """
     if not plan.needs_images:  # only pair shards missing: the maps are read back, no decoding
         for s in range(0, len(plan.ids), batch_size):
             yield Batch(plan.k, plan.ids[s:s + batch_size], None, [])
         yield EndShard(plan.k)
         return
-    hash_of = getattr(pool, "content_hash", None)
+    hashed = getattr(pool, "iter_hashed_items", None)
+    hash_of = None if hashed is not None else getattr(pool, "content_hash", None)
     pending: dict[tuple[int, int], list[tuple[str, np.ndarray, tuple[int, int], str | None]]] = {}
     errors: list[tuple[str, str]] = []
-    for item in pool.iter_items(plan.ids):
+    for item in (hashed or pool.iter_items)(plan.ids):
         if item.image is None:
             errors.append((item.id, str(item.error)))
             continue
@@ -106,7 +108,7 @@ def shard_messages(pool: Any, plan: Any, batch_size: int,
         if resize is not None and tuple(size) != tuple(resize):
             image = resize_image(image, resize)
         group = pending.setdefault(image.shape[:2], [])
-        group.append((item.id, image, size, _hash(hash_of, item.id)))
+        group.append((item.id, image, size, item.content_hash if hashed else _hash(hash_of, item.id)))
         if len(group) == batch_size:
             del pending[image.shape[:2]]
             yield make_batch(plan.k, group)

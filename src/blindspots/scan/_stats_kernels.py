@@ -1,0 +1,61 @@
+"""Compiled per-pixel passes of `scan.stats.model_stats` (numba): max, argmax, class counts and the
+per-pixel sums of the entropy, over a contiguous range of one image's pixels.
+
+Kept apart so that numba is imported (and these kernels compiled, then cached on disk) only when the
+first statistics are taken. Classes are the outer loop and contiguous pixels the inner one, so LLVM
+vectorises each pass over pixels. No fastmath: every float32 operation is rounded as numpy rounds it
+(no fused multiply-add, no reordered sums), so the statistics are the same bits as numpy's passes.
+The logarithm stays in numpy (its SIMD log is several times faster than numba's scalar one).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, nogil=True)
+def max_argmax_eps(p: np.ndarray, s: int, e: int, eps: np.float32, maxp: np.ndarray, idx: np.ndarray,
+                   buf: np.ndarray, counts: np.ndarray) -> None:
+    """Pixels [s, e) of one image p float32 [C, P] (C-contiguous):
+    maxp [P] = max over C, idx [P] = argmax (strict >: the first maximum wins, as np.argmax),
+    counts int64 [C] += pixels per argmax class, buf float32 [C, e - s] = p + eps (for the log).
+    NaN never reaches here (outputs are validated upstream)."""
+    # zero-based views: loops over range(n) let LLVM drop numba's negative-index wraparound and vectorise
+    c, n = p.shape[0], e - s
+    m = maxp[s:e]
+    a = idx[s:e]
+    p0 = p[0, s:e]
+    for j in range(n):
+        m[j] = p0[j]
+        a[j] = 0
+    for k in range(1, c):
+        pk = p[k, s:e]
+        for j in range(n):
+            v = pk[j]
+            if v > m[j]:
+                m[j] = v
+                a[j] = k
+    for j in range(n):
+        counts[a[j]] += 1
+    for k in range(c):
+        pk = p[k, s:e]
+        bk = buf[k]
+        for j in range(n):
+            bk[j] = pk[j] + eps
+
+
+@numba.njit(cache=True, nogil=True)
+def plogp_sum(p: np.ndarray, s: int, e: int, logs: np.ndarray, ent: np.ndarray) -> None:
+    """ent [P] at pixels [s, e) = sum over C of p * logs, in channel order (as numpy's sum over the
+    class axis), where logs float32 [C, e - s] = log(p + eps) of those pixels."""
+    c, n = p.shape[0], e - s
+    t = ent[s:e]
+    l0 = logs[0]
+    p0 = p[0, s:e]
+    for j in range(n):
+        t[j] = l0[j] * p0[j]
+    for k in range(1, c):
+        pk = p[k, s:e]
+        lk = logs[k]
+        for j in range(n):
+            t[j] += lk[j] * pk[j]
