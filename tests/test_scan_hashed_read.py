@@ -35,3 +35,25 @@ def test_hashed_items_equal_two_reads(tmp_path) -> None:
         else:
             assert np.array_equal(p.image, h.image) and h.content_hash == pool.content_hash(p.id)
     assert all(p.content_hash is None for p in plain)
+
+
+def test_large_file_goes_through_load_first(tmp_path, monkeypatch):
+    """A file above ONE_READ_MAX_BYTES is not read whole before its header is checked: `load` decides."""
+    import numpy as np
+    from PIL import Image
+
+    from blindspots.data import pool as pool_mod
+
+    Image.fromarray(np.full((8, 8, 3), 7, np.uint8)).save(tmp_path / "a.png")
+    (tmp_path / "b.png").write_bytes(b"not an image" * 100)
+    p = pool_mod.ImagePool(tmp_path)
+    expected = {i: p.content_hash(i) for i in ("a.png",)}
+    monkeypatch.setattr(pool_mod, "ONE_READ_MAX_BYTES", 16)  # every file is "large" now
+    read_whole = []
+    real = pool_mod.Path.read_bytes
+    monkeypatch.setattr(pool_mod.Path, "read_bytes", lambda self: read_whole.append(self.name) or real(self))
+    image, digest = p.load_hashed("a.png")
+    assert image.shape == (8, 8, 3) and digest == expected["a.png"]
+    items = {it.id: it for it in p.iter_hashed_items(["a.png", "b.png"])}
+    assert items["b.png"].image is None and "not an image" in items["b.png"].error
+    assert read_whole == []

@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PIXELS = 50_000_000
+ONE_READ_MAX_BYTES = 64 << 20  # `load_hashed` reads larger files through `load` (header checked before the bytes)
 
 __all__ = ["ImageDecodeError", "decode_image", "open_image", "PoolItem", "ImagePool", "pillow_extensions",
            "DEFAULT_MAX_PIXELS"]
@@ -373,6 +374,8 @@ class ImagePool:
         path = self.path(image_id)
         try:
             _open_source(path)  # the checks `load` makes first (e.g. a FIFO is not read)
+            if path.stat().st_size > ONE_READ_MAX_BYTES:  # e.g. a video named .jpg: header check first
+                raise OSError("large file: read by `load`, which checks the header before decoding")
             data = path.read_bytes()
             image = decode_image(data, max_pixels=self.max_pixels)
         except (OSError, ImageDecodeError):  # rare: `load` gives the reason (path-based checks and wording)
