@@ -148,11 +148,17 @@ def _mark_row(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, y1: np.ndarray,
               ) -> tuple[int, int]:
     """``mark_image`` of output row y of image i; returns (lo, hi) widened by the row's ids."""
     a, b = y0[y], y1[y]
+    # an upsampled row reads the same source rows as the one above it (3 of 4 rows at 4x): a pixel of
+    # the same class as the pixel above marks nothing new (measured 0.27 -> 0.18 ms, 8 x 128 x 128)
+    same_rows = y > 0 and y0[y - 1] == a and y1[y - 1] == b
+    row, above = pred[i, y], pred[i, max(y - 1, 0)]
     last_s, last_c = -1, -1
     for x in range(pred.shape[2]):
-        v = pred[i, y, x]
+        v = row[x]
         lo = min(lo, v)
         hi = max(hi, v)
+        if same_rows and above[x] == v:
+            continue
         s = lut[v] if 0 <= v < lut.size else -1
         c = x0[x]
         if s < 0 or (s == last_s and c == last_c):  # runs along a row mark the same cells
@@ -319,17 +325,19 @@ def pixel_image(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, ry: np.ndarra
     Along a row, pixels that share a base cell and class reuse the row-weighted table (held in registers).
     """
     n, h, w = pred.shape
-    nan = np.float32(np.nan)
+    nan, zero = np.float32(np.nan), np.float32(0.0)
+    squares = np.empty(w, dtype=np.float32)  # a row's squared MDSA, then one vectorised sqrt pass
     for y in range(h):
         a = y0[y]
         r0, r1, r2 = ry[y, 0], ry[y, 1], ry[y, 2]
         last = -1
-        u0 = u1 = u2 = np.float32(0.0)
+        u0 = u1 = u2 = zero
+        row = pred[i, y]
         for x in range(w):
-            v = pred[i, y, x]
+            v = row[x]
             s = lut[v] if 0 <= v < lut.size else -1
             if s < 0:
-                out[i, y, x] = nan
+                squares[x] = nan
                 continue
             p = pos[s, i, a, x0[x]]
             if p != last:
@@ -338,8 +346,11 @@ def pixel_image(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, ry: np.ndarra
                 u0 = r0 * t[0] + r1 * t[3] + r2 * t[6]
                 u1 = r0 * t[1] + r1 * t[4] + r2 * t[7]
                 u2 = r0 * t[2] + r1 * t[5] + r2 * t[8]
-            sq = qx[x, 0] * u0 + qx[x, 1] * u1 + qx[x, 2] * u2
-            out[i, y, x] = np.sqrt(sq) if sq > 0 else np.float32(0.0)
+            squares[x] = qx[x, 0] * u0 + qx[x, 1] * u1 + qx[x, 2] * u2
+        o = out[i, y]
+        for x in range(w):  # rounding below 0 clipped; NaN (no model) kept
+            q = squares[x]
+            o[x] = np.sqrt(zero if q < zero else q)
 
 
 @numba.njit(cache=True, nogil=True)
