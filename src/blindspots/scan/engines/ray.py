@@ -32,6 +32,7 @@ import os
 import pickle
 import threading
 import time
+import warnings
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -192,10 +193,14 @@ def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: lis
         ds = ray.data.from_items(
             [{"k": p.k, "ids": p.ids, "run": p.run, "pairs": p.pairs} for p in plans],
             override_num_blocks=len(plans))
-        ds = ds.map_batches(_decode, batch_size=1, batch_format="numpy", num_cpus=DECODE_CPUS,
-                            compute=ray.data.TaskPoolStrategy(size=decode_tasks(n_actors)),
-                            scheduling_strategy="DEFAULT",  # see DECODE_SCHEDULING
-                            fn_kwargs={"pool": pool, "batch_size": batch_size, "resize": resize})
+        with warnings.catch_warnings():
+            # Ray >= 2.60 deprecates remote args passed as keywords; scheduling_strategy has no named
+            # replacement yet (see DECODE_SCHEDULING), and the warning is about our call, not the user's
+            warnings.filterwarnings("ignore", message=".*ray_remote_args.* is deprecated")
+            ds = ds.map_batches(_decode, batch_size=1, batch_format="numpy", num_cpus=DECODE_CPUS,
+                                compute=ray.data.TaskPoolStrategy(size=decode_tasks(n_actors)),
+                                scheduling_strategy="DEFAULT",  # see DECODE_SCHEDULING
+                                fn_kwargs={"pool": pool, "batch_size": batch_size, "resize": resize})
         ds = ds.map_batches(ModelActor, batch_size=1, batch_format="numpy", num_cpus=ACTOR_CPUS,
                             compute=ray.data.ActorPoolStrategy(size=n_actors,
                                                                max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
