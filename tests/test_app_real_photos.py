@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
-from real_photo_project import TOKEN, build_until_ratings, finish_ratings
+from real_photo_project import OPENCV, TOKEN, build_until_ratings, finish_ratings
 from test_browser_app import CHROMIUM, browser, start_server  # noqa: F401 - browser is a fixture
 
 torch.set_num_threads(1)
@@ -234,3 +234,36 @@ def test_review_page_on_mixed_size_photos(project: dict, browser) -> None:  # no
         page.keyboard.press("z")
         page.wait_for_selector("body[data-zoom='1']", state="attached")
         ctx.close()
+
+
+@pytest.mark.skipif(not OPENCV.is_dir(), reason="needs Debian opencv-doc's JPEG photos")
+def test_pool_photos_are_sent_as_jpeg_when_the_file_is_one(project: dict) -> None:
+    """A JPEG photo goes to the browser as JPEG (several times smaller than PNG), EXIF-rotated and with
+    the pixels the models saw up to JPEG rounding; other files stay lossless PNG, equal pixel for pixel."""
+    from fastapi.testclient import TestClient
+
+    from blindspots.app import create_app
+    from blindspots.app.sources import png_bytes
+    from blindspots.data.pool import ImagePool
+    from blindspots.loop.project import Project
+
+    c = TestClient(create_app(project["path"]))
+    cfg = Project.open(project["path"]).config
+    pool = ImagePool(cfg.resolve(cfg.pool.root))
+    kinds = set()
+    for image_id in pool.ids:
+        r = c.get("/api/images/pool", params={"id": image_id}, headers=AUTH)
+        assert r.status_code == 200, r.text
+        want = pool.load(image_id)
+        got = np.asarray(Image.open(io.BytesIO(r.content)).convert("RGB"))
+        assert got.shape == want.shape, image_id
+        if Path(image_id).suffix.lower() in (".jpg", ".jpeg"):
+            kinds.add("jpeg")
+            assert r.headers["content-type"] == "image/jpeg"
+            assert np.abs(got.astype(int) - want).mean() < 2.0, image_id
+            if want.shape[0] * want.shape[1] >= 640 * 480:
+                assert len(r.content) < len(png_bytes(want)) / 3, (image_id, len(r.content))
+        else:
+            kinds.add("png")
+            assert r.headers["content-type"] == "image/png" and np.array_equal(got, want), image_id
+    assert kinds == {"jpeg", "png"}, kinds

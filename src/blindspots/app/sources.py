@@ -48,6 +48,17 @@ def png_bytes(array: np.ndarray, mode: str | None = None) -> bytes:
     return buf.getvalue()
 
 
+#: Pool files re-encoded as JPEG for the browser (their source is lossy already).
+JPEG_SUFFIXES = frozenset({".jpg", ".jpeg", ".jpe", ".jfif"})
+
+
+def jpeg_bytes(rgb: np.ndarray, quality: int = 92) -> bytes:
+    """Encode uint8 [H, W, 3] as a baseline JPEG (4:4:4 at this quality: class edges stay crisp)."""
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(rgb)).save(buf, format="JPEG", quality=quality, subsampling=0)
+    return buf.getvalue()
+
+
 def overlay_rgba(mask: np.ndarray, classes: Classes) -> np.ndarray:
     """Index mask uint8 [H, W] -> uint8 [H, W, 4] in the class palette; ignored pixels transparent."""
     rgba = np.zeros(mask.shape + (4,), dtype=np.uint8)
@@ -189,8 +200,16 @@ class ProjectView:
         except ValueError as e:  # includes ImageDecodeError and links that now leave the root
             raise NotFound(f"id: image {image_id!r} cannot be read ({e})") from None
 
-    def pool_png(self, image_id: str) -> bytes:
-        return self._cache.get(("pool", image_id), lambda: png_bytes(self.pool_image(image_id)))
+    def pool_encoded(self, image_id: str) -> tuple[bytes, str]:
+        """(bytes, media type) of a pool image for the browser: JPEG when the file is a JPEG (already lossy;
+        a 1280 x 1024 photo is ~10x smaller than as PNG), else lossless PNG. Decoded and EXIF-rotated
+        as the models saw it, so its pixels line up with the maps."""
+        def make() -> tuple[bytes, str]:
+            rgb = self.pool_image(image_id)
+            if self.pool.path(image_id).suffix.lower() in JPEG_SUFFIXES:
+                return jpeg_bytes(rgb), "image/jpeg"
+            return png_bytes(rgb), "image/png"
+        return self._cache.get(("pool", image_id), make)
 
     def prediction(self, round: int, image_id: str) -> np.ndarray | None:
         """The target f_t^(round)'s argmax map uint8 [H, W] saved by the scan, or None."""

@@ -17,14 +17,14 @@ FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpe
 ID = Query(alias="id", min_length=1, max_length=1024, description="An image id (path relative to the pool root).")
 
 
-def _png(data: bytes) -> Response:
-    return Response(data, media_type="image/png", headers={"Cache-Control": "private, max-age=600"})
+def _png(data: bytes, media_type: str = "image/png") -> Response:
+    return Response(data, media_type=media_type, headers={"Cache-Control": "private, max-age=600"})
 
 
 @router.get("/api/images/pool")
 def pool_image(request: Request, image_id: str = ID, who: Principal = Depends(require_user)) -> Response:
-    """A pool image as PNG (decoded, EXIF-rotated, re-encoded)."""
-    return _png(deps.view(request).pool_png(image_id))
+    """A pool image (decoded, EXIF-rotated, re-encoded): JPEG when the file is a JPEG, else PNG."""
+    return _png(*deps.view(request).pool_encoded(image_id))
 
 
 @router.get("/api/images/prediction")
