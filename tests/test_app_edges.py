@@ -64,7 +64,11 @@ def test_sign_in_throttled_per_address_and_logged(client: TestClient, caplog: py
     r = client.post("/api/signin", json={"token": TOKEN})  # even a good token waits now
     assert r.status_code == 429 and 1 <= int(r.headers["Retry-After"]) <= 60
     csrf = form_token(client)
-    assert client.post("/signin", data={"token": TOKEN, "csrf": csrf}, follow_redirects=False).status_code == 429
+    held = client.post("/signin", data={"token": TOKEN, "csrf": csrf}, follow_redirects=False)
+    # the form's answer is the sign-in page again (a person reads it), with the wait in words and header
+    assert held.status_code == 429 and held.headers["content-type"].startswith("text/html")
+    assert 1 <= int(held.headers["Retry-After"]) <= 60 and "too many failed sign-ins" in held.text
+    assert f"try again in {held.headers['Retry-After']} s" in held.text and 'name="token"' in held.text
     other = TestClient(client.app, client=("10.1.2.3", 5000))  # another address is not held back
     assert other.post("/api/signin", json={"token": TOKEN}).status_code == 200
 

@@ -84,8 +84,12 @@ def signin_form(request: Request, token: str = Form(..., min_length=1, max_lengt
     try:
         _start_session(request, token, resp)
     except HTTPException as e:
-        if e.status_code == 429:
-            raise
+        if e.status_code == 429:  # a person at the form gets the form back, saying how long to wait
+            wait = (e.headers or {}).get("Retry-After", "60")
+            held = signin_page(request, error=f"too many failed sign-ins from this address; try again in {wait} s")
+            held.status_code = 429
+            held.headers["Retry-After"] = wait
+            return held
         return RedirectResponse("/signin?error=unknown+token", status_code=303)
     return resp
 
