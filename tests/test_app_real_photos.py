@@ -233,6 +233,25 @@ def test_review_page_on_mixed_size_photos(project: dict, browser) -> None:  # no
         page.screenshot(path=str(SHOTS / "review-zoomed-1280x800.png"))
         page.keyboard.press("z")
         page.wait_for_selector("body[data-zoom='1']", state="attached")
+        # Hundreds of regions: the table scrolls in its own box and keeps the selected row in view.
+        box, rows = page.locator("#regions-box"), page.locator("#regions tr")
+        n = rows.count()
+        y0 = page.evaluate("window.scrollY")
+        for _ in range(n):
+            page.keyboard.press("ArrowDown")
+        page.wait_for_timeout(200)
+        last, bb = rows.nth(n - 1).bounding_box(), box.bounding_box()
+        assert "selected" in rows.nth(n - 1).get_attribute("class")
+        assert bb["y"] <= last["y"] and last["y"] + last["height"] <= bb["y"] + bb["height"] + 1, (last, bb)
+        assert last["y"] + last["height"] <= 800, last  # and on screen
+        if n > 12:  # more rows than the box holds: it scrolled, the page did not
+            assert box.evaluate("(b) => b.scrollTop") > 0 and page.evaluate("window.scrollY") == y0
+        for _ in range(n):
+            page.keyboard.press("ArrowUp")
+        page.wait_for_timeout(200)
+        first, head = rows.nth(0).bounding_box(), page.locator("#regions-box thead").bounding_box()
+        assert first["y"] >= head["y"] + head["height"] - 1, (first, head)  # not under the sticky header
+        page.screenshot(path=str(SHOTS / "review-regions-1280x800.png"))
         ctx.close()
 
 

@@ -58,8 +58,17 @@
       tr.append(td); tr.addEventListener("click", (e) => { if (e.target.tagName !== "BUTTON" && e.target.tagName !== "A") { sel = j; show(); } });
       tb.append(tr);
     });
-    progress(); drawBoxes(); zoomToRegion();
+    progress(); drawBoxes(); zoomToRegion(); revealRow(tb.children[sel]);
     document.body.dataset.index = String(idx);
+  }
+  // Keep the selected row visible in the regions box (scrolling the box only, never the page).
+  function revealRow(tr) {
+    const box = $("regions-box");
+    if (!tr || !box) return;
+    const b = box.getBoundingClientRect(), r = tr.getBoundingClientRect();
+    const top = b.top + box.querySelector("thead").offsetHeight;  // below the sticky header
+    if (r.top < top) box.scrollTop -= top - r.top;
+    else if (r.bottom > b.top + box.clientHeight) box.scrollTop += r.bottom - (b.top + box.clientHeight);
   }
   function drawBoxes() {
     const it = images[idx]; if (!it) return;
