@@ -2,7 +2,7 @@
 (images.csv|parquet, regions.csv|parquet, summary.json, worst.png, issues/<id>.png).
 
 Sections: counts (images, estimated issues, flagged pixels, regions by kind), the images with the
-worst label quality (table), their figure (worst.png, copied beside the page), the largest issue
+worst label quality (table), their figure (worst.png, copied to OUT/figures/worst.png), the largest issue
 regions and the most common (given, predicted) confusions.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ Each scenario becomes one item: a strip of its most typical images; the set's ch
 names built from the scenarios' distinguishing attributes ("brightness low; class_vehicle high"),
 plus the page's *none of the above* (the images share no one failure mode). The folder has the
 layout of a Defuse review set (items.csv, classes.json, images/<item_id>.png), so
-`blindspots app attach-votes PROJECT FOLDER --name NAME` offers it unchanged; classes.json also
+`blindspots web attach-votes PROJECT FOLDER --name NAME` offers it unchanged; classes.json also
 carries the question shown above the image ("prompt") and `"free_text": true`: a rater may type a
 name of their own, stored as the vote's label like a chosen one (`scenario_names` reads them back).
 """
