@@ -1,6 +1,8 @@
 """Honest Defuse evaluation: all rows and columns, the λ = 0 control's step count, judge agreement."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -101,3 +103,36 @@ def test_saved_table_shows_on_the_report_page(tmp_path):
     pd.DataFrame({"lambda": [1.0], "val_acc": [0.9]}).to_csv(run / "sweep.csv", index=False)
     html = write_defuse_report(run, tmp_path / "page").read_text()
     assert "Measured honestly" in html and "control (λ=0)" in html and "disputed" in html
+
+
+def test_table_written_by_defuse_report_cli_shows_on_the_report_page(tmp_path):
+    """`blindspots defuse report --out DIR` writes DIR/table.csv and DIR/judge_agreement.csv beside its
+    figures (not save_evaluation's honest_table.csv); the page showed no table for such a run."""
+    from blindspots.report.defuse_page import find_defuse_parts, write_defuse_report
+
+    rows = pd.DataFrame([{"row": n, "lambda": np.nan if i < 1 else 1.0, "steps": 10 * i, "test_acc": 0.9,
+                          "scenario_acc": 0.5, "judge_acc": 0.4} for i, n in enumerate(ROW_NAMES)])
+    ag = judge_agreement(np.array([0, 0, 1]), np.array([1, 1, 2]), np.array([1, 0, 0]))
+    run = tmp_path / "run"
+    (run / "correct").mkdir(parents=True)
+    pd.DataFrame({"lambda": [1.0], "val_acc": [0.9]}).to_csv(run / "correct" / "sweep.csv", index=False)
+    figures = run / "report"
+    figures.mkdir()
+    (figures / "fig2_tsne.png").write_bytes(b"")  # `defuse report` writes its figures and the table together
+    rows.to_csv(figures / "table.csv", index=False)  # as cli/defuse.py `report` writes them
+    ag.to_csv(figures / "judge_agreement.csv", index=False)
+    assert find_defuse_parts(run)["honest"] == figures
+    html = write_defuse_report(run, tmp_path / "page").read_text()
+    assert "Measured honestly" in html and "control (λ=0)" in html and "disputed" in html
+    summary = json.loads((tmp_path / "page" / "summary.json").read_text())
+    assert [r["row"] for r in summary["honest_table"]] == list(ROW_NAMES)
+
+
+def test_a_stray_table_csv_is_not_taken_for_the_honest_table(tmp_path):
+    from blindspots.report.defuse_page import find_defuse_parts
+
+    run = tmp_path / "run"
+    run.mkdir()
+    pd.DataFrame({"lambda": [1.0], "val_acc": [0.9]}).to_csv(run / "sweep.csv", index=False)
+    pd.DataFrame({"a": [1]}).to_csv(run / "table.csv", index=False)  # no judge_agreement.csv beside it
+    assert "honest" not in find_defuse_parts(run)

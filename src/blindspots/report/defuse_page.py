@@ -8,7 +8,8 @@ votes per scenario, failure or not, label), the scenario grids (Figure 3) and re
 failure scenario, the λ sweep (Figure 5 and its table), the remaining figures (t-SNE, nearest
 neighbours, VAE grids), and the honest table (before / λ = 0 control / identified examples / Defuse,
 judged independently) with per-scenario judge agreement when the folder holds `honest_table.csv`
-(`blindspots.defuse.evaluation.save_evaluation`). Figures are copied into OUT/figures so the folder opens offline.
+(`blindspots.defuse.evaluation.save_evaluation`) or, as `blindspots defuse report --out` writes them,
+`table.csv` with `judge_agreement.csv`. Figures are copied into OUT/figures so the folder opens offline.
 """
 from __future__ import annotations
 
@@ -32,6 +33,19 @@ FIGURES = {"fig2_tsne.png": "Figure 2: t-SNE of training codes and identified fa
 GRIDS = {"samples.png": "β-VAE samples", "reconstructions.png": "β-VAE reconstructions (rows: original, decoded)"}
 
 
+CLI_TABLE_FILE = "table.csv"  # the same rows, as `blindspots defuse report --out` names them
+
+
+def honest_table_file(folder: Path) -> Path | None:
+    """The honest table in `folder`: save_evaluation's file, else the CLI's table.csv when the
+    judge agreement is beside it (a table.csv alone is not taken for it); None when neither is there."""
+    if (folder / TABLE_FILE).is_file():
+        return folder / TABLE_FILE
+    if (folder / CLI_TABLE_FILE).is_file() and (folder / AGREEMENT_FILE).is_file():
+        return folder / CLI_TABLE_FILE
+    return None
+
+
 def _candidates(root: Path) -> list[Path]:
     return [root] + sorted(p for p in root.iterdir() if p.is_dir())
 
@@ -46,7 +60,7 @@ def find_defuse_parts(root: str | Path) -> dict[str, Path]:
              "correct": lambda d: (d / "sweep.csv").is_file(),
              "figures": lambda d: any((d / f).is_file() for f in FIGURES),
              "grids": lambda d: (d / "samples.png").is_file(),
-             "honest": lambda d: (d / TABLE_FILE).is_file()}
+             "honest": lambda d: honest_table_file(d) is not None}
     found: dict[str, Path] = {}
     for d in _candidates(root):
         for key, test in tests.items():
@@ -97,7 +111,11 @@ def _scenario_section(review: Path, out: Path, n_per: int) -> tuple[list[str], d
 
 def _honest_section(folder: Path) -> list[str]:
     """The honest table (as printed) and per-scenario judge agreement, if written."""
-    rows = pd.read_csv(folder / TABLE_FILE)
+    table = honest_table_file(folder)
+    if table is None:
+        raise ValueError(f"folder: expected {TABLE_FILE} (or {CLI_TABLE_FILE} with {AGREEMENT_FILE}), "
+                         f"got neither in {str(folder)!r}")
+    rows = pd.read_csv(table)
     parts = ['<h2 class="section" id="honest">Measured honestly</h2>',
              '<p class="note">Rows: before, the λ = 0 control with the same steps, fine-tuning on identified '
              'examples, Defuse. Scenario accuracy is scored against the scenario label and against an '
@@ -155,7 +173,7 @@ def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 1
 
     if "honest" in found:
         parts += _honest_section(found["honest"])
-        summary["honest_table"] = pd.read_csv(found["honest"] / TABLE_FILE).to_dict("records")
+        summary["honest_table"] = pd.read_csv(honest_table_file(found["honest"])).to_dict("records")
 
     parts.append('<h2 class="section" id="figures">Other figures</h2>')
     shown = ("fig3_scenarios.png", "fig5_tradeoff.png")
