@@ -136,3 +136,15 @@ def test_a_stray_table_csv_is_not_taken_for_the_honest_table(tmp_path):
     pd.DataFrame({"lambda": [1.0], "val_acc": [0.9]}).to_csv(run / "sweep.csv", index=False)
     pd.DataFrame({"a": [1]}).to_csv(run / "table.csv", index=False)  # no judge_agreement.csv beside it
     assert "honest" not in find_defuse_parts(run)
+
+
+def test_agreement_text_names_every_row_whole_above_its_column():
+    """The per-row columns were headed by names cut to 12 characters ("control (λ=0", "identified e")."""
+    ag = judge_agreement(np.array([0, 0, 1]), np.array([1, 1, 2]), np.array([1, 0, 0]))
+    for i, name in enumerate(ROW_NAMES):
+        ag[name] = [0.5 + 0.1 * i, 0.25]
+    head, first = format_agreement(ag).splitlines()[:2]
+    for i, name in enumerate(ROW_NAMES):
+        assert name in head, (name, head)
+        end = head.index(name) + len(name)  # each value ends under the end of its row's name
+        assert first[:end].endswith(f"{100 * (0.5 + 0.1 * i):.1f}"), (name, head, first)

@@ -298,12 +298,13 @@ def format_agreement(agreement: pd.DataFrame, *, judge_name: str = "judge") -> s
             raise ValueError(f"agreement: expected a {col!r} column (from judge_agreement), got {list(agreement.columns)}")
     rows = [n for n in ROW_NAMES if n in agreement.columns]
     head = f"{'scenario':>8s} {'n':>5s} {'label':>14s} {f'{judge_name} agrees':>20s} {f'{judge_name} says':>20s}"
-    head += "".join(f" {n[:12]:>12s}" for n in rows) + "  flag"
+    width = {n: max(8, len(n)) for n in rows}  # each row's name whole above its column
+    head += "".join(f" {n:>{width[n]}s}" for n in rows) + "  flag"
     lines = [head]
     for r in agreement.to_dict("records"):
         line = (f"{r['scenario']:8d} {r['n']:5d} {str(r['label_name'])[:14]:>14s} {100 * r['judge_agreement']:19.1f}% "
                 f"{str(r['judge_top_name'])[:20]:>20s}")
-        line += "".join(f" {100 * r[n]:12.1f}" for n in rows)
+        line += "".join(f" {100 * r[n]:{width[n]}.1f}" for n in rows)
         lines.append(line + ("  DISPUTED" if r["disputed"] else ""))
     n_disp = int(agreement["disputed"].sum())
     lines.append(f"{n_disp} of {len(agreement)} scenarios disputed by the {judge_name} "
