@@ -1,4 +1,4 @@
-"""The Python snippets of docs/labels.md, docs/mine.md and docs/report.md run as written.
+"""The Python snippets of docs/labels.md, mine.md, report.md and annotation_tools.md run as written.
 
 Each ```python block is taken from the page and executed with only the names the page leaves to
 the reader bound (labels, pred_probs, names; a pool folder, models, a scan, failure ids); paths
@@ -99,3 +99,32 @@ def test_report_page_scenario_snippets_run_as_written(scanned, capsys):
     ns["score_table"] = table
     exec(second, ns)
     assert len(ns["picks"]) and not set(ns["picks"]["id"]) & set(failure_ids)
+
+
+def test_annotation_tools_page_snippets_run_as_written(tmp_path, monkeypatch):
+    """docs/annotation_tools.md: export for Label Studio under a document root, then import the export."""
+    import json
+
+    from blindspots.data.classes import Classes
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "home" / "me" / "photos" / "street").mkdir(parents=True)
+    classes = Classes(names=("background", "car", "person"))
+    rng = np.random.default_rng(0)
+    masks = {"street/cat.jpg": rng.integers(0, 3, (6, 8)).astype(np.uint8), "dog.png": np.ones((5, 5), np.uint8)}
+    export, imp = python_blocks("annotation_tools.md")
+    for doc in ('"/home/me/photos"', '"/home/me"'):
+        assert doc in export, f"docs/annotation_tools.md: expected {doc} in its export block"
+    export = export.replace('"/home/me', '"' + str(tmp_path / "home" / "me"))
+    exec(export, {"masks": masks, "classes": classes})
+    tasks = json.loads((tmp_path / "s.json").read_text())
+    assert {t["data"]["image"] for t in tasks} == {"/data/local-files/?d=photos/street/cat.jpg",
+                                                   "/data/local-files/?d=photos/dog.png"}
+    for t in tasks:  # an annotator accepts the pre-annotation as it is
+        t["annotations"] = [{"result": t["predictions"][0]["result"], "was_cancelled": False}]
+    assert '"project-1-at-2026-01-01.json"' in imp
+    (tmp_path / "project-1-at-2026-01-01.json").write_text(json.dumps(tasks))
+    ns = {"classes": classes, "expected_ids": list(masks)}
+    exec(imp, ns)
+    for k, m in masks.items():
+        np.testing.assert_array_equal(ns["masks"][k], m)
