@@ -90,3 +90,23 @@ def test_project_strategies_are_the_registry():
     from blindspots.mine.registry import sampler_names
 
     assert tuple(STRATEGIES) == sampler_names()
+
+
+def test_a_strategy_without_its_required_settings_is_a_value_error_naming_them():
+    """`blindspots mine -s scenario` ended in a TypeError traceback (ScenarioSampler needs scenarios=)."""
+    with pytest.raises(ValueError, match=r"settings: strategy 'scenario' needs \['scenarios'\].*got \[\]"):
+        make_sampler("scenario")
+    with pytest.raises(ValueError, match=r"needs \['scenarios'\].*got \['features'\]"):
+        make_sampler("scenario", features=None)
+
+
+def test_surprise_without_columns_of_its_kind_names_the_missing_columns_not_the_target():
+    """`mine -s surprise --kind lsa` on a scan with MDSA columns only said "could not infer the model ...
+    pass target=", though no target would help: the LSA columns are missing."""
+    t = dup_table()  # surprise_mdsa__t only
+    with pytest.raises(ValueError, match=r"kind: expected `surprise_lsa__<model>` columns.*blindspots surprise "
+                                         r"score.*got none \(surprise columns here: \['surprise_mdsa__t'\]\)"):
+        make_sampler("surprise", kind="lsa").select(t, 5)
+    t["surprise_mdsa__u"] = t["surprise_mdsa__t"]
+    with pytest.raises(ValueError, match=r"target: could not infer"):  # two models: which one is a real question
+        make_sampler("surprise").select(t, 5)

@@ -41,14 +41,19 @@ def sampler_settings(name: str) -> tuple[str, ...]:
 def make_sampler(name: str, **settings: Any) -> Sampler:
     """A sampler of strategy `name` with `settings` (its constructor's keyword arguments).
 
-    ValueError for an unknown name (listing the registered ones) or a setting the strategy does
-    not take (listing the ones it does).
+    ValueError for an unknown name (listing the registered ones), a setting the strategy does
+    not take (listing the ones it does) or a required setting left out (e.g. "scenario" needs
+    scenarios=, the output of `blindspots.scenarios.segmentation.find_scenarios`).
     """
     cls = _lookup(name)
     allowed = sampler_settings(name)
     unknown = sorted(set(settings) - set(allowed))
     if unknown:
         raise ValueError(f"settings: expected settings of strategy {name!r} among {list(allowed)}, got {unknown}")
+    params = inspect.signature(cls.__init__).parameters
+    missing = [p for p in allowed if params[p].default is params[p].empty and p not in settings]
+    if missing:
+        raise ValueError(f"settings: strategy {name!r} needs {missing} (no default), got {sorted(settings)}")
     return cls(**settings)
 
 

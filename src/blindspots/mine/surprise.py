@@ -45,6 +45,11 @@ class SurpriseSampler(Sampler):
     def _column(self, table: pd.DataFrame) -> tuple[str, str]:
         models = schema.surprise_models(table.columns, self.kind)
         target = self.target
+        if not models and target is None:
+            present = [schema.surprise(k, m) for k in KINDS for m in schema.surprise_models(table.columns, k)]
+            raise ValueError(f"kind: expected `surprise_{self.kind}__<model>` columns in the score table (add "
+                             f"them with `blindspots surprise score --scan` and a {self.kind} estimator), got none "
+                             f"(surprise columns here: {present})")
         if target is None:
             if len(models) != 1:
                 raise ValueError(f"target: could not infer the model from `surprise_{self.kind}__{{M}}` columns "
