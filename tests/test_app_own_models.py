@@ -239,6 +239,8 @@ def test_register_next_version_continues_the_loop(tmp_path: Path, pool: Path) ->
     # The exported pre-annotation comes back as the labels of round 0's S ∪ T (no --round needed).
     code, out = cli("masks", "import", proj, proj / "reports" / "round-0" / "cvat.zip", "--annotator", "bob")
     assert code == 0 and "imported" in out, out
+    # the label plan's next step is `register`, not another `round` (which would only repeat the stop)
+    assert "all have masks" in out and f"blindspots register {proj} SPEC" in out, out
     retrained = save_onnx(Tiny(3, seed=7), tmp_path / "target_v1.onnx")
     code, out = cli("register", proj, retrained)
     assert code == 0 and "version 1" in out, out

@@ -184,10 +184,12 @@ def masks_import(
     annotator: Optional[str] = typer.Option(None, "--annotator", help="Who drew the masks."),
 ) -> None:
     """Import pixel labels for S and T."""
+    from blindspots.loop.exchange import after_masks_import
     from blindspots.loop.rounds import import_masks
 
-    n = import_masks(open_project(project), source, round=round, annotator=annotator)
-    typer.echo(f"imported {n} masks; run `blindspots round {project}` to continue")
+    p = open_project(project)
+    n = import_masks(p, source, round=round, annotator=annotator)
+    typer.echo(f"imported {n} masks; {after_masks_import(p, round)}")
 
 
 def register_model(
