@@ -109,7 +109,7 @@ def after_masks_import(project: Project, round: int | None = None) -> str:
     if missing:
         return (f"{missing} of the {len(need)} images of round {i}'s S ∪ T still need masks "
                 f"(`blindspots status {where}`)")
-    if plan(project) is LABEL_STEPS:
+    if plan(project) is LABEL_STEPS and project.model(project.config.target.name).version <= i:
         return (f"round {i}'s S ∪ T all have masks; retrain the target on S in your own stack, then "
                 f"`blindspots register {where} SPEC` and `blindspots round {where}`")
     return f"run `blindspots round {where}` to continue"
