@@ -333,3 +333,43 @@ def test_load_model_zoo_checkpoint(tmp_path, images):
     seg = load_model(str(path))
     assert isinstance(seg, TorchSegmenter) and seg.num_classes == 3 and seg.classes == classes
     np.testing.assert_allclose(seg.predict_proba(images), TorchSegmenter(module, 3).predict_proba(images), atol=1e-5)
+
+
+def test_one_rgb_image_is_refused_with_the_fix_not_read_as_a_grey_batch(tmp_path: Path) -> None:
+    """A user's first call is often `predict_proba(image)` with one [H, W, 3] image: it used to be
+    read as H grey images 3 pixels wide, and the ONNX run then failed with a pad/resize hint."""
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (40, 36, 3), dtype=np.uint8)
+    module = TinySeg().eval()
+    onnx_seg = OnnxSegmenter(export_onnx(module, tmp_path / "m.onnx", height=32, width=32, output_key="out"))
+    for seg in (TorchSegmenter(module, num_classes=C), onnx_seg):
+        with pytest.raises(ValueError, match=r"images: expected a batch \[N, H, W, 3\], got one image of shape "
+                                             r"\(40, 36, 3\) \(pass images\[None\]"):
+            seg.predict_proba(image)
+        assert seg.predict_proba(image[None]).shape == (1, C, 40, 36)
+    # a grey batch still goes through; a 3-channel ONNX graph says what is wrong with it
+    with pytest.raises(ValueError, match="the graph takes 3 channels, the images have 1: grey images"):
+        onnx_seg.predict_proba(image[None, :, :, 0])
+
+
+def test_no_torch_warnings_for_read_only_images_or_torchscript_files(tmp_path: Path) -> None:
+    """The CLI printed torch's "NumPy array is not writable" UserWarning (pool images decoded from
+    buffers are read-only) and its `torch.jit.load` deprecation on every command with a TorchScript
+    model. Run in a fresh process: torch warns about the array only once per process."""
+    import subprocess
+    import sys
+
+    ts = tmp_path / "m.ts"
+    torch.jit.script(TinySeg().eval()).save(str(ts))
+    code = (
+        "import warnings, numpy as np\n"
+        "warnings.simplefilter('error')\n"
+        "from blindspots.models.load import load_model\n"
+        "from blindspots.models.adapters.inputs import resize_images\n"
+        f"seg = load_model({str(ts)!r} + '?output_key=out')\n"
+        "x = np.zeros((1, 20, 24, 3), np.uint8); x.setflags(write=False)\n"
+        "assert seg.predict_proba(x).shape == (1, 4, 20, 24)\n"
+        "assert resize_images(x, (10, 12)).shape == (1, 10, 12, 3)\n"
+        "print('clean')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "clean" in out.stdout, out.stderr[-2000:]

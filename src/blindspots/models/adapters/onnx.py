@@ -116,6 +116,7 @@ class _OnnxAdapter(BaseAdapter):
         self.fixed_batch = fixed if isinstance(fixed, int) and fixed > 0 else None
         self.batch_size = self.fixed_batch or self.batch_size
         hw = tuple(shape[2:4]) if len(shape) == 4 else ()
+        self._channels = shape[1] if len(shape) == 4 and isinstance(shape[1], int) and shape[1] > 0 else None
         if policy is None and self._spatial and len(hw) == 2 and all(isinstance(v, int) and v > 0 for v in hw):
             self.policy = InputPolicy(resize=(int(hw[0]), int(hw[1])))  # the graph takes one size only
         self._set_classes(num_classes, classes)
@@ -139,6 +140,10 @@ class _OnnxAdapter(BaseAdapter):
             out = self.session.run([self.output_name], {self.input_name: feed})[0]
         except Exception as e:  # noqa: BLE001 - onnxruntime's own types; one line naming the input
             hint = " (if it needs a fixed size or multiples of N, add ?resize=HxW or ?pad=N)" if self._spatial else ""
+            if self._channels is not None and x.ndim == 4 and x.shape[1] != self._channels:
+                hint = (f" (the graph takes {self._channels} channels, the images have {x.shape[1]}: "
+                        + ("grey images [N, H, W]: stack them to RGB" if x.shape[1] == 1 else "check the image batch")
+                        + ")")
             raise ModelFailure(f"ONNX model {self.path.name!r} failed on input of shape {list(x.shape)}{hint}: "
                              f"{short_reason(e, 160)}") from None
         return out[:n]
