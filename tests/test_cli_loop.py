@@ -64,6 +64,9 @@ def test_a_project_from_init_to_leaderboard(world: Path, tmp_path: Path) -> None
     assert code == 0 and "waiting for pixel labels" in out, out
     code, out = invoke("status", proj)
     assert code == 0 and "waiting for masks" in out and "round 0  mine" in out, out
+    # the step waiting for people has no finish time: its start, not "nan"
+    masks_line = next(line for line in out.splitlines() if line.startswith("round 0  masks"))
+    assert "nan" not in masks_line and "started 20" in masks_line, out
     code, out = invoke("export", proj, "--format", "cvat", "--out", tmp_path / "cvat.zip")
     assert code == 0 and (tmp_path / "cvat.zip").is_file(), out
     code, out = invoke("export", proj, "--format", "labelstudio")

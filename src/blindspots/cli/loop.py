@@ -126,8 +126,10 @@ def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
         err = proj.step_failure(int(r["round"]), r["step"]) if state != "done" else None
         if err is not None:  # the step raised: say why (the next `round` retries it)
             state = f"failed: {err}"
+        done_at = r["finished_at"]  # None (NaN in the frame) while the step runs or waits for people
+        when = done_at if isinstance(done_at, str) and done_at else f"started {r['started_at']}"
         typer.echo(f"round {r['round']}  {r['step']:<9} {state:<8} model v{r['model_version']}  "
-                   f"seed {r['seed']}  {r['finished_at'] or r['started_at']}")
+                   f"seed {r['seed']}  {when}")
     typer.echo(loop_status(proj).message)
 
 
