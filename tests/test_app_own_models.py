@@ -260,6 +260,7 @@ def test_bad_specs_and_data_fail_at_init_in_one_line(tmp_path: Path, pool: Path,
     cases = {
         "models.target": str(tmp_path / "junk.onnx"),
         "models.target ": "no_such_module_xyz:segment",
+        "models.target: spec: expected options among": str(tmp_path / "junk.onnx") + "?pad=32&foo=1",
     }
     for needle, spec in cases.items():
         code, out = init(tmp_path, pool, spec, comp)

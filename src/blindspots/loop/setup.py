@@ -76,7 +76,11 @@ def check_config(cfg: Config) -> int:
     check_labelled_data(cfg)
     image_id, image = first_pool_image(cfg)
     specs = {cfg.target.name: cfg.target.path, **{c.name: c.path for c in cfg.competitors}}
-    specs = {name: _absolute(cfg, spec) for name, spec in specs.items()}
+    for name, spec in list(specs.items()):
+        try:
+            specs[name] = _absolute(cfg, spec)
+        except ValueError as e:  # a bad option: say which model's spec it is
+            raise ValueError(f"models.{name}: {e}") from None
     return check_models(specs, image_id, image, import_dir=str(Path(cfg.base_dir).resolve()))
 
 
