@@ -195,6 +195,8 @@ def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
     # module:factory and Hugging Face targets are trainable: without S0/T0 it is the data that is missing
     why = "no training data" if kind in ("factory", "hf") else "cannot fine-tune"
     assert code == 0 and "exported for pixel labelling" in out and why in out, out
+    if kind == "onnx":
+        assert "is an ONNX model" in out, out
     # one line says where the loop stopped; `round` then prints the round report's path
     assert [x for x in out.strip().splitlines() if not x.startswith("report: ")] == [out.strip().splitlines()[0]], out
     folder = proj / "reports" / "round-0"
@@ -236,6 +238,7 @@ def test_register_next_version_continues_the_loop(tmp_path: Path, pool: Path) ->
     cli("round", proj)
     rate_everything_in_the_app(proj)
     assert "exported" in cli("round", proj)[1]
+    assert cli("leaderboard", proj)[1].strip() == "no round has been evaluated yet"
     # The exported pre-annotation comes back as the labels of round 0's S ∪ T (no --round needed).
     code, out = cli("masks", "import", proj, proj / "reports" / "round-0" / "cvat.zip", "--annotator", "bob")
     assert code == 0 and "imported" in out, out
@@ -248,6 +251,13 @@ def test_register_next_version_continues_the_loop(tmp_path: Path, pool: Path) ->
     assert code == 0 and "round 1: waiting for ratings" in out, out
     p = Project.open(proj)
     assert p.step(1, "scan")["result"]["scanned"] == ["target_v1"]
+    # With T(1)'s masks in, `round` scored round 0's models on T(1): Table 1 without T0 (README step 4).
+    # The masks are the target's own pre-annotation, so version 0 scores 1 and the competitor less.
+    code, out = cli("leaderboard", proj)
+    assert code == 0 and "T1" in out and "T0" not in out, out
+    board = {line.split()[0]: line.split() for line in out.splitlines()[3:]}
+    assert float(board["target"][-1]) == 1.0 and float(board["comp"][-1]) < 1.0, out
+    assert p.step(0, "evaluate")["status"] == "done" and p.metric("target", 0, "T1") == 1.0
     code, out = cli("register", proj, tmp_path / "nothing.onnx")
     assert code == 2 and out.startswith("error:") and len(out.strip().splitlines()) == 1, out
 

@@ -109,7 +109,9 @@ def finetune_blocker(spec: str, target: str, data: Iterable[str], *, import_dir:
     use_import_dir(spec, import_dir)
     kind = spec_kind(spec)
     if kind not in LOOP_TRAINABLE_KINDS:
-        return (f"the target {target!r} is a {KIND_NAMES.get(kind, kind)} model, which blindspots cannot "
+        name = KIND_NAMES.get(kind, kind)
+        article = "an" if name[:1] in "AEIOUaeiou" else "a"
+        return (f"the target {target!r} is {article} {name} model, which blindspots cannot "
                 "fine-tune: label S, retrain it in "
                 "your own stack, then register the new model with `blindspots register PROJECT SPEC` as the "
                 "next version and run `blindspots round` again")

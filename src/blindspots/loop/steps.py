@@ -314,24 +314,34 @@ def _round_set(loop: _Loop, i: int, kind: str, rounds: range | None = None) -> A
 
 
 def run_evaluate(loop: _Loop, i: int, seed: int) -> dict:
-    """Table 1, round i: every model's mIoU on T0 and on T(i+1)."""
+    """Table 1, round i: every model's mIoU on T0 (when the project has one) and on T(i+1)."""
     from blindspots.training.replay import evaluate_segmenter
 
     p, c = loop.project, loop.cfg
-    t0 = loop.labelled_set("val")
+    t0 = loop.labelled_set("val") if c.data.val else None  # the label plan may have no T0
     ti = _round_set(loop, i, "T")
     k, ign = loop.classes.num_classes, loop.classes.ignore_index
     out = {}
     models = [(c.target.name, i)] + [(g.name, 0) for g in c.competitors]
     for name, version in models:
         seg = loop.segmenter(name, version)
-        if p.metric(name, version, "T0") is None:
+        if t0 is not None and p.metric(name, version, "T0") is None:
             p.set_metric(name, version, "T0", evaluate_segmenter(seg, t0, k, ignore_index=ign), len(t0))
         miou = evaluate_segmenter(seg, ti, k, ignore_index=ign)
         p.set_metric(name, version, f"T{i + 1}", miou, len(ti), {"round": i})
         out[name] = {"T0": p.metric(name, version, "T0"), f"T{i + 1}": miou}
     write_leaderboard(p)
     return out
+
+
+def t_masks_complete(project: Project, i: int) -> bool:
+    """Label plan: True once round i's S(i+1) ∪ T(i+1) is exported and every image of a non-empty
+    T(i+1) has a mask, so `run_evaluate` can score the models on it."""
+    if (project.step(i, "export") or {}).get("status") != "done":
+        return False
+    t = list(project.candidates(i, "T")["id"])
+    have = set(project.masks_for_round(i)["id"])
+    return bool(t) and all(x in have for x in t)
 
 
 def target_kind(spec: str, import_dir: str | None) -> str:
@@ -448,7 +458,7 @@ def leaderboard_frame(project: Project) -> pd.DataFrame:
             continue
         any_round = True
         for name, version in [(c.target.name, i)] + [(g.name, 0) for g in c.competitors]:
-            for ts in ("T0", f"T{i + 1}"):
+            for ts in ("T0", f"T{i + 1}") if c.data.val else (f"T{i + 1}",):  # label plan: maybe no T0
                 v = project.metric(name, version, ts)
                 results[name][(f"round {i}", ts)] = np.nan if v is None else v
     if not any_round:
