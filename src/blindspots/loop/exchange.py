@@ -110,7 +110,8 @@ def after_masks_import(project: Project, round: int | None = None) -> str:
         return (f"{missing} of the {len(need)} images of round {i}'s S ∪ T still need masks "
                 f"(`blindspots status {where}`)")
     if plan(project) is LABEL_STEPS and project.model(project.config.target.name).version <= i:
-        return (f"round {i}'s S ∪ T all have masks; retrain the target on S in your own stack, then "
+        return (f"round {i}'s S ∪ T all have masks: `blindspots round {where}` scores the models on T({i + 1}) "
+                f"(`blindspots leaderboard`); retrain the target on S in your own stack, then "
                 f"`blindspots register {where} SPEC` and `blindspots round {where}`")
     return f"run `blindspots round {where}` to continue"
 
