@@ -6,6 +6,7 @@ is retried, a corrupt store is one line, `register` continues with the next vers
 from __future__ import annotations
 
 import gc
+import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -276,6 +277,14 @@ def test_bad_specs_and_data_fail_at_init_in_one_line(tmp_path: Path, pool: Path,
         code, out = init(tmp_path, pool, spec, comp)
         assert code == 2 and needle.strip() in out and len(out.strip().splitlines()) == 1, out
         assert not (tmp_path / "proj" / "store.sqlite").exists()
+    # Two pool images that differ only by extension would share a map file: refused at init, not
+    # by the first `round` after init said yes.
+    clash = tmp_path / "clash_pool"
+    shutil.copytree(pool, clash)
+    shutil.copy(clash / "img00.png", clash / "img00.jpg")
+    code, out = init(tmp_path, clash, str(tmp_path / "target.ts"), comp)
+    assert code == 2 and "pool.root" in out and "img00.jpg, img00.png (rename one of each)" in out, out
+    assert not (tmp_path / "proj" / "store.sqlite").exists()
     # Different label spaces: found by running one pool image, not after a scan.
     code, out = init(tmp_path, pool, str(save_ts(Tiny(4), tmp_path / "four.ts")), comp)
     assert code == 2 and "label space" in out, out

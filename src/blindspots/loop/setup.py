@@ -28,6 +28,9 @@ def first_pool_image(cfg: Config) -> tuple[str, Any]:
         raise ValueError(f"pool.root: expected an existing folder, got {str(root)!r}")
     lf = None if cfg.pool.list_file is None else cfg.resolve(cfg.pool.list_file)
     pool = ImagePool(root, list_file=lf)
+    from blindspots.ids import check_unique_artifacts
+
+    check_unique_artifacts(pool.ids, "pool.root")  # else the first scan stops on it, after init said yes
     errors = []
     for image_id in pool.ids[:20]:
         try:
