@@ -285,6 +285,12 @@ def test_bad_specs_and_data_fail_at_init_in_one_line(tmp_path: Path, pool: Path,
     code, out = init(tmp_path, clash, str(tmp_path / "target.ts"), comp)
     assert code == 2 and "pool.root" in out and "img00.jpg, img00.png (rename one of each)" in out, out
     assert not (tmp_path / "proj" / "store.sqlite").exists()
+    # A pool folder of links to photos elsewhere: init says why nothing is readable.
+    links = tmp_path / "links_pool"
+    links.mkdir()
+    (links / "a.png").symlink_to(pool / "img00.png")
+    code, out = init(tmp_path, links, str(tmp_path / "target.ts"), comp)
+    assert code == 2 and "1 refused, e.g. a.png: symlink pointing outside the pool root" in out, out
     # Different label spaces: found by running one pool image, not after a scan.
     code, out = init(tmp_path, pool, str(save_ts(Tiny(4), tmp_path / "four.ts")), comp)
     assert code == 2 and "label space" in out, out

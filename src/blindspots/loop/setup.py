@@ -37,8 +37,11 @@ def first_pool_image(cfg: Config) -> tuple[str, Any]:
             return image_id, pool.load(image_id)
         except ValueError as e:  # unreadable file: try the next one
             errors.append(f"{image_id}: {e}")
+    refused = list(pool.refused.items())  # e.g. a pool folder of links to photos elsewhere
     raise ValueError(f"pool.root: expected at least one readable image in {str(root)!r}, got "
-                     + (f"none readable ({errors[0]})" if errors else "none"))
+                     + (f"none readable ({errors[0]})" if errors else
+                        f"none ({len(refused)} refused, e.g. {refused[0][0]}: {refused[0][1]}; links may only "
+                        "point inside the pool folder)" if refused else "none"))
 
 
 def check_models(specs: dict[str, str], image_id: str, image: Any, *, import_dir: str | None = None) -> int:
