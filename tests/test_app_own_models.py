@@ -218,6 +218,15 @@ def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
     q = TestClient(create_app(proj)).get("/api/labels/queue", headers={"Authorization": f"Bearer {TOKEN}"})
     assert q.status_code == 200, q.text
     assert {x["id"] for x in q.json()["items"] if x["kind"] == "round"} == s | t
+    # The pre-annotation comes back as the masks of S ∪ T; the next `round` scores every model on
+    # T(1) from the scan's maps (any kind, precomputed outputs too), for `leaderboard`.
+    code, out = cli("masks", "import", proj, folder / "predictions")
+    assert code == 0 and f"imported {len(s | t)} masks" in out, out
+    code, out = cli("round", proj)
+    assert code == 0 and "exported for pixel labelling" in out, out
+    code, out = cli("leaderboard", proj)
+    board = {line.split()[0]: float(line.split()[-1]) for line in out.splitlines()[3:]}
+    assert code == 0 and board["target"] == 1.0 and 0.0 <= board["comp"] <= 1.0, out
 
 
 def test_zoo_target_without_data_mines_by_entropy(tmp_path: Path, pool: Path) -> None:

@@ -184,14 +184,31 @@ def _ground_truth(loop: _Loop, image_id: str) -> np.ndarray:
 
 
 def _target_map(loop: _Loop, i: int, image_id: str) -> np.ndarray:
+    return _model_map(loop, loop.cfg.target.name, i, image_id)
+
+
+def _model_map(loop: _Loop, name: str, version: int, image_id: str) -> np.ndarray:
+    """int [H, W] class ids of model `name` (the target at `version`, a competitor at 0) on a pool
+    image: its saved scan map, else a forward (by id for precomputed outputs)."""
     from PIL import Image
 
-    path = find_artifact(loop.project.scan_dir / "maps" / target_column(loop.project, i), image_id)
+    column = target_column(loop.project, version) if name == loop.cfg.target.name else name
+    path = find_artifact(loop.project.scan_dir / "maps" / column, image_id)
     if path is not None:
         with Image.open(path) as im:
             return np.asarray(im)
-    proba = predict_one(loop.segmenter(loop.cfg.target.name, i), image_id, loop.pool.load(image_id))
+    proba = predict_one(loop.segmenter(name, version), image_id, loop.pool.load(image_id))
     return proba[0].argmax(0).astype(np.uint8)
+
+
+def _map_miou(loop: _Loop, i: int, kind: str, name: str, version: int) -> float:
+    """mIoU (pixels pooled) of a model's maps against the stored masks of round i's `kind` set."""
+    from blindspots.metrics import ConfusionMatrix
+
+    cm = ConfusionMatrix(loop.classes.num_classes, loop.classes.ignore_index)
+    for image_id in loop.project.candidates(i, kind)["id"]:
+        cm.update(_model_map(loop, name, version, image_id), loop.project.load_mask(i, image_id))
+    return cm.mean_iou()
 
 
 def simulate_ratings(loop: _Loop, i: int, ids: list[str], seed: int) -> int:
@@ -324,10 +341,13 @@ def run_evaluate(loop: _Loop, i: int, seed: int) -> dict:
     out = {}
     models = [(c.target.name, i)] + [(g.name, 0) for g in c.competitors]
     for name, version in models:
-        seg = loop.segmenter(name, version)
+        seg = loop.segmenter(name, version) if t0 is not None or loop.blocker is None else None
         if t0 is not None and p.metric(name, version, "T0") is None:
             p.set_metric(name, version, "T0", evaluate_segmenter(seg, t0, k, ignore_index=ign), len(t0))
-        miou = evaluate_segmenter(seg, ti, k, ignore_index=ign)
+        if loop.blocker is None:  # the paper's plan: a forward on T(i+1), as Table 1 always was
+            miou = evaluate_segmenter(seg, ti, k, ignore_index=ign)
+        else:  # label plan: the round's scan maps (any kind, precomputed outputs too; no forward)
+            miou = _map_miou(loop, i, "T", name, version)
         p.set_metric(name, version, f"T{i + 1}", miou, len(ti), {"round": i})
         out[name] = {"T0": p.metric(name, version, "T0"), f"T{i + 1}": miou}
     write_leaderboard(p)
