@@ -412,3 +412,19 @@ def test_trainable_own_target_with_data_fine_tunes_through_the_cli(kind: str, tm
     assert np.isfinite(board.loc["target", ("round 1", "T2")])
     code, text = cli("leaderboard", tmp_path / "proj")
     assert code == 0 and "target" in text, text
+
+
+def test_photos_added_to_the_pool_between_rounds_are_one_clear_error(tmp_path: Path, pool: Path) -> None:
+    """The scan's own error said "use a new out_dir", which `round` does not take: a user stuck."""
+    target, comp = make_spec("onnx", tmp_path, pool)
+    assert init(tmp_path, pool, target, comp)[0] == 0
+    proj = tmp_path / "proj"
+    assert "waiting for ratings" in cli("round", proj)[1]
+    Image.open(pool / "img00.png").save(pool / "new_photo.png")
+    (pool / "img01.png").unlink()
+    from blindspots.loop.rounds import _Loop, run_scan
+
+    with pytest.raises(ValueError, match=r"pool.root: expected the 12 images the project's first scan read, got 1 "
+                                         r"added and 1 removed since \(e.g. added \['new_photo.png'\], removed "
+                                         r"\['img01.png'\]\).*blindspots init"):
+        run_scan(_Loop(Project.open(proj), simulate=False, progress=False), 0, 0)

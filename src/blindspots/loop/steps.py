@@ -49,6 +49,7 @@ def run_scan(loop: _Loop, i: int, seed: int) -> dict:
     scanned = set((load_manifest(p.scan_dir) or {}).get("models", {}))
     # Competitors are always passed: the scan skips their finished shards (Algorithm 1, line 7 reuses
     # line 3's columns) and completes any shard a crash left unfinished.
+    _check_same_pool(loop)
     models = {name: loop.segmenter(c.target.name, i)}
     models.update({g: loop.segmenter(g, 0) for g in comps})
     scan_pool(loop.pool, models, p.scan_dir, target=name, competitors=comps, batch_size=c.scan.batch_size,
@@ -57,6 +58,28 @@ def run_scan(loop: _Loop, i: int, seed: int) -> dict:
     return {"target_column": name, "scanned": sorted(set(models) - (scanned & set(comps))),
             "reused": sorted(scanned & set(comps)),
             "n_images": int(len(table)), "n_errors": int((table["status"] != "ok").sum())}
+
+
+def _check_same_pool(loop: _Loop) -> None:
+    """A project scans one pool in every round (one scan folder, one table). Photos added to or
+    removed from it since the first scan: a ProjectError saying which and what to do (the scan's own
+    error advises a new out_dir, which `round` does not take)."""
+    from blindspots.scan.manifest import ids_digest
+    from blindspots.scan.plan import scan_ids
+    from blindspots.scan.table import load_manifest
+
+    manifest = load_manifest(loop.project.scan_dir)
+    ids = scan_ids(loop.pool)
+    if manifest is None or manifest.get("ids_sha256") == ids_digest(ids):
+        return
+    shards = sorted((loop.project.scan_dir / "meta").glob("*.parquet"))
+    old = set(pd.concat([pd.read_parquet(f, columns=["id"]) for f in shards])["id"]) if shards else set()
+    added, removed = sorted(set(ids) - old), sorted(old - set(ids))
+    raise ProjectError(
+        f"pool.root: expected the {len(old)} images the project's first scan read, got {len(added)} added "
+        f"and {len(removed)} removed since (e.g. added {added[:3]}, removed {removed[:3]}); every round scans "
+        f"the same pool: put {str(loop.pool.root)!r} back as it was, or start a new project on the new pool "
+        "with `blindspots init`")
 
 
 def pool_class_ranges(table: pd.DataFrame, model: str, num_classes: int,
