@@ -373,3 +373,16 @@ def test_no_torch_warnings_for_read_only_images_or_torchscript_files(tmp_path: P
         "print('clean')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "clean" in out.stdout, out.stderr[-2000:]
+
+
+def test_onnx_feature_layer_error_lists_the_graphs_tensors(tmp_path: Path) -> None:
+    """`surprise fit model.onnx` without --layer said only "e.g. '/backbone/layer3/Relu_output_0'",
+    a name from another network: it now names tensors of the user's own graph."""
+    seg = OnnxSegmenter(export_onnx(TinySeg().eval(), tmp_path / "m.onnx", height=32, width=32, output_key="out"))
+    names = seg.tensor_names()
+    assert names and not any(n.startswith("onnx::") for n in names)
+    with pytest.raises(ValueError, match=r"layer: expected the name of an intermediate tensor of 'm.onnx' "
+                                         r"\(--layer\), got None; its last ones: \[.*'/module/body/body.2/Relu_output_0'"):
+        seg.default_feature_layer()
+    with pytest.raises(ValueError, match="its last ones"):
+        seg.features(np.zeros((1, 8, 8, 3), np.uint8))

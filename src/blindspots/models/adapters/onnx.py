@@ -197,8 +197,7 @@ class _OnnxAdapter(BaseAdapter):
     def features(self, images: np.ndarray | Sequence[np.ndarray], layer: str | None = None) -> np.ndarray:
         """uint8 [N, H, W, 3] -> float32 [N, D, h, w] (or [N, D]) of the graph tensor `layer` (required)."""
         if not layer:
-            raise ValueError("layer: expected the name of an intermediate tensor of the ONNX graph "
-                             "(e.g. '/backbone/layer3/Relu_output_0'), got None")
+            self.default_feature_layer()  # raises, naming tensors of this graph
         batch = as_image_batch(images)
         step = self.batch_size or len(batch)
         return np.concatenate([self.forward_features(batch[s:s + step], layer)[0].numpy()
@@ -208,11 +207,19 @@ class _OnnxAdapter(BaseAdapter):
         """ValueError naming `layer` unless the graph has a tensor of that name."""
         self._feature_session(layer)
 
+    def tensor_names(self) -> list[str]:
+        """Names of the tensors the graph's nodes produce (inputs of `layer=`), in graph order,
+        without exporter-generated `onnx::` names."""
+        import onnx
+
+        model = onnx.load(str(self.path))
+        return [o for node in model.graph.node for o in node.output if o and not o.startswith("onnx::")]
+
     def default_feature_layer(self) -> str:
         """ONNX graphs have no module tree to find the classifier in: the layer must be named."""
-        raise ValueError("layer: expected the name of an intermediate tensor of the ONNX graph "
-                         "(e.g. '/backbone/layer3/Relu_output_0'; list them with onnx.load(path).graph.node), "
-                         "got None")
+        names = self.tensor_names()
+        raise ValueError(f"layer: expected the name of an intermediate tensor of {self.path.name!r} (--layer), "
+                         f"got None; its last ones: {names[-8:]} (all: onnx.load(path).graph.node outputs)")
 
 
 class OnnxSegmenter(_OnnxAdapter):
