@@ -386,3 +386,16 @@ def test_onnx_feature_layer_error_lists_the_graphs_tensors(tmp_path: Path) -> No
         seg.default_feature_layer()
     with pytest.raises(ValueError, match="its last ones"):
         seg.features(np.zeros((1, 8, 8, 3), np.uint8))
+
+
+def test_fixed_size_onnx_graph_with_a_size_option_says_the_size_it_takes(tmp_path: Path) -> None:
+    """A 64x64-only graph given ?max_side=... failed on every image with a generic "add ?resize=HxW"."""
+    path = tmp_path / "fixed.onnx"
+    with torch.no_grad():
+        torch.onnx.export(TinySeg().eval(), (torch.zeros(1, 3, 16, 16),), str(path), input_names=["x"],
+                          output_names=["out"], opset_version=17, dynamo=False)
+    image = np.zeros((1, 20, 30, 3), np.uint8)
+    assert load_model(str(path)).predict_proba(image).shape == (1, C, 20, 30)  # resized to 16x16 and back
+    with pytest.raises(ValueError, match=r"the graph takes 16x16 images only: leave out the size options, "
+                                         r"which resize to it, or use \?resize=16x16"):
+        load_model(f"{path}?max_side=24").predict_proba(image)

@@ -117,7 +117,9 @@ class _OnnxAdapter(BaseAdapter):
         self.batch_size = self.fixed_batch or self.batch_size
         hw = tuple(shape[2:4]) if len(shape) == 4 else ()
         self._channels = shape[1] if len(shape) == 4 and isinstance(shape[1], int) and shape[1] > 0 else None
-        if policy is None and self._spatial and len(hw) == 2 and all(isinstance(v, int) and v > 0 for v in hw):
+        fixed_hw = len(hw) == 2 and all(isinstance(v, int) and v > 0 for v in hw)
+        self._fixed_hw = (int(hw[0]), int(hw[1])) if fixed_hw else None
+        if policy is None and self._spatial and fixed_hw:
             self.policy = InputPolicy(resize=(int(hw[0]), int(hw[1])))  # the graph takes one size only
         self._set_classes(num_classes, classes)
 
@@ -140,6 +142,10 @@ class _OnnxAdapter(BaseAdapter):
             out = self.session.run([self.output_name], {self.input_name: feed})[0]
         except Exception as e:  # noqa: BLE001 - onnxruntime's own types; one line naming the input
             hint = " (if it needs a fixed size or multiples of N, add ?resize=HxW or ?pad=N)" if self._spatial else ""
+            if self._spatial and self._fixed_hw is not None and tuple(x.shape[2:4]) != self._fixed_hw:
+                h, w = self._fixed_hw
+                hint = (f" (the graph takes {h}x{w} images only: leave out the size options, which resize to it, "
+                        f"or use ?resize={h}x{w})")
             if self._channels is not None and x.ndim == 4 and x.shape[1] != self._channels:
                 hint = (f" (the graph takes {self._channels} channels, the images have {x.shape[1]}: "
                         + ("grey images [N, H, W]: stack them to RGB" if x.shape[1] == 1 else "check the image batch")
