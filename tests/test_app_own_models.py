@@ -394,7 +394,15 @@ def test_trainable_own_target_with_data_fine_tunes_through_the_cli(kind: str, tm
         generate_scene_set(tmp_path / name, n, seed=seed, distribution=dist, size=SIZE, progress=False)
     target = own_target(kind, tmp_path, monkeypatch)
     comp = save_ts(Tiny(SCENE_CLASSES.num_classes, seed=1), tmp_path / "comp.ts")
-    code, out = init(tmp_path, tmp_path / "world_pool" / "images", target, comp, "--train-data", tmp_path / "train",
+    # a second competitor as precomputed outputs of the pool: Table 1 gets its T(i) column, no T0
+    # (it stopped `round` at evaluate with "keyed by image id, not pixels", after the people's work)
+    rng = np.random.default_rng(2)
+    (tmp_path / "pre").mkdir()
+    for f in sorted((tmp_path / "world_pool" / "images").iterdir()):
+        q = rng.random((SCENE_CLASSES.num_classes, SIZE, SIZE)).astype(np.float32)
+        np.save(tmp_path / "pre" / (f.name + ".npy"), q / q.sum(0, keepdims=True))
+    code, out = init(tmp_path, tmp_path / "world_pool" / "images", target, comp, "--competitor",
+                     f"pre={tmp_path / 'pre'}", "--train-data", tmp_path / "train",
                      "--val-data", tmp_path / "val", "--ground-truth", tmp_path / "world_pool" / "masks",
                      "--rounds", 1, "--epochs", 1, "--lrs", "1e-3")
     assert code == 0, out
@@ -410,6 +418,7 @@ def test_trainable_own_target_with_data_fine_tunes_through_the_cli(kind: str, tm
     board = leaderboard_frame(p)  # Table 1: the target's round-1 T0 is version 1's
     assert board.loc["target", ("round 1", "T0")] == pytest.approx(rec.meta["val_miou"])
     assert np.isfinite(board.loc["target", ("round 1", "T2")])
+    assert np.isfinite(board.loc["pre", ("round 0", "T1")]) and np.isnan(board.loc["pre", ("round 0", "T0")])
     code, text = cli("leaderboard", tmp_path / "proj")
     assert code == 0 and "target" in text, text
 

@@ -365,9 +365,12 @@ def run_evaluate(loop: _Loop, i: int, seed: int) -> dict:
     models = [(c.target.name, i)] + [(g.name, 0) for g in c.competitors]
     for name, version in models:
         seg = loop.segmenter(name, version) if t0 is not None or loop.blocker is None else None
-        if t0 is not None and p.metric(name, version, "T0") is None:
+        by_id = hasattr(seg, "predict_proba_ids")  # precomputed outputs: pool ids only, no pixels
+        if by_id and t0 is not None and p.metric(name, version, "T0") is None:
+            log.warning("round %d: %r gives precomputed outputs of pool images, so it has no T0 mIoU", i, name)
+        elif t0 is not None and p.metric(name, version, "T0") is None:
             p.set_metric(name, version, "T0", evaluate_segmenter(seg, t0, k, ignore_index=ign), len(t0))
-        if loop.blocker is None:  # the paper's plan: a forward on T(i+1), as Table 1 always was
+        if loop.blocker is None and not by_id:  # the paper's plan: a forward on T(i+1), as Table 1 always was
             miou = evaluate_segmenter(seg, ti, k, ignore_index=ign)
         else:  # label plan: the round's scan maps (any kind, precomputed outputs too; no forward)
             miou = _map_miou(loop, i, "T", name, version)
