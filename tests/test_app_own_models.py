@@ -437,3 +437,14 @@ def test_photos_added_to_the_pool_between_rounds_are_one_clear_error(tmp_path: P
                                          r"added and 1 removed since \(e.g. added \['new_photo.png'\], removed "
                                          r"\['img01.png'\]\).*blindspots init"):
         run_scan(_Loop(Project.open(proj), simulate=False, progress=False), 0, 0)
+
+
+def test_surprise_strategy_without_surprise_columns_says_how_to_add_them(tmp_path: Path, pool: Path) -> None:
+    """`init --strategy surprise` then `round` stopped with the sampler's list of score-table columns."""
+    target, comp = make_spec("torchscript", tmp_path, pool)
+    assert init(tmp_path, pool, target, comp, "--strategy", "surprise")[0] == 0
+    proj = tmp_path / "proj"
+    code, out = cli("round", proj)
+    assert code == 2 and "mining.strategy: 'surprise' expected surprise columns of 'target_v0'" in out, out
+    assert "blindspots surprise fit" in out and f"--scan {proj / 'scans'} --name target_v0" in out, out
+    assert "frac__" not in out, out

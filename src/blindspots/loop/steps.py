@@ -165,6 +165,8 @@ def _scenario_sampler(loop: _Loop, i: int) -> Any:
 def run_mine(loop: _Loop, i: int, seed: int) -> dict:
     """M(i+1) from the score table; stored as candidates of kind "M" with their reasons."""
     table = loop.score_table(i)
+    if loop.cfg.mining.strategy == "surprise":
+        _check_surprise_columns(loop, i, table)
     sampler = make_sampler(loop, i)
     n = loop.cfg.mining.n
     if n is None and loop.cfg.mining.strategy != "mad":
@@ -177,6 +179,21 @@ def run_mine(loop: _Loop, i: int, seed: int) -> dict:
     loop.project.set_candidates(i, "M", sel)
     return {"n": int(len(sel)), "sampler": type(sampler).__name__,
             "params": {k: v for k, v in sampler.get_params().items() if k not in ("ranges", "classes")}}
+
+
+def _check_surprise_columns(loop: _Loop, i: int, table: pd.DataFrame) -> None:
+    """The surprise strategy ranks by columns `blindspots surprise score --scan` adds to the round's
+    scan; without them, one ProjectError with the two commands (not the sampler's column list)."""
+    name = target_column(loop.project, i)
+    if any(str(col).startswith("surprise_") and str(col).endswith(f"__{name}") for col in table.columns):
+        return
+    p = loop.project
+    spec = p.model(loop.cfg.target.name, i).spec
+    raise ProjectError(
+        f"mining.strategy: 'surprise' expected surprise columns of {name!r} in the project's scan, got none; "
+        f"fit an estimator on labelled images (`blindspots surprise fit '{spec}' --images DIR --masks DIR "
+        f"--out sa.npz`), add the columns (`blindspots surprise score {loop.pool.root} -e sa.npz --scan "
+        f"{p.scan_dir} --name {name}`), then run `blindspots round {p.path}` again")
 
 
 def ratings_progress(loop: _Loop, i: int) -> tuple[list[str], int, int]:
