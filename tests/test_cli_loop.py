@@ -116,6 +116,8 @@ def test_clear_errors(world: Path, tmp_path: Path) -> None:
     invoke("round", tmp_path / "r")
     code, out = invoke("ratings", "import", tmp_path / "r", tmp_path / "bad.csv")
     assert code == 2 and "score" in out
+    code, out = invoke("ratings", "import", tmp_path / "r", tmp_path / "nothere.csv")  # named, not errno text
+    assert code == 2 and out.startswith(f"error: csv: expected an existing CSV file, got '{tmp_path / 'nothere.csv'}'"), out
 
 
 def test_demo_runs_end_to_end_on_tiny_sizes_and_resumes(tmp_path: Path) -> None:

@@ -174,6 +174,8 @@ def ratings_import(
     """Import ACR ratings of the candidates M from a CSV."""
     from blindspots.loop.rounds import import_ratings
 
+    if not csv.is_file():
+        raise ValueError(f"csv: expected an existing CSV file, got {str(csv)!r}")
     n = import_ratings(open_project(project), csv, round=round)
     typer.echo(f"imported {n} ratings; run `blindspots round {project}` to continue")
 
