@@ -448,3 +448,27 @@ def test_surprise_strategy_without_surprise_columns_says_how_to_add_them(tmp_pat
     assert code == 2 and "mining.strategy: 'surprise' expected surprise columns of 'target_v0'" in out, out
     assert "blindspots surprise fit" in out and f"--scan {proj / 'scans'} --name target_v0" in out, out
     assert "frac__" not in out, out
+
+
+def test_label_plan_scoring_failure_does_not_stop_the_loop(tmp_path: Path, pool: Path, caplog) -> None:
+    """Scoring T(1) is a side product of the label plan: a model that cannot be scored on it (its
+    maps gone and its file overwritten by a model of 5 classes) is a warning and a failed
+    `evaluate`, and `round` goes on."""
+    import logging
+
+    target, comp = make_spec("onnx", tmp_path, pool)
+    assert init(tmp_path, pool, target, comp)[0] == 0
+    proj = tmp_path / "proj"
+    cli("round", proj)
+    rate_everything_in_the_app(proj)
+    assert "exported" in cli("round", proj)[1]
+    assert cli("masks", "import", proj, proj / "reports" / "round-0" / "predictions")[0] == 0
+    shutil.rmtree(proj / "scans" / "maps" / "comp")
+    save_ts(Tiny(5, seed=1), tmp_path / "comp.ts")
+    with caplog.at_level(logging.WARNING, logger="blindspots.loop.driver"):
+        code, out = cli("round", proj)
+    assert code == 0 and "exported for pixel labelling" in out, out
+    assert "could not score the models on T(1)" in caplog.text and "the next `round` tries again" in caplog.text
+    assert "failed" in cli("status", proj)[1]
+    save_ts(Tiny(3, seed=1), tmp_path / "comp.ts")  # back: the next round scores T(1)
+    assert cli("round", proj)[0] == 0 and "T1" in cli("leaderboard", proj)[1]

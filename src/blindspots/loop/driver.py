@@ -109,7 +109,12 @@ def _evaluate_labelled_rounds(loop: _Loop, seed: int) -> None:
     for i in range(project.config.project.rounds + 1):
         if (project.step(i, "evaluate") or {}).get("status") == "done" or not t_masks_complete(project, i):
             continue
-        result = _run_step(loop, i, "evaluate", seed)
+        try:
+            result = _run_step(loop, i, "evaluate", seed)
+        except Exception as e:  # noqa: BLE001 - Table 1 is a side product: it must not stop the loop
+            log.warning("round %d: could not score the models on T(%d) (%s); the next `round` tries again",
+                        i, i + 1, _one_line(e))
+            continue
         project.end_step(i, "evaluate", result)  # type: ignore[arg-type]  # evaluate never waits
 
 
