@@ -246,6 +246,9 @@ def test_register_next_version_continues_the_loop(tmp_path: Path, pool: Path) ->
     assert init(tmp_path, pool, target, comp)[0] == 0
     proj = tmp_path / "proj"
     cli("round", proj)
+    # too early: round 0 still waits for ratings, there is no S(1) to have retrained on
+    code, out = cli("register", proj, save_onnx(Tiny(3, seed=7), tmp_path / "early.onnx"))
+    assert code == 2 and "expected round 0's S(1) to be exported before version 1 is registered" in out, out
     rate_everything_in_the_app(proj)
     assert "exported" in cli("round", proj)[1]
     assert cli("leaderboard", proj)[1].strip() == "no round has been evaluated yet"
