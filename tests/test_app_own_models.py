@@ -185,6 +185,7 @@ def rate_everything_in_the_app(proj: Path) -> int:
 def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # a callable spec imports from the folder `init` runs in
+    monkeypatch.delenv("LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT", raising=False)
     target, comp = make_spec(kind, tmp_path, pool)
     code, out = init(tmp_path, pool, target, comp)
     assert code == 0, out
@@ -205,6 +206,12 @@ def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
     s, t = (set(p.candidates(0, k)["id"]) for k in "ST")
     assert 0 < len(s) <= 2 and s | t <= set(p.candidates(0, "M")["id"]) and len(p.candidates(0, "M")) == n
     assert (folder / "cvat.zip").is_file() and (folder / "labelstudio.json").is_file()
+    # Label Studio tasks point at the pool's files below the document root (default: the pool's
+    # parent), as `blindspots export` writes them; it was the bare `?d=<id>`, which finds nothing
+    import json
+
+    tasks = json.loads((folder / "labelstudio.json").read_text())
+    assert {x["data"]["image"] for x in tasks} == {f"/data/local-files/?d=pool/{x}" for x in s | t}
     assert {f.name for f in (folder / "images").iterdir()} == {x for x in s | t}  # ids are .png already
     assert {f.name for f in (folder / "predictions").iterdir()} == {x for x in s | t}
     # Nothing more to do until a new version is registered; status says the same.

@@ -482,9 +482,17 @@ def run_export(loop: _Loop, i: int, seed: int) -> dict:
         p.candidates(i, kind).to_csv(out / f"{kind}.csv", index=False)
     files = ["images/", "predictions/", "S.csv", "T.csv"]
     if ids:
-        for fmt, name in (("cvat", "cvat.zip"), ("labelstudio", "labelstudio.json")):
-            _export(loop, i, fmt, out / name, ids, preds)
-            files.append(name)
+        _export(loop, i, "cvat", out / "cvat.zip", ids, preds)
+        # Label Studio serves the pool's own files, as `blindspots export` does by default (the bare
+        # `?d=<id>` URL is right only when a document root's subfolder path equals the ids)
+        try:
+            _export(loop, i, "labelstudio", out / "labelstudio.json", ids, preds,
+                    image_root=loop.cfg.resolve(loop.cfg.pool.root))
+        except ValueError as e:  # e.g. the pool is the document root itself
+            log.warning("round %d: labelstudio.json gets bare ?d=<id> image URLs (%s); see "
+                        "`blindspots export --image-root/--image-url`", i, e)
+            _export(loop, i, "labelstudio", out / "labelstudio.json", ids, preds)
+        files += ["cvat.zip", "labelstudio.json"]
     return {"folder": str(out), "files": files, "n_S": int(len(p.candidates(i, "S"))),
             "n_T": int(len(p.candidates(i, "T")))}
 
