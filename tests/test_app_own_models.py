@@ -482,3 +482,21 @@ def test_label_plan_scoring_failure_does_not_stop_the_loop(tmp_path: Path, pool:
     assert "failed" in cli("status", proj)[1]
     save_ts(Tiny(3, seed=1), tmp_path / "comp.ts")  # back: the next round scores T(1)
     assert cli("round", proj)[0] == 0 and "T1" in cli("leaderboard", proj)[1]
+
+
+def test_init_warns_when_models_name_their_classes_differently(tmp_path: Path, pool: Path, caplog) -> None:
+    """Class k is compared with class k: a target of (background, text) and a competitor of
+    (background, vegetation) passed init silently. Generic class_k names are not a conflict."""
+    import logging
+
+    target, comp = make_spec("torchscript", tmp_path, pool)
+    (tmp_path / "a.txt").write_text("background\nroad\ncar\n")
+    (tmp_path / "b.txt").write_text("background\nsky\ntree\n")
+    with caplog.at_level(logging.WARNING, logger="blindspots.loop.models"):
+        assert init(tmp_path, pool, f"{target}?classes={tmp_path / 'a.txt'}", comp)[0] == 0  # comp: class_k
+        assert "name their classes differently" not in caplog.text
+        shutil.rmtree(tmp_path / "proj")
+        assert init(tmp_path, pool, f"{target}?classes={tmp_path / 'a.txt'}",
+                    f"{comp}?classes={tmp_path / 'b.txt'}")[0] == 0
+    assert "name their classes differently: target: ['background', 'road', 'car']; comp: ['background', " \
+           "'sky', 'tree']" in caplog.text
