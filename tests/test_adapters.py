@@ -399,3 +399,14 @@ def test_fixed_size_onnx_graph_with_a_size_option_says_the_size_it_takes(tmp_pat
     with pytest.raises(ValueError, match=r"the graph takes 16x16 images only: leave out the size options, "
                                          r"which resize to it, or use \?resize=16x16"):
         load_model(f"{path}?max_side=24").predict_proba(image)
+
+
+def test_a_quoted_spec_may_start_with_a_tilde(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Specs are quoted for their '&', so the shell leaves '~' alone: '~/m.ts' was "no such file"."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    torch.jit.script(TinySeg().eval()).save(str(tmp_path / "m.ts"))
+    (tmp_path / "names.txt").write_text("a\nb\nc\nd\n")
+    seg = load_model("~/m.ts?output_key=out&classes=~/names.txt")
+    assert seg.classes.names == ("a", "b", "c", "d") and seg.num_classes == C
+    assert parse_spec("~/m.ts?pad=32")[0] == str(tmp_path / "m.ts")
+    assert parse_spec("mymodels:predict?path=~/x")[1]["path"] == "~/x"  # a function's keyword stays verbatim
