@@ -365,5 +365,12 @@ def test_cli_scan(tmp_path, monkeypatch):
     assert np.allclose(df.loc[df.status == "ok", "entropy__red"], 0)  # one-hot labels
     res = CliRunner().invoke(app, args[:-2] + ["--shard-size", "3"])
     assert res.exit_code == 2 and "expected the same shard_size" in res.output
+    # the same model file with other options: its old maps are not kept as if they were the new ones
+    changed = [a.replace("num_classes=3", "num_classes=3&max_side=16") if a.startswith("red=") else a for a in args]
+    res = CliRunner().invoke(app, changed)
+    assert res.exit_code == 2 and "expected model 'red' with the options it was scanned with " \
+        "('num_classes=3&output=labels'), got 'max_side=16&num_classes=3&output=labels'" in res.output, res.output
+    res = CliRunner().invoke(app, [a + "&batch_size=2" if a.startswith("red=") else a for a in args])
+    assert res.exit_code == 0, res.output  # batch_size does not change the maps
     res = CliRunner().invoke(app, ["scan", str(pool), "--target", "nospec", "--out", str(out)])
     assert res.exit_code != 0 and "NAME=SPEC" in res.output
