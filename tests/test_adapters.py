@@ -333,3 +333,80 @@ def test_load_model_zoo_checkpoint(tmp_path, images):
     seg = load_model(str(path))
     assert isinstance(seg, TorchSegmenter) and seg.num_classes == 3 and seg.classes == classes
     np.testing.assert_allclose(seg.predict_proba(images), TorchSegmenter(module, 3).predict_proba(images), atol=1e-5)
+
+
+def test_one_rgb_image_is_refused_with_the_fix_not_read_as_a_grey_batch(tmp_path: Path) -> None:
+    """A user's first call is often `predict_proba(image)` with one [H, W, 3] image: it used to be
+    read as H grey images 3 pixels wide, and the ONNX run then failed with a pad/resize hint."""
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (40, 36, 3), dtype=np.uint8)
+    module = TinySeg().eval()
+    onnx_seg = OnnxSegmenter(export_onnx(module, tmp_path / "m.onnx", height=32, width=32, output_key="out"))
+    for seg in (TorchSegmenter(module, num_classes=C), onnx_seg):
+        with pytest.raises(ValueError, match=r"images: expected a batch \[N, H, W, 3\], got one image of shape "
+                                             r"\(40, 36, 3\) \(pass images\[None\]"):
+            seg.predict_proba(image)
+        assert seg.predict_proba(image[None]).shape == (1, C, 40, 36)
+    # a grey batch still goes through; a 3-channel ONNX graph says what is wrong with it
+    with pytest.raises(ValueError, match="the graph takes 3 channels, the images have 1: grey images"):
+        onnx_seg.predict_proba(image[None, :, :, 0])
+
+
+def test_no_torch_warnings_for_read_only_images_or_torchscript_files(tmp_path: Path) -> None:
+    """The CLI printed torch's "NumPy array is not writable" UserWarning (pool images decoded from
+    buffers are read-only) and its `torch.jit.load` deprecation on every command with a TorchScript
+    model. Run in a fresh process: torch warns about the array only once per process."""
+    import subprocess
+    import sys
+
+    ts = tmp_path / "m.ts"
+    torch.jit.script(TinySeg().eval()).save(str(ts))
+    code = (
+        "import warnings, numpy as np\n"
+        "warnings.simplefilter('error')\n"
+        "from blindspots.models.load import load_model\n"
+        "from blindspots.models.adapters.inputs import resize_images\n"
+        f"seg = load_model({str(ts)!r} + '?output_key=out')\n"
+        "x = np.zeros((1, 20, 24, 3), np.uint8); x.setflags(write=False)\n"
+        "assert seg.predict_proba(x).shape == (1, 4, 20, 24)\n"
+        "assert resize_images(x, (10, 12)).shape == (1, 10, 12, 3)\n"
+        "print('clean')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "clean" in out.stdout, out.stderr[-2000:]
+
+
+def test_onnx_feature_layer_error_lists_the_graphs_tensors(tmp_path: Path) -> None:
+    """`surprise fit model.onnx` without --layer said only "e.g. '/backbone/layer3/Relu_output_0'",
+    a name from another network: it now names tensors of the user's own graph."""
+    seg = OnnxSegmenter(export_onnx(TinySeg().eval(), tmp_path / "m.onnx", height=32, width=32, output_key="out"))
+    names = seg.tensor_names()
+    assert names and not any(n.startswith("onnx::") for n in names)
+    with pytest.raises(ValueError, match=r"layer: expected the name of an intermediate tensor of 'm.onnx' "
+                                         r"\(--layer\), got None; its last ones: \[.*'/module/body/body.2/Relu_output_0'"):
+        seg.default_feature_layer()
+    with pytest.raises(ValueError, match="its last ones"):
+        seg.features(np.zeros((1, 8, 8, 3), np.uint8))
+
+
+def test_fixed_size_onnx_graph_with_a_size_option_says_the_size_it_takes(tmp_path: Path) -> None:
+    """A 64x64-only graph given ?max_side=... failed on every image with a generic "add ?resize=HxW"."""
+    path = tmp_path / "fixed.onnx"
+    with torch.no_grad():
+        torch.onnx.export(TinySeg().eval(), (torch.zeros(1, 3, 16, 16),), str(path), input_names=["x"],
+                          output_names=["out"], opset_version=17, dynamo=False)
+    image = np.zeros((1, 20, 30, 3), np.uint8)
+    assert load_model(str(path)).predict_proba(image).shape == (1, C, 20, 30)  # resized to 16x16 and back
+    with pytest.raises(ValueError, match=r"the graph takes 16x16 images only: leave out the size options, "
+                                         r"which resize to it, or use \?resize=16x16"):
+        load_model(f"{path}?max_side=24").predict_proba(image)
+
+
+def test_a_quoted_spec_may_start_with_a_tilde(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Specs are quoted for their '&', so the shell leaves '~' alone: '~/m.ts' was "no such file"."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    torch.jit.script(TinySeg().eval()).save(str(tmp_path / "m.ts"))
+    (tmp_path / "names.txt").write_text("a\nb\nc\nd\n")
+    seg = load_model("~/m.ts?output_key=out&classes=~/names.txt")
+    assert seg.classes.names == ("a", "b", "c", "d") and seg.num_classes == C
+    assert parse_spec("~/m.ts?pad=32")[0] == str(tmp_path / "m.ts")
+    assert parse_spec("mymodels:predict?path=~/x")[1]["path"] == "~/x"  # a function's keyword stays verbatim

@@ -6,6 +6,7 @@ is retried, a corrupt store is one line, `register` continues with the next vers
 from __future__ import annotations
 
 import gc
+import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -184,6 +185,7 @@ def rate_everything_in_the_app(proj: Path) -> int:
 def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # a callable spec imports from the folder `init` runs in
+    monkeypatch.delenv("LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT", raising=False)
     target, comp = make_spec(kind, tmp_path, pool)
     code, out = init(tmp_path, pool, target, comp)
     assert code == 0, out
@@ -195,6 +197,8 @@ def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
     # module:factory and Hugging Face targets are trainable: without S0/T0 it is the data that is missing
     why = "no training data" if kind in ("factory", "hf") else "cannot fine-tune"
     assert code == 0 and "exported for pixel labelling" in out and why in out, out
+    if kind == "onnx":
+        assert "is an ONNX model" in out, out
     # one line says where the loop stopped; `round` then prints the round report's path
     assert [x for x in out.strip().splitlines() if not x.startswith("report: ")] == [out.strip().splitlines()[0]], out
     folder = proj / "reports" / "round-0"
@@ -202,6 +206,12 @@ def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
     s, t = (set(p.candidates(0, k)["id"]) for k in "ST")
     assert 0 < len(s) <= 2 and s | t <= set(p.candidates(0, "M")["id"]) and len(p.candidates(0, "M")) == n
     assert (folder / "cvat.zip").is_file() and (folder / "labelstudio.json").is_file()
+    # Label Studio tasks point at the pool's files below the document root (default: the pool's
+    # parent), as `blindspots export` writes them; it was the bare `?d=<id>`, which finds nothing
+    import json
+
+    tasks = json.loads((folder / "labelstudio.json").read_text())
+    assert {x["data"]["image"] for x in tasks} == {f"/data/local-files/?d=pool/{x}" for x in s | t}
     assert {f.name for f in (folder / "images").iterdir()} == {x for x in s | t}  # ids are .png already
     assert {f.name for f in (folder / "predictions").iterdir()} == {x for x in s | t}
     # Nothing more to do until a new version is registered; status says the same.
@@ -215,6 +225,15 @@ def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
     q = TestClient(create_app(proj)).get("/api/labels/queue", headers={"Authorization": f"Bearer {TOKEN}"})
     assert q.status_code == 200, q.text
     assert {x["id"] for x in q.json()["items"] if x["kind"] == "round"} == s | t
+    # The pre-annotation comes back as the masks of S ∪ T; the next `round` scores every model on
+    # T(1) from the scan's maps (any kind, precomputed outputs too), for `leaderboard`.
+    code, out = cli("masks", "import", proj, folder / "predictions")
+    assert code == 0 and f"imported {len(s | t)} masks" in out, out
+    code, out = cli("round", proj)
+    assert code == 0 and "exported for pixel labelling" in out, out
+    code, out = cli("leaderboard", proj)
+    board = {line.split()[0]: float(line.split()[-1]) for line in out.splitlines()[3:]}
+    assert code == 0 and board["target"] == 1.0 and 0.0 <= board["comp"] <= 1.0, out
 
 
 def test_zoo_target_without_data_mines_by_entropy(tmp_path: Path, pool: Path) -> None:
@@ -234,11 +253,17 @@ def test_register_next_version_continues_the_loop(tmp_path: Path, pool: Path) ->
     assert init(tmp_path, pool, target, comp)[0] == 0
     proj = tmp_path / "proj"
     cli("round", proj)
+    # too early: round 0 still waits for ratings, there is no S(1) to have retrained on
+    code, out = cli("register", proj, save_onnx(Tiny(3, seed=7), tmp_path / "early.onnx"))
+    assert code == 2 and "expected round 0's S(1) to be exported before version 1 is registered" in out, out
     rate_everything_in_the_app(proj)
     assert "exported" in cli("round", proj)[1]
+    assert cli("leaderboard", proj)[1].strip() == "no round has been evaluated yet"
     # The exported pre-annotation comes back as the labels of round 0's S ∪ T (no --round needed).
     code, out = cli("masks", "import", proj, proj / "reports" / "round-0" / "cvat.zip", "--annotator", "bob")
     assert code == 0 and "imported" in out, out
+    # the label plan's next step is `register`, not another `round` (which would only repeat the stop)
+    assert "all have masks" in out and f"blindspots register {proj} SPEC" in out, out
     retrained = save_onnx(Tiny(3, seed=7), tmp_path / "target_v1.onnx")
     code, out = cli("register", proj, retrained)
     assert code == 0 and "version 1" in out, out
@@ -246,6 +271,13 @@ def test_register_next_version_continues_the_loop(tmp_path: Path, pool: Path) ->
     assert code == 0 and "round 1: waiting for ratings" in out, out
     p = Project.open(proj)
     assert p.step(1, "scan")["result"]["scanned"] == ["target_v1"]
+    # With T(1)'s masks in, `round` scored round 0's models on T(1): Table 1 without T0 (README step 4).
+    # The masks are the target's own pre-annotation, so version 0 scores 1 and the competitor less.
+    code, out = cli("leaderboard", proj)
+    assert code == 0 and "T1" in out and "T0" not in out, out
+    board = {line.split()[0]: line.split() for line in out.splitlines()[3:]}
+    assert float(board["target"][-1]) == 1.0 and float(board["comp"][-1]) < 1.0, out
+    assert p.step(0, "evaluate")["status"] == "done" and p.metric("target", 0, "T1") == 1.0
     code, out = cli("register", proj, tmp_path / "nothing.onnx")
     assert code == 2 and out.startswith("error:") and len(out.strip().splitlines()) == 1, out
 
@@ -258,11 +290,26 @@ def test_bad_specs_and_data_fail_at_init_in_one_line(tmp_path: Path, pool: Path,
     cases = {
         "models.target": str(tmp_path / "junk.onnx"),
         "models.target ": "no_such_module_xyz:segment",
+        "models.target: spec: expected options among": str(tmp_path / "junk.onnx") + "?pad=32&foo=1",
     }
     for needle, spec in cases.items():
         code, out = init(tmp_path, pool, spec, comp)
         assert code == 2 and needle.strip() in out and len(out.strip().splitlines()) == 1, out
         assert not (tmp_path / "proj" / "store.sqlite").exists()
+    # Two pool images that differ only by extension would share a map file: refused at init, not
+    # by the first `round` after init said yes.
+    clash = tmp_path / "clash_pool"
+    shutil.copytree(pool, clash)
+    shutil.copy(clash / "img00.png", clash / "img00.jpg")
+    code, out = init(tmp_path, clash, str(tmp_path / "target.ts"), comp)
+    assert code == 2 and "pool.root" in out and "img00.jpg, img00.png (rename one of each)" in out, out
+    assert not (tmp_path / "proj" / "store.sqlite").exists()
+    # A pool folder of links to photos elsewhere: init says why nothing is readable.
+    links = tmp_path / "links_pool"
+    links.mkdir()
+    (links / "a.png").symlink_to(pool / "img00.png")
+    code, out = init(tmp_path, links, str(tmp_path / "target.ts"), comp)
+    assert code == 2 and "1 refused, e.g. a.png: symlink pointing outside the pool root" in out, out
     # Different label spaces: found by running one pool image, not after a scan.
     code, out = init(tmp_path, pool, str(save_ts(Tiny(4), tmp_path / "four.ts")), comp)
     assert code == 2 and "label space" in out, out
@@ -357,7 +404,15 @@ def test_trainable_own_target_with_data_fine_tunes_through_the_cli(kind: str, tm
         generate_scene_set(tmp_path / name, n, seed=seed, distribution=dist, size=SIZE, progress=False)
     target = own_target(kind, tmp_path, monkeypatch)
     comp = save_ts(Tiny(SCENE_CLASSES.num_classes, seed=1), tmp_path / "comp.ts")
-    code, out = init(tmp_path, tmp_path / "world_pool" / "images", target, comp, "--train-data", tmp_path / "train",
+    # a second competitor as precomputed outputs of the pool: Table 1 gets its T(i) column, no T0
+    # (it stopped `round` at evaluate with "keyed by image id, not pixels", after the people's work)
+    rng = np.random.default_rng(2)
+    (tmp_path / "pre").mkdir()
+    for f in sorted((tmp_path / "world_pool" / "images").iterdir()):
+        q = rng.random((SCENE_CLASSES.num_classes, SIZE, SIZE)).astype(np.float32)
+        np.save(tmp_path / "pre" / (f.name + ".npy"), q / q.sum(0, keepdims=True))
+    code, out = init(tmp_path, tmp_path / "world_pool" / "images", target, comp, "--competitor",
+                     f"pre={tmp_path / 'pre'}", "--train-data", tmp_path / "train",
                      "--val-data", tmp_path / "val", "--ground-truth", tmp_path / "world_pool" / "masks",
                      "--rounds", 1, "--epochs", 1, "--lrs", "1e-3")
     assert code == 0, out
@@ -373,5 +428,75 @@ def test_trainable_own_target_with_data_fine_tunes_through_the_cli(kind: str, tm
     board = leaderboard_frame(p)  # Table 1: the target's round-1 T0 is version 1's
     assert board.loc["target", ("round 1", "T0")] == pytest.approx(rec.meta["val_miou"])
     assert np.isfinite(board.loc["target", ("round 1", "T2")])
+    assert np.isfinite(board.loc["pre", ("round 0", "T1")]) and np.isnan(board.loc["pre", ("round 0", "T0")])
     code, text = cli("leaderboard", tmp_path / "proj")
     assert code == 0 and "target" in text, text
+
+
+def test_photos_added_to_the_pool_between_rounds_are_one_clear_error(tmp_path: Path, pool: Path) -> None:
+    """The scan's own error said "use a new out_dir", which `round` does not take: a user stuck."""
+    target, comp = make_spec("onnx", tmp_path, pool)
+    assert init(tmp_path, pool, target, comp)[0] == 0
+    proj = tmp_path / "proj"
+    assert "waiting for ratings" in cli("round", proj)[1]
+    Image.open(pool / "img00.png").save(pool / "new_photo.png")
+    (pool / "img01.png").unlink()
+    from blindspots.loop.rounds import _Loop, run_scan
+
+    with pytest.raises(ValueError, match=r"pool.root: expected the 12 images the project's first scan read, got 1 "
+                                         r"added and 1 removed since \(e.g. added \['new_photo.png'\], removed "
+                                         r"\['img01.png'\]\).*blindspots init"):
+        run_scan(_Loop(Project.open(proj), simulate=False, progress=False), 0, 0)
+
+
+def test_surprise_strategy_without_surprise_columns_says_how_to_add_them(tmp_path: Path, pool: Path) -> None:
+    """`init --strategy surprise` then `round` stopped with the sampler's list of score-table columns."""
+    target, comp = make_spec("torchscript", tmp_path, pool)
+    assert init(tmp_path, pool, target, comp, "--strategy", "surprise")[0] == 0
+    proj = tmp_path / "proj"
+    code, out = cli("round", proj)
+    assert code == 2 and "mining.strategy: 'surprise' expected surprise columns of 'target_v0'" in out, out
+    assert "blindspots surprise fit" in out and f"--scan {proj / 'scans'} --name target_v0" in out, out
+    assert "frac__" not in out, out
+
+
+def test_label_plan_scoring_failure_does_not_stop_the_loop(tmp_path: Path, pool: Path, caplog) -> None:
+    """Scoring T(1) is a side product of the label plan: a model that cannot be scored on it (its
+    maps gone and its file overwritten by a model of 5 classes) is a warning and a failed
+    `evaluate`, and `round` goes on."""
+    import logging
+
+    target, comp = make_spec("onnx", tmp_path, pool)
+    assert init(tmp_path, pool, target, comp)[0] == 0
+    proj = tmp_path / "proj"
+    cli("round", proj)
+    rate_everything_in_the_app(proj)
+    assert "exported" in cli("round", proj)[1]
+    assert cli("masks", "import", proj, proj / "reports" / "round-0" / "predictions")[0] == 0
+    shutil.rmtree(proj / "scans" / "maps" / "comp")
+    save_ts(Tiny(5, seed=1), tmp_path / "comp.ts")
+    with caplog.at_level(logging.WARNING, logger="blindspots.loop.driver"):
+        code, out = cli("round", proj)
+    assert code == 0 and "exported for pixel labelling" in out, out
+    assert "could not score the models on T(1)" in caplog.text and "the next `round` tries again" in caplog.text
+    assert "failed" in cli("status", proj)[1]
+    save_ts(Tiny(3, seed=1), tmp_path / "comp.ts")  # back: the next round scores T(1)
+    assert cli("round", proj)[0] == 0 and "T1" in cli("leaderboard", proj)[1]
+
+
+def test_init_warns_when_models_name_their_classes_differently(tmp_path: Path, pool: Path, caplog) -> None:
+    """Class k is compared with class k: a target of (background, text) and a competitor of
+    (background, vegetation) passed init silently. Generic class_k names are not a conflict."""
+    import logging
+
+    target, comp = make_spec("torchscript", tmp_path, pool)
+    (tmp_path / "a.txt").write_text("background\nroad\ncar\n")
+    (tmp_path / "b.txt").write_text("background\nsky\ntree\n")
+    with caplog.at_level(logging.WARNING, logger="blindspots.loop.models"):
+        assert init(tmp_path, pool, f"{target}?classes={tmp_path / 'a.txt'}", comp)[0] == 0  # comp: class_k
+        assert "name their classes differently" not in caplog.text
+        shutil.rmtree(tmp_path / "proj")
+        assert init(tmp_path, pool, f"{target}?classes={tmp_path / 'a.txt'}",
+                    f"{comp}?classes={tmp_path / 'b.txt'}")[0] == 0
+    assert "name their classes differently: target: ['background', 'road', 'car']; comp: ['background', " \
+           "'sky', 'tree']" in caplog.text

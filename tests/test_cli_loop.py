@@ -64,6 +64,9 @@ def test_a_project_from_init_to_leaderboard(world: Path, tmp_path: Path) -> None
     assert code == 0 and "waiting for pixel labels" in out, out
     code, out = invoke("status", proj)
     assert code == 0 and "waiting for masks" in out and "round 0  mine" in out, out
+    # the step waiting for people has no finish time: its start, not "nan"
+    masks_line = next(line for line in out.splitlines() if line.startswith("round 0  masks"))
+    assert "nan" not in masks_line and "started 20" in masks_line, out
     code, out = invoke("export", proj, "--format", "cvat", "--out", tmp_path / "cvat.zip")
     assert code == 0 and (tmp_path / "cvat.zip").is_file(), out
     code, out = invoke("export", proj, "--format", "labelstudio")
@@ -113,6 +116,8 @@ def test_clear_errors(world: Path, tmp_path: Path) -> None:
     invoke("round", tmp_path / "r")
     code, out = invoke("ratings", "import", tmp_path / "r", tmp_path / "bad.csv")
     assert code == 2 and "score" in out
+    code, out = invoke("ratings", "import", tmp_path / "r", tmp_path / "nothere.csv")  # named, not errno text
+    assert code == 2 and out.startswith(f"error: csv: expected an existing CSV file, got '{tmp_path / 'nothere.csv'}'"), out
 
 
 def test_demo_runs_end_to_end_on_tiny_sizes_and_resumes(tmp_path: Path) -> None:

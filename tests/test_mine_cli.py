@@ -82,6 +82,18 @@ def test_mine_without_gallery_and_with_bad_input(scanned, tmp_path):
     assert res.exit_code == 2 and "strategy: expected one of" in res.output
     res = CliRunner().invoke(app, ["mine", str(tmp_path / "nothing"), "--out", str(out)])
     assert res.exit_code == 2 and "scan_dir: expected a scan folder" in res.output
+    # surprise before `surprise score --scan`: what to run (was "could not infer the model ... pass target=")
+    res = CliRunner().invoke(app, ["mine", str(scanned), "--strategy", "surprise", "--out", str(out)])
+    assert res.exit_code == 2 and "got none in" in res.output and "blindspots surprise score" in res.output, res.output
+    # MAD on a scan of the target alone (was "competitors: expected at least one `dpa__red__{G}` column")
+    solo = tmp_path / "solo"
+    res = CliRunner().invoke(app, ["scan", str(tmp_path / "my photos"), "--target",
+                                   "red=mine_cli_models:red?output=labels&num_classes=3", "--out", str(solo),
+                                   "--no-progress"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["mine", str(solo), "--out", str(out)])
+    assert res.exit_code == 2 and "'mad' compares the target with competitors, got a scan of 'red' alone" in \
+        res.output and "--strategy entropy or random" in res.output, res.output
 
 
 def test_mine_an_earlier_target(scanned, tmp_path):

@@ -353,3 +353,19 @@ def test_damaged_files_never_raise_anything_but_decode_error(fmt, data):
         assert exc.reason
     else:
         assert out.dtype == np.uint8 and out.ndim == 3 and out.shape[2] == 3 and out.size <= 3_000_000
+
+
+def test_a_link_out_of_the_pool_is_warned_about_when_read(tmp_path, caplog):
+    """A pool of links to photos elsewhere gave only error rows: nothing said why while scanning."""
+    import logging
+
+    (tmp_path / "pool").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / "elsewhere" / "a.png")
+    (tmp_path / "pool" / "a.png").symlink_to(tmp_path / "elsewhere" / "a.png")
+    pool = ImagePool(tmp_path / "pool")
+    with caplog.at_level(logging.WARNING, logger="blindspots.data.pool"):
+        items = list(pool.iter_items(["a.png"]))
+    assert items[0].image is None and "outside the pool root" in items[0].error
+    assert "skipping a.png: symlink pointing outside the pool root" in caplog.text
+    assert "scan the folder they point into" in caplog.text

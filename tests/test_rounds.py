@@ -151,12 +151,24 @@ def test_human_answers_via_csv_and_mask_folder(world: Path, tmp_path: Path) -> N
         gt = np.asarray(Image.open(world / "pool" / "masks" / x))
         Image.fromarray(gt).save(folder / x)
     (folder / "not_a_candidate.png").write_bytes(b"")
+    flat = tmp_path / "flat"  # masks exported under other names: an error, not "imported 0 masks"
+    (flat / "sub").mkdir(parents=True)
+    Image.fromarray(np.asarray(Image.open(folder / need[0]))).save(flat / "sub" / need[0])
+    with pytest.raises(ValueError, match=r"named like round 0's image ids .* got none of the .* 1 other PNGs"):
+        rounds.import_masks(p, flat)
+    with pytest.raises(ValueError, match="holds no PNG"):
+        rounds.import_masks(p, _empty_dir(tmp_path / "empty"))
     assert rounds.import_masks(p, folder, annotator="ann0") == len(need)
     assert rounds.advance(p, progress=False, max_steps=1).state == "paused"
     assert p.step(0, "masks")["status"] == "done"
     with pytest.raises(ValueError, match="other image ids"):
         csv.write_text("image_id,rater,score\nnope.png,ann1,3\n")
         rounds.import_ratings(p, csv, round=0)
+
+
+def _empty_dir(path: Path) -> Path:
+    path.mkdir()
+    return path
 
 
 def test_seeds_drive_the_selections(world: Path, tmp_path: Path) -> None:

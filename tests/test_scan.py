@@ -340,6 +340,8 @@ def test_cli_scan(tmp_path, monkeypatch):
     from blindspots.cli import app
 
     pool = make_pool(tmp_path / "pool", n=5, bad=True)
+    elsewhere = make_pool(tmp_path / "elsewhere", n=1, bad=False)
+    (pool / "link.png").symlink_to(elsewhere / "im_000.png")  # a link out of the pool: refused
     mod = tmp_path / "scan_cli_models.py"
     mod.write_text(textwrap.dedent("""
         import numpy as np
@@ -355,11 +357,20 @@ def test_cli_scan(tmp_path, monkeypatch):
             "--no-progress", "--shard-size", "2"]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
-    assert "scanned 6 images (1 with errors)" in res.output
+    assert "scanned 7 images (2 with errors)" in res.output
+    # why, without --verbose: each error row's id and reason (a link out of the pool was silent)
+    assert "\n  broken.png: " in res.output and "\n  link.png: symlink pointing outside the pool root" in res.output
     df = read_score_table(out)
     assert {"dpa__red__green", "entropy__red"} <= set(df.columns)
     assert np.allclose(df.loc[df.status == "ok", "entropy__red"], 0)  # one-hot labels
     res = CliRunner().invoke(app, args[:-2] + ["--shard-size", "3"])
     assert res.exit_code == 2 and "expected the same shard_size" in res.output
+    # the same model file with other options: its old maps are not kept as if they were the new ones
+    changed = [a.replace("num_classes=3", "num_classes=3&max_side=16") if a.startswith("red=") else a for a in args]
+    res = CliRunner().invoke(app, changed)
+    assert res.exit_code == 2 and "expected model 'red' with the options it was scanned with " \
+        "('num_classes=3&output=labels'), got 'max_side=16&num_classes=3&output=labels'" in res.output, res.output
+    res = CliRunner().invoke(app, [a + "&batch_size=2" if a.startswith("red=") else a for a in args])
+    assert res.exit_code == 0, res.output  # batch_size does not change the maps
     res = CliRunner().invoke(app, ["scan", str(pool), "--target", "nospec", "--out", str(out)])
     assert res.exit_code != 0 and "NAME=SPEC" in res.output

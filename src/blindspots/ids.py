@@ -68,4 +68,4 @@ def check_unique_artifacts(image_ids: Iterable[str], name: str = "image_ids") ->
     if clashes:
         shown = "; ".join(", ".join(c) for c in clashes[:5])
         raise ValueError(f"{name}: expected ids whose names differ without the extension (their masks and maps "
-                         f"share one file name), got {len(clashes)} clash(es): {shown}")
+                         f"share one file name), got {len(clashes)} clash(es): {shown} (rename one of each)")

@@ -126,8 +126,10 @@ def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
         err = proj.step_failure(int(r["round"]), r["step"]) if state != "done" else None
         if err is not None:  # the step raised: say why (the next `round` retries it)
             state = f"failed: {err}"
+        done_at = r["finished_at"]  # None (NaN in the frame) while the step runs or waits for people
+        when = done_at if isinstance(done_at, str) and done_at else f"started {r['started_at']}"
         typer.echo(f"round {r['round']}  {r['step']:<9} {state:<8} model v{r['model_version']}  "
-                   f"seed {r['seed']}  {r['finished_at'] or r['started_at']}")
+                   f"seed {r['seed']}  {when}")
     typer.echo(loop_status(proj).message)
 
 
@@ -172,6 +174,8 @@ def ratings_import(
     """Import ACR ratings of the candidates M from a CSV."""
     from blindspots.loop.rounds import import_ratings
 
+    if not csv.is_file():
+        raise ValueError(f"csv: expected an existing CSV file, got {str(csv)!r}")
     n = import_ratings(open_project(project), csv, round=round)
     typer.echo(f"imported {n} ratings; run `blindspots round {project}` to continue")
 
@@ -184,10 +188,12 @@ def masks_import(
     annotator: Optional[str] = typer.Option(None, "--annotator", help="Who drew the masks."),
 ) -> None:
     """Import pixel labels for S and T."""
+    from blindspots.loop.exchange import after_masks_import
     from blindspots.loop.rounds import import_masks
 
-    n = import_masks(open_project(project), source, round=round, annotator=annotator)
-    typer.echo(f"imported {n} masks; run `blindspots round {project}` to continue")
+    p = open_project(project)
+    n = import_masks(p, source, round=round, annotator=annotator)
+    typer.echo(f"imported {n} masks; {after_masks_import(p, round)}")
 
 
 def register_model(

@@ -31,6 +31,7 @@ def mine(
     settings = {"mad": {"distance": distance, "n3": n3}, "surprise": {"kind": kind}}.get(strategy, {})
     if n < 1:
         raise ValueError(f"-n: expected a positive number of images, got {n}")
+    _check_scan_fits(scan_dir, strategy, kind)
     picks = mine_scan(scan_dir, strategy, n, target=target, seed=seed, **settings)
     csv, _ = write_picks(picks, out)
     typer.echo(f"picked {len(picks)} image(s) with {strategy} -> {csv} (and picks.parquet)")
@@ -39,6 +40,30 @@ def mine(
 
         index = write_gallery(picks, scan_dir, out, pool_root=pool, title=f"{strategy}: {len(picks)} picks")
         typer.echo(f"gallery: {index}")
+
+
+def _check_scan_fits(scan_dir: Path, strategy: str, kind: str) -> None:
+    """ValueError saying what to do when the scan lacks what `strategy` ranks by: MAD without a
+    competitor, surprise without `surprise score --scan` columns (the samplers' own errors name
+    columns and arguments that do not help)."""
+    from blindspots.scan import read_score_table
+    from blindspots.scan.table import load_manifest
+
+    manifest = load_manifest(scan_dir)
+    if manifest is None:
+        return  # mine_scan says it is not a scan folder
+    if strategy == "mad" and not manifest.get("competitors"):
+        raise ValueError(f"--strategy: 'mad' compares the target with competitors, got a scan of "
+                         f"{manifest.get('target')!r} alone in {str(scan_dir)!r}; scan again with "
+                         "-c NAME=SPEC, or use --strategy entropy or random")
+    if strategy == "surprise":
+        cols = [str(c) for c in read_score_table(scan_dir).columns if str(c).startswith("surprise_")]
+        if not any(c.startswith(f"surprise_{kind}__") for c in cols):
+            kinds = sorted({c.split("__")[0].removeprefix("surprise_") for c in cols})
+            raise ValueError(f"--strategy: 'surprise' ranks by `surprise_{kind}__<model>` columns, got none in "
+                             f"{str(scan_dir)!r}" + (f" (it has {kinds}: pass --kind)" if kinds else
+                             "; add them with `blindspots surprise fit` and `blindspots surprise score POOL "
+                             f"-e ESTIMATOR.npz --scan {scan_dir}`"))
 
 
 def register(app: typer.Typer) -> None:

@@ -67,6 +67,11 @@ def scan(
     n_err = int((table[schema.STATUS] == schema.STATUS_ERROR).sum())
     # error rows: unreadable files, refused links, and images a model failed on (see the `error` column)
     typer.echo(f"scanned {len(table)} images ({n_err} with errors) with {len(models)} model(s) -> {out}")
+    errors = table[table[schema.STATUS] == schema.STATUS_ERROR]
+    for image_id, error in list(zip(errors[schema.ID], errors[schema.ERROR]))[:5]:  # why, without --verbose
+        typer.echo(f"  {image_id}: {error}")
+    if n_err > 5:
+        typer.echo(f"  ... and {n_err - 5} more (the `error` column of the score table)")
 
 
 def register(app: typer.Typer) -> None:

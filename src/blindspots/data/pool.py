@@ -424,6 +424,9 @@ class ImagePool:
                                  f"e.g. {unknown[:5]}")
         for image_id in tqdm(todo, desc="reading pool", unit="img", disable=not progress):
             if image_id in self.refused and image_id not in self._id_set:
+                # said as loudly as an unreadable file: a pool of links to elsewhere is all errors
+                log.warning("skipping %s: %s (links may only point inside the pool folder: scan the folder "
+                            "they point into, with a list file for a subset)", image_id, self.refused[image_id])
                 yield PoolItem(image_id, None, self.refused[image_id])
                 continue
             try:

@@ -6,7 +6,8 @@ import logging
 
 from blindspots.loop.context import LABEL_STEPS, STEPS, Status, _Loop, finetune_blocker_of, plan, step_seed
 from blindspots.loop.project import Project, ProjectError
-from blindspots.loop.steps import STEP_FUNCS, _settings, export_dir, masks_needed, ratings_progress
+from blindspots.loop.steps import (STEP_FUNCS, _settings, export_dir, masks_needed, ratings_progress,
+                                   t_masks_complete)
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ def advance(project: Project, *, simulate: bool = False, progress: bool = True,
     """
     loop = _Loop(project, simulate=simulate, progress=progress)
     seed = project.config.project.seed
+    if plan(project) is LABEL_STEPS:
+        _evaluate_labelled_rounds(loop, seed)
     ran = 0
     while True:
         pos = current_position(project)
@@ -70,19 +73,7 @@ def advance(project: Project, *, simulate: bool = False, progress: bool = True,
         if project.target_version() < i:
             raise ProjectError(f"models.{project.config.target.name}: expected version {i} before round {i}, "
                                f"got version {project.target_version()} (the store is inconsistent)")
-        s = step_seed(seed, i, step)
-        project.begin_step(i, step, _settings(loop, step), model_version=i, seed=s)
-        log.info("round %d: %s", i, step)
-        try:
-            result = STEP_FUNCS[step](loop, i, s)
-        except Exception as e:
-            # Recorded, so `status` says "failed: <message>" (not running); the next `advance` runs it
-            # again. Ctrl-C leaves it "running", as a crash does; it is run again too.
-            try:
-                project.fail_step(i, step, _one_line(e))
-            except Exception:  # noqa: BLE001 - a broken store must not hide the step's own error
-                log.warning("round %d: could not record that step %r failed", i, step, exc_info=True)
-            raise
+        result = _run_step(loop, i, step, seed)
         if isinstance(result, Status):
             project.log_event("awaiting", {"state": result.state, "missing": len(result.awaited)}, round=i, step=step)
             return result
@@ -90,6 +81,41 @@ def advance(project: Project, *, simulate: bool = False, progress: bool = True,
         if step == plan(project)[-1]:
             project.finish_round(i)
         ran += 1
+
+
+def _run_step(loop: _Loop, i: int, step: str, seed: int) -> dict | Status:
+    """Run one step of round i, recorded (begin, end or failed) in the store."""
+    project = loop.project
+    s = step_seed(seed, i, step)
+    project.begin_step(i, step, _settings(loop, step), model_version=i, seed=s)
+    log.info("round %d: %s", i, step)
+    try:
+        return STEP_FUNCS[step](loop, i, s)
+    except Exception as e:
+        # Recorded, so `status` says "failed: <message>" (not running); the next `advance` runs it
+        # again. Ctrl-C leaves it "running", as a crash does; it is run again too.
+        try:
+            project.fail_step(i, step, _one_line(e))
+        except Exception:  # noqa: BLE001 - a broken store must not hide the step's own error
+            log.warning("round %d: could not record that step %r failed", i, step, exc_info=True)
+        raise
+
+
+def _evaluate_labelled_rounds(loop: _Loop, seed: int) -> None:
+    """Label plan: once people have drawn the masks of an exported round's T(i+1), score every model
+    of that round on it (the round's "evaluate" step, outside the plan: it never waits), so that
+    `blindspots leaderboard` has Table 1's T(i+1) columns (T0 too when the project has one)."""
+    project = loop.project
+    for i in range(project.config.project.rounds + 1):
+        if (project.step(i, "evaluate") or {}).get("status") == "done" or not t_masks_complete(project, i):
+            continue
+        try:
+            result = _run_step(loop, i, "evaluate", seed)
+        except Exception as e:  # noqa: BLE001 - Table 1 is a side product: it must not stop the loop
+            log.warning("round %d: could not score the models on T(%d) (%s); the next `round` tries again",
+                        i, i + 1, _one_line(e))
+            continue
+        project.end_step(i, "evaluate", result)  # type: ignore[arg-type]  # evaluate never waits
 
 
 def status(project: Project) -> Status:

@@ -64,6 +64,12 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
         from blindspots.data.formats.masks import mask_filename
 
         present = [x for x in need if (src / mask_filename(x)).is_file()]
+        if not present:  # e.g. flat file names for ids in sub-folders: say so, do not import nothing
+            found = sorted(str(f.relative_to(src)) for f in src.rglob("*.png"))
+            raise ValueError(f"source: expected PNG masks named like round {i}'s image ids (e.g. "
+                             f"{mask_filename(need[0])!r} for {need[0]!r}), got none of the {len(need)} in "
+                             f"{str(src)!r} (" + (f"it holds {len(found)} other PNGs, e.g. {found[:3]})" if found
+                                                  else "it holds no PNG)"))
         masks, kind = read_masks(src, present, classes=loop.classes), "folder"
     elif src.suffix.lower() == ".zip":
         masks, kind = import_cvat(src, loop.classes, ids=need), "cvat"
@@ -90,6 +96,24 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
         project.add_mask(i, image_id, mask, source=kind, annotator=annotator)
     project.log_event("masks-import", {"source": str(source), "kind": kind, "n": len(masks)}, round=i, step="masks")
     return len(masks)
+
+
+def after_masks_import(project: Project, round: int | None = None) -> str:
+    """What comes after a masks import into `round` (default: as `import_masks` chose), in one line:
+    how many of S ∪ T still lack masks, else the next command (label plan: `register`)."""
+    i = _round_arg(project, round)
+    need = masks_needed(project, i)
+    have = set(project.masks_for_round(i)["id"])
+    missing = sum(x not in have for x in need)
+    where = project.path
+    if missing:
+        return (f"{missing} of the {len(need)} images of round {i}'s S ∪ T still need masks "
+                f"(`blindspots status {where}`)")
+    if plan(project) is LABEL_STEPS and project.model(project.config.target.name).version <= i:
+        return (f"round {i}'s S ∪ T all have masks: `blindspots round {where}` scores the models on T({i + 1}) "
+                f"(`blindspots leaderboard`); retrain the target on S in your own stack, then "
+                f"`blindspots register {where} SPEC` and `blindspots round {where}`")
+    return f"run `blindspots round {where}` to continue"
 
 
 def export_for_annotation(project: Project, fmt: str, out: str | Path | None = None, *,

@@ -8,6 +8,7 @@ it; only fine-tuning needs to know whether the target is a torch module it can t
 """
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Any, Iterable
@@ -17,6 +18,7 @@ import numpy as np
 __all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "probe_models",
            "finetune_blocker", "LOOP_TRAINABLE_KINDS"]
 
+log = logging.getLogger(__name__)
 
 def split_spec(spec: str) -> tuple[str, str]:
     """'model.onnx?output=logits' -> ('model.onnx', '?output=logits'); the query is '' without options."""
@@ -90,7 +92,17 @@ def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> in
         sizes[name] = int(seg.num_classes)
     if len(set(sizes.values())) > 1:
         raise ValueError(f"models: expected one label space (the same number of classes), got {sizes}")
-    return next(iter(sizes.values()))
+    c = next(iter(sizes.values()))
+    # Class k of every model is compared with class k of the target: models that name their
+    # classes differently (a text detector against a vegetation detector) are most likely a mistake.
+    generic = tuple(f"class_{k}" for k in range(c))
+    named = {n: tuple(getattr(getattr(m, "classes", None), "names", generic)) for n, m in models.items()}
+    named = {n: v for n, v in named.items() if v != generic}
+    if len(set(named.values())) > 1:
+        log.warning("models: class k of every model is compared with class k of the target, but they name "
+                    "their classes differently: %s; give one classes file (?classes=FILE) to all if they agree",
+                    "; ".join(f"{n}: {list(v)}" for n, v in named.items()))
+    return c
 
 
 #: Spec kinds the loop fine-tunes (`run_finetune`): zoo checkpoints, `module:factory` (+ weights=) and
@@ -109,7 +121,9 @@ def finetune_blocker(spec: str, target: str, data: Iterable[str], *, import_dir:
     use_import_dir(spec, import_dir)
     kind = spec_kind(spec)
     if kind not in LOOP_TRAINABLE_KINDS:
-        return (f"the target {target!r} is a {KIND_NAMES.get(kind, kind)} model, which blindspots cannot "
+        name = KIND_NAMES.get(kind, kind)
+        article = "an" if name[:1] in "AEIOUaeiou" else "a"
+        return (f"the target {target!r} is {article} {name} model, which blindspots cannot "
                 "fine-tune: label S, retrain it in "
                 "your own stack, then register the new model with `blindspots register PROJECT SPEC` as the "
                 "next version and run `blindspots round` again")

@@ -28,14 +28,20 @@ def first_pool_image(cfg: Config) -> tuple[str, Any]:
         raise ValueError(f"pool.root: expected an existing folder, got {str(root)!r}")
     lf = None if cfg.pool.list_file is None else cfg.resolve(cfg.pool.list_file)
     pool = ImagePool(root, list_file=lf)
+    from blindspots.ids import check_unique_artifacts
+
+    check_unique_artifacts(pool.ids, "pool.root")  # else the first scan stops on it, after init said yes
     errors = []
     for image_id in pool.ids[:20]:
         try:
             return image_id, pool.load(image_id)
         except ValueError as e:  # unreadable file: try the next one
             errors.append(f"{image_id}: {e}")
+    refused = list(pool.refused.items())  # e.g. a pool folder of links to photos elsewhere
     raise ValueError(f"pool.root: expected at least one readable image in {str(root)!r}, got "
-                     + (f"none readable ({errors[0]})" if errors else "none"))
+                     + (f"none readable ({errors[0]})" if errors else
+                        f"none ({len(refused)} refused, e.g. {refused[0][0]}: {refused[0][1]}; links may only "
+                        "point inside the pool folder)" if refused else "none"))
 
 
 def check_models(specs: dict[str, str], image_id: str, image: Any, *, import_dir: str | None = None) -> int:
@@ -76,7 +82,11 @@ def check_config(cfg: Config) -> int:
     check_labelled_data(cfg)
     image_id, image = first_pool_image(cfg)
     specs = {cfg.target.name: cfg.target.path, **{c.name: c.path for c in cfg.competitors}}
-    specs = {name: _absolute(cfg, spec) for name, spec in specs.items()}
+    for name, spec in list(specs.items()):
+        try:
+            specs[name] = _absolute(cfg, spec)
+        except ValueError as e:  # a bad option: say which model's spec it is
+            raise ValueError(f"models.{name}: {e}") from None
     return check_models(specs, image_id, image, import_dir=str(Path(cfg.base_dir).resolve()))
 
 
@@ -101,9 +111,15 @@ def register_version(project: Any, spec: str, *, base_dir: str | Path = ".") -> 
                         import_dir=first.meta.get("import_dir")) is None:
         raise ValueError(f"project: expected a project that does not fine-tune its target itself, got "
                          f"{str(project.path)!r} (its rounds fine-tune {name!r}; run `blindspots round`)")
+    old = project.model(name)
+    if (project.step(old.version, "export") or {}).get("status") != "done":
+        # version i+1 is the target retrained on round i's S: registering earlier would make round i+1
+        # run with a model that never saw S(i+1), and say "scan and mine with it" while round i waits
+        raise ValueError(f"project: expected round {old.version}'s S({old.version + 1}) to be exported before "
+                         f"version {old.version + 1} is registered, got round {old.version} not there yet "
+                         f"(`blindspots status {project.path}` says what it waits for)")
     spec = absolute_spec(spec, base_dir)
     image_id, image = first_pool_image(cfg)
-    old = project.model(name)
     here = str(Path(base_dir).resolve())
     c_new = check_models({name: spec}, image_id, image, import_dir=here)
     c_old = check_models({name: old.spec}, image_id, image, import_dir=old.meta.get("import_dir"))

@@ -49,6 +49,7 @@ def run_scan(loop: _Loop, i: int, seed: int) -> dict:
     scanned = set((load_manifest(p.scan_dir) or {}).get("models", {}))
     # Competitors are always passed: the scan skips their finished shards (Algorithm 1, line 7 reuses
     # line 3's columns) and completes any shard a crash left unfinished.
+    _check_same_pool(loop)
     models = {name: loop.segmenter(c.target.name, i)}
     models.update({g: loop.segmenter(g, 0) for g in comps})
     scan_pool(loop.pool, models, p.scan_dir, target=name, competitors=comps, batch_size=c.scan.batch_size,
@@ -57,6 +58,28 @@ def run_scan(loop: _Loop, i: int, seed: int) -> dict:
     return {"target_column": name, "scanned": sorted(set(models) - (scanned & set(comps))),
             "reused": sorted(scanned & set(comps)),
             "n_images": int(len(table)), "n_errors": int((table["status"] != "ok").sum())}
+
+
+def _check_same_pool(loop: _Loop) -> None:
+    """A project scans one pool in every round (one scan folder, one table). Photos added to or
+    removed from it since the first scan: a ProjectError saying which and what to do (the scan's own
+    error advises a new out_dir, which `round` does not take)."""
+    from blindspots.scan.manifest import ids_digest
+    from blindspots.scan.plan import scan_ids
+    from blindspots.scan.table import load_manifest
+
+    manifest = load_manifest(loop.project.scan_dir)
+    ids = scan_ids(loop.pool)
+    if manifest is None or manifest.get("ids_sha256") == ids_digest(ids):
+        return
+    shards = sorted((loop.project.scan_dir / "meta").glob("*.parquet"))
+    old = set(pd.concat([pd.read_parquet(f, columns=["id"]) for f in shards])["id"]) if shards else set()
+    added, removed = sorted(set(ids) - old), sorted(old - set(ids))
+    raise ProjectError(
+        f"pool.root: expected the {len(old)} images the project's first scan read, got {len(added)} added "
+        f"and {len(removed)} removed since (e.g. added {added[:3]}, removed {removed[:3]}); every round scans "
+        f"the same pool: put {str(loop.pool.root)!r} back as it was, or start a new project on the new pool "
+        "with `blindspots init`")
 
 
 def pool_class_ranges(table: pd.DataFrame, model: str, num_classes: int,
@@ -142,6 +165,8 @@ def _scenario_sampler(loop: _Loop, i: int) -> Any:
 def run_mine(loop: _Loop, i: int, seed: int) -> dict:
     """M(i+1) from the score table; stored as candidates of kind "M" with their reasons."""
     table = loop.score_table(i)
+    if loop.cfg.mining.strategy == "surprise":
+        _check_surprise_columns(loop, i, table)
     sampler = make_sampler(loop, i)
     n = loop.cfg.mining.n
     if n is None and loop.cfg.mining.strategy != "mad":
@@ -154,6 +179,21 @@ def run_mine(loop: _Loop, i: int, seed: int) -> dict:
     loop.project.set_candidates(i, "M", sel)
     return {"n": int(len(sel)), "sampler": type(sampler).__name__,
             "params": {k: v for k, v in sampler.get_params().items() if k not in ("ranges", "classes")}}
+
+
+def _check_surprise_columns(loop: _Loop, i: int, table: pd.DataFrame) -> None:
+    """The surprise strategy ranks by columns `blindspots surprise score --scan` adds to the round's
+    scan; without them, one ProjectError with the two commands (not the sampler's column list)."""
+    name = target_column(loop.project, i)
+    if any(str(col).startswith("surprise_") and str(col).endswith(f"__{name}") for col in table.columns):
+        return
+    p = loop.project
+    spec = p.model(loop.cfg.target.name, i).spec
+    raise ProjectError(
+        f"mining.strategy: 'surprise' expected surprise columns of {name!r} in the project's scan, got none; "
+        f"fit an estimator on labelled images (`blindspots surprise fit '{spec}' --images DIR --masks DIR "
+        f"--out sa.npz`), add the columns (`blindspots surprise score {loop.pool.root} -e sa.npz --scan "
+        f"{p.scan_dir} --name {name}`), then run `blindspots round {p.path}` again")
 
 
 def ratings_progress(loop: _Loop, i: int) -> tuple[list[str], int, int]:
@@ -184,14 +224,31 @@ def _ground_truth(loop: _Loop, image_id: str) -> np.ndarray:
 
 
 def _target_map(loop: _Loop, i: int, image_id: str) -> np.ndarray:
+    return _model_map(loop, loop.cfg.target.name, i, image_id)
+
+
+def _model_map(loop: _Loop, name: str, version: int, image_id: str) -> np.ndarray:
+    """int [H, W] class ids of model `name` (the target at `version`, a competitor at 0) on a pool
+    image: its saved scan map, else a forward (by id for precomputed outputs)."""
     from PIL import Image
 
-    path = find_artifact(loop.project.scan_dir / "maps" / target_column(loop.project, i), image_id)
+    column = target_column(loop.project, version) if name == loop.cfg.target.name else name
+    path = find_artifact(loop.project.scan_dir / "maps" / column, image_id)
     if path is not None:
         with Image.open(path) as im:
             return np.asarray(im)
-    proba = predict_one(loop.segmenter(loop.cfg.target.name, i), image_id, loop.pool.load(image_id))
+    proba = predict_one(loop.segmenter(name, version), image_id, loop.pool.load(image_id))
     return proba[0].argmax(0).astype(np.uint8)
+
+
+def _map_miou(loop: _Loop, i: int, kind: str, name: str, version: int) -> float:
+    """mIoU (pixels pooled) of a model's maps against the stored masks of round i's `kind` set."""
+    from blindspots.metrics import ConfusionMatrix
+
+    cm = ConfusionMatrix(loop.classes.num_classes, loop.classes.ignore_index)
+    for image_id in loop.project.candidates(i, kind)["id"]:
+        cm.update(_model_map(loop, name, version, image_id), loop.project.load_mask(i, image_id))
+    return cm.mean_iou()
 
 
 def simulate_ratings(loop: _Loop, i: int, ids: list[str], seed: int) -> int:
@@ -314,24 +371,40 @@ def _round_set(loop: _Loop, i: int, kind: str, rounds: range | None = None) -> A
 
 
 def run_evaluate(loop: _Loop, i: int, seed: int) -> dict:
-    """Table 1, round i: every model's mIoU on T0 and on T(i+1)."""
+    """Table 1, round i: every model's mIoU on T0 (when the project has one) and on T(i+1)."""
     from blindspots.training.replay import evaluate_segmenter
 
     p, c = loop.project, loop.cfg
-    t0 = loop.labelled_set("val")
+    t0 = loop.labelled_set("val") if c.data.val else None  # the label plan may have no T0
     ti = _round_set(loop, i, "T")
     k, ign = loop.classes.num_classes, loop.classes.ignore_index
     out = {}
     models = [(c.target.name, i)] + [(g.name, 0) for g in c.competitors]
     for name, version in models:
-        seg = loop.segmenter(name, version)
-        if p.metric(name, version, "T0") is None:
+        seg = loop.segmenter(name, version) if t0 is not None or loop.blocker is None else None
+        by_id = hasattr(seg, "predict_proba_ids")  # precomputed outputs: pool ids only, no pixels
+        if by_id and t0 is not None and p.metric(name, version, "T0") is None:
+            log.warning("round %d: %r gives precomputed outputs of pool images, so it has no T0 mIoU", i, name)
+        elif t0 is not None and p.metric(name, version, "T0") is None:
             p.set_metric(name, version, "T0", evaluate_segmenter(seg, t0, k, ignore_index=ign), len(t0))
-        miou = evaluate_segmenter(seg, ti, k, ignore_index=ign)
+        if loop.blocker is None and not by_id:  # the paper's plan: a forward on T(i+1), as Table 1 always was
+            miou = evaluate_segmenter(seg, ti, k, ignore_index=ign)
+        else:  # label plan: the round's scan maps (any kind, precomputed outputs too; no forward)
+            miou = _map_miou(loop, i, "T", name, version)
         p.set_metric(name, version, f"T{i + 1}", miou, len(ti), {"round": i})
         out[name] = {"T0": p.metric(name, version, "T0"), f"T{i + 1}": miou}
     write_leaderboard(p)
     return out
+
+
+def t_masks_complete(project: Project, i: int) -> bool:
+    """Label plan: True once round i's S(i+1) ∪ T(i+1) is exported and every image of a non-empty
+    T(i+1) has a mask, so `run_evaluate` can score the models on it."""
+    if (project.step(i, "export") or {}).get("status") != "done":
+        return False
+    t = list(project.candidates(i, "T")["id"])
+    have = set(project.masks_for_round(i)["id"])
+    return bool(t) and all(x in have for x in t)
 
 
 def target_kind(spec: str, import_dir: str | None) -> str:
@@ -409,9 +482,17 @@ def run_export(loop: _Loop, i: int, seed: int) -> dict:
         p.candidates(i, kind).to_csv(out / f"{kind}.csv", index=False)
     files = ["images/", "predictions/", "S.csv", "T.csv"]
     if ids:
-        for fmt, name in (("cvat", "cvat.zip"), ("labelstudio", "labelstudio.json")):
-            _export(loop, i, fmt, out / name, ids, preds)
-            files.append(name)
+        _export(loop, i, "cvat", out / "cvat.zip", ids, preds)
+        # Label Studio serves the pool's own files, as `blindspots export` does by default (the bare
+        # `?d=<id>` URL is right only when a document root's subfolder path equals the ids)
+        try:
+            _export(loop, i, "labelstudio", out / "labelstudio.json", ids, preds,
+                    image_root=loop.cfg.resolve(loop.cfg.pool.root))
+        except ValueError as e:  # e.g. the pool is the document root itself
+            log.warning("round %d: labelstudio.json gets bare ?d=<id> image URLs (%s); see "
+                        "`blindspots export --image-root/--image-url`", i, e)
+            _export(loop, i, "labelstudio", out / "labelstudio.json", ids, preds)
+        files += ["cvat.zip", "labelstudio.json"]
     return {"folder": str(out), "files": files, "n_S": int(len(p.candidates(i, "S"))),
             "n_T": int(len(p.candidates(i, "T")))}
 
@@ -448,7 +529,7 @@ def leaderboard_frame(project: Project) -> pd.DataFrame:
             continue
         any_round = True
         for name, version in [(c.target.name, i)] + [(g.name, 0) for g in c.competitors]:
-            for ts in ("T0", f"T{i + 1}"):
+            for ts in ("T0", f"T{i + 1}") if c.data.val else (f"T{i + 1}",):  # label plan: maybe no T0
                 v = project.metric(name, version, ts)
                 results[name][(f"round {i}", ts)] = np.nan if v is None else v
     if not any_round:

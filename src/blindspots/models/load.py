@@ -139,10 +139,14 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
     except ValueError:
         raise ValueError(f"spec: expected options as key=value joined by '&', got {query!r} in {spec!r}") from None
     module = _is_module_spec(base)
+    if not module:  # a quoted spec (it has to be, for '&') keeps the shell from expanding '~'
+        base = os.path.expanduser(base)
     opts: dict[str, Any] = {}
     for key, value in pairs:
         if key in opts:
             raise ValueError(f"spec: expected each option once, got {key!r} twice in {spec!r}")
+        if key in PATH_OPTIONS:
+            value = os.path.expanduser(value)
         if module and key not in _OPTIONS and key.isidentifier():
             opts[key] = value  # a keyword argument of the user's function: its value stays a string
         else:

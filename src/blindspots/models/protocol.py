@@ -92,6 +92,10 @@ def as_image_batch(images: np.ndarray | Sequence[np.ndarray], name: str = "image
         batch = np.stack([np.asarray(im) for im in seq])
     if batch.dtype != np.uint8:
         raise ValueError(f"{name}: expected dtype uint8, got {batch.dtype}")
+    if batch.ndim == 3 and isinstance(images, np.ndarray) and batch.shape[-1] in (3, 4):
+        # one RGB(A) image, not a grey batch of images 3 or 4 pixels wide
+        raise ValueError(f"{name}: expected a batch [N, H, W, 3], got one image of shape {batch.shape} "
+                         f"(pass {name}[None], or a list of images)")
     if batch.ndim == 3:
         batch = batch[..., None]
     if batch.ndim != 4 or batch.shape[-1] not in (1, 3):

@@ -17,7 +17,7 @@ from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
 from blindspots.scan.engines.local import run_local
 from blindspots.scan.engines.ray import import_ray, run_ray
-from blindspots.scan.fingerprint import model_fingerprint
+from blindspots.scan.fingerprint import model_fingerprint, model_settings
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.manifest import SCAN_VERSION, ids_digest, load_manifest, merge_manifest, save_manifest
 from blindspots.scan.plan import num_shards, plan_shards, scan_ids
@@ -147,7 +147,8 @@ def scan_pool(
         "num_classes": num_classes, "classes": classes.to_dict(), "save_maps": bool(save_maps),
         "resize": list(resize) if resize else None, "target": target, "competitors": comps,
         "models": {name: {"kind": type(m).__name__, "fingerprint": model_fingerprint(m),
-                          "classes": class_names(m, num_classes)} for name, m in models.items()},
+                          "settings": model_settings(m), "classes": class_names(m, num_classes)}
+                   for name, m in models.items()},
     })
     layout = ScanLayout(out)
     plans = plan_shards(layout, ids, int(shard_size), models, target, comps, manifest["n_shards"], save_maps)

@@ -37,3 +37,21 @@ def model_fingerprint(model: Any) -> str | None:
     if isinstance(folder, Path):
         return "folder:" + hashlib.sha256(str(folder.resolve()).encode()).hexdigest()
     return None
+
+
+#: Spec options that do not change a model's maps (or that the fingerprint already covers).
+_NEUTRAL_OPTIONS = ("batch_size", "device", "classes", "weights")
+
+
+def model_settings(model: Any) -> str | None:
+    """The spec options that change what a model predicts (size policy, normalisation, channel
+    order, output mode, a function's keyword arguments), as one canonical string; None for a model
+    built in Python without a spec. The fingerprint covers the weights only: without this, a
+    re-run with `max_side=160` instead of 320 silently kept the old maps."""
+    spec = (getattr(model, "info", None) or {}).get("spec")
+    if not isinstance(spec, str):
+        return None
+    from blindspots.models.load import parse_spec
+
+    opts = parse_spec(spec)[1]
+    return "&".join(f"{k}={opts[k]}" for k in sorted(opts) if k not in _NEUTRAL_OPTIONS)

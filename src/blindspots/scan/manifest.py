@@ -78,5 +78,10 @@ def merge_manifest(old: dict | None, new: dict) -> dict:
             raise ValueError(f"models: expected model {name!r} to be the one already scanned into this out_dir "
                              f"(fingerprint {before['fingerprint'][:12]}), got a different one "
                              f"({info['fingerprint'][:12]}); give it a new name")
+        if before and before.get("settings") is not None and info.get("settings") is not None \
+                and before["settings"] != info["settings"]:  # scans before the field: not checked
+            raise ValueError(f"models: expected model {name!r} with the options it was scanned with "
+                             f"({before['settings'] or 'none'!r}), got {info['settings'] or 'none'!r}; its maps "
+                             "would be kept as they are: give it a new name, or use a new out_dir")
         models[name] = info if not before else {**before, **{k: v for k, v in info.items() if v is not None}}
     return {**old, **new, "models": models}

@@ -114,9 +114,17 @@ def resize_scores(y: torch.Tensor, size: tuple[int, int], *, labels: bool = Fals
     return F.interpolate(y.float(), size=size, mode="bilinear", align_corners=False)
 
 
+def uint8_tensor(batch: np.ndarray) -> torch.Tensor:
+    """uint8 [n, H, W, c] -> a tensor of the same shape, sharing memory when it can. A read-only
+    array (a pool image decoded from a buffer, a broadcast view) is copied first, so torch does not
+    warn that "the given NumPy array is not writable" in the middle of a user's scan."""
+    a = np.ascontiguousarray(batch)
+    return torch.from_numpy(a if a.flags.writeable else a.copy())
+
+
 def resize_images(batch: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """uint8 [n, H, W, c] -> uint8 [n, h, w, c], bilinear (antialiased when shrinking)."""
-    x = torch.from_numpy(np.ascontiguousarray(batch)).permute(0, 3, 1, 2).float()
+    x = uint8_tensor(batch).permute(0, 3, 1, 2).float()
     shrink = size[0] < batch.shape[1] or size[1] < batch.shape[2]
     x = F.interpolate(x, size=size, mode="bilinear", align_corners=False, antialias=shrink)
     return x.round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
@@ -143,7 +151,7 @@ class TorchPreprocess:
         return (self.mean[:c], self.std[:c]) if c > 1 else (self.mean[:1], self.std[:1])
 
     def __call__(self, batch: np.ndarray, device: torch.device | str = "cpu") -> torch.Tensor:
-        x = torch.from_numpy(np.ascontiguousarray(batch)).to(device).permute(0, 3, 1, 2).float()
+        x = uint8_tensor(batch).to(device).permute(0, 3, 1, 2).float()
         x = x.div_(255.0) if self.scale == UNIT_SCALE else x.mul_(self.scale)  # div: same bits as before
         mean, std = self._stats(x.shape[1])
         return (x - torch.tensor(mean, device=x.device).view(1, -1, 1, 1)) / \

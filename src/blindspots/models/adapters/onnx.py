@@ -116,7 +116,10 @@ class _OnnxAdapter(BaseAdapter):
         self.fixed_batch = fixed if isinstance(fixed, int) and fixed > 0 else None
         self.batch_size = self.fixed_batch or self.batch_size
         hw = tuple(shape[2:4]) if len(shape) == 4 else ()
-        if policy is None and self._spatial and len(hw) == 2 and all(isinstance(v, int) and v > 0 for v in hw):
+        self._channels = shape[1] if len(shape) == 4 and isinstance(shape[1], int) and shape[1] > 0 else None
+        fixed_hw = len(hw) == 2 and all(isinstance(v, int) and v > 0 for v in hw)
+        self._fixed_hw = (int(hw[0]), int(hw[1])) if fixed_hw else None
+        if policy is None and self._spatial and fixed_hw:
             self.policy = InputPolicy(resize=(int(hw[0]), int(hw[1])))  # the graph takes one size only
         self._set_classes(num_classes, classes)
 
@@ -139,6 +142,14 @@ class _OnnxAdapter(BaseAdapter):
             out = self.session.run([self.output_name], {self.input_name: feed})[0]
         except Exception as e:  # noqa: BLE001 - onnxruntime's own types; one line naming the input
             hint = " (if it needs a fixed size or multiples of N, add ?resize=HxW or ?pad=N)" if self._spatial else ""
+            if self._spatial and self._fixed_hw is not None and tuple(x.shape[2:4]) != self._fixed_hw:
+                h, w = self._fixed_hw
+                hint = (f" (the graph takes {h}x{w} images only: leave out the size options, which resize to it, "
+                        f"or use ?resize={h}x{w})")
+            if self._channels is not None and x.ndim == 4 and x.shape[1] != self._channels:
+                hint = (f" (the graph takes {self._channels} channels, the images have {x.shape[1]}: "
+                        + ("grey images [N, H, W]: stack them to RGB" if x.shape[1] == 1 else "check the image batch")
+                        + ")")
             raise ModelFailure(f"ONNX model {self.path.name!r} failed on input of shape {list(x.shape)}{hint}: "
                              f"{short_reason(e, 160)}") from None
         return out[:n]
@@ -192,8 +203,7 @@ class _OnnxAdapter(BaseAdapter):
     def features(self, images: np.ndarray | Sequence[np.ndarray], layer: str | None = None) -> np.ndarray:
         """uint8 [N, H, W, 3] -> float32 [N, D, h, w] (or [N, D]) of the graph tensor `layer` (required)."""
         if not layer:
-            raise ValueError("layer: expected the name of an intermediate tensor of the ONNX graph "
-                             "(e.g. '/backbone/layer3/Relu_output_0'), got None")
+            self.default_feature_layer()  # raises, naming tensors of this graph
         batch = as_image_batch(images)
         step = self.batch_size or len(batch)
         return np.concatenate([self.forward_features(batch[s:s + step], layer)[0].numpy()
@@ -203,11 +213,19 @@ class _OnnxAdapter(BaseAdapter):
         """ValueError naming `layer` unless the graph has a tensor of that name."""
         self._feature_session(layer)
 
+    def tensor_names(self) -> list[str]:
+        """Names of the tensors the graph's nodes produce (inputs of `layer=`), in graph order,
+        without exporter-generated `onnx::` names."""
+        import onnx
+
+        model = onnx.load(str(self.path))
+        return [o for node in model.graph.node for o in node.output if o and not o.startswith("onnx::")]
+
     def default_feature_layer(self) -> str:
         """ONNX graphs have no module tree to find the classifier in: the layer must be named."""
-        raise ValueError("layer: expected the name of an intermediate tensor of the ONNX graph "
-                         "(e.g. '/backbone/layer3/Relu_output_0'; list them with onnx.load(path).graph.node), "
-                         "got None")
+        names = self.tensor_names()
+        raise ValueError(f"layer: expected the name of an intermediate tensor of {self.path.name!r} (--layer), "
+                         f"got None; its last ones: {names[-8:]} (all: onnx.load(path).graph.node outputs)")
 
 
 class OnnxSegmenter(_OnnxAdapter):

@@ -1,6 +1,7 @@
 """TorchScript files (torch.jit.save) as Segmenters / Classifiers."""
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ def load_torchscript(path: str | Path, device: str | torch.device = "cpu") -> to
     if not path.is_file():
         raise ValueError(f"path: expected an existing TorchScript file, got {str(path)!r}")
     try:
-        return torch.jit.load(str(path), map_location=torch.device(device))
+        with warnings.catch_warnings():  # torch 2.14's deprecation notice, printed on every command a user runs
+            warnings.filterwarnings("ignore", message=r".*torch\.jit\.load.* is deprecated", category=FutureWarning)
+            return torch.jit.load(str(path), map_location=torch.device(device))
     except RuntimeError as e:  # torch raises RuntimeError for non-TorchScript archives
         raise ValueError(f"path: expected a TorchScript file (torch.jit.save), got {str(path)!r}: "
                          f"{short_reason(e)}") from None
