@@ -32,7 +32,7 @@ def scan(
                                              "instead of walking the folder."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     engine: str = typer.Option("local", help="'local' (threads on this machine) or 'ray' (Ray Data tasks and "
-                               "actors; pip install 'blindspots[ray]'; see docs/ray.md)."),
+                               "actors; pip install 'blindspots\\[ray]'; see docs/ray.md)."),
     address: Optional[str] = typer.Option(None, help="Ray cluster address for --engine ray (e.g. 'auto' on a "
                                           "cluster node, or HOST:6379); default: a local Ray on this machine."),
     actors: Optional[int] = typer.Option(None, help="Model actors for --engine ray (each loads every model once); "
