@@ -8,7 +8,7 @@ import numpy as np
 from PIL import Image
 
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX, voc_palette
-from blindspots.labels._internal.inputs import as_readable, read_rows
+from blindspots.labels._internal.inputs import as_readable, predict_images, read_rows
 from blindspots.labels._internal.pixels import argmax_max
 
 
@@ -47,7 +47,8 @@ def worst_images_figure(review: Any, *, top: int = 8, labels: Any = None, probs:
         image = None
         if dataset is not None:
             image, given = dataset[i]
-            pp = np.asarray(model.predict_proba(np.asarray(image)[None])) if model is not None else None
+            pp = predict_images(model, [np.asarray(image)], None if ids is None else [ids[i]]) \
+                if model is not None else None
         else:
             given = read_rows(lab_src, i, i + 1)[0]
             pp = read_rows(prob_src, i, i + 1)

@@ -298,6 +298,20 @@ class IterableBatches:
         self.n = pos
 
 
+def predict_images(model: Any, images: list[np.ndarray], ids: Sequence[str] | None) -> np.ndarray:
+    """One forward pass: images of one size uint8 [b, H, W, 3] -> probabilities [b, K, H, W].
+
+    A precomputed model (`predict_proba_ids`, e.g. a folder of `<id>.npy`) is read by the images'
+    ids, checked against their sizes; it needs a dataset with `.ids`.
+    """
+    if hasattr(model, "predict_proba_ids"):
+        if ids is None:
+            raise ValueError(f"model: a precomputed model ({type(model).__name__}) is read by image id; expected "
+                             "a dataset with .ids (e.g. blindspots.data.open_segset), got one without")
+        return np.asarray(model.predict_proba_ids(list(ids), sizes=[im.shape[:2] for im in images]))
+    return np.asarray(model.predict_proba(np.stack(images)))
+
+
 class ModelBatches(IterableBatches):
     """Probabilities computed on the fly by a `Segmenter` over a dataset of (image, mask) pairs.
 
@@ -308,7 +322,7 @@ class ModelBatches(IterableBatches):
 
     def __init__(self, model: Segmenter, dataset: LabelledSet | Sequence[tuple[np.ndarray, np.ndarray]], *,
                  batch_size: int = 8, downsample: int = 1) -> None:
-        if not hasattr(model, "predict_proba"):
+        if not hasattr(model, "predict_proba") and not hasattr(model, "predict_proba_ids"):
             raise ValueError(f"model: expected a Segmenter with predict_proba, got {type(model).__name__}")
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
             raise ValueError(f"dataset: expected an indexable dataset of (image, mask) pairs, "
@@ -317,9 +331,11 @@ class ModelBatches(IterableBatches):
         self.model_batch = check_positive_int(batch_size, "batch_size")
         super().__init__([], n=len(dataset), downsample=downsample)
 
-    def _predict(self, images: list[np.ndarray], masks: list[np.ndarray]) -> np.ndarray:
-        """Images of one size uint8 [b, H, W, 3] -> probabilities float [b, K, H, W] at the masks' size."""
-        probs = np.asarray(self.model.predict_proba(np.stack(images)))
+    def _predict(self, images: list[np.ndarray], masks: list[np.ndarray], index: list[int]) -> np.ndarray:
+        """Images of one size uint8 [b, H, W, 3] (dataset positions `index`) -> probabilities float
+        [b, K, H, W] at the masks' size."""
+        ds_ids = getattr(self.dataset, "ids", None)
+        probs = predict_images(self.model, images, None if ds_ids is None else [ds_ids[i] for i in index])
         h, w = images[0].shape[:2]
         if any(m.shape != (h, w) for m in masks):
             bad = next(m.shape for m in masks if m.shape != (h, w))
@@ -340,7 +356,8 @@ class ModelBatches(IterableBatches):
                 by_size.setdefault(im.shape, []).append(j)
             probs: list[np.ndarray | None] = [None] * len(items)
             for group in by_size.values():
-                pp = self._predict([items[j][0] for j in group], [items[j][1] for j in group])
+                pp = self._predict([items[j][0] for j in group], [items[j][1] for j in group],
+                                   [s + j for j in group])
                 for j, p in zip(group, pp):
                     probs[j] = p
             # ... and batches yielded in dataset order, one per run of equal sizes (ids stay aligned)

@@ -1,0 +1,70 @@
+"""`blindspots label-issues` on data laid out as users have it: precomputed probabilities, masks with
+ids beyond the model's classes, corrupt or mis-sized masks (each test failed before its fix)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+from typer.testing import CliRunner
+
+from blindspots.cli import app
+
+K = 3
+
+
+def _write_set(root: Path, sizes=((24, 32), (24, 32), (20, 28))) -> dict[str, np.ndarray]:
+    """An index folder (images/, masks/) of len(sizes) images of mixed sizes; img1's object is relabelled
+    class 2 (a label error). Returns the clean masks by id."""
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    (root / "masks").mkdir(parents=True, exist_ok=True)
+    clean = {}
+    for i, (h, w) in enumerate(sizes):
+        mask = np.zeros((h, w), np.uint8)
+        mask[h // 4: h // 2, w // 4: w // 2] = 1
+        mask[h // 2:, w // 2:] = 2
+        clean[f"img{i}"] = mask.copy()
+        image = np.stack([mask * 100] * 3, -1).astype(np.uint8)
+        if i == 1:
+            mask[mask == 1] = 2
+        mask[0, :3] = 255
+        Image.fromarray(image).save(root / "images" / f"img{i}.png")
+        Image.fromarray(mask).save(root / "masks" / f"img{i}.png")
+    return clean
+
+
+def _write_probs(folder: Path, clean: dict[str, np.ndarray]) -> None:
+    """<id>.npy float32 [K, H, W] per image: a confident model that knows the clean masks."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, m in clean.items():
+        p = np.eye(K, dtype=np.float32)[m].transpose(2, 0, 1) * 0.9 + 0.1 / K
+        np.save(folder / f"{k}.npy", p)
+
+
+def test_cli_precomputed_probability_folder(tmp_path):
+    """--model FOLDER of <id>.npy (the --help's 'a folder of <id>.npy probabilities') used to fail with
+    'a PrecomputedSegmenter is keyed by image id, not pixels'."""
+    clean = _write_set(tmp_path)
+    _write_probs(tmp_path / "probs", clean)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["label-issues", "--images", str(tmp_path / "images"), "--masks",
+                                   str(tmp_path / "masks"), "--model", str(tmp_path / "probs"), "--out", str(out),
+                                   "--no-progress"])
+    assert res.exit_code == 0, res.output
+    images = pd.read_csv(out / "images.csv")
+    assert images.id.iloc[0] == "img1"  # the relabelled object ranks worst
+    assert images.set_index("id").issue_pixels["img1"] > 0
+    assert (out / "worst.png").is_file()
+
+
+def test_api_precomputed_model_with_dataset(tmp_path):
+    from blindspots.data.segsets import open_segset
+    from blindspots.labels.review import review_label_issues
+    from blindspots.models.load import load_model
+
+    clean = _write_set(tmp_path)
+    _write_probs(tmp_path / "probs", clean)
+    review = review_label_issues(model=load_model(str(tmp_path / "probs")), dataset=open_segset(tmp_path),
+                                 verbose=False)
+    assert list(review.images.id)[0] == "img1"
