@@ -68,3 +68,34 @@ def test_api_precomputed_model_with_dataset(tmp_path):
     review = review_label_issues(model=load_model(str(tmp_path / "probs")), dataset=open_segset(tmp_path),
                                  verbose=False)
     assert list(review.images.id)[0] == "img1"
+
+
+def test_cli_mask_class_beyond_the_model_names_file_count_and_fix(tmp_path):
+    """A mask holding class 7 with a 3-class model used to say only 'got 7 at image 2, pixel (5, 5)'."""
+    clean = _write_set(tmp_path)
+    _write_probs(tmp_path / "probs", clean)
+    m = np.array(Image.open(tmp_path / "masks" / "img2.png"))
+    m[5, 5] = 7
+    Image.fromarray(m).save(tmp_path / "masks" / "img2.png")
+    res = CliRunner().invoke(app, ["label-issues", "--images", str(tmp_path / "images"), "--masks",
+                                   str(tmp_path / "masks"), "--model", str(tmp_path / "probs"), "--out",
+                                   str(tmp_path / "out"), "--no-progress"])
+    assert res.exit_code != 0
+    text = " ".join(res.output.split())
+    assert "image 'img2'" in text and "img2.png" in text
+    assert "got 7" in text and "pixel (5, 5)" in text
+    assert "the model predicts only 3 classes (0..2)" in text
+    assert "map that class" in text
+
+
+def test_api_bad_label_names_count_and_id():
+    from blindspots.labels import find_label_issues
+    from blindspots.labels.review import review_label_issues
+
+    labels = np.zeros((2, 4, 4), np.int64)
+    labels[1, 2, 3] = 5
+    probs = np.full((2, 3, 4, 4), 1 / 3)
+    with np.testing.assert_raises_regex(ValueError, r"got 5 at image 1, pixel \(2, 3\); .*predicts only 3 classes"):
+        find_label_issues(labels, probs)
+    with np.testing.assert_raises_regex(ValueError, r"got 5 in image 'b', pixel \(2, 3\); .*predicts only 3"):
+        review_label_issues(labels, probs, ids=["a", "b"], verbose=False)

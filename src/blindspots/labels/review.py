@@ -20,7 +20,7 @@ import pandas as pd
 from PIL import Image
 
 from blindspots.labels._internal.figures import worst_images_figure
-from blindspots.labels._internal.inputs import check_ignore_index
+from blindspots.labels._internal.inputs import BadLabelError, bad_label_advice, check_ignore_index
 from blindspots.labels._internal.pixels import argmax_max, label_probs
 from blindspots.labels._internal.regions import IssueRegion, image_regions, regions_frame
 from blindspots.labels.filter import LabelIssueFinder
@@ -69,7 +69,10 @@ def review_label_issues(labels: Any = None, pred_probs: Any = None, *, model: Se
     rows: list[dict[str, Any]] = []
     regions: list[IssueRegion] = []
     with finder:
-        finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
+        try:
+            finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
+        except BadLabelError as e:
+            raise _name_image(e, ids, dataset, ignore_index) from None
         if ids is not None and len(ids) != finder.n_images_:
             raise ValueError(f"ids: expected {finder.n_images_} ids (one per image), got {len(ids)}")
         thr = finder.confident_thresholds_ if ignored_regions else None
@@ -93,6 +96,23 @@ def review_label_issues(labels: Any = None, pred_probs: Any = None, *, model: Se
     reg = regions_frame(regions)
     reg.insert(0, "id", [ids[i] if ids is not None else str(i) for i in reg["image"]] if len(reg) else [])
     return LabelReview(images.reset_index(drop=True), reg, finder.confident_thresholds_, finder.num_issues_)
+
+
+def _name_image(e: BadLabelError, ids: Sequence[str] | None, dataset: Any, ignore_index: int | None
+                ) -> ValueError:
+    """The error of a label outside the model's classes, naming the image by id (and mask file)."""
+    if ids is None or not 0 <= e.image < len(ids):
+        return e
+    name = ids[e.image]
+    where = f"image {name!r}"
+    if hasattr(dataset, "mask_path"):
+        try:
+            where += f" (mask {str(dataset.mask_path(name))!r})"
+        except Exception:  # noqa: BLE001 - the id is enough
+            pass
+    allowed = f"0..{e.num_classes - 1}" + ("" if ignore_index is None else f" or ignore_index {ignore_index}")
+    return ValueError(f"labels: expected class ids in {allowed}, got {e.value} in {where}, pixel {e.pixel}; "
+                      f"{bad_label_advice(e.value, e.num_classes, ignore_index)}")
 
 
 def mask_png_writer(out_dir: str | os.PathLike, ids: Sequence[str] | None = None

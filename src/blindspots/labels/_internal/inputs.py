@@ -36,6 +36,28 @@ class LabelledSet(Protocol):
     def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+class BadLabelError(ValueError):
+    """A label that is neither a class id 0..K-1 nor ignore_index (a ValueError).
+
+    image: the image's position in the input; pixel: (row, column); value: the label; num_classes: K.
+    """
+
+    def __init__(self, message: str, *, image: int, pixel: tuple[int, int], value: int, num_classes: int) -> None:
+        super().__init__(message)
+        self.image, self.pixel, self.value, self.num_classes = image, pixel, value, num_classes
+
+
+def bad_label_advice(value: int, num_classes: int, ignore_index: int | None) -> str:
+    """What to do about a label outside the model's classes (the end of the error message)."""
+    ign = "" if ignore_index is None else f" or to ignore_index {ignore_index}"
+    if value >= num_classes:
+        return (f"the masks use class {value} but the model predicts only {num_classes} classes (0..{num_classes - 1}): "
+                f"map that class to one the model has{ign} in the masks (e.g. a classes file or label map), "
+                "or use a model with more classes" + ("" if ignore_index is not None else
+                                                      "; or set ignore_index if it marks unlabelled pixels"))
+    return f"a negative label: map it to a class id 0..{num_classes - 1}{ign}"
+
+
 def check_ignore_index(ignore_index: Any) -> int | None:
     """ignore_index: int or None; anything else is a ValueError."""
     if ignore_index is None:
@@ -128,8 +150,10 @@ def report_values(first: Sequence[int], labels: np.ndarray, pred_probs: np.ndarr
     if bad_label >= 0:
         i, y, x = where(bad_label)
         allowed = f"0..{k - 1}" + ("" if ignore_index is None else f" or ignore_index {ignore_index}")
-        raise ValueError(f"labels: expected class ids in {allowed}, got {labels[i, y, x]} at image {start + i}, "
-                         f"pixel ({y}, {x})")
+        value = int(labels[i, y, x])
+        raise BadLabelError(f"labels: expected class ids in {allowed}, got {value} at image {start + i}, "
+                            f"pixel ({y}, {x}); {bad_label_advice(value, k, ignore_index)}",
+                            image=start + i, pixel=(y, x), value=value, num_classes=k)
     if unnormalised >= 0:
         i, y, x = where(unnormalised)
         return f"sum {class_sum(i, y, x):.6g} at image {start + i}, pixel ({y}, {x})"
