@@ -99,3 +99,18 @@ def test_api_bad_label_names_count_and_id():
         find_label_issues(labels, probs)
     with np.testing.assert_raises_regex(ValueError, r"got 5 in image 'b', pixel \(2, 3\); .*predicts only 3"):
         review_label_issues(labels, probs, ids=["a", "b"], verbose=False)
+
+
+def test_api_plain_function_as_model_says_how_to_wrap_it(tmp_path):
+    """A plain function as model= used to say only 'expected a Segmenter with predict_proba, got function'."""
+    from blindspots.data.segsets import open_segset
+    from blindspots.labels.review import review_label_issues
+
+    _write_set(tmp_path)
+
+    def seg(images: np.ndarray) -> np.ndarray:
+        return np.full((len(images), K) + images.shape[1:3], 1 / K, np.float32)
+
+    with np.testing.assert_raises_regex(ValueError, r"model: expected a Segmenter with predict_proba \(wrap .*"
+                                                    r"CallableSegmenter\(f\).*got function"):
+        review_label_issues(model=seg, dataset=open_segset(tmp_path), verbose=False)

@@ -347,7 +347,10 @@ class ModelBatches(IterableBatches):
     def __init__(self, model: Segmenter, dataset: LabelledSet | Sequence[tuple[np.ndarray, np.ndarray]], *,
                  batch_size: int = 8, downsample: int = 1) -> None:
         if not hasattr(model, "predict_proba") and not hasattr(model, "predict_proba_ids"):
-            raise ValueError(f"model: expected a Segmenter with predict_proba, got {type(model).__name__}")
+            hint = (" (wrap a function f(uint8 [N, H, W, 3]) -> [N, K, H, W] with blindspots.models.adapters."
+                    "callable.CallableSegmenter(f), or load a model spec with blindspots.models.load.load_model)"
+                    if callable(model) else "")
+            raise ValueError(f"model: expected a Segmenter with predict_proba{hint}, got {type(model).__name__}")
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
             raise ValueError(f"dataset: expected an indexable dataset of (image, mask) pairs, "
                              f"got {type(dataset).__name__}")
