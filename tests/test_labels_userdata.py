@@ -114,3 +114,24 @@ def test_api_plain_function_as_model_says_how_to_wrap_it(tmp_path):
     with np.testing.assert_raises_regex(ValueError, r"model: expected a Segmenter with predict_proba \(wrap .*"
                                                     r"CallableSegmenter\(f\).*got function"):
         review_label_issues(model=seg, dataset=open_segset(tmp_path), verbose=False)
+
+
+def test_cli_arrays_without_ids_issue_masks_named_by_the_table_ids(tmp_path):
+    """--labels/--probs without --ids: images.csv says ids 0, 1, ... but the masks were 000000.png, ...
+    (docs: issues/<id>.png)."""
+    clean = _write_set(tmp_path, sizes=((24, 32),) * 3)
+    labels = np.stack([np.array(Image.open(tmp_path / "masks" / f"img{i}.png")) for i in range(3)])
+    probs = np.stack([np.eye(K, dtype=np.float32)[clean[f"img{i}"]].transpose(2, 0, 1) * 0.9 + 0.1 / K
+                      for i in range(3)])
+    np.save(tmp_path / "l.npy", labels)
+    np.save(tmp_path / "p.npy", probs)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["label-issues", "--labels", str(tmp_path / "l.npy"), "--probs",
+                                   str(tmp_path / "p.npy"), "--out", str(out), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    ids = pd.read_csv(out / "images.csv", dtype={"id": str}).id
+    assert sorted(ids) == ["0", "1", "2"]
+    for i in ids:
+        assert (out / "issues" / f"{i}.png").is_file()
+    flagged = np.array(Image.open(out / "issues" / "1.png")) > 0
+    assert flagged.any()

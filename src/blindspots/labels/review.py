@@ -117,11 +117,12 @@ def _name_image(e: BadLabelError, ids: Sequence[str] | None, dataset: Any, ignor
 
 def mask_png_writer(out_dir: str | os.PathLike, ids: Sequence[str] | None = None
                     ) -> Callable[[int, np.ndarray], None]:
-    """on_mask callback writing `out_dir/<id>.png` (L mode: 255 = issue, 0 = fine)."""
+    """on_mask callback writing `out_dir/<id>.png` (L mode: 255 = issue, 0 = fine); without ids the id is
+    the image index "0", "1", ... (the review's default ids, so images.csv's id names the file)."""
     root = Path(out_dir)
 
     def write(i: int, mask: np.ndarray) -> None:
-        name = ids[i] if ids is not None else f"{i:06d}"
+        name = ids[i] if ids is not None else str(i)
         path = (root / f"{name}.png").resolve()
         if root.resolve() not in path.parents:
             raise ValueError(f"ids: expected ids that stay inside {root}, got {name!r}")
