@@ -135,3 +135,44 @@ def test_cli_arrays_without_ids_issue_masks_named_by_the_table_ids(tmp_path):
         assert (out / "issues" / f"{i}.png").is_file()
     flagged = np.array(Image.open(out / "issues" / "1.png")) > 0
     assert flagged.any()
+
+
+def _arrays(tmp_path: Path, ignore: int = 255) -> None:
+    """l.npy int [3, 24, 32] (image 1 mislabelled, `ignore` in a corner) and p.npy float32 [3, K, 24, 32]."""
+    clean = _write_set(tmp_path, sizes=((24, 32),) * 3)
+    labels = np.stack([np.array(Image.open(tmp_path / "masks" / f"img{i}.png")) for i in range(3)])
+    labels[labels == 255] = ignore
+    probs = np.stack([np.eye(K, dtype=np.float32)[clean[f"img{i}"]].transpose(2, 0, 1) * 0.9 + 0.1 / K
+                      for i in range(3)])
+    np.save(tmp_path / "l.npy", labels)
+    np.save(tmp_path / "p.npy", probs)
+
+
+def test_cli_arrays_use_the_classes_file(tmp_path):
+    """--classes with --labels/--probs was ignored silently: its ignore value (here 254) was not used and
+    its names never reached the output."""
+    _arrays(tmp_path, ignore=254)
+    (tmp_path / "classes.txt").write_text("sky\nroad\ncar\nignore_index 254\n")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["label-issues", "--labels", str(tmp_path / "l.npy"), "--probs",
+                                   str(tmp_path / "p.npy"), "--classes", str(tmp_path / "classes.txt"),
+                                   "--out", str(out), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    import json
+
+    assert json.loads((out / "summary.json").read_text())["class_names"] == ["sky", "road", "car"]
+
+
+def test_report_names_the_classes_of_regions_and_confusions(tmp_path):
+    from blindspots.report.labels_page import write_label_issues_report
+
+    _arrays(tmp_path)
+    (tmp_path / "classes.txt").write_text("sky\nroad\ncar\n")
+    out = tmp_path / "out"
+    res = CliRunner().invoke(app, ["label-issues", "--labels", str(tmp_path / "l.npy"), "--probs",
+                                   str(tmp_path / "p.npy"), "--classes", str(tmp_path / "classes.txt"),
+                                   "--out", str(out), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    html = write_label_issues_report(out, tmp_path / "rep").read_text()
+    confusions = html[html.index("Most common confusions"):]
+    assert "<td>2 car</td><td>1 road</td>" in confusions  # img1's object: given car, predicted road

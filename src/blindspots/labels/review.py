@@ -154,14 +154,18 @@ def review_summary(review: LabelReview) -> dict[str, Any]:
                                   .astype(int).to_dict(orient="records") if len(regions) else [])}
 
 
-def save_review(review: LabelReview, out: str | os.PathLike, *, fmt: str = "csv") -> dict[str, Any]:
+def save_review(review: LabelReview, out: str | os.PathLike, *, fmt: str = "csv",
+                class_names: Sequence[str] | None = None) -> dict[str, Any]:
     """Write out/images.<fmt>, out/regions.<fmt> (csv or parquet) and out/summary.json; returns the summary
-    with the table paths under "files"."""
+    with the table paths under "files". class_names: names by class id, kept in summary.json as
+    "class_names" (the report names the classes of the regions and confusions)."""
     if fmt not in ("csv", "parquet"):
         raise ValueError(f"fmt: expected csv or parquet, got {fmt!r}")
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     summary = review_summary(review)
+    if class_names is not None:
+        summary["class_names"] = [str(n) for n in class_names]
     (root / "summary.json").write_text(json.dumps(summary, indent=2))
     files = [str(_save_table(review.images, root / "images", fmt)), str(_save_table(review.regions, root / "regions",
                                                                                      fmt))]
