@@ -176,3 +176,33 @@ def test_report_names_the_classes_of_regions_and_confusions(tmp_path):
     html = write_label_issues_report(out, tmp_path / "rep").read_text()
     confusions = html[html.index("Most common confusions"):]
     assert "<td>2 car</td><td>1 road</td>" in confusions  # img1's object: given car, predicted road
+
+
+def test_mixed_sizes_errors_name_the_image():
+    """With images of mixed sizes, a downsample that does not divide one of them and a mask at another size
+    than its image did not say which image (or what to do)."""
+    from blindspots.labels import find_label_issues
+    from blindspots.labels.review import review_label_issues
+    from blindspots.models.adapters.callable import CallableSegmenter
+
+    batches = [(np.zeros((8, 8), np.int64), np.full((K, 8, 8), 1 / K)),
+               (np.zeros((12, 10), np.int64), np.full((K, 12, 10), 1 / K))]
+    with np.testing.assert_raises_regex(ValueError, r"got 4 at image 1; use a downsample that divides every"):
+        find_label_issues(batches, None, downsample=4, verbose=False)
+
+    def seg(images: np.ndarray) -> np.ndarray:
+        return np.full((len(images), K) + images.shape[1:3], 1 / K, np.float32)
+
+    data = [(np.zeros((8, 8, 3), np.uint8), np.zeros((8, 8), np.uint8)),
+            (np.zeros((8, 8, 3), np.uint8), np.zeros((6, 8), np.uint8))]
+    with np.testing.assert_raises_regex(ValueError, r"expected each mask at its image's size \(8, 8\), got "
+                                                    r"\(6, 8\) at image 1; resize"):
+        review_label_issues(model=CallableSegmenter(seg, K), dataset=data, verbose=False)
+
+
+def test_rgb_mask_without_classes_says_to_give_a_classes_file(tmp_path):
+    from blindspots.data.segsets import decode_mask
+
+    Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / "m.png")
+    with np.testing.assert_raises_regex(ValueError, r"RGB mask .*m.png, got None; give a classes file"):
+        decode_mask(tmp_path / "m.png")

@@ -100,7 +100,8 @@ def decode_mask(source: str | Path, *, classes: Classes | None = None,
     elif mode in ("RGB", "RGBA"):
         if classes is None:
             raise ValueError(f"classes: expected Classes (with a palette) to map the colours of the RGB "
-                             f"mask {label}, got None")
+                             f"mask {label}, got None; give a classes file with one colour per class "
+                             f"(--classes FILE, e.g. lines 'road 128 64 128'), or save the masks as index PNGs")
         mask = _map_colours(np.asarray(img.convert("RGB"), dtype=np.uint8), classes, label)
     else:
         raise ValueError(f"mask: expected an index ('L'/'P') or RGB PNG in {label}, got mode {mode!r}")

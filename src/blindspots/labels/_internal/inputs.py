@@ -307,7 +307,12 @@ class IterableBatches:
             lab, pp = np.asarray(item[0]), np.asarray(item[1])
             if lab.ndim == 2 and pp.ndim == 3:  # a single image is a batch of one
                 lab, pp = lab[None], pp[None]
-            check_shapes(lab.shape, pp.shape, lab.dtype, pp.dtype, self.downsample)
+            try:
+                check_shapes(lab.shape, pp.shape, lab.dtype, pp.dtype, self.downsample)
+            except ValueError as e:  # images of mixed sizes: say which one
+                hint = "; use a downsample that divides every image's size (1 always does)" \
+                    if str(e).startswith("downsample") else ""
+                raise ValueError(f"{e} at image {start + pos}{hint}") from None
             if self.num_classes is None:
                 self.num_classes, self.h, self.w, self.dtype = pp.shape[1], pp.shape[2], pp.shape[3], pp.dtype
             elif pp.shape[1] != self.num_classes:
@@ -362,11 +367,13 @@ class ModelBatches(IterableBatches):
         """Images of one size uint8 [b, H, W, 3] (dataset positions `index`) -> probabilities float
         [b, K, H, W] at the masks' size."""
         ds_ids = getattr(self.dataset, "ids", None)
-        probs = predict_images(self.model, images, None if ds_ids is None else [ds_ids[i] for i in index])
         h, w = images[0].shape[:2]
         if any(m.shape != (h, w) for m in masks):
-            bad = next(m.shape for m in masks if m.shape != (h, w))
-            raise ValueError(f"dataset: expected each mask at its image's size ({h}, {w}), got {bad}")
+            j = next(j for j, m in enumerate(masks) if m.shape != (h, w))
+            name = f"image {index[j]}" + ("" if ds_ids is None else f" ({ds_ids[index[j]]!r})")
+            raise ValueError(f"dataset: expected each mask at its image's size ({h}, {w}), got {masks[j].shape} "
+                             f"at {name}; resize the mask (nearest neighbour) or its image to match")
+        probs = predict_images(self.model, images, None if ds_ids is None else [ds_ids[i] for i in index])
         if probs.ndim != 4 or probs.shape[0] != len(images) or probs.shape[2:] != (h, w):
             raise ValueError(f"model: expected predict_proba to return [b, K, {h}, {w}] at the mask resolution, "
                              f"got {probs.shape}")
