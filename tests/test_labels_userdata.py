@@ -206,3 +206,22 @@ def test_rgb_mask_without_classes_says_to_give_a_classes_file(tmp_path):
     Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / "m.png")
     with np.testing.assert_raises_regex(ValueError, r"RGB mask .*m.png, got None; give a classes file"):
         decode_mask(tmp_path / "m.png")
+
+
+def test_cli_cache_dir_reused_with_another_model_is_rebuilt(tmp_path):
+    """--cache-dir reused with another --model returned the first model's results silently (the cache
+    was 'resumed' because settings and image count matched)."""
+    clean = _write_set(tmp_path)
+    _write_probs(tmp_path / "good", clean)
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for k, m in clean.items():
+        np.save(flat / f"{k}.npy", np.full((K,) + m.shape, 1 / K, np.float32))
+    args = ["label-issues", "--images", str(tmp_path / "images"), "--masks", str(tmp_path / "masks"),
+            "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
+    first = CliRunner().invoke(app, args + ["--model", str(tmp_path / "good"), "--out", str(tmp_path / "o1")])
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(app, args + ["--model", str(flat), "--out", str(tmp_path / "o2")])
+    assert again.exit_code == 0, again.output
+    scores = pd.read_csv(tmp_path / "o2" / "images.csv").image_score
+    np.testing.assert_allclose(scores, 1 / K, rtol=1e-5)  # the flat model's scores, not the first model's
