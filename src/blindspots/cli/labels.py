@@ -52,7 +52,8 @@ def label_issues(
     fmt: str = typer.Option("csv", "--format", help="Table format: csv or parquet."),
     batch_size: int = typer.Option(8, help="Images per forward pass of --model."),
     cache_dir: Optional[Path] = typer.Option(None, help="Folder for per-pixel statistics; reuse it to resume an "
-                                             "interrupted model pass (default: temporary)."),
+                                             "interrupted model pass (rebuilt when --model or the image ids "
+                                             "differ; default: temporary)."),
     write_masks: bool = typer.Option(True, "--masks-out/--no-masks-out", help="Write issues/<id>.png."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:

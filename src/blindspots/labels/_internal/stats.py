@@ -129,15 +129,11 @@ _VERSION = 2
 
 
 def _model_source_key(source: ModelBatches) -> dict[str, str]:
-    """What a resumable cache was built from: the model (its spec, else its type and function) and the
-    dataset's ids (sha1), so a cache_dir reused with another model or dataset is rebuilt, not resumed."""
-    model = source.model
-    info = getattr(model, "info", None)
-    spec = info.get("spec") if isinstance(info, dict) else None
-    if spec is None:
-        fn = getattr(model, "fn", None)
-        spec = f"{type(model).__module__}.{type(model).__qualname__}" + \
-            ("" if fn is None else f"({getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))})")
+    """What a resumable cache was built from: the model's spec (`load_model`'s `info["spec"]`; "" for a
+    model object without one, which cannot be told apart across processes) and the dataset's ids (sha1),
+    so a cache_dir reused with another model spec or dataset is rebuilt, not resumed."""
+    info = getattr(source.model, "info", None)
+    spec = (info.get("spec") if isinstance(info, dict) else None) or ""
     ids = getattr(source.dataset, "ids", None)
     digest = hashlib.sha1("\n".join(map(str, ids)).encode()).hexdigest() if ids is not None else ""
     return {"model": str(spec), "ids": digest}
