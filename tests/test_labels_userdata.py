@@ -225,3 +225,15 @@ def test_cli_cache_dir_reused_with_another_model_is_rebuilt(tmp_path):
     assert again.exit_code == 0, again.output
     scores = pd.read_csv(tmp_path / "o2" / "images.csv").image_score
     np.testing.assert_allclose(scores, 1 / K, rtol=1e-5)  # the flat model's scores, not the first model's
+
+
+def test_cli_stray_mask_says_how_to_pick_a_subset(tmp_path):
+    """A mask without an image said only 'pass ids=...', a Python argument, on the command line."""
+    clean = _write_set(tmp_path)
+    _write_probs(tmp_path / "probs", clean)
+    (tmp_path / "masks" / "extra.png").write_bytes((tmp_path / "masks" / "img0.png").read_bytes())
+    res = CliRunner().invoke(app, ["label-issues", "--data", str(tmp_path), "--model", str(tmp_path / "probs"),
+                                   "--out", str(tmp_path / "out"), "--no-progress"])
+    assert res.exit_code != 0
+    text = " ".join(res.output.split())
+    assert "'extra'" in text and "--ids FILE" in text

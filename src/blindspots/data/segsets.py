@@ -256,7 +256,8 @@ class SegmentationSet:
                     parts.append(f"{len(no_image)} mask(s) without an image in {self.images_dir}: "
                                  f"{_examples(no_image)}")
                 raise ValueError("masks_dir: expected one mask per image, got " + "; ".join(parts)
-                                 + " (pass ids=... to use a subset)")
+                                 + " (pass ids=... or, on the command line, --ids FILE with one id per line, "
+                                   "to use a subset)")
             chosen = sorted(images)
         else:
             chosen = sorted({i if i in images else _stem(i) if _stem(i) in images else i

@@ -51,7 +51,8 @@ def bad_label_advice(value: int, num_classes: int, ignore_index: int | None) -> 
     """What to do about a label outside the model's classes (the end of the error message)."""
     ign = "" if ignore_index is None else f" or to ignore_index {ignore_index}"
     if value >= num_classes:
-        return (f"the masks use class {value} but the model predicts only {num_classes} classes (0..{num_classes - 1}): "
+        return (f"the masks use class {value} but the model predicts only {num_classes} classes "
+                f"(0..{num_classes - 1}): "
                 f"map that class to one the model has{ign} in the masks (e.g. a classes file or label map), "
                 "or use a model with more classes" + ("" if ignore_index is not None else
                                                       "; or set ignore_index if it marks unlabelled pixels"))
