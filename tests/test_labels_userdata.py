@@ -237,3 +237,32 @@ def test_cli_stray_mask_says_how_to_pick_a_subset(tmp_path):
     assert res.exit_code != 0
     text = " ".join(res.output.split())
     assert "'extra'" in text and "--ids FILE" in text
+
+
+def test_summaries_take_the_mixed_size_lists_find_label_issues_returns():
+    """find_label_issues returns a list of [H_i, W_i] masks for images of mixed sizes; common_label_issues,
+    filter_by_class and display_issues failed on them with numpy's 'inhomogeneous shape' error."""
+    from blindspots.labels import common_label_issues, display_issues, filter_by_class, find_label_issues
+
+    rng = np.random.default_rng(0)
+    labels, probs = [], []
+    for h, w in ((12, 16), (10, 8), (12, 16)):
+        lab = rng.integers(0, K, (h, w))
+        p = rng.random((K, h, w)).astype(np.float32) + 2 * np.eye(K, dtype=np.float32)[lab].transpose(2, 0, 1)
+        lab[rng.random((h, w)) < 0.2] = rng.integers(0, K)  # label noise
+        labels.append(lab)
+        probs.append(p / p.sum(0))
+    issues = find_label_issues(list(zip(labels, probs)), None, verbose=False)
+    assert isinstance(issues, list) and any(m.any() for m in issues)
+    got = common_label_issues(issues, labels, probs, verbose=False)
+    one = [common_label_issues(m[None], a[None], p[None], verbose=False) for m, a, p in zip(issues, labels, probs)]
+    expect = pd.concat(one).groupby(["given_label", "predicted_label"]).num_pixel_issues.sum()
+    assert got.set_index(["given_label", "predicted_label"]).num_pixel_issues.sort_index().to_dict() == \
+        expect.sort_index().to_dict()
+    kept = filter_by_class(1, issues, labels, probs)
+    for m, a, p, k in zip(issues, labels, probs, kept):
+        np.testing.assert_array_equal(k, filter_by_class(1, m[None], a[None], p[None])[0])
+    fig = display_issues(issues, labels=labels, pred_probs=probs, top=2, show=False)
+    assert len(fig.axes) == 2 * 3
+    with np.testing.assert_raises_regex(ValueError, r"labels: expected a list of 3 int \[H, W\] arrays"):
+        common_label_issues(issues, np.zeros((3, 12, 16), np.int64), probs, verbose=False)
