@@ -266,3 +266,24 @@ def test_summaries_take_the_mixed_size_lists_find_label_issues_returns():
     assert len(fig.axes) == 2 * 3
     with np.testing.assert_raises_regex(ValueError, r"labels: expected a list of 3 int \[H, W\] arrays"):
         common_label_issues(issues, np.zeros((3, 12, 16), np.int64), probs, verbose=False)
+
+
+def test_binary_masks_saved_as_0_255_warn_that_the_foreground_is_ignored(tmp_path):
+    """Binary masks with a white (255) foreground: every object pixel was read as ignore_index 255 and
+    never checked, with scores of 1.0 and no word about it."""
+    import pytest
+
+    from blindspots.labels.review import review_label_issues
+
+    labels = np.zeros((2, 8, 8), np.uint8)
+    labels[:, 2:6, 2:6] = 255
+    probs = np.stack([np.full((8, 8), 0.9), np.full((8, 8), 0.1)])[None].repeat(2, 0)
+    with pytest.warns(UserWarning, match=r"every labelled pixel is class 0 and 25% of the pixels are ignore_index "
+                                         r"255.*np.where\(m == 255, 1, m\)"):
+        review_label_issues(labels, probs, verbose=False)
+    labels[:, 0, 0] = 1  # a real class 1 somewhere: 255 is a genuine ignore value, no warning
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        review_label_issues(labels, probs, verbose=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,12 @@ def review_label_issues(labels: Any = None, pred_probs: Any = None, *, model: Se
         if ids is not None and len(ids) != finder.n_images_:
             raise ValueError(f"ids: expected {finder.n_images_} ids (one per image), got {len(ids)}")
         thr = finder.confident_thresholds_ if ignored_regions else None
+        n_pixels = n_labelled = 0
+        given: set[int] = set()
         for start, mask, full in finder.iter_batches():
+            n_pixels += int(full.valid.size)
+            n_labelled += int(full.valid.sum())
+            given.update(np.unique(full.labels[full.valid]).tolist())
             img_scores = softmin_pool(full.score, full.valid, temperature)
             for j in range(len(mask)):
                 i = start + j
@@ -90,12 +96,27 @@ def review_label_issues(labels: Any = None, pred_probs: Any = None, *, model: Se
                              "regions": len(regs)})
                 if on_mask is not None:
                     on_mask(i, mask[j])
+    _warn_ignored_foreground(n_pixels, n_labelled, given, ignore_index, finder.confident_thresholds_.shape[0])
     images = pd.DataFrame(rows, columns=[c for c in IMAGE_COLUMNS if c != "rank"])
     images = images.sort_values(["image_score", "issue_pixels"], ascending=[True, False], kind="stable")
     images.insert(1, "rank", np.arange(1, len(images) + 1))
     reg = regions_frame(regions)
     reg.insert(0, "id", [ids[i] if ids is not None else str(i) for i in reg["image"]] if len(reg) else [])
     return LabelReview(images.reset_index(drop=True), reg, finder.confident_thresholds_, finder.num_issues_)
+
+
+def _warn_ignored_foreground(n_pixels: int, n_labelled: int, given: set[int], ignore_index: int | None,
+                             num_classes: int) -> None:
+    """Warn when the masks give no class but 0 and the rest is ignore_index: binary masks saved as 0/255
+    (white foreground) read with ignore_index 255 lose every foreground pixel, silently otherwise."""
+    ignored = n_pixels - n_labelled
+    if ignore_index is None or not ignored or not given <= {0} or num_classes < 2:
+        return
+    warnings.warn(f"labels: every labelled pixel is class 0 and {ignored / n_pixels:.0%} of the pixels are "
+                  f"ignore_index {ignore_index} (never checked); if {ignore_index} marks the foreground (binary "
+                  f"masks saved as 0/{ignore_index}), map it to class 1 in the masks, e.g. "
+                  f"np.where(m == {ignore_index}, 1, m)",
+                  UserWarning, stacklevel=3)
 
 
 def _name_image(e: BadLabelError, ids: Sequence[str] | None, dataset: Any, ignore_index: int | None
