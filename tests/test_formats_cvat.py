@@ -82,3 +82,12 @@ def test_import_errors(tmp_path) -> None:
         import_cvat(tmp_path / "odd.zip", CLASSES)
     with pytest.raises(ValueError, match="masks"):
         export_cvat(tmp_path / "e.zip", {}, CLASSES)
+
+
+def test_export_images_must_be_a_mapping(tmp_path) -> None:
+    """images="folder" (as the docs' `images=...` invites) used to export a zip without any image."""
+    m = np.zeros((4, 4), np.uint8)
+    with pytest.raises(ValueError, match=r"images: expected a mapping image id -> uint8 \[H, W, 3\] array, got str"):
+        export_cvat(tmp_path / "a.zip", {"cat": m}, CLASSES, images=str(tmp_path))
+    p = export_cvat(tmp_path / "b.zip", {"cat": m}, CLASSES, images={"cat": np.zeros((4, 4, 3), np.uint8)})
+    assert "JPEGImages/cat.png" in zipfile.ZipFile(p).namelist()

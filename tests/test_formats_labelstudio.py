@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from PIL import Image
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -173,3 +174,29 @@ def test_labeling_config() -> None:
 
     root = ElementTree.fromstring(labeling_config(CLASSES))
     assert [e.get("value") for e in root.iter("Label")] == list(CLASSES.names)
+
+
+def test_labelled_set_ids_without_extension_export_and_import(tmp_path) -> None:
+    """A labelled set's ids have no extension (`cat` for images/cat.jpg): the exported URL used to point
+    at `images/cat` (no such file), and tasks made in Label Studio from `cat.jpg` matched no id."""
+    root = tmp_path / "pool" / "images"
+    root.mkdir(parents=True)
+    m = np.zeros((6, 8), np.uint8)
+    m[2:4, 2:6] = 1
+    for name in ("cat.jpg", "dog.png"):
+        Image.fromarray(np.zeros((6, 8, 3), np.uint8)).save(root / name)
+    p = export_labelstudio(tmp_path / "t.json", {"cat": m, "dog": m}, CLASSES, image_root=root,
+                           document_root=tmp_path)
+    tasks = json.loads(p.read_text())
+    assert [t["data"]["image"] for t in tasks] == ["/data/local-files/?d=pool/images/cat.jpg",
+                                                   "/data/local-files/?d=pool/images/dog.png"]
+    for t in tasks:  # tasks as Label Studio exports them when created there (no blindspots_id)
+        t["data"].pop("blindspots_id")
+        t["annotations"] = [{"id": 1, "result": t["predictions"][0]["result"], "was_cancelled": False}]
+    tasks[1]["data"]["image"] = "/data/upload/1/0a1b2c3d-dog.png"
+    back = import_labelstudio(tasks, CLASSES, ids=["cat", "dog"])
+    assert sorted(back) == ["cat", "dog"]
+    np.testing.assert_array_equal(back["cat"], m)
+    (root / "cat.png").write_bytes((root / "dog.png").read_bytes())
+    with pytest.raises(ValueError, match=r"image_root: expected one image file for id 'cat'.*got 2"):
+        export_labelstudio(tmp_path / "t2.json", {"cat": m}, CLASSES, image_root=root, document_root=tmp_path)

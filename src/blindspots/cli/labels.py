@@ -28,7 +28,8 @@ def label_issues(
     masks: Optional[Path] = typer.Option(None, "--masks", help="Folder of masks paired with --images by the id rule "
                                          "(a.jpg <-> a.png; a scan's maps/<model> folder works)."),
     classes: Optional[Path] = typer.Option(None, "--classes", help="Classes file: names in id order, optional "
-                                           "colours, 'ignore_index N' (see blindspots.data.classfile)."),
+                                           "colours, 'ignore_index N' (see blindspots.data.classfile); also "
+                                           "with --labels/--probs."),
     split: Optional[str] = typer.Option(None, "--split", help="Layout sub-folder, e.g. train or val."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model SPEC: a .pt zoo checkpoint, TorchScript, "
                                         ".onnx, 'module:function' or a folder of <id>.npy probabilities."),
@@ -51,7 +52,8 @@ def label_issues(
     fmt: str = typer.Option("csv", "--format", help="Table format: csv or parquet."),
     batch_size: int = typer.Option(8, help="Images per forward pass of --model."),
     cache_dir: Optional[Path] = typer.Option(None, help="Folder for per-pixel statistics; reuse it to resume an "
-                                             "interrupted model pass (default: temporary)."),
+                                             "interrupted model pass (rebuilt when --model or the image ids "
+                                             "differ; default: temporary)."),
     write_masks: bool = typer.Option(True, "--masks-out/--no-masks-out", help="Write issues/<id>.png."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress bars."),
 ) -> None:
@@ -81,6 +83,11 @@ def label_issues(
     else:
         row_ids = _read_ids(ids)
     ds_classes = getattr(dataset, "classes", None)
+    if classes is not None and dataset is None:  # saved arrays: the file's ignore value, colours and names
+        from blindspots.data.classfile import read_classes
+
+        ds_classes = read_classes(classes)
+    names = ds_classes.names if ds_classes is not None else getattr(getattr(seg_model, "classes", None), "names", None)
     ign = None if no_ignore else ignore_index if ignore_index is not None else \
         ds_classes.ignore_index if ds_classes is not None else DEFAULT_IGNORE_INDEX
     out.mkdir(parents=True, exist_ok=True)
@@ -88,7 +95,7 @@ def label_issues(
     review = review_label_issues(labels, probs, model=seg_model, dataset=dataset, ids=row_ids, downsample=downsample,
                                  ignore_index=ign, background=background, min_area=min_area,
                                  model_batch_size=batch_size, cache_dir=cache_dir, verbose=progress, on_mask=on_mask)
-    summary = save_review(review, out, fmt=fmt)
+    summary = save_review(review, out, fmt=fmt, class_names=names)
     if top > 0 and len(review.images):
         fig = worst_images_figure(review, top=top, labels=labels, probs=probs, dataset=dataset, model=seg_model,
                                   ids=row_ids, issues_dir=out / "issues" if write_masks else None, ignore_index=ign,

@@ -100,7 +100,8 @@ def decode_mask(source: str | Path, *, classes: Classes | None = None,
     elif mode in ("RGB", "RGBA"):
         if classes is None:
             raise ValueError(f"classes: expected Classes (with a palette) to map the colours of the RGB "
-                             f"mask {label}, got None")
+                             f"mask {label}, got None; give a classes file with one colour per class "
+                             f"(--classes FILE, e.g. lines 'road 128 64 128'), or save the masks as index PNGs")
         mask = _map_colours(np.asarray(img.convert("RGB"), dtype=np.uint8), classes, label)
     else:
         raise ValueError(f"mask: expected an index ('L'/'P') or RGB PNG in {label}, got mode {mode!r}")
@@ -255,7 +256,8 @@ class SegmentationSet:
                     parts.append(f"{len(no_image)} mask(s) without an image in {self.images_dir}: "
                                  f"{_examples(no_image)}")
                 raise ValueError("masks_dir: expected one mask per image, got " + "; ".join(parts)
-                                 + " (pass ids=... to use a subset)")
+                                 + " (pass ids=... or, on the command line, --ids FILE with one id per line, "
+                                   "to use a subset)")
             chosen = sorted(images)
         else:
             chosen = sorted({i if i in images else _stem(i) if _stem(i) in images else i

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ import pandas as pd
 from PIL import Image
 
 from blindspots.labels._internal.figures import worst_images_figure
-from blindspots.labels._internal.inputs import check_ignore_index
+from blindspots.labels._internal.inputs import BadLabelError, bad_label_advice, check_ignore_index
 from blindspots.labels._internal.pixels import argmax_max, label_probs
 from blindspots.labels._internal.regions import IssueRegion, image_regions, regions_frame
 from blindspots.labels.filter import LabelIssueFinder
@@ -69,11 +70,19 @@ def review_label_issues(labels: Any = None, pred_probs: Any = None, *, model: Se
     rows: list[dict[str, Any]] = []
     regions: list[IssueRegion] = []
     with finder:
-        finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
+        try:
+            finder.fit(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
+        except BadLabelError as e:
+            raise _name_image(e, ids, dataset, ignore_index) from None
         if ids is not None and len(ids) != finder.n_images_:
             raise ValueError(f"ids: expected {finder.n_images_} ids (one per image), got {len(ids)}")
         thr = finder.confident_thresholds_ if ignored_regions else None
+        n_pixels = n_labelled = 0
+        given: set[int] = set()
         for start, mask, full in finder.iter_batches():
+            n_pixels += int(full.valid.size)
+            n_labelled += int(full.valid.sum())
+            given.update(np.unique(full.labels[full.valid]).tolist())
             img_scores = softmin_pool(full.score, full.valid, temperature)
             for j in range(len(mask)):
                 i = start + j
@@ -87,6 +96,7 @@ def review_label_issues(labels: Any = None, pred_probs: Any = None, *, model: Se
                              "regions": len(regs)})
                 if on_mask is not None:
                     on_mask(i, mask[j])
+    _warn_ignored_foreground(n_pixels, n_labelled, given, ignore_index, finder.confident_thresholds_.shape[0])
     images = pd.DataFrame(rows, columns=[c for c in IMAGE_COLUMNS if c != "rank"])
     images = images.sort_values(["image_score", "issue_pixels"], ascending=[True, False], kind="stable")
     images.insert(1, "rank", np.arange(1, len(images) + 1))
@@ -95,13 +105,45 @@ def review_label_issues(labels: Any = None, pred_probs: Any = None, *, model: Se
     return LabelReview(images.reset_index(drop=True), reg, finder.confident_thresholds_, finder.num_issues_)
 
 
+def _warn_ignored_foreground(n_pixels: int, n_labelled: int, given: set[int], ignore_index: int | None,
+                             num_classes: int) -> None:
+    """Warn when the masks give no class but 0 and the rest is ignore_index: binary masks saved as 0/255
+    (white foreground) read with ignore_index 255 lose every foreground pixel, silently otherwise."""
+    ignored = n_pixels - n_labelled
+    if ignore_index is None or not ignored or not given <= {0} or num_classes < 2:
+        return
+    warnings.warn(f"labels: every labelled pixel is class 0 and {ignored / n_pixels:.0%} of the pixels are "
+                  f"ignore_index {ignore_index} (never checked); if {ignore_index} marks the foreground (binary "
+                  f"masks saved as 0/{ignore_index}), map it to class 1 in the masks, e.g. "
+                  f"np.where(m == {ignore_index}, 1, m)",
+                  UserWarning, stacklevel=3)
+
+
+def _name_image(e: BadLabelError, ids: Sequence[str] | None, dataset: Any, ignore_index: int | None
+                ) -> ValueError:
+    """The error of a label outside the model's classes, naming the image by id (and mask file)."""
+    if ids is None or not 0 <= e.image < len(ids):
+        return e
+    name = ids[e.image]
+    where = f"image {name!r}"
+    if hasattr(dataset, "mask_path"):
+        try:
+            where += f" (mask {str(dataset.mask_path(name))!r})"
+        except Exception:  # noqa: BLE001 - the id is enough
+            pass
+    allowed = f"0..{e.num_classes - 1}" + ("" if ignore_index is None else f" or ignore_index {ignore_index}")
+    return ValueError(f"labels: expected class ids in {allowed}, got {e.value} in {where}, pixel {e.pixel}; "
+                      f"{bad_label_advice(e.value, e.num_classes, ignore_index)}")
+
+
 def mask_png_writer(out_dir: str | os.PathLike, ids: Sequence[str] | None = None
                     ) -> Callable[[int, np.ndarray], None]:
-    """on_mask callback writing `out_dir/<id>.png` (L mode: 255 = issue, 0 = fine)."""
+    """on_mask callback writing `out_dir/<id>.png` (L mode: 255 = issue, 0 = fine); without ids the id is
+    the image index "0", "1", ... (the review's default ids, so images.csv's id names the file)."""
     root = Path(out_dir)
 
     def write(i: int, mask: np.ndarray) -> None:
-        name = ids[i] if ids is not None else f"{i:06d}"
+        name = ids[i] if ids is not None else str(i)
         path = (root / f"{name}.png").resolve()
         if root.resolve() not in path.parents:
             raise ValueError(f"ids: expected ids that stay inside {root}, got {name!r}")
@@ -133,14 +175,18 @@ def review_summary(review: LabelReview) -> dict[str, Any]:
                                   .astype(int).to_dict(orient="records") if len(regions) else [])}
 
 
-def save_review(review: LabelReview, out: str | os.PathLike, *, fmt: str = "csv") -> dict[str, Any]:
+def save_review(review: LabelReview, out: str | os.PathLike, *, fmt: str = "csv",
+                class_names: Sequence[str] | None = None) -> dict[str, Any]:
     """Write out/images.<fmt>, out/regions.<fmt> (csv or parquet) and out/summary.json; returns the summary
-    with the table paths under "files"."""
+    with the table paths under "files". class_names: names by class id, kept in summary.json as
+    "class_names" (the report names the classes of the regions and confusions)."""
     if fmt not in ("csv", "parquet"):
         raise ValueError(f"fmt: expected csv or parquet, got {fmt!r}")
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     summary = review_summary(review)
+    if class_names is not None:
+        summary["class_names"] = [str(n) for n in class_names]
     (root / "summary.json").write_text(json.dumps(summary, indent=2))
     files = [str(_save_table(review.images, root / "images", fmt)), str(_save_table(review.regions, root / "regions",
                                                                                      fmt))]

@@ -34,8 +34,49 @@ def _check(issues: Any, labels: Any, pred_probs: Any = None) -> tuple[np.ndarray
 
 
 def _pred_at(pred_probs: Any, i: int) -> np.ndarray:
-    """Argmax map int [H, W] of image i (reads one image of a possibly memory-mapped array)."""
+    """Argmax map int [H, W] of image i (reads one image of a possibly memory-mapped array, or the
+    [K, H_i, W_i] item i of a list of images of mixed sizes)."""
+    if isinstance(pred_probs, (list, tuple)):
+        return argmax_max(np.asarray(pred_probs[i])[None])[0][0]
     return argmax_max(np.asarray(pred_probs[i:i + 1]))[0][0]
+
+
+def _is_ragged(issues: Any) -> bool:
+    """A list/tuple of per-image masks of different sizes (what `find_label_issues` returns for images of
+    mixed sizes)."""
+    return isinstance(issues, (list, tuple)) and len({np.shape(m) for m in issues}) > 1
+
+
+def _check_ragged(issues: Any, labels: Any, pred_probs: Any = None) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """Images of mixed sizes: issues, labels lists of [H_i, W_i]; pred_probs a list of [K, H_i, W_i]."""
+    iss = [np.asarray(m) for m in issues]
+    n = len(iss)
+    for i, m in enumerate(iss):
+        if m.ndim != 2 or m.dtype != np.bool_:
+            raise ValueError(f"issues: expected bool masks [H, W] per image, got {m.dtype} {m.shape} at image {i}")
+    labs = None
+    if labels is not None:
+        if not isinstance(labels, (list, tuple)) or len(labels) != n:
+            raise ValueError(f"labels: expected a list of {n} int [H, W] arrays (as issues: images of mixed sizes), "
+                             f"got {type(labels).__name__} of length {len(labels)}")
+        labs = [np.asarray(a) for a in labels]
+        for i, (m, a) in enumerate(zip(iss, labs)):
+            if a.shape != m.shape or a.dtype.kind not in "iu":
+                raise ValueError(f"labels: expected int {m.shape} (as issues) at image {i}, got {a.dtype} {a.shape}")
+    if pred_probs is not None:
+        if not isinstance(pred_probs, (list, tuple)) or len(pred_probs) != n:
+            raise ValueError(f"pred_probs: expected a list of {n} float [K, H, W] arrays (as issues: images of mixed "
+                             f"sizes), got {type(pred_probs).__name__} of length {len(pred_probs)}")
+        ks = set()
+        for i, (m, p) in enumerate(zip(iss, pred_probs)):
+            shp = np.shape(p)
+            if len(shp) != 3 or tuple(shp[1:]) != m.shape:
+                raise ValueError(f"pred_probs: expected [K, {m.shape[0]}, {m.shape[1]}] (as issues) at image {i}, "
+                                 f"got {shp}")
+            ks.add(shp[0])
+        if len(ks) > 1:
+            raise ValueError(f"pred_probs: expected the same K for every image, got {sorted(ks)}")
+    return iss, labs
 
 
 def common_label_issues(issues: np.ndarray, labels: np.ndarray, pred_probs: np.ndarray, *,
@@ -50,15 +91,19 @@ def common_label_issues(issues: np.ndarray, labels: np.ndarray, pred_probs: np.n
     exclude: predicted classes not to count (cleanlab's meaning). Pixels labelled ignore_index are skipped.
     verbose: print one line per row on stdout, as cleanlab does.
     """
-    issues, labels = _check(issues, labels, pred_probs)
-    k = np.shape(pred_probs)[1]
+    if _is_ragged(issues):
+        issues, labels = _check_ragged(issues, labels, pred_probs)  # type: ignore[assignment]
+        k = np.shape(pred_probs[0])[0]
+    else:
+        issues, labels = _check(issues, labels, pred_probs)
+        k = np.shape(pred_probs)[1]
     exclude = [] if exclude is None else list(exclude)
     top = 20 if top is None else top
     if class_names is None:
         class_names = [str(i) for i in range(k)]
     cm = ConfusionMatrix(k, ignore_index=None)  # rows = given label, columns = predicted class
     seen = np.zeros(k, dtype=bool)
-    for i in np.flatnonzero(issues.reshape(len(issues), -1).any(axis=1)):
+    for i in (j for j in range(len(issues)) if issues[j].any()):
         m = issues[i]
         g = labels[i][m].astype(np.int64)
         p = _pred_at(pred_probs, i)[m].astype(np.int64)
@@ -88,13 +133,18 @@ def filter_by_class(class_index: int, issues: np.ndarray, labels: np.ndarray, pr
 
     A class id that no pixel has (also one outside 0..K-1) gives an all-False mask, as in cleanlab.
     class_index: an int, or a sequence of ints (any of them; cleanlab's np.isin accepts both).
+    Images of mixed sizes: lists of [H_i, W_i] issues and labels, [K, H_i, W_i] pred_probs -> a list.
     """
-    issues, labels = _check(issues, labels, pred_probs)
+    ragged = _is_ragged(issues)
+    if ragged:
+        issues, labels = _check_ragged(issues, labels, pred_probs)  # type: ignore[assignment]
+    else:
+        issues, labels = _check(issues, labels, pred_probs)
     wanted = np.atleast_1d(np.asarray(class_index))
     if isinstance(class_index, (bool, np.bool_)) or wanted.ndim != 1 or (wanted.size and wanted.dtype.kind not in "iu"):
         raise ValueError(f"class_index: expected a class id (int) or a sequence of them, got {class_index!r}")
-    out = issues & np.isin(labels, wanted)
-    for i in np.flatnonzero(issues.reshape(len(issues), -1).any(axis=1)):
+    out = [m & np.isin(a, wanted) for m, a in zip(issues, labels)] if ragged else issues & np.isin(labels, wanted)
+    for i in (j for j in range(len(issues)) if issues[j].any()):
         out[i] |= issues[i] & np.isin(_pred_at(pred_probs, i), wanted)
     return out
 
@@ -114,21 +164,27 @@ def display_issues(issues: np.ndarray, *, labels: np.ndarray | None = None, pred
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    issues = np.asarray(issues)
-    if issues.ndim != 3 or issues.dtype != np.bool_:
-        raise ValueError(f"issues: expected a bool mask of shape (N, H, W), got {issues.dtype} {issues.shape}")
-    if labels is not None:
-        _check(issues, labels, pred_probs)
-        labels = np.asarray(labels)
-    elif pred_probs is not None:
-        _check(issues, np.zeros(issues.shape, np.int64), pred_probs)
+    if _is_ragged(issues):  # images of mixed sizes: lists of per-image arrays
+        issues, labels = _check_ragged(issues, labels, pred_probs)  # type: ignore[assignment]
+        k_given = np.shape(pred_probs[0])[0] if pred_probs is not None else None
+    else:
+        issues = np.asarray(issues)
+        if issues.ndim != 3 or issues.dtype != np.bool_:
+            raise ValueError(f"issues: expected a bool mask of shape (N, H, W), got {issues.dtype} {issues.shape}")
+        if labels is not None:
+            _check(issues, labels, pred_probs)
+            labels = np.asarray(labels)
+        elif pred_probs is not None:
+            _check(issues, np.zeros(issues.shape, np.int64), pred_probs)
+        k_given = np.shape(pred_probs)[1] if pred_probs is not None else None
     exclude = [] if exclude is None else list(exclude)
     if labels is None and exclude:
         raise ValueError("exclude: expected labels to be given when classes are excluded, got labels=None")
     top = min(20 if top is None else top, len(issues))
-    order = np.argsort(-issues.sum(axis=(1, 2)), kind="stable")[:top]
-    k = np.shape(pred_probs)[1] if pred_probs is not None else (
-        int(labels[labels != ignore_index].max()) + 1 if labels is not None and (labels != ignore_index).any() else 1)
+    order = np.argsort(-np.array([int(m.sum()) for m in issues]), kind="stable")[:top]
+    given_max = max((int(a[a != ignore_index].max()) for a in labels if (a != ignore_index).any()), default=0) \
+        if labels is not None else 0
+    k = k_given if k_given is not None else given_max + 1
     if palette is None:
         from blindspots.data.classes import voc_palette
         palette = voc_palette(max(k, 1))

@@ -38,6 +38,21 @@ def label_issues_sections(root: Path, out: Path, *, n: int = 20, level: int = 2,
     summary = json.loads((root / "summary.json").read_text(encoding="utf-8"))
     images = read_table(root / "images")
     regions = read_table(root / "regions")
+    names = summary.get("class_names") or []
+
+    def named(v: object) -> object:
+        """A class id as 'id name' when summary.json has class_names."""
+        try:
+            i = int(v)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            return v
+        return f"{i} {names[i]}" if 0 <= i < len(names) else v
+
+    if names and regions is not None and len(regions):
+        regions = regions.copy()
+        for col in ("given_label", "predicted_label"):
+            if col in regions:
+                regions[col] = regions[col].map(named)
     assert images is not None  # is_label_issues_dir checked it
     kinds = summary.get("regions_by_kind", {})
     parts = [f'<p class="meta">{esc(summary.get("num_images", len(images)))} images; estimated issues: '
@@ -60,7 +75,9 @@ def label_issues_sections(root: Path, out: Path, *, n: int = 20, level: int = 2,
     conf = summary.get("common_confusions", [])
     if conf:
         cols = list(conf[0])
-        parts.append(table(cols, [[c.get(k, "") for k in cols] for c in conf], set(range(len(cols)))))
+        label_cols = {"given_label", "predicted_label"} if names else set()
+        rows = [[named(c.get(k, "")) if k in label_cols else c.get(k, "") for k in cols] for c in conf]
+        parts.append(table(cols, rows, {j for j, k in enumerate(cols) if k not in label_cols}))
     else:
         parts.append('<p class="note">None.</p>')
     return parts, summary

@@ -103,6 +103,10 @@ def export_cvat(path: str | Path, masks: Mapping[str, np.ndarray], classes: Clas
     """
     if not masks:
         raise ValueError("masks: expected at least one mask, got none")
+    if images is not None and not isinstance(images, Mapping):
+        # a folder path used to pass silently (`id in "folder"` is a substring test) and export no image
+        raise ValueError(f"images: expected a mapping image id -> uint8 [H, W, 3] array, got "
+                         f"{type(images).__name__} {images!r:.80}")
     colors = label_colors(classes)
     ids = _label_ids(classes)
     value_color = np.zeros((256, 3), np.uint8)

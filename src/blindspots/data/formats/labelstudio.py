@@ -42,6 +42,7 @@ from urllib.parse import parse_qs, quote, unquote, urlparse
 import numpy as np
 
 from blindspots.data.classes import Classes
+from blindspots.data.classsets import IMAGE_EXTENSIONS
 from blindspots.data.formats.masks import check_mask
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,20 @@ def brush_results(mask: np.ndarray, classes: Classes, *, from_name: str = "tag",
     return out
 
 
+def _image_name(root: Path, image_id: str) -> str:
+    """The file name under `root` of `image_id`: the id itself when it is a file, else the id plus its image
+    extension when one such file exists (labelled sets' ids have no extension: `cat` for `cat.jpg`);
+    several candidates are a ValueError; nothing found (root on another machine) keeps the id."""
+    if (root / image_id).is_file() or not root.is_dir():
+        return image_id
+    found = [image_id + e for e in {x for ext in IMAGE_EXTENSIONS for x in (ext, ext.upper())}
+             if (root / (image_id + e)).is_file()]
+    if len(found) > 1:
+        raise ValueError(f"image_root: expected one image file for id {image_id!r} in {str(root)!r}, "
+                         f"got {len(found)}: {sorted(found)}")
+    return found[0] if found else image_id
+
+
 def task_image_url(image_id: str, *, image_url: str | None = None, image_root: str | Path | None = None,
                    document_root: str | Path | None = None) -> str:
     """The URL Label Studio loads the image of `image_id` from.
@@ -198,7 +213,8 @@ def task_image_url(image_id: str, *, image_url: str | None = None, image_root: s
     image_url: a template with `{id}` ("http://host/imgs/{id}"), or an http(s)/s3/gs base URL the id is
         appended to (quoted); wins over image_root.
     image_root: the folder holding the images (the pool root) on the Label Studio machine: the URL becomes
-        `/data/local-files/?d=<path relative to document_root>`.
+        `/data/local-files/?d=<path relative to document_root>`; an id without extension (a labelled
+        set's `cat` for `cat.jpg`) gets the extension of its file when image_root is readable here.
     document_root: Label Studio's LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT (default: that environment
         variable, else image_root's parent — a Local Files storage must be a strict subfolder of it).
     Neither: the old default `/data/local-files/?d=<id>` (only right when the document root is the pool).
@@ -218,7 +234,7 @@ def task_image_url(image_id: str, *, image_url: str | None = None, image_root: s
     if root == doc or doc not in root.parents:
         raise ValueError(f"image_root: expected a strict subfolder of Label Studio's document root {str(doc)!r} "
                          f"({DOCUMENT_ROOT_ENV}), got {str(root)!r}")
-    rel = (root / str(image_id)).relative_to(doc).as_posix()
+    rel = (root / _image_name(root, str(image_id))).relative_to(doc).as_posix()
     return "/data/local-files/?d=" + quote(rel, safe="/")
 
 
@@ -326,16 +342,21 @@ def image_path_of(url: str) -> str:
 
 
 def _matcher(ids: Sequence[str]) -> Any:
-    """url -> the id whose path the URL ends with (at a '/' boundary), else the one with its file name."""
+    """url -> the id whose path the URL ends with (at a '/' boundary), else the one with its file name;
+    then the same with the image extension cut (`cat.jpg` -> id `cat`, as a labelled set names it)."""
     by_name: dict[str, list[str]] = {}
     for i in ids:
         by_name.setdefault(PurePosixPath(i).name, []).append(i)
 
+    def find(path: str) -> list[str]:
+        hits = [i for i in ids if path == i or path.endswith("/" + i)]
+        return hits or by_name.get(PurePosixPath(path).name, [])
+
     def match(url: str, where: str) -> str | None:
         path = image_path_of(url)
-        hits = [i for i in ids if path == i or path.endswith("/" + i)]
-        if not hits:
-            hits = by_name.get(PurePosixPath(path).name, [])
+        hits = find(path)
+        if not hits and PurePosixPath(path).suffix.lower() in IMAGE_EXTENSIONS:
+            hits = find(str(PurePosixPath(path).with_suffix("")))  # ids without extension (labelled sets)
         if len(hits) > 1:
             hits = sorted(hits, key=len, reverse=True)
             raise ValueError(f"source: {where}: expected the image {url!r} to name one image id, got several: "

@@ -8,7 +8,7 @@ import numpy as np
 from PIL import Image
 
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX, voc_palette
-from blindspots.labels._internal.inputs import as_readable, read_rows
+from blindspots.labels._internal.inputs import as_readable, predict_images, read_rows
 from blindspots.labels._internal.pixels import argmax_max
 
 
@@ -25,7 +25,7 @@ def worst_images_figure(review: Any, *, top: int = 8, labels: Any = None, probs:
     """Matplotlib Figure with one row per worst image (review.images order).
 
     Columns: image (when a dataset is given), given mask, argmax prediction, flagged pixels (red; from
-    issues_dir/<id>.png, or <index:06d>.png without ids). ids: the image ids (default: dataset.ids, else
+    issues_dir/<id>.png; without ids the id is the index). ids: the image ids (default: dataset.ids, else
     "0", "1", ...). labels/probs: arrays or .npy paths (row index = image index), or
     dataset (dataset[i] -> (image, mask)) + model (a Segmenter) for the prediction.
     """
@@ -47,7 +47,8 @@ def worst_images_figure(review: Any, *, top: int = 8, labels: Any = None, probs:
         image = None
         if dataset is not None:
             image, given = dataset[i]
-            pp = np.asarray(model.predict_proba(np.asarray(image)[None])) if model is not None else None
+            pp = predict_images(model, [np.asarray(image)], None if ids is None else [ids[i]]) \
+                if model is not None else None
         else:
             given = read_rows(lab_src, i, i + 1)[0]
             pp = read_rows(prob_src, i, i + 1)
@@ -66,7 +67,7 @@ def worst_images_figure(review: Any, *, top: int = 8, labels: Any = None, probs:
         axes[r, c].set_title("prediction", fontsize=8)
         c += 1
         if issues_dir is not None:
-            p = Path(issues_dir) / (f"{row.id}.png" if ids is not None else f"{i:06d}.png")
+            p = Path(issues_dir) / f"{row.id}.png"
             m = np.asarray(Image.open(p)) > 0 if p.is_file() else np.zeros(given.shape, bool)
             base = np.asarray(image) if image is not None else _colour(np.asarray(given), pal)
             over = base.copy()

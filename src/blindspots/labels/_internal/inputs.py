@@ -36,6 +36,29 @@ class LabelledSet(Protocol):
     def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+class BadLabelError(ValueError):
+    """A label that is neither a class id 0..K-1 nor ignore_index (a ValueError).
+
+    image: the image's position in the input; pixel: (row, column); value: the label; num_classes: K.
+    """
+
+    def __init__(self, message: str, *, image: int, pixel: tuple[int, int], value: int, num_classes: int) -> None:
+        super().__init__(message)
+        self.image, self.pixel, self.value, self.num_classes = image, pixel, value, num_classes
+
+
+def bad_label_advice(value: int, num_classes: int, ignore_index: int | None) -> str:
+    """What to do about a label outside the model's classes (the end of the error message)."""
+    ign = "" if ignore_index is None else f" or to ignore_index {ignore_index}"
+    if value >= num_classes:
+        return (f"the masks use class {value} but the model predicts only {num_classes} classes "
+                f"(0..{num_classes - 1}): "
+                f"map that class to one the model has{ign} in the masks (e.g. a classes file or label map), "
+                "or use a model with more classes" + ("" if ignore_index is not None else
+                                                      "; or set ignore_index if it marks unlabelled pixels"))
+    return f"a negative label: map it to a class id 0..{num_classes - 1}{ign}"
+
+
 def check_ignore_index(ignore_index: Any) -> int | None:
     """ignore_index: int or None; anything else is a ValueError."""
     if ignore_index is None:
@@ -128,8 +151,10 @@ def report_values(first: Sequence[int], labels: np.ndarray, pred_probs: np.ndarr
     if bad_label >= 0:
         i, y, x = where(bad_label)
         allowed = f"0..{k - 1}" + ("" if ignore_index is None else f" or ignore_index {ignore_index}")
-        raise ValueError(f"labels: expected class ids in {allowed}, got {labels[i, y, x]} at image {start + i}, "
-                         f"pixel ({y}, {x})")
+        value = int(labels[i, y, x])
+        raise BadLabelError(f"labels: expected class ids in {allowed}, got {value} at image {start + i}, "
+                            f"pixel ({y}, {x}); {bad_label_advice(value, k, ignore_index)}",
+                            image=start + i, pixel=(y, x), value=value, num_classes=k)
     if unnormalised >= 0:
         i, y, x = where(unnormalised)
         return f"sum {class_sum(i, y, x):.6g} at image {start + i}, pixel ({y}, {x})"
@@ -283,7 +308,12 @@ class IterableBatches:
             lab, pp = np.asarray(item[0]), np.asarray(item[1])
             if lab.ndim == 2 and pp.ndim == 3:  # a single image is a batch of one
                 lab, pp = lab[None], pp[None]
-            check_shapes(lab.shape, pp.shape, lab.dtype, pp.dtype, self.downsample)
+            try:
+                check_shapes(lab.shape, pp.shape, lab.dtype, pp.dtype, self.downsample)
+            except ValueError as e:  # images of mixed sizes: say which one
+                hint = "; use a downsample that divides every image's size (1 always does)" \
+                    if str(e).startswith("downsample") else ""
+                raise ValueError(f"{e} at image {start + pos}{hint}") from None
             if self.num_classes is None:
                 self.num_classes, self.h, self.w, self.dtype = pp.shape[1], pp.shape[2], pp.shape[3], pp.dtype
             elif pp.shape[1] != self.num_classes:
@@ -298,6 +328,20 @@ class IterableBatches:
         self.n = pos
 
 
+def predict_images(model: Any, images: list[np.ndarray], ids: Sequence[str] | None) -> np.ndarray:
+    """One forward pass: images of one size uint8 [b, H, W, 3] -> probabilities [b, K, H, W].
+
+    A precomputed model (`predict_proba_ids`, e.g. a folder of `<id>.npy`) is read by the images'
+    ids, checked against their sizes; it needs a dataset with `.ids`.
+    """
+    if hasattr(model, "predict_proba_ids"):
+        if ids is None:
+            raise ValueError(f"model: a precomputed model ({type(model).__name__}) is read by image id; expected "
+                             "a dataset with .ids (e.g. blindspots.data.open_segset), got one without")
+        return np.asarray(model.predict_proba_ids(list(ids), sizes=[im.shape[:2] for im in images]))
+    return np.asarray(model.predict_proba(np.stack(images)))
+
+
 class ModelBatches(IterableBatches):
     """Probabilities computed on the fly by a `Segmenter` over a dataset of (image, mask) pairs.
 
@@ -308,8 +352,11 @@ class ModelBatches(IterableBatches):
 
     def __init__(self, model: Segmenter, dataset: LabelledSet | Sequence[tuple[np.ndarray, np.ndarray]], *,
                  batch_size: int = 8, downsample: int = 1) -> None:
-        if not hasattr(model, "predict_proba"):
-            raise ValueError(f"model: expected a Segmenter with predict_proba, got {type(model).__name__}")
+        if not hasattr(model, "predict_proba") and not hasattr(model, "predict_proba_ids"):
+            hint = (" (wrap a function f(uint8 [N, H, W, 3]) -> [N, K, H, W] with blindspots.models.adapters."
+                    "callable.CallableSegmenter(f), or load a model spec with blindspots.models.load.load_model)"
+                    if callable(model) else "")
+            raise ValueError(f"model: expected a Segmenter with predict_proba{hint}, got {type(model).__name__}")
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
             raise ValueError(f"dataset: expected an indexable dataset of (image, mask) pairs, "
                              f"got {type(dataset).__name__}")
@@ -317,13 +364,17 @@ class ModelBatches(IterableBatches):
         self.model_batch = check_positive_int(batch_size, "batch_size")
         super().__init__([], n=len(dataset), downsample=downsample)
 
-    def _predict(self, images: list[np.ndarray], masks: list[np.ndarray]) -> np.ndarray:
-        """Images of one size uint8 [b, H, W, 3] -> probabilities float [b, K, H, W] at the masks' size."""
-        probs = np.asarray(self.model.predict_proba(np.stack(images)))
+    def _predict(self, images: list[np.ndarray], masks: list[np.ndarray], index: list[int]) -> np.ndarray:
+        """Images of one size uint8 [b, H, W, 3] (dataset positions `index`) -> probabilities float
+        [b, K, H, W] at the masks' size."""
+        ds_ids = getattr(self.dataset, "ids", None)
         h, w = images[0].shape[:2]
         if any(m.shape != (h, w) for m in masks):
-            bad = next(m.shape for m in masks if m.shape != (h, w))
-            raise ValueError(f"dataset: expected each mask at its image's size ({h}, {w}), got {bad}")
+            j = next(j for j, m in enumerate(masks) if m.shape != (h, w))
+            name = f"image {index[j]}" + ("" if ds_ids is None else f" ({ds_ids[index[j]]!r})")
+            raise ValueError(f"dataset: expected each mask at its image's size ({h}, {w}), got {masks[j].shape} "
+                             f"at {name}; resize the mask (nearest neighbour) or its image to match")
+        probs = predict_images(self.model, images, None if ds_ids is None else [ds_ids[i] for i in index])
         if probs.ndim != 4 or probs.shape[0] != len(images) or probs.shape[2:] != (h, w):
             raise ValueError(f"model: expected predict_proba to return [b, K, {h}, {w}] at the mask resolution, "
                              f"got {probs.shape}")
@@ -340,7 +391,8 @@ class ModelBatches(IterableBatches):
                 by_size.setdefault(im.shape, []).append(j)
             probs: list[np.ndarray | None] = [None] * len(items)
             for group in by_size.values():
-                pp = self._predict([items[j][0] for j in group], [items[j][1] for j in group])
+                pp = self._predict([items[j][0] for j in group], [items[j][1] for j in group],
+                                   [s + j for j in group])
                 for j, p in zip(group, pp):
                     probs[j] = p
             # ... and batches yielded in dataset order, one per run of equal sizes (ids stay aligned)

@@ -7,6 +7,7 @@ stays flat in N. A cache directory that is given explicitly makes the model pass
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -127,6 +128,17 @@ _FIELDS = ("labels", "score", "pred", "maxprob")
 _VERSION = 2
 
 
+def _model_source_key(source: ModelBatches) -> dict[str, str]:
+    """What a resumable cache was built from: the model's spec (`load_model`'s `info["spec"]`; "" for a
+    model object without one, which cannot be told apart across processes) and the dataset's ids (sha1),
+    so a cache_dir reused with another model spec or dataset is rebuilt, not resumed."""
+    info = getattr(source.model, "info", None)
+    spec = (info.get("spec") if isinstance(info, dict) else None) or ""
+    ids = getattr(source.dataset, "ids", None)
+    digest = hashlib.sha1("\n".join(map(str, ids)).encode()).hexdigest() if ids is not None else ""
+    return {"model": str(spec), "ids": digest}
+
+
 class CachedStats:
     """Stats of a one-shot source, computed once and kept in flat files (analysis and full resolution).
 
@@ -156,6 +168,8 @@ class CachedStats:
     def _build(self) -> None:
         man = self._manifest()
         settings = {"ignore_index": self.ignore_index, "downsample": self.downsample}
+        if isinstance(self.source, ModelBatches):
+            settings["source"] = _model_source_key(self.source)
         start = 0
         if man and man.get("settings") == settings and isinstance(self.source, ModelBatches) \
                 and man.get("total") == len(self.source.dataset) and man.get("version") == _VERSION:
@@ -164,6 +178,8 @@ class CachedStats:
             self._truncate(start)
             log.info("resuming label-issue cache in %s at image %d", self.dir, start)
         elif man:
+            if man.get("settings", {}).get("source") != settings.get("source"):
+                log.info("label-issue cache in %s was built from another model or dataset: rebuilding", self.dir)
             for f in self.dir.glob("*.bin"):
                 f.unlink()
         total = self.source.n
