@@ -105,6 +105,17 @@ def test_surprise_sampler():
         SurpriseSampler(kind="lsa").select(table)
 
 
+def test_surprise_sampler_target_errors_name_the_models_and_the_cli_option():
+    table = pd.DataFrame({"id": ["a", "b"], "status": ["ok", "ok"], "surprise_mdsa__unet": [0.1, 3.0],
+                          "surprise_mdsa__onnx": [1.0, 2.0], "frac__other__0": [0.5, 0.5]})
+    with pytest.raises(ValueError, match=r"--target") as err:
+        SurpriseSampler().select(table)
+    assert "onnx" in str(err.value) and "unet" in str(err.value)
+    # a scanned model without surprise columns: say which models have them and how to add them
+    with pytest.raises(ValueError, match=r"\['unet', 'onnx'\].*--name other"):
+        SurpriseSampler("other").select(table)
+
+
 def test_run_retraining_through_the_finetuner_and_resumes(tmp_path):
     import torch
 
