@@ -98,3 +98,24 @@ def test_errors_are_reported(workspace):
     r = CliRunner().invoke(app, ["surprise", "analyze", "--images", str(root / "images"), "--masks",
                                  str(root / "masks"), "-e", str(root / "missing.npz"), "-o", str(root / "a")])
     assert r.exit_code == 2 and "path" in r.output
+
+
+def test_analyze_refuses_estimators_of_another_model_or_layer(workspace):
+    """analyze scores every estimator with the first one's traces: one fitted on another layer was scored
+    on traces it never saw, silently (same width: plausible numbers)."""
+    import json
+    import shutil
+
+    root, ckpt = workspace
+    est = root / "sa_layers" / "a.npz"
+    r = CliRunner().invoke(app, ["surprise", "fit", str(ckpt), "--images", str(root / "images"), "--masks",
+                                 str(root / "masks"), "--out", str(est), "--per-class", "20"])
+    assert r.exit_code == 0, r.output
+    other = est.with_name("b.npz")
+    shutil.copy(est, other)
+    meta = json.loads(est.with_suffix(".json").read_text())
+    other.with_suffix(".json").write_text(json.dumps({**meta, "layer": "net.body.0"}))
+    r = CliRunner().invoke(app, ["surprise", "analyze", "--images", str(root / "images"), "--masks",
+                                 str(root / "masks"), "-e", str(est), "-e", str(other), "-o", str(root / "a2")])
+    assert r.exit_code == 2 and "--estimator" in r.output and "net.body.0" in r.output, r.output
+    assert not (root / "a2").exists()

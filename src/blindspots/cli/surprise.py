@@ -40,6 +40,21 @@ def _fitted_extractor(estimator: Path, model: Optional[str], batch_size: int, fe
                       batch_size, features or meta.get("features"))
 
 
+def _check_same_source(estimators: list[Path]) -> None:
+    """analyze scores every estimator with the first one's extractor: estimators fitted on another model,
+    layer, interpolation or feature source would be scored on traces they never saw (silently wrong)."""
+    keys = ("model", "layer", "interpolation", "features")
+    first = {k: _sidecar(estimators[0]).get(k) for k in keys}
+    for path in estimators[1:]:
+        meta = _sidecar(path)
+        if not meta:
+            continue
+        got = {k: meta.get(k) for k in keys}
+        if got != first and _sidecar(estimators[0]):
+            raise ValueError(f"--estimator: expected estimators fitted on one model and layer (all are scored "
+                             f"with the first one's traces: {first}), got {got} for {str(path)!r}")
+
+
 class _ScoreColumns:
     """`compute` of `add_columns` for `score --scan`: picklable (paths and specs only), so that Ray
     tasks can run it; loads the estimator and the extractor on its first call, once per process."""
@@ -228,6 +243,7 @@ def analyze(
     from blindspots.surprise.analysis import label_saving_tradeoff, plot_label_saving, sa_and_iou, spearman_table
     from blindspots.surprise.estimators import load_estimator
 
+    _check_same_source(estimator)
     ests = {}
     for path in estimator:
         est = load_estimator(path)
