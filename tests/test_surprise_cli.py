@@ -119,3 +119,29 @@ def test_analyze_refuses_estimators_of_another_model_or_layer(workspace):
                                  str(root / "masks"), "-e", str(est), "-e", str(other), "-o", str(root / "a2")])
     assert r.exit_code == 2 and "--estimator" in r.output and "net.body.0" in r.output, r.output
     assert not (root / "a2").exists()
+
+
+def test_view_video_of_images_of_different_sizes(workspace, tmp_path):
+    """Panels of photos of different sizes have different sizes; `view --video` failed with "frames:
+    expected every frame of shape ..." after writing the PNGs, leaving a truncated MP4."""
+    import imageio.v2 as imageio
+
+    root, ckpt = workspace
+    est = root / "sa_video" / "m.npz"
+    r = CliRunner().invoke(app, ["surprise", "fit", str(ckpt), "--images", str(root / "images"), "--masks",
+                                 str(root / "masks"), "--out", str(est), "--per-class", "20"])
+    assert r.exit_code == 0, r.output
+    rng = np.random.default_rng(1)
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    for i, (h, w) in enumerate([(40, 56), (33, 21), (48, 48)]):
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(pool / f"p{i}.png")
+    video = tmp_path / "v.mp4"
+    r = CliRunner().invoke(app, ["surprise", "view", str(pool), "-e", str(est), "-o", str(tmp_path / "views"),
+                                 "--video", str(video)])
+    assert r.exit_code == 0, r.output
+    sizes = [Image.open(tmp_path / "views" / f"p{i}.png").size for i in range(3)]
+    assert len(set(sizes)) == 3
+    frames = imageio.mimread(str(video))
+    assert len(frames) == 3
+    assert frames[0].shape[:2] == (max(s[1] for s in sizes), max(s[0] for s in sizes))

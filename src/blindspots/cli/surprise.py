@@ -291,7 +291,7 @@ def view(
     from blindspots.data.segsets import SegmentationSet
     from blindspots.surprise.estimators import load_estimator
     from blindspots.surprise.image import surprise_heatmaps
-    from blindspots.surprise.views import panels_for, save_png, write_video
+    from blindspots.surprise.views import pad_frames, panels_for, save_png, write_video
 
     est = load_estimator(estimator)
     ex = _fitted_extractor(estimator, model, batch_size, features)
@@ -313,7 +313,7 @@ def view(
     for i, frame in zip(ids, frames):
         save_png(frame, out / (Path(i).with_suffix(".png")))
     if video is not None:
-        write_video(frames, video, fps=fps)
+        write_video(pad_frames(frames), video, fps=fps)  # panels of different sizes: centred on one canvas
     typer.echo(f"wrote {len(frames)} panels -> {out}" + (f" and {video}" if video else ""))
 
 
