@@ -145,3 +145,19 @@ def test_view_video_of_images_of_different_sizes(workspace, tmp_path):
     frames = imageio.mimread(str(video))
     assert len(frames) == 3
     assert frames[0].shape[:2] == (max(s[1] for s in sizes), max(s[0] for s in sizes))
+
+
+def test_refit_to_the_same_out_with_another_layer_collects_new_traces(workspace):
+    """`surprise fit ... -o sa/x.npz` again with another --layer resumed the old traces checkpoint: the
+    estimator kept the old layer's width while its .json named the new layer."""
+    from blindspots.surprise.estimators import load_estimator
+
+    root, ckpt = workspace
+    est = root / "sa_refit" / "m.npz"
+    args = ["surprise", "fit", str(ckpt), "--images", str(root / "images"), "--masks", str(root / "masks"),
+            "--out", str(est), "--per-class", "20"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    d_default = load_estimator(est).n_features_in_
+    r = CliRunner().invoke(app, args + ["--layer", "net.body.0"])
+    assert r.exit_code == 0, r.output
+    assert load_estimator(est).n_features_in_ != d_default

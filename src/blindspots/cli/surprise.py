@@ -132,7 +132,9 @@ def fit(
     data = SegmentationSet(images, masks)
     out.parent.mkdir(parents=True, exist_ok=True)
     x, y = collect_fit_traces(ex, data, max_images=max_images, per_class=per_class, cap=cap, seed=seed,
-                              checkpoint=out.with_suffix(".traces.npz"))
+                              checkpoint=out.with_suffix(".traces.npz"),
+                              checkpoint_key={"model": model, "features": features, "images": images.resolve(),
+                                              "masks": masks.resolve()})
     est = make_estimator(kind).fit(x, y)
     est.save(out)
     meta = {"model": model, "layer": ex.layer, "interpolation": interpolation, "kind": kind, "traces": int(len(y))}
