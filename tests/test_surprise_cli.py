@@ -161,3 +161,18 @@ def test_refit_to_the_same_out_with_another_layer_collects_new_traces(workspace)
     r = CliRunner().invoke(app, args + ["--layer", "net.body.0"])
     assert r.exit_code == 0, r.output
     assert load_estimator(est).n_features_in_ != d_default
+
+
+def test_view_skips_unreadable_images_as_score_does(workspace, tmp_path):
+    """`surprise score` marks an unreadable file status=error and goes on; `surprise view` stopped at it
+    ("error: broken.png: not an image") and drew nothing."""
+    root, ckpt = workspace
+    est = root / "sa_view_bad" / "m.npz"
+    r = CliRunner().invoke(app, ["surprise", "fit", str(ckpt), "--images", str(root / "images"), "--masks",
+                                 str(root / "masks"), "--out", str(est), "--per-class", "20"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["surprise", "view", str(root / "images_bad"), "-e", str(est), "-o",
+                                 str(tmp_path / "views")])
+    assert r.exit_code == 0, r.output
+    assert "skipped 1 unreadable image(s): broken.png" in r.output
+    assert sorted(p.name for p in (tmp_path / "views").glob("*.png")) == ["p0.png", "p1.png", "p2.png"]

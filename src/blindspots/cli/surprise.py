@@ -307,8 +307,15 @@ def view(
         labels = [p[1] for p in pairs]
     else:
         pool = ImagePool(images)
-        ids = pool.ids[:limit]
-        imgs = [pool.load(i) for i in ids]
+        items = list(pool.iter_items(pool.ids[:limit]))  # an unreadable file is skipped, as `score` does
+        bad = [f"{it.id} ({it.error})" for it in items if not it.ok]
+        if bad:
+            typer.echo(f"skipped {len(bad)} unreadable image(s): {', '.join(bad[:5])}"
+                       + (" ..." if len(bad) > 5 else ""), err=True)
+        ids = [it.id for it in items if it.ok]
+        imgs = [it.image for it in items if it.ok]
+        if not ids:
+            raise ValueError(f"images: expected readable images in {str(images)!r}, got none ({len(bad)} unreadable)")
         labels = None
     sa, pred = surprise_heatmaps(ex, est, imgs, progress=True, ids=list(ids))
     frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
