@@ -176,3 +176,18 @@ def test_view_skips_unreadable_images_as_score_does(workspace, tmp_path):
     assert r.exit_code == 0, r.output
     assert "skipped 1 unreadable image(s): broken.png" in r.output
     assert sorted(p.name for p in (tmp_path / "views").glob("*.png")) == ["p0.png", "p1.png", "p2.png"]
+
+
+def test_fit_with_features_names_the_source_not_layer_none(workspace, tmp_path):
+    """`fit ... --features DIR` printed "(layer None)"."""
+    root, ckpt = workspace
+    feats = tmp_path / "feats"
+    feats.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        np.save(feats / f"im{i}.npy", rng.normal(size=(4, 8, 8)).astype(np.float32))
+    r = CliRunner().invoke(app, ["surprise", "fit", str(ckpt), "--features", str(feats), "--images",
+                                 str(root / "images"), "--masks", str(root / "masks"), "--out",
+                                 str(tmp_path / "m.npz"), "--per-class", "20"])
+    assert r.exit_code == 0, r.output
+    assert f"(features {feats})" in r.output and "layer None" not in r.output

@@ -141,7 +141,8 @@ def fit(
     if features:
         meta["features"] = features
     out.with_suffix(".json").write_text(json.dumps(meta, indent=1))
-    typer.echo(f"fitted {kind} on {len(y)} traces of {len(est.classes_)} classes (layer {ex.layer}) -> {out}")
+    source = f"layer {ex.layer}" if ex.layer is not None or not features else f"features {features}"
+    typer.echo(f"fitted {kind} on {len(y)} traces of {len(est.classes_)} classes ({source}) -> {out}")
 
 
 @surprise_app.command("score")
