@@ -191,3 +191,27 @@ def test_fit_with_features_names_the_source_not_layer_none(workspace, tmp_path):
                                  str(tmp_path / "m.npz"), "--per-class", "20"])
     assert r.exit_code == 0, r.output
     assert f"(features {feats})" in r.output and "layer None" not in r.output
+
+
+def test_score_scan_names_columns_after_the_scans_target(workspace, tmp_path):
+    """`score --scan` without --name wrote surprise_mdsa__target: `mine -s surprise --target unet` could
+    not find them, and `--target target` is refused (not a scanned model) once another model's columns
+    are there too."""
+    from blindspots.data.pool import ImagePool
+    from blindspots.models.load import load_model
+    from blindspots.scan import read_score_table, scan_pool
+
+    root, ckpt = workspace
+    est = root / "sa_scan_name" / "m.npz"
+    r = CliRunner().invoke(app, ["surprise", "fit", str(ckpt), "--images", str(root / "images"), "--masks",
+                                 str(root / "masks"), "--out", str(est), "--per-class", "20"])
+    assert r.exit_code == 0, r.output
+    scan = scan_pool(ImagePool(root / "images_bad"), {"unet": load_model(str(ckpt))}, tmp_path / "scan",
+                     target="unet", progress=False)
+    r = CliRunner().invoke(app, ["surprise", "score", str(root / "images_bad"), "-e", str(est), "--scan", str(scan)])
+    assert r.exit_code == 0, r.output
+    cols = read_score_table(scan).columns
+    assert "surprise_mdsa__unet" in cols and "surprise_mdsa__target" not in cols
+    r = CliRunner().invoke(app, ["mine", str(scan), "-s", "surprise", "-n", "2", "--target", "unet", "-o",
+                                 str(tmp_path / "picks"), "--no-gallery"])
+    assert r.exit_code == 0, r.output

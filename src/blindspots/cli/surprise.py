@@ -153,7 +153,9 @@ def score(
     scan: Optional[Path] = typer.Option(None, "--scan", help="A scan folder of this pool: add the columns to its score "
                                         "table (extra/surprise_<kind>__<name>/, resumable) instead of --out."),
     model: Optional[str] = typer.Option(None, help="Model spec (default: the one recorded at fit)."),
-    name: str = typer.Option("target", help="Model name used in the column names surprise_{kind}__{name}[__{k}]."),
+    name: Optional[str] = typer.Option(None, help="Model name used in the column names "
+                                       "surprise_{kind}__{name}[__{k}] (default: with --scan the scan's target, "
+                                       "so `mine -s surprise --target` finds them; else 'target')."),
     features: Optional[str] = typer.Option(None, help="Feature source of this pool (default: the one recorded at "
                                            "fit). " + FEATURES_HELP),
     per_class: int = typer.Option(1000, help="Pixels scored per predicted class per image (paper: 1,000)."),
@@ -178,6 +180,11 @@ def score(
     if engine != "local" and scan is None:
         raise ValueError(f"--engine: expected 'local' without --scan (--out is written by this process), "
                          f"got {engine!r}")
+    if name is None:
+        from blindspots.scan.manifest import load_manifest
+
+        manifest = load_manifest(scan) if scan is not None else None
+        name = str(manifest["target"]) if manifest and manifest.get("target") else "target"
     est = load_estimator(estimator)
     ex = _fitted_extractor(estimator, model, batch_size, features)
     image_pool = ImagePool(pool)
