@@ -300,3 +300,20 @@ def test_dsa_fit_statistics_are_leave_one_out():
     z = (est.score(q, qc) - est.sa_mean_[np.searchsorted(est.classes_, qc)]) / est.sa_std_[
         np.searchsorted(est.classes_, qc)]
     assert np.abs(z).max() < 100
+
+
+def test_constant_fitting_sa_is_a_warning(caplog):
+    """One feature vector per image repeated over its pixels: 6 distinct traces in 9-D give every fitting
+    trace the same MDSA (std ~1e-6), and image SA z-scores of ~1e6 came without a word."""
+    rng = np.random.default_rng(0)
+    x = np.repeat(rng.normal(size=(12, 9)), 20, axis=0)
+    y = np.repeat(np.arange(12) % 2, 20)
+    with caplog.at_level("WARNING", logger="blindspots.surprise.estimators"):
+        MDSA().fit(x, y)
+    assert any("nearly) constant" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    x2, y2, _, _ = data()
+    with caplog.at_level("WARNING", logger="blindspots.surprise.estimators"):
+        MDSA().fit(x2, y2)
+        DSA().fit(x2, y2)
+    assert not any("constant" in r.getMessage() for r in caplog.records)

@@ -226,6 +226,17 @@ class SurpriseEstimator:
             sa = self.score(x[y == c], int(c))
             mean[i], std[i] = sa.mean(), max(float(sa.std()), 1e-12)
         self.sa_mean_, self.sa_std_ = mean, std
+        self._warn_flat_stats()
+
+    def _warn_flat_stats(self) -> None:
+        """Warn about classes whose fitting traces all get (nearly) one SA: z-scored image and group SA
+        divide by that std and come out in the millions (e.g. one feature vector per image, fewer
+        distinct traces than features)."""
+        flat = [int(c) for c, m, s in zip(self.classes_, self.sa_mean_, self.sa_std_) if s <= 1e-4 * max(abs(m), 1.0)]
+        if flat:
+            logger.warning("classes %s: the SA of their fitting traces is (nearly) constant, so z-scored image "
+                           "SA will be huge; fit on more distinct traces (more images, per-pixel feature maps)",
+                           flat)
 
     def _fit_classes(self, x: np.ndarray, y: np.ndarray) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -541,6 +552,18 @@ class DSA(SurpriseEstimator):
             sa = dist_a / self.other_dist_[i][idx]
             mean[i], std[i] = sa.mean(), max(float(sa.std()), 1e-12)
         self.sa_mean_, self.sa_std_ = mean, std
+        self._warn_flat_stats()
+        self._warn_flat_stats()
+
+    def _warn_flat_stats(self) -> None:
+        """Warn about classes whose fitting traces all get (nearly) one SA: z-scored image and group SA
+        divide by that std and come out in the millions (e.g. one feature vector per image, fewer
+        distinct traces than features)."""
+        flat = [int(c) for c, m, s in zip(self.classes_, self.sa_mean_, self.sa_std_) if s <= 1e-4 * max(abs(m), 1.0)]
+        if flat:
+            logger.warning("classes %s: the SA of their fitting traces is (nearly) constant, so z-scored image "
+                           "SA will be huge; fit on more distinct traces (more images, per-pixel feature maps)",
+                           flat)
 
     def _state(self) -> dict[str, np.ndarray]:
         state = {}
