@@ -215,3 +215,16 @@ def test_score_scan_names_columns_after_the_scans_target(workspace, tmp_path):
     r = CliRunner().invoke(app, ["mine", str(scan), "-s", "surprise", "-n", "2", "--target", "unet", "-o",
                                  str(tmp_path / "picks"), "--no-gallery"])
     assert r.exit_code == 0, r.output
+
+
+def test_score_of_an_empty_pool_says_so(workspace, tmp_path):
+    """`surprise score EMPTY -o t.parquet` failed with pandas' "No objects to concatenate"."""
+    root, ckpt = workspace
+    est = root / "sa_empty" / "m.npz"
+    r = CliRunner().invoke(app, ["surprise", "fit", str(ckpt), "--images", str(root / "images"), "--masks",
+                                 str(root / "masks"), "--out", str(est), "--per-class", "20"])
+    assert r.exit_code == 0, r.output
+    (tmp_path / "empty").mkdir()
+    r = CliRunner().invoke(app, ["surprise", "score", str(tmp_path / "empty"), "-e", str(est), "-o",
+                                 str(tmp_path / "t.parquet")])
+    assert r.exit_code == 2 and "pool: expected images in" in r.output, r.output

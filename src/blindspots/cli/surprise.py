@@ -224,6 +224,8 @@ def score(
             flush(it.image.shape)
     for shape in list(group_ids):
         flush(shape)
+    if not rows:
+        raise ValueError(f"pool: expected images in {str(pool)!r}, got none")
     table = pd.concat(rows, ignore_index=True).sort_values("id").reset_index(drop=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out, index=False)
