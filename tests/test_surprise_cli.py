@@ -228,3 +228,20 @@ def test_score_of_an_empty_pool_says_so(workspace, tmp_path):
     r = CliRunner().invoke(app, ["surprise", "score", str(tmp_path / "empty"), "-e", str(est), "-o",
                                  str(tmp_path / "t.parquet")])
     assert r.exit_code == 2 and "pool: expected images in" in r.output, r.output
+
+
+@pytest.mark.parametrize("extra, message", [(["--limit", "0"], "--limit: expected at least 1 image, got 0"),
+                                            (["--threshold", "nan"], "--threshold: expected a finite SA value")])
+def test_view_bad_limit_and_threshold(workspace, tmp_path, extra, message):
+    """--limit 0 said "images: expected readable images ..., got none (0 unreadable)"; --threshold nan drew
+    panels with an empty 'SA > nan' tile."""
+    root, ckpt = workspace
+    est = root / "sa_view_args" / "m.npz"
+    if not est.is_file():
+        r = CliRunner().invoke(app, ["surprise", "fit", str(ckpt), "--images", str(root / "images"), "--masks",
+                                     str(root / "masks"), "--out", str(est), "--per-class", "20"])
+        assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["surprise", "view", str(root / "images"), "-e", str(est), "-o",
+                                 str(tmp_path / "v")] + extra)
+    assert r.exit_code == 2 and message in r.output, r.output
+    assert not (tmp_path / "v").exists()

@@ -305,6 +305,12 @@ def view(
     from blindspots.surprise.image import surprise_heatmaps
     from blindspots.surprise.views import pad_frames, panels_for, save_png, write_video
 
+    import math
+
+    if limit < 1:
+        raise ValueError(f"--limit: expected at least 1 image, got {limit}")
+    if threshold is not None and not math.isfinite(threshold):
+        raise ValueError(f"--threshold: expected a finite SA value, got {threshold}")
     est = load_estimator(estimator)
     ex = _fitted_extractor(estimator, model, batch_size, features)
     classes = getattr(ex.model, "classes", None) or Classes(tuple(f"class{k}" for k in range(ex.num_classes)))
