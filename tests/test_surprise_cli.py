@@ -245,3 +245,31 @@ def test_view_bad_limit_and_threshold(workspace, tmp_path, extra, message):
                                  str(tmp_path / "v")] + extra)
     assert r.exit_code == 2 and message in r.output, r.output
     assert not (tmp_path / "v").exists()
+
+
+def test_score_scan_refuses_to_resume_a_part_of_another_estimator(workspace, tmp_path):
+    """A second `score --scan` with another estimator (same kind, same --name) found extra/<part> complete,
+    computed nothing and said "added 4 surprise columns": the old estimator's columns stayed."""
+    from blindspots.data.pool import ImagePool
+    from blindspots.models.load import load_model
+    from blindspots.scan import read_score_table, scan_pool
+
+    root, ckpt = workspace
+    ests = [root / "sa_parts" / "a.npz", root / "sa_parts" / "b.npz"]
+    for est, per_class in zip(ests, ["20", "40"]):
+        r = CliRunner().invoke(app, ["surprise", "fit", str(ckpt), "--images", str(root / "images"), "--masks",
+                                     str(root / "masks"), "--out", str(est), "--per-class", per_class])
+        assert r.exit_code == 0, r.output
+    scan = scan_pool(ImagePool(root / "images_bad"), {"fcn": load_model(str(ckpt))}, tmp_path / "scan",
+                     target="fcn", progress=False)
+    score = ["surprise", "score", str(root / "images_bad"), "--scan", str(scan), "--per-class", "50"]
+    assert CliRunner().invoke(app, score + ["-e", str(ests[0])]).exit_code == 0
+    before = read_score_table(scan)["surprise_mdsa__fcn"].to_numpy()
+    assert CliRunner().invoke(app, score + ["-e", str(ests[0])]).exit_code == 0  # same: resumes
+    r = CliRunner().invoke(app, score + ["-e", str(ests[1])])
+    assert r.exit_code == 2 and "--name" in r.output and "estimator_sha256" in r.output, r.output
+    r = CliRunner().invoke(app, score + ["-e", str(ests[1]), "--name", "fcn_b"])
+    assert r.exit_code == 0, r.output
+    st = read_score_table(scan)
+    np.testing.assert_array_equal(st["surprise_mdsa__fcn"].to_numpy(), before)
+    assert not np.allclose(st["surprise_mdsa__fcn_b"].to_numpy(), before, equal_nan=True)

@@ -55,6 +55,32 @@ def _check_same_source(estimators: list[Path]) -> None:
                              f"with the first one's traces: {first}), got {got} for {str(path)!r}")
 
 
+def _claim_part(scan: Path, part: str, estimator: Path, model: Optional[str], features: Optional[str],
+                per_class: int, seed: int) -> None:
+    """Record in `extra/<part>/surprise.json` what fills the part (estimator bytes, model, features,
+    per_class, seed). add_columns resumes a part by its name only: scoring another estimator or model
+    into the same `--name` kept the old columns and said "added". Parts without the record (older
+    runs) are not checked."""
+    import hashlib
+
+    settings = {"estimator_sha256": hashlib.sha256(estimator.read_bytes()).hexdigest(),
+                "model": model or _sidecar(estimator).get("model", ""),
+                "features": features or _sidecar(estimator).get("features"), "per_class": per_class, "seed": seed}
+    folder = scan / "extra" / part
+    record = folder / "surprise.json"
+    if record.is_file():
+        old = json.loads(record.read_text())
+        if old != settings:
+            diff = {k: (old.get(k), v) for k, v in settings.items() if old.get(k) != v}
+            raise ValueError(f"--name: expected the estimator and settings that filled {str(folder)!r} to resume "
+                             f"it, got others {diff} (old, new); pass another --name or delete that folder")
+        return
+    if folder.is_dir() and any(folder.glob("*.parquet")):
+        return  # written before the record existed: not checked
+    folder.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(settings, indent=1))
+
+
 class _ScoreColumns:
     """`compute` of `add_columns` for `score --scan`: picklable (paths and specs only), so that Ray
     tasks can run it; loads the estimator and the extractor on its first call, once per process."""
@@ -197,6 +223,7 @@ def score(
             raise ValueError("--scan: expected features computed from pixels (a model or a callable), got features "
                              "read by image id; use --out for precomputed feature maps")
         part = f"surprise_{est.name}__{name}"
+        _claim_part(scan, part, estimator, model, features, per_class, seed)
         scorer = _ScoreColumns(estimator, model, batch_size, features, name, per_class, seed)
         scorer._loaded[scorer.key] = (est, ex)  # this process has them loaded already
         cols = add_columns(scan, image_pool, part, scorer, batch_size=batch_size, engine=engine,
