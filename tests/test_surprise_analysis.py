@@ -105,6 +105,17 @@ def test_surprise_sampler():
         SurpriseSampler(kind="lsa").select(table)
 
 
+def test_surprise_sampler_target_errors_name_the_models_and_the_cli_option():
+    table = pd.DataFrame({"id": ["a", "b"], "status": ["ok", "ok"], "surprise_mdsa__unet": [0.1, 3.0],
+                          "surprise_mdsa__onnx": [1.0, 2.0], "frac__other__0": [0.5, 0.5]})
+    with pytest.raises(ValueError, match=r"--target") as err:
+        SurpriseSampler().select(table)
+    assert "onnx" in str(err.value) and "unet" in str(err.value)
+    # a scanned model without surprise columns: say which models have them and how to add them
+    with pytest.raises(ValueError, match=r"\['unet', 'onnx'\].*--name other"):
+        SurpriseSampler("other").select(table)
+
+
 def test_run_retraining_through_the_finetuner_and_resumes(tmp_path):
     import torch
 
@@ -132,3 +143,15 @@ def test_run_retraining_through_the_finetuner_and_resumes(tmp_path):
     again = run_retraining(None, base, cands, sa, val, test, num_classes=2, class_id=1, finetuner=make,
                            work_dir=tmp_path, sizes={"S": 0.1, "L": 0.3})
     pd.testing.assert_frame_equal(table, again)
+
+
+def test_group_iou_names_the_label_ids_outside_the_model():
+    """`surprise analyze` of a binary model on 3-class masks said only "target: expected class ids in 0..1
+    or 255" (which ids? whose classes?)."""
+    pred = np.zeros((2, 8, 8), dtype=np.int64)
+    target = np.zeros((2, 8, 8), dtype=np.int64)
+    target[1, :2] = 2
+    target[0, 0, 0] = 255
+    with pytest.raises(ValueError, match=r"target: expected label ids in 0\.\.1 \(the model's 2 classes\) or 255, "
+                                         r"got ids \[2\]"):
+        group_iou(pred, target, 2)

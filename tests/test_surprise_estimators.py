@@ -281,3 +281,39 @@ def test_mdsa_deferred_finite_screen_still_raises(dtype, value):
     huge[5, 1] = 1e300
     sa = est.score(huge, qc)
     assert np.isinf(sa[5]) and np.isfinite(np.delete(sa, 5)).all()
+
+
+def test_dsa_fit_statistics_are_leave_one_out():
+    """Scored against its own fitting set every trace was its own nearest neighbour (DSA 0, std 0), so the
+    z-scores of image and group SA came out near 1e12; the statistics now leave each trace out."""
+    x, y, q, qc = data()
+    est = DSA().fit(x, y)
+    for i, c in enumerate(est.classes_):
+        xc, xo = x[y == c].astype(np.float64), x[y != c].astype(np.float64)
+        d_in = np.linalg.norm(xc[:, None] - xc[None], axis=2)
+        np.fill_diagonal(d_in, np.inf)
+        a = d_in.argmin(axis=1)
+        other = np.linalg.norm(xc[:, None] - xo[None], axis=2).min(axis=1)
+        ref = d_in.min(axis=1) / other[a]
+        np.testing.assert_allclose(est.sa_mean_[i], ref.mean(), rtol=1e-9)
+        np.testing.assert_allclose(est.sa_std_[i], ref.std(), rtol=1e-9)
+    z = (est.score(q, qc) - est.sa_mean_[np.searchsorted(est.classes_, qc)]) / est.sa_std_[
+        np.searchsorted(est.classes_, qc)]
+    assert np.abs(z).max() < 100
+
+
+def test_constant_fitting_sa_is_a_warning(caplog):
+    """One feature vector per image repeated over its pixels: 6 distinct traces in 9-D give every fitting
+    trace the same MDSA (std ~1e-6), and image SA z-scores of ~1e6 came without a word."""
+    rng = np.random.default_rng(0)
+    x = np.repeat(rng.normal(size=(12, 9)), 20, axis=0)
+    y = np.repeat(np.arange(12) % 2, 20)
+    with caplog.at_level("WARNING", logger="blindspots.surprise.estimators"):
+        MDSA().fit(x, y)
+    assert any("nearly) constant" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    x2, y2, _, _ = data()
+    with caplog.at_level("WARNING", logger="blindspots.surprise.estimators"):
+        MDSA().fit(x2, y2)
+        DSA().fit(x2, y2)
+    assert not any("constant" in r.getMessage() for r in caplog.records)

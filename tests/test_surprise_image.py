@@ -192,3 +192,38 @@ def test_mixed_image_sizes_are_grouped_by_size(fitted):
     assert all(len(v) == 6 for v in cols.values())
     out_sa, iou, in_label, p = sa_and_iou(ex, {"MDSA": est}, mixed, per_class=50, seed=0)
     assert out_sa["MDSA"].shape[0] == 6 and iou.shape[0] == 6 and p.size == 0
+
+
+def test_collect_fit_traces_warns_about_mask_ids_outside_the_model(fitted, caplog):
+    """Masks of 3 classes fitted on a 2-class (e.g. binary) model: class 2's pixels were dropped without a
+    word (a third of the labels); now a warning names the ids. ignore_index (255) is not reported."""
+    ex, _, _ = fitted
+    data = [(im, np.where(m == 255, 255, m + 1).astype(np.uint8)) for im, m in labelled()]  # ids 1..3 + 255
+    with caplog.at_level("WARNING", logger="blindspots.surprise.image"):
+        _, y = collect_fit_traces(ex, data, per_class=10, cap=100, seed=0, progress=False)
+    assert set(y.tolist()) <= {1, 2}
+    msgs = [r.getMessage() for r in caplog.records if "outside the model's classes" in r.getMessage()]
+    assert msgs == ["masks: label ids [3] are outside the model's classes 0..2 and were not sampled (masks of "
+                    "another label set, or a missing ignore_index?)"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="blindspots.surprise.image"):
+        collect_fit_traces(ex, labelled(), per_class=10, cap=100, seed=0, progress=False)
+    assert not [r for r in caplog.records if "outside" in r.getMessage()]
+
+
+def test_checkpoint_of_other_settings_is_started_over(tmp_path, fitted):
+    """A checkpoint was resumed whenever the same images were chosen: re-fitting to the same --out with
+    another layer, model or per_class silently reused the old traces (another width, other settings)."""
+    ex, _, _ = fitted
+    ckpt = tmp_path / "traces.npz"
+    x1, y1 = collect_fit_traces(ex, labelled(), per_class=10, cap=100, seed=0, checkpoint=ckpt, progress=False)
+    x2, y2 = collect_fit_traces(ex, labelled(), per_class=30, cap=100, seed=0, checkpoint=ckpt, progress=False)
+    fresh = collect_fit_traces(ex, labelled(), per_class=30, cap=100, seed=0, progress=False)
+    assert len(y2) > len(y1) and np.array_equal(x2, fresh[0]) and np.array_equal(y2, fresh[1])
+    x3, _ = collect_fit_traces(ex, labelled(), per_class=30, cap=100, seed=0, checkpoint=ckpt, progress=False,
+                               checkpoint_key={"model": "other.onnx"})
+    assert np.array_equal(x3, fresh[0])  # recomputed (same extractor here), not an error
+    # the same settings still resume
+    x4, y4 = collect_fit_traces(ex, labelled(), per_class=30, cap=100, seed=0, checkpoint=ckpt, progress=False,
+                                checkpoint_key={"model": "other.onnx"})
+    assert np.array_equal(x4, fresh[0]) and np.array_equal(y4, fresh[1])

@@ -40,6 +40,47 @@ def _fitted_extractor(estimator: Path, model: Optional[str], batch_size: int, fe
                       batch_size, features or meta.get("features"))
 
 
+def _check_same_source(estimators: list[Path]) -> None:
+    """analyze scores every estimator with the first one's extractor: estimators fitted on another model,
+    layer, interpolation or feature source would be scored on traces they never saw (silently wrong)."""
+    keys = ("model", "layer", "interpolation", "features")
+    first = {k: _sidecar(estimators[0]).get(k) for k in keys}
+    for path in estimators[1:]:
+        meta = _sidecar(path)
+        if not meta:
+            continue
+        got = {k: meta.get(k) for k in keys}
+        if got != first and _sidecar(estimators[0]):
+            raise ValueError(f"--estimator: expected estimators fitted on one model and layer (all are scored "
+                             f"with the first one's traces: {first}), got {got} for {str(path)!r}")
+
+
+def _claim_part(scan: Path, part: str, estimator: Path, model: Optional[str], features: Optional[str],
+                per_class: int, seed: int) -> None:
+    """Record in `extra/<part>/surprise.json` what fills the part (estimator bytes, model, features,
+    per_class, seed). add_columns resumes a part by its name only: scoring another estimator or model
+    into the same `--name` kept the old columns and said "added". Parts without the record (older
+    runs) are not checked."""
+    import hashlib
+
+    settings = {"estimator_sha256": hashlib.sha256(estimator.read_bytes()).hexdigest(),
+                "model": model or _sidecar(estimator).get("model", ""),
+                "features": features or _sidecar(estimator).get("features"), "per_class": per_class, "seed": seed}
+    folder = scan / "extra" / part
+    record = folder / "surprise.json"
+    if record.is_file():
+        old = json.loads(record.read_text())
+        if old != settings:
+            diff = {k: (old.get(k), v) for k, v in settings.items() if old.get(k) != v}
+            raise ValueError(f"--name: expected the estimator and settings that filled {str(folder)!r} to resume "
+                             f"it, got others {diff} (old, new); pass another --name or delete that folder")
+        return
+    if folder.is_dir() and any(folder.glob("*.parquet")):
+        return  # written before the record existed: not checked
+    folder.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(settings, indent=1))
+
+
 class _ScoreColumns:
     """`compute` of `add_columns` for `score --scan`: picklable (paths and specs only), so that Ray
     tasks can run it; loads the estimator and the extractor on its first call, once per process."""
@@ -117,14 +158,17 @@ def fit(
     data = SegmentationSet(images, masks)
     out.parent.mkdir(parents=True, exist_ok=True)
     x, y = collect_fit_traces(ex, data, max_images=max_images, per_class=per_class, cap=cap, seed=seed,
-                              checkpoint=out.with_suffix(".traces.npz"))
+                              checkpoint=out.with_suffix(".traces.npz"),
+                              checkpoint_key={"model": model, "features": features, "images": images.resolve(),
+                                              "masks": masks.resolve()})
     est = make_estimator(kind).fit(x, y)
     est.save(out)
     meta = {"model": model, "layer": ex.layer, "interpolation": interpolation, "kind": kind, "traces": int(len(y))}
     if features:
         meta["features"] = features
     out.with_suffix(".json").write_text(json.dumps(meta, indent=1))
-    typer.echo(f"fitted {kind} on {len(y)} traces of {len(est.classes_)} classes (layer {ex.layer}) -> {out}")
+    source = f"layer {ex.layer}" if ex.layer is not None or not features else f"features {features}"
+    typer.echo(f"fitted {kind} on {len(y)} traces of {len(est.classes_)} classes ({source}) -> {out}")
 
 
 @surprise_app.command("score")
@@ -135,7 +179,9 @@ def score(
     scan: Optional[Path] = typer.Option(None, "--scan", help="A scan folder of this pool: add the columns to its score "
                                         "table (extra/surprise_<kind>__<name>/, resumable) instead of --out."),
     model: Optional[str] = typer.Option(None, help="Model spec (default: the one recorded at fit)."),
-    name: str = typer.Option("target", help="Model name used in the column names surprise_{kind}__{name}[__{k}]."),
+    name: Optional[str] = typer.Option(None, help="Model name used in the column names "
+                                       "surprise_{kind}__{name}[__{k}] (default: with --scan the scan's target, "
+                                       "so `mine -s surprise --target` finds them; else 'target')."),
     features: Optional[str] = typer.Option(None, help="Feature source of this pool (default: the one recorded at "
                                            "fit). " + FEATURES_HELP),
     per_class: int = typer.Option(1000, help="Pixels scored per predicted class per image (paper: 1,000)."),
@@ -160,6 +206,11 @@ def score(
     if engine != "local" and scan is None:
         raise ValueError(f"--engine: expected 'local' without --scan (--out is written by this process), "
                          f"got {engine!r}")
+    if name is None:
+        from blindspots.scan.manifest import load_manifest
+
+        manifest = load_manifest(scan) if scan is not None else None
+        name = str(manifest["target"]) if manifest and manifest.get("target") else "target"
     est = load_estimator(estimator)
     ex = _fitted_extractor(estimator, model, batch_size, features)
     image_pool = ImagePool(pool)
@@ -172,6 +223,7 @@ def score(
             raise ValueError("--scan: expected features computed from pixels (a model or a callable), got features "
                              "read by image id; use --out for precomputed feature maps")
         part = f"surprise_{est.name}__{name}"
+        _claim_part(scan, part, estimator, model, features, per_class, seed)
         scorer = _ScoreColumns(estimator, model, batch_size, features, name, per_class, seed)
         scorer._loaded[scorer.key] = (est, ex)  # this process has them loaded already
         cols = add_columns(scan, image_pool, part, scorer, batch_size=batch_size, engine=engine,
@@ -199,6 +251,8 @@ def score(
             flush(it.image.shape)
     for shape in list(group_ids):
         flush(shape)
+    if not rows:
+        raise ValueError(f"pool: expected images in {str(pool)!r}, got none")
     table = pd.concat(rows, ignore_index=True).sort_values("id").reset_index(drop=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out, index=False)
@@ -228,6 +282,7 @@ def analyze(
     from blindspots.surprise.analysis import label_saving_tradeoff, plot_label_saving, sa_and_iou, spearman_table
     from blindspots.surprise.estimators import load_estimator
 
+    _check_same_source(estimator)
     ests = {}
     for path in estimator:
         est = load_estimator(path)
@@ -275,8 +330,14 @@ def view(
     from blindspots.data.segsets import SegmentationSet
     from blindspots.surprise.estimators import load_estimator
     from blindspots.surprise.image import surprise_heatmaps
-    from blindspots.surprise.views import panels_for, save_png, write_video
+    from blindspots.surprise.views import pad_frames, panels_for, save_png, write_video
 
+    import math
+
+    if limit < 1:
+        raise ValueError(f"--limit: expected at least 1 image, got {limit}")
+    if threshold is not None and not math.isfinite(threshold):
+        raise ValueError(f"--threshold: expected a finite SA value, got {threshold}")
     est = load_estimator(estimator)
     ex = _fitted_extractor(estimator, model, batch_size, features)
     classes = getattr(ex.model, "classes", None) or Classes(tuple(f"class{k}" for k in range(ex.num_classes)))
@@ -289,15 +350,22 @@ def view(
         labels = [p[1] for p in pairs]
     else:
         pool = ImagePool(images)
-        ids = pool.ids[:limit]
-        imgs = [pool.load(i) for i in ids]
+        items = list(pool.iter_items(pool.ids[:limit]))  # an unreadable file is skipped, as `score` does
+        bad = [f"{it.id} ({it.error})" for it in items if not it.ok]
+        if bad:
+            typer.echo(f"skipped {len(bad)} unreadable image(s): {', '.join(bad[:5])}"
+                       + (" ..." if len(bad) > 5 else ""), err=True)
+        ids = [it.id for it in items if it.ok]
+        imgs = [it.image for it in items if it.ok]
+        if not ids:
+            raise ValueError(f"images: expected readable images in {str(images)!r}, got none ({len(bad)} unreadable)")
         labels = None
     sa, pred = surprise_heatmaps(ex, est, imgs, progress=True, ids=list(ids))
     frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
     for i, frame in zip(ids, frames):
         save_png(frame, out / (Path(i).with_suffix(".png")))
     if video is not None:
-        write_video(frames, video, fps=fps)
+        write_video(pad_frames(frames), video, fps=fps)  # panels of different sizes: centred on one canvas
     typer.echo(f"wrote {len(frames)} panels -> {out}" + (f" and {video}" if video else ""))
 
 

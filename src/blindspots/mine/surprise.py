@@ -53,8 +53,11 @@ class SurpriseSampler(Sampler):
         if target is None:
             if len(models) != 1:
                 raise ValueError(f"target: could not infer the model from `surprise_{self.kind}__{{M}}` columns "
-                                 f"(found {models}); pass target= explicitly")
+                                 f"(found {models}); pass target= (`blindspots mine --target`)")
             target = models[0]
+        elif target not in models:
+            raise ValueError(f"target: expected a model with `surprise_{self.kind}__{{M}}` columns {models}, got "
+                             f"{target!r}; add them with `blindspots surprise score --scan ... --name {target}`")
         return target, schema.surprise(self.kind, target, self.class_id)
 
     def select(self, table: pd.DataFrame, n: int | None = None, *, seed: int = 0) -> pd.DataFrame:

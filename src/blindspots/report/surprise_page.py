@@ -19,6 +19,24 @@ from blindspots.report.html import esc, heading, output_folder, write_index
 log = logging.getLogger(__name__)
 
 
+#: Savings (fraction of images not labelled) of the Figure 9 table; the CSV has every 5% step per group.
+TABLE_SAVINGS = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+
+def _at_savings(curves: pd.DataFrame) -> pd.DataFrame:
+    """The rows of figure9.csv nearest each of TABLE_SAVINGS, per group (all rows where it has no
+    `saving` column): the whole table (21 rows a group) was cut after 60 rows, i.e. three groups."""
+    if "saving" not in curves.columns or curves.empty:
+        return curves
+    keys = curves["group"] if "group" in curves.columns else pd.Series(0, index=curves.index)
+    rows = []
+    for _, part in curves.groupby(keys, sort=False):
+        s = part["saving"].to_numpy(dtype=float)
+        picked = sorted({int(abs(s - v).argmin()) for v in TABLE_SAVINGS})
+        rows.append(part.iloc[picked])
+    return pd.concat(rows)
+
+
 def is_surprise_dir(root: str | Path) -> bool:
     """Whether `root` looks like a `blindspots surprise analyze --out` folder (table3.csv)."""
     return (Path(root) / "table3.csv").is_file()
@@ -37,7 +55,12 @@ def surprise_sections(root: Path, out: Path, *, n: int = 12, level: int = 2, anc
         cap = "Figure 9: skip labelling the least surprising images; error of accepting their predictions"
         parts.append(f'<div class="figs">{copy_figure(root / "figure9.png", out, fig_dir + "figure9.png", cap)}</div>')
     if (root / "figure9.csv").is_file():
-        parts.append(frame_table(pd.read_csv(root / "figure9.csv"), max_rows=60))
+        curves = pd.read_csv(root / "figure9.csv")
+        few = _at_savings(curves)
+        if len(few) < len(curves):
+            parts.append(f'<p class="note">At savings of {", ".join(f"{v:.0%}" for v in TABLE_SAVINGS)} '
+                         '(every step: figure9.csv).</p>')
+        parts.append(frame_table(few, max_rows=200))
     if not (root / "figure9.png").is_file() and not (root / "figure9.csv").is_file():
         parts.append('<p class="note">No figure9.png / figure9.csv in this folder.</p>')
     parts.append(heading("Surprise heatmaps", anchor + "heatmaps", level))

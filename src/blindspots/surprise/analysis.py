@@ -49,7 +49,9 @@ def group_iou(pred: np.ndarray, target: np.ndarray, num_classes: int,
         lut[list(members)] = i
     valid_t = target != ignore_index if ignore_index is not None else np.ones(target.shape, bool)
     if np.any((target[valid_t] < 0) | (target[valid_t] >= num_classes)):
-        raise ValueError(f"target: expected class ids in 0..{num_classes - 1} or {ignore_index}")
+        bad = np.unique(target[valid_t & ((target < 0) | (target >= num_classes))])
+        raise ValueError(f"target: expected label ids in 0..{num_classes - 1} (the model's {num_classes} classes) "
+                         f"or {ignore_index}, got ids {bad[:10].tolist()} (masks of another label set?)")
     if pred.size and (pred.min() < 0 or pred.max() >= num_classes):
         raise ValueError(f"pred: expected class ids in 0..{num_classes - 1}, got {pred.min()}..{pred.max()}")
     t = np.where(valid_t, lut[np.where(valid_t, target, 0)], 255)

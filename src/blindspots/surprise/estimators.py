@@ -226,6 +226,17 @@ class SurpriseEstimator:
             sa = self.score(x[y == c], int(c))
             mean[i], std[i] = sa.mean(), max(float(sa.std()), 1e-12)
         self.sa_mean_, self.sa_std_ = mean, std
+        self._warn_flat_stats()
+
+    def _warn_flat_stats(self) -> None:
+        """Warn about classes whose fitting traces all get (nearly) one SA: z-scored image and group SA
+        divide by that std and come out in the millions (e.g. one feature vector per image, fewer
+        distinct traces than features)."""
+        flat = [int(c) for c, m, s in zip(self.classes_, self.sa_mean_, self.sa_std_) if s <= 1e-4 * max(abs(m), 1.0)]
+        if flat:
+            logger.warning("classes %s: the SA of their fitting traces is (nearly) constant, so z-scored image "
+                           "SA will be huge; fit on more distinct traces (more images, per-pixel feature maps)",
+                           flat)
 
     def _fit_classes(self, x: np.ndarray, y: np.ndarray) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -527,6 +538,33 @@ class DSA(SurpriseEstimator):
         dist_a, idx = _nearest(x.astype(np.float64), self.ref_[i], self.chunk_size, self.ref_sq_[i])
         return dist_a / self.other_dist_[i][idx]
 
+    def _fit_stats(self, x: np.ndarray, y: np.ndarray) -> None:
+        """sa_mean_, sa_std_ from leave-one-out DSA of each class's fitting traces: scored against the
+        fitting set that holds them, every trace is its own nearest neighbour (DSA 0, std 0), and image
+        and group SA (z-scores) came out near 1e12. A class with one trace gets mean 0, std 1."""
+        mean = np.zeros(self.classes_.size)
+        std = np.ones(self.classes_.size)
+        for i in range(self.classes_.size):
+            ref = self.ref_[i]
+            if ref.shape[0] < 2:
+                continue
+            dist_a, idx = _nearest(ref, ref, self.chunk_size, self.ref_sq_[i], exclude_self=True)
+            sa = dist_a / self.other_dist_[i][idx]
+            mean[i], std[i] = sa.mean(), max(float(sa.std()), 1e-12)
+        self.sa_mean_, self.sa_std_ = mean, std
+        self._warn_flat_stats()
+        self._warn_flat_stats()
+
+    def _warn_flat_stats(self) -> None:
+        """Warn about classes whose fitting traces all get (nearly) one SA: z-scored image and group SA
+        divide by that std and come out in the millions (e.g. one feature vector per image, fewer
+        distinct traces than features)."""
+        flat = [int(c) for c, m, s in zip(self.classes_, self.sa_mean_, self.sa_std_) if s <= 1e-4 * max(abs(m), 1.0)]
+        if flat:
+            logger.warning("classes %s: the SA of their fitting traces is (nearly) constant, so z-scored image "
+                           "SA will be huge; fit on more distinct traces (more images, per-pixel feature maps)",
+                           flat)
+
     def _state(self) -> dict[str, np.ndarray]:
         state = {}
         for i in range(self.classes_.size):
@@ -563,9 +601,10 @@ def _logsumexp_neg_half_sq(a_aug: torch.Tensor, ref: torch.Tensor) -> torch.Tens
     return top[:, 0].double() + torch.log(tot.double())
 
 
-def _nearest(q: np.ndarray, ref: np.ndarray, chunk: int, ref_sq: np.ndarray | None = None
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Euclidean distance and index of the nearest row of ref float64 [n, d] for each row of q [m, d]."""
+def _nearest(q: np.ndarray, ref: np.ndarray, chunk: int, ref_sq: np.ndarray | None = None,
+             exclude_self: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Euclidean distance and index of the nearest row of ref float64 [n, d] for each row of q [m, d].
+    exclude_self: q is ref (m == n >= 2) and row i may not pick itself (leave-one-out)."""
     if ref_sq is None:
         ref_sq = np.einsum("ij,ij->i", ref, ref)
     dist = np.empty(q.shape[0])
@@ -574,6 +613,8 @@ def _nearest(q: np.ndarray, ref: np.ndarray, chunk: int, ref_sq: np.ndarray | No
     for s, e in _chunks(q.shape[0], chunk):
         block = q[s:e]
         sq = ref_sq[None, :] - 2.0 * (block @ ref.T)
+        if exclude_self:
+            sq[np.arange(e - s), np.arange(s, e)] = np.inf
         j = np.argmin(sq, axis=1)
         # exact distance to the chosen neighbour (the expanded form loses precision for close points)
         diff = block - ref[j]

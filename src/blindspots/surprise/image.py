@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ def _item(dataset: Any, i: int) -> tuple[np.ndarray, Any]:
 def collect_fit_traces(extractor: TraceExtractor, dataset: Any, *, max_images: int | None = FIT_MAX_IMAGES,
                        per_class: int | None = FIT_PIXELS_PER_CLASS, cap: int | None = FIT_CAP_PER_CLASS,
                        seed: int = 0, ignore_index: int | None = DEFAULT_IGNORE_INDEX,
-                       checkpoint: str | Path | None = None,
+                       checkpoint: str | Path | None = None, checkpoint_key: Mapping[str, Any] | None = None,
                        progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Traces of the fitting set grouped by label class (defaults: the paper's 100 / 10,000 / 10,000).
 
@@ -46,7 +47,9 @@ def collect_fit_traces(extractor: TraceExtractor, dataset: Any, *, max_images: i
         for segmentation (e.g. ``SegmentationSet``) or an int class id for classification; its ``ids``
         (when it has them) are passed on for features or predictions read by image id.
     checkpoint: optional ``.npz`` path; partial traces are saved after every batch and a rerun with the
-        same arguments resumes after the last saved image (interrupt-safe).
+        same arguments resumes after the last saved image (interrupt-safe). A checkpoint of other settings
+        (per_class, seed, ignore_index, layer, interpolation, classes, or `checkpoint_key`, e.g. the model
+        spec) is started over, not resumed.
     Returns (traces float32 [n, d], labels int64 [n]); for classification one trace per image.
     """
     n = len(dataset)
@@ -57,15 +60,25 @@ def collect_fit_traces(extractor: TraceExtractor, dataset: Any, *, max_images: i
     labels: list[np.ndarray] = []
     done = 0
     ckpt = Path(checkpoint) if checkpoint is not None else None
+    settings = json.dumps({"per_class": per_class, "seed": seed, "ignore_index": ignore_index,
+                           "layer": None if extractor.layer is None else str(extractor.layer),
+                           "interpolation": extractor.interpolation, "align_corners": extractor.align_corners,
+                           "num_classes": extractor.num_classes, "task": extractor.task,
+                           **{str(k): str(v) for k, v in (checkpoint_key or {}).items()}}, sort_keys=True)
     if ckpt is not None and ckpt.is_file():
         with np.load(ckpt) as data:
-            if data["chosen"].shape == chosen.shape and np.array_equal(data["chosen"], chosen):
+            same = "settings" in data.files and str(data["settings"]) == settings
+            if not same:
+                logger.warning("%s: a checkpoint of other settings (model, layer, per_class, seed, ...); "
+                               "collecting the traces again", ckpt)
+            elif data["chosen"].shape == chosen.shape and np.array_equal(data["chosen"], chosen):
                 traces, labels, done = [data["traces"]], [data["labels"]], int(data["done"])
                 logger.info("resuming trace collection after %d of %d images", done, chosen.size)
     bs = extractor.batch_size
     all_ids = getattr(dataset, "ids", None)
     bar = tqdm(total=chosen.size, initial=done, desc="fit traces", disable=not progress)
     pos = done
+    outside: set[int] = set()  # mask ids >= the model's num_classes (never sampled)
     while pos < chosen.size:
         items = [_item(dataset, i) for i in chosen[pos:pos + bs]]
         shape0 = items[0][0].shape  # equal-size chunk (the model batches one size at a time)
@@ -82,6 +95,11 @@ def collect_fit_traces(extractor: TraceExtractor, dataset: Any, *, max_images: i
             if mask.shape != batch.shape[1:3]:
                 raise ValueError(f"dataset: expected a mask of shape {batch.shape[1:3]} for item "
                                  f"{int(chosen[pos + j])}, got {mask.shape}")
+            if extractor.num_classes:
+                top = int(mask.max(initial=0))
+                if top >= extractor.num_classes:
+                    vals = np.unique(mask[mask >= extractor.num_classes])
+                    outside.update(int(v) for v in vals if v != ignore_index)
             r = np.random.default_rng(pixel_rngs[pos + j])
             idx, cls = sample_pixels(mask, per_class, r, ignore_index=ignore_index,
                                      num_classes=extractor.num_classes)
@@ -91,8 +109,12 @@ def collect_fit_traces(extractor: TraceExtractor, dataset: Any, *, max_images: i
         pos += len(items)
         bar.update(len(items))
         if ckpt is not None:
-            _save_partial(ckpt, chosen, traces, labels, pos)
+            _save_partial(ckpt, chosen, traces, labels, pos, settings)
     bar.close()
+    if outside:
+        logger.warning("masks: label ids %s are outside the model's classes 0..%d and were not sampled "
+                       "(masks of another label set, or a missing ignore_index?)", sorted(outside),
+                       extractor.num_classes - 1)
     if not traces:
         raise ValueError("dataset: expected labelled pixels to sample, got none (all ignore_index?)")
     x = np.concatenate(traces).astype(np.float32, copy=False)
@@ -102,11 +124,11 @@ def collect_fit_traces(extractor: TraceExtractor, dataset: Any, *, max_images: i
 
 
 def _save_partial(path: Path, chosen: np.ndarray, traces: list[np.ndarray], labels: list[np.ndarray],
-                  done: int) -> None:
+                  done: int, settings: str = "") -> None:
     x = np.concatenate(traces) if traces else np.zeros((0, 0), np.float32)
     y = np.concatenate(labels) if labels else np.zeros(0, np.int64)
     tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, chosen=chosen, traces=x, labels=y, done=done)
+    np.savez(tmp, chosen=chosen, traces=x, labels=y, done=done, settings=np.array(settings))
     tmp.replace(path)  # atomic: an interrupt never leaves a half-written checkpoint
     traces[:] = [x]
     labels[:] = [y]

@@ -95,6 +95,26 @@ def save_png(frame: np.ndarray, path: str | Path) -> Path:
     return path
 
 
+def pad_frames(frames: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Frames uint8 [H_i, W_i, 3] of any sizes, each centred on a black canvas [max H_i, max W_i, 3] (a
+    video has one frame size; panels of images of different sizes have different sizes)."""
+    frames = [np.asarray(f, dtype=np.uint8) for f in frames]
+    if not frames:
+        return frames
+    h = max(f.shape[0] for f in frames)
+    w = max(f.shape[1] for f in frames)
+    out = []
+    for f in frames:
+        if f.shape[:2] == (h, w):
+            out.append(f)
+            continue
+        top, left = (h - f.shape[0]) // 2, (w - f.shape[1]) // 2
+        canvas = np.zeros((h, w) + f.shape[2:], dtype=np.uint8)
+        canvas[top:top + f.shape[0], left:left + f.shape[1]] = f
+        out.append(canvas)
+    return out
+
+
 def write_video(frames: Iterable[np.ndarray], path: str | Path, *, fps: float = 5.0) -> Path:
     """Encode uint8 RGB frames [H, W, 3] (one size) to an MP4 (H.264) with imageio's bundled ffmpeg.
 
