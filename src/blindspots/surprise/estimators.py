@@ -553,17 +553,6 @@ class DSA(SurpriseEstimator):
             mean[i], std[i] = sa.mean(), max(float(sa.std()), 1e-12)
         self.sa_mean_, self.sa_std_ = mean, std
         self._warn_flat_stats()
-        self._warn_flat_stats()
-
-    def _warn_flat_stats(self) -> None:
-        """Warn about classes whose fitting traces all get (nearly) one SA: z-scored image and group SA
-        divide by that std and come out in the millions (e.g. one feature vector per image, fewer
-        distinct traces than features)."""
-        flat = [int(c) for c, m, s in zip(self.classes_, self.sa_mean_, self.sa_std_) if s <= 1e-4 * max(abs(m), 1.0)]
-        if flat:
-            logger.warning("classes %s: the SA of their fitting traces is (nearly) constant, so z-scored image "
-                           "SA will be huge; fit on more distinct traces (more images, per-pixel feature maps)",
-                           flat)
 
     def _state(self) -> dict[str, np.ndarray]:
         state = {}
