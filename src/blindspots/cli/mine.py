@@ -46,7 +46,6 @@ def _check_scan_fits(scan_dir: Path, strategy: str, kind: str) -> None:
     """ValueError saying what to do when the scan lacks what `strategy` ranks by: MAD without a
     competitor, surprise without `surprise score --scan` columns (the samplers' own errors name
     columns and arguments that do not help)."""
-    from blindspots.scan import read_score_table
     from blindspots.scan.table import load_manifest
 
     manifest = load_manifest(scan_dir)
@@ -57,7 +56,10 @@ def _check_scan_fits(scan_dir: Path, strategy: str, kind: str) -> None:
                          f"{manifest.get('target')!r} alone in {str(scan_dir)!r}; scan again with "
                          "-c NAME=SPEC, or use --strategy entropy or random")
     if strategy == "surprise":
-        cols = [str(c) for c in read_score_table(scan_dir).columns if str(c).startswith("surprise_")]
+        # the parts' folder names (extra/surprise_<kind>__<model>/), not the whole table: mine_scan reads it next
+        extra = Path(scan_dir) / "extra"
+        cols = sorted(p.name for p in extra.iterdir() if p.is_dir() and p.name.startswith("surprise_")) \
+            if extra.is_dir() else []
         if not any(c.startswith(f"surprise_{kind}__") for c in cols):
             kinds = sorted({c.split("__")[0].removeprefix("surprise_") for c in cols})
             raise ValueError(f"--strategy: 'surprise' ranks by `surprise_{kind}__<model>` columns, got none in "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -331,8 +332,6 @@ def view(
     from blindspots.surprise.estimators import load_estimator
     from blindspots.surprise.image import surprise_heatmaps
     from blindspots.surprise.views import pad_frames, panels_for, save_png, write_video
-
-    import math
 
     if limit < 1:
         raise ValueError(f"--limit: expected at least 1 image, got {limit}")
