@@ -7,7 +7,7 @@ notebooks that show them; library code otherwise only logs).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,14 @@ def _is_ragged(issues: Any) -> bool:
     """A list/tuple of per-image masks of different sizes (what `find_label_issues` returns for images of
     mixed sizes)."""
     return isinstance(issues, (list, tuple)) and len({np.shape(m) for m in issues}) > 1
+
+
+def _flagged(issues: Any) -> Iterable[int]:
+    """Indices of the images with any flagged pixel: one vectorised pass for an array, per image for
+    a list of images of mixed sizes."""
+    if isinstance(issues, np.ndarray):
+        return np.flatnonzero(issues.reshape(len(issues), -1).any(axis=1)).tolist()
+    return [j for j in range(len(issues)) if np.asarray(issues[j]).any()]
 
 
 def _check_ragged(issues: Any, labels: Any, pred_probs: Any = None) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
@@ -103,7 +111,7 @@ def common_label_issues(issues: np.ndarray, labels: np.ndarray, pred_probs: np.n
         class_names = [str(i) for i in range(k)]
     cm = ConfusionMatrix(k, ignore_index=None)  # rows = given label, columns = predicted class
     seen = np.zeros(k, dtype=bool)
-    for i in (j for j in range(len(issues)) if issues[j].any()):
+    for i in _flagged(issues):
         m = issues[i]
         g = labels[i][m].astype(np.int64)
         p = _pred_at(pred_probs, i)[m].astype(np.int64)
@@ -144,7 +152,7 @@ def filter_by_class(class_index: int, issues: np.ndarray, labels: np.ndarray, pr
     if isinstance(class_index, (bool, np.bool_)) or wanted.ndim != 1 or (wanted.size and wanted.dtype.kind not in "iu"):
         raise ValueError(f"class_index: expected a class id (int) or a sequence of them, got {class_index!r}")
     out = [m & np.isin(a, wanted) for m, a in zip(issues, labels)] if ragged else issues & np.isin(labels, wanted)
-    for i in (j for j in range(len(issues)) if issues[j].any()):
+    for i in _flagged(issues):
         out[i] |= issues[i] & np.isin(_pred_at(pred_probs, i), wanted)
     return out
 
