@@ -23,6 +23,8 @@ Public API (stable):
   covers get `fill_value` (default: classes.ignore_index); later results paint over earlier ones.
   Tasks created in Label Studio itself (no `data.blindspots_id`) are matched to `ids` by the image's
   path or file name.
+- `annotation_mask(results, classes, *, fill_value=None) -> uint8 [H, W] | None`: one annotation's brush
+  and polygon results painted into a class-id mask.
 
 Serving the images: Label Studio serves local files only from a Local Files storage whose path is a
 strict subfolder of `LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT`; a task's URL is then
@@ -388,6 +390,17 @@ def import_labelstudio(source: str | Path | Sequence[Mapping[str, Any]], classes
         log.warning("Label Studio import: %d task(s) match no image id and were skipped, e.g. %s",
                     len(unmatched), unmatched[:3])
     return out
+
+
+def annotation_mask(results: Sequence[Mapping[str, Any]], classes: Classes, *, fill_value: int | None = None,
+                    where: str = "annotation") -> np.ndarray | None:
+    """The brush and polygon results of one Label Studio annotation -> uint8 [H, W] class ids, later
+    results painting over earlier ones; unpainted pixels get `fill_value` (default: ignore_index).
+    None when it holds no brush or polygon result. A label that is not a class is a ValueError."""
+    fill = classes.ignore_index if fill_value is None else int(fill_value)
+    if fill is None:
+        raise ValueError("fill_value: expected a value for unpainted pixels (classes have no ignore_index)")
+    return _paint(results, classes, fill, where)
 
 
 def _paint(results: Sequence[Mapping[str, Any]], classes: Classes, fill: int, where: str) -> np.ndarray | None:
