@@ -69,7 +69,7 @@ class LabelStudio:
             return fn(*args, **kwargs)
         except ApiError as e:
             body = e.body if isinstance(e.body, dict) else {"detail": str(e.body)[:200]}
-            detail = body.get("detail") or body.get("validation_errors") or body
+            detail = " ".join(str(body[k]) for k in ("detail", "validation_errors") if body.get(k)) or body
             if e.status_code in (401, 403):
                 raise ValueError(f"token: Label Studio at {self.url} refused the API token ({e.status_code}: "
                                  f"{detail}); expected a valid token of a user of that server") from None

@@ -121,6 +121,10 @@ def push(project: Any, *, round: int | None = None, kind: str = "masks", progres
         save_connection(project.path, conn)
         bar.update(len(batch))
     bar.close()
+    if brush is not None and todo and client.project(pid).get("model_version") != model:
+        # Label Studio pre-labels a task with the predictions of the project's model version only (a version
+        # it accepts once predictions of it exist)
+        client.update_project(pid, model_version=model)
     project.log_event("labelstudio-push", {"kind": kind, "ls_project": pid, "n": len(todo)}, round=i, step=kind)
     return report
 
