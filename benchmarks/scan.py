@@ -20,7 +20,7 @@ different designs). Printed:
 
 With --photos R (default 5; 0: off), a varied-size pool of real photographs (the opencv-doc
 examples and scikit-image's bundled photos, each also as one seeded crop: >= 40 distinct sizes,
-at most 1.5 MP; ../shared/DATA.md) is scanned with two callable models (`CallableSegmenter`
+at most 1.5 MP; docs/data.md) is scanned with two callable models (`CallableSegmenter`
 around two seeded zoo small_fcn nets, returning probabilities, so the scan validates every output pixel) in R
 interleaved rounds against a bare loop of the same raw callables on the same same-size batches,
 torch on --threads threads like the uniform row (printed with the row).
@@ -107,7 +107,7 @@ MAX_PIXELS = 1_500_000
 
 
 def photo_pool(workdir: Path, seed: int) -> ImagePool:
-    """Real photographs of many sizes (../shared/DATA.md), written once under workdir as PNG:
+    """Real photographs of many sizes (docs/data.md), written once under workdir as PNG:
     each photo as is (shrunk to at most MAX_PIXELS) and one seeded crop of it (50-100% per side)."""
     from PIL import Image
 
