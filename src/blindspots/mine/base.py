@@ -1,7 +1,7 @@
 """The sampler interface shared by every selection strategy (MAD, entropy, surprise, random).
 
 A sampler reads only the score table written by `blindspots.scan` (one row per image id;
-see /work/notes/contracts.md) and never decodes an image again. Settings go in the
+see docs/architecture.md, "Core contracts") and never decodes an image again. Settings go in the
 constructor (scikit-learn style); `select(table, n=None, *, seed=0)` returns a
 `pandas.DataFrame` with one row per distinct image, in priority order, with at least:
 
