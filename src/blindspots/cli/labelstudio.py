@@ -1,4 +1,4 @@
-"""`blindspots labelstudio connect|push|pull` and `blindspots labelstudio-backend`: a project live with a
+"""`blindspots labelstudio connect|push|pull|listen` and `blindspots labelstudio-backend`: a project live with a
 Label Studio server (blindspots.integrations.labelstudio). The API token comes from an environment
 variable (default LABEL_STUDIO_API_KEY) or a file, never from the command line."""
 from __future__ import annotations
@@ -84,6 +84,28 @@ def pull(
         if watch is None or not report.waiting:
             return
         time.sleep(watch)
+
+
+@ls_app.command("listen")
+def listen(
+    project: Path = typer.Argument(..., help="Project folder."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
+    port: int = typer.Option(9091, "--port", help="Port."),
+    public_url: Optional[str] = typer.Option(None, "--public-url", help="The receiver's address as Label Studio "
+                                             "reaches it (default: http://HOST:PORT)."),
+    ignore_other: bool = typer.Option(False, "--ignore-other", help="As for pull."),
+) -> None:
+    """Receive Label Studio's webhooks and pull on each annotation event (instead of polling)."""
+    import uvicorn
+
+    from blindspots.cli.loop import open_project
+    from blindspots.integrations.labelstudio.webhook import create_webhook_app, register_webhooks
+
+    p = open_project(project)
+    url = (public_url or f"http://{host}:{port}").rstrip("/") + "/webhook"
+    register_webhooks(p.path, url)
+    typer.echo(f"pulling on every annotation event; Label Studio posts to {url} (Ctrl-C stops)")
+    uvicorn.run(create_webhook_app(p.path, ignore_other=ignore_other), host=host, port=port, log_level="warning")
 
 
 def backend(

@@ -143,6 +143,6 @@ class LabelStudio:
 
     def add_webhook(self, project_id: int, url: str) -> dict:
         return _plain(self.call(f"webhook {url}", self.sdk.webhooks.create, url=url, project=int(project_id),
-                                send_payload=False, send_for_all_actions=False,
+                                send_payload=True, send_for_all_actions=False,
                                 actions=["ANNOTATION_CREATED", "ANNOTATION_UPDATED", "ANNOTATIONS_DELETED",
                                          "TASKS_DELETED"]))
