@@ -82,7 +82,11 @@ def live(server, world: Path, root: Path, monkeypatch_session) -> dict:
     monkeypatch_session.setenv(TOKEN_ENV, server.token)
     p = make_project(world, root / "proj")
     assert rounds.advance(p, progress=False).state == "awaiting_ratings"
-    conn = ls.connect(p, server.url, token_env=TOKEN_ENV, document_root=server.document_root)
+    res = _cli("labelstudio", "connect", p.path, "--url", server.url, "--token-env", TOKEN_ENV,
+               "--document-root", server.document_root)  # the command the README shows
+    assert res.exit_code == 0 and "masks project" in res.stdout, res.output
+    conn = ls.load_connection(p.path)
+    assert server.token not in (p.path / "labelstudio.json").read_text()  # where the token is, never the token
     return {"project": p, "conn": conn, "client": ls.LabelStudio(server.url, server.token)}
 
 
@@ -134,8 +138,8 @@ def test_ratings_then_masks_from_label_studio_and_the_round_goes_on(live: dict, 
     assert "out-of-domain" in client.project(conn.ratings_project)["label_config"]
     # ratings of M in Label Studio
     m = list(p.candidates(0, "M")["id"])
-    rep = ls.push(p, kind="ratings", progress=False)
-    assert sorted(rep.created) == sorted(m)
+    res = _cli("labelstudio", "push", p.path, "--ratings")
+    assert res.exit_code == 0 and f"pushed {len(m)} ratings task(s)" in res.stdout, res.output
     assert ls.push(p, kind="ratings", progress=False).created == []  # pushed once
     tasks = _tasks(client, conn.ratings_project)
     first = tasks[m[0]]
@@ -192,8 +196,9 @@ def test_ratings_then_masks_from_label_studio_and_the_round_goes_on(live: dict, 
     assert rounds.advance(p, progress=False).state == "awaiting_masks"  # one mask still missing
     expected[skipped] = _target_map(p, skipped)
     _annotate(client, tasks[skipped]["id"], tasks[skipped]["predictions"][0]["result"])
-    got = ls.pull(p)
-    assert got.stored == [skipped] and got.unchanged == len(need) - 1 and "round" in got.next
+    res = _cli("labelstudio", "pull", p.path)
+    assert res.exit_code == 0 and "pulled 1 masks answer(s)" in res.stdout, res.output
+    assert f"{len(need) - 1} unchanged" in res.stdout and "blindspots round" in res.stdout
     for x in need:  # pixel-exact
         np.testing.assert_array_equal(p.load_mask(0, x), expected[x])
     assert set(p.masks_for_round(0)["source"]) == {"labelstudio"}
