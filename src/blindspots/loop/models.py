@@ -15,7 +15,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-__all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "keyed_by_id", "probe_models",
+from blindspots.models.protocol import predict_segmenter
+
+__all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "probe_models",
            "finetune_blocker", "LOOP_TRAINABLE_KINDS"]
 
 log = logging.getLogger(__name__)
@@ -70,17 +72,10 @@ def load_spec(spec: str, *, import_dir: str | None = None, device: str | None = 
     return load_model(spec, device=device)  # device is ignored by kinds it does not apply to
 
 
-def keyed_by_id(seg: Any) -> bool:
-    """True for models that answer by pool image id only (precomputed outputs), not by pixels."""
-    return hasattr(seg, "predict_proba_ids")
-
-
 def predict_one(seg: Any, image_id: str, image: np.ndarray) -> np.ndarray:
     """float [1, C, H, W] for one pool image: by id for models keyed by id (precomputed
     outputs), by pixels otherwise. image: uint8 [H, W, 3]."""
-    if keyed_by_id(seg):
-        return np.asarray(seg.predict_proba_ids([image_id], sizes=[image.shape[:2]]))
-    return np.asarray(seg.predict_proba(image[None]))
+    return np.asarray(predict_segmenter(seg, image[None], [image_id]))
 
 
 def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> int:

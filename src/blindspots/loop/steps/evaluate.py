@@ -10,8 +10,8 @@ import logging
 from blindspots.loop.context import LoopContext
 from blindspots.loop.leaderboard import write_leaderboard
 from blindspots.loop.maps import map_miou, round_pairs
-from blindspots.loop.models import keyed_by_id
 from blindspots.loop.project import Project
+from blindspots.models.protocol import reads_ids
 from blindspots.loop.steps.base import Step
 
 __all__ = ["EvaluateStep", "t_masks_complete"]
@@ -36,7 +36,7 @@ class EvaluateStep(Step):
         models = [(c.target.name, i)] + [(g.name, 0) for g in c.competitors]
         for name, version in models:
             seg = ctx.segmenter(name, version) if t0 is not None or ctx.blocker is None else None
-            by_id = seg is not None and keyed_by_id(seg)  # precomputed outputs: pool ids only, no pixels
+            by_id = reads_ids(seg)  # precomputed outputs: pool ids only, no pixels
             if by_id and t0 is not None and p.metric(name, version, "T0") is None:
                 log.warning("round %d: %r gives precomputed outputs of pool images, so it has no T0 mIoU", i, name)
             elif t0 is not None and p.metric(name, version, "T0") is None:
