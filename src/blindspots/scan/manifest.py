@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from blindspots.atomic import write_atomic
 from blindspots.scan.layout import MANIFEST, ScanLayout
 
 SCAN_VERSION = 1
@@ -26,18 +26,6 @@ def ids_digest(ids: Sequence[str]) -> str:
         h.update(i.encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()
-
-
-def write_atomic(path: Path, write: Any) -> None:
-    """Call write(tmp_path), then move tmp_path onto `path` (readers never see a partial file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def load_manifest(out_dir: str | Path) -> dict | None:
