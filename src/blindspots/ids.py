@@ -30,9 +30,10 @@ def check_image_id(image_id: object, name: str = "image_id") -> str:
 
 
 def stem_key(image_id: str) -> str:
-    """The id without its extension ("a/cat.jpg" -> "a/cat"); ids without one are returned as is."""
+    """The id without its extension ("a/cat.jpg" -> "a/cat"); ids without one ("d.tar#k7") are returned as is."""
     p = PurePosixPath(check_image_id(image_id))
-    return str(p.with_suffix("")) if p.suffix else str(p)
+    # an item inside a shard ('train.parquet#000017', 'shard-0.tar#a/b') has no extension of its own
+    return str(p.with_suffix("")) if p.suffix and "#" not in p.suffix else str(p)
 
 
 def artifact_name(image_id: str, suffix: str = ".png") -> str:

@@ -67,6 +67,12 @@ def _validate(pool: Any, models: Mapping[str, Any], target: str, competitors: Se
     return comps
 
 
+def pool_root(pool: Any) -> str:
+    """Where the pool is, for the manifest: a URI as given, a local folder made absolute."""
+    root = str(pool.root)
+    return root if "://" in root else str(Path(root).resolve())
+
+
 def class_names(model: Any, num_classes: int) -> list[str]:
     """A model's class names (`model.classes.names`), or class_0..class_{C-1} when it has none."""
     names = getattr(getattr(model, "classes", None), "names", None)
@@ -142,7 +148,8 @@ def scan_pool(
         raise ValueError(f"classes: expected {num_classes} classes (the models' num_classes), "
                          f"got {classes.num_classes}")
     manifest = merge_manifest(old, {
-        "version": SCAN_VERSION, "pool_root": str(Path(pool.root).resolve()), "n_images": len(ids),
+        "version": SCAN_VERSION, "pool_root": pool_root(pool), "n_images": len(ids),
+        "pool_source": pool.describe() if hasattr(pool, "describe") else None,
         "ids_sha256": ids_digest(ids), "shard_size": int(shard_size), "n_shards": num_shards(len(ids), shard_size),
         "num_classes": num_classes, "classes": classes.to_dict(), "save_maps": bool(save_maps),
         "resize": list(resize) if resize else None, "target": target, "competitors": comps,
