@@ -84,6 +84,7 @@ class PoolSource:
     """
 
     kind = "base"
+    reads_need_listing = False  # shard sources find an item through their index: listed before any read
 
     def __init__(self, root: str, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
         self.root = root
@@ -171,8 +172,8 @@ class PoolSource:
 
     def check_ids(self, ids: Sequence[str]) -> None:
         """ValueError unless every id is in the pool or in `.refused` (checked in Arrow, no Python set)."""
-        if not ids:
-            return
+        if not ids or self._id_array is None:
+            return  # not listed (e.g. a resumed scan's ids came from its folder): each read says what is missing
         asked = pa.array(list(ids), pa.string())
         known = pc.is_in(asked, value_set=self.id_array)
         if self.refused:
@@ -186,8 +187,8 @@ class PoolSource:
     def read_bytes(self, image_id: str) -> bytes:
         """The stored bytes of one item; ImageDecodeError (with `.reason`) when they cannot be read."""
         self.check_ids([image_id])
-        if image_id in self.refused:
-            raise ImageDecodeError(self.refused[image_id], image_id)
+        if image_id in self._refused:
+            raise ImageDecodeError(self._refused[image_id], image_id)
         raw = next(iter(self.read([image_id])))
         if raw.data is None:
             raise ImageDecodeError(str(raw.error), image_id)
@@ -235,14 +236,17 @@ class PoolSource:
         todo = self.ids if ids is None else [str(i) for i in ids]
         if ids is not None:
             self.check_ids(todo)
-        readable = [i for i in todo if i not in self.refused]
+        if self.reads_need_listing:
+            self.id_array
+        refused = self._refused
+        readable = [i for i in todo if i not in refused]
         raws = self.read(readable)
         bar = tqdm(total=len(todo), desc="reading pool", unit="img", disable=not progress)
         try:
             for image_id in todo:
-                if image_id in self.refused:
-                    log.warning("skipping %s: %s", image_id, self.refused[image_id])
-                    yield PoolItem(image_id, None, self.refused[image_id])
+                if image_id in refused:
+                    log.warning("skipping %s: %s", image_id, refused[image_id])
+                    yield PoolItem(image_id, None, refused[image_id])
                 else:
                     yield self._decode(next(raws), hashed)
                 bar.update(1)

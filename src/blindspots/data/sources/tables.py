@@ -101,6 +101,8 @@ def _bytes(col: pa.Array) -> pa.Array:
 class TableSource(PoolSource):
     """Shared by `ParquetSource` and `HFDiskSource`: subclasses give the shard list and how to read a shard."""
 
+    reads_need_listing = True
+
     def __init__(self, root: str, *, image_column: str | None, storage_options: Mapping[str, Any] | None,
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
         super().__init__(root, max_pixels=max_pixels)

@@ -46,6 +46,7 @@ class TarSource(PoolSource):
     """WebDataset tar shards (module docstring). storage_options: fsspec options for the store."""
 
     kind = "webdataset"
+    reads_need_listing = True
 
     def __init__(self, spec: str, *, storage_options: Mapping[str, Any] | None = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> None:

@@ -1,0 +1,138 @@
+"""Every pool source, local and in a local S3 server (moto on 127.0.0.1), through `scan`: the score table
+equals the folder pool's row for row (sorted by content hash) and every argmax map is md5-equal.
+Store errors (a missing bucket, no credentials) are one line and exit code 2; an unreadable shard is
+an error row.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from pool_sources_helpers import (CORRUPT, S3_ENV, photos, s3_server, s3fs_for, upload,  # noqa: E402
+                                  write_folder, write_hf, write_parquet, write_tars)
+
+from blindspots.cli import app  # noqa: E402
+from blindspots.data.sources import open_pool  # noqa: E402
+from blindspots.models.adapters import TorchSegmenter  # noqa: E402
+from blindspots.scan import find_map, read_score_table, scan_pool, schema  # noqa: E402
+
+torch.set_num_threads(1)
+BUCKET = "pool-bucket"
+C = 3
+
+
+def tiny_models() -> dict:
+    out = {}
+    for name, seed in (("t", 0), ("g", 1)):
+        torch.manual_seed(seed)
+        out[name] = TorchSegmenter(torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3, padding=1), torch.nn.ReLU(),
+                                                       torch.nn.Conv2d(6, C, 1)), C, batch_size=8)
+    return out
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Local copies of every source, the same files in a moto S3 bucket, and the server's endpoint."""
+    tmp = tmp_path_factory.mktemp("s3world")
+    items = photos()
+    write_folder(tmp / "folder", items)
+    write_parquet(tmp / "pq", items)
+    write_tars(tmp / "wds", items)
+    write_hf(tmp / "hf", items)
+    with pytest.MonkeyPatch.context() as mp, s3_server() as endpoint:
+        for k, v in S3_ENV.items():
+            mp.setenv(k, v)
+        fs = s3fs_for(endpoint)
+        fs.mkdir(BUCKET)
+        for name in ("folder", "pq", "wds", "hf"):
+            upload(fs, tmp / name, f"{BUCKET}/{name}")
+        uris = [f"s3://{BUCKET}/folder/{n}" for n in sorted(items) + [CORRUPT]] + [f"s3://{BUCKET}/folder/dead.png"]
+        fs.pipe_file(f"{BUCKET}/lists/pool.csv", ("label,uri\n" + "".join(f"x,{u}\n" for u in uris)).encode())
+        yield {"tmp": tmp, "endpoint": endpoint, "items": items}
+
+
+def _table(out: Path) -> pd.DataFrame:
+    df = read_score_table(out)
+    ok = df[df[schema.STATUS] == schema.STATUS_OK].sort_values(schema.CONTENT_HASH)
+    return ok.drop(columns=[schema.ID]).reset_index(drop=True)
+
+
+def _maps(out: Path) -> dict[tuple[str, str], str]:
+    df = read_score_table(out)
+    ok = df[df[schema.STATUS] == schema.STATUS_OK]
+    return {(m, h): hashlib.md5(find_map(out, m, i).read_bytes()).hexdigest()
+            for m in ("t", "g") for i, h in zip(ok[schema.ID], ok[schema.CONTENT_HASH])}
+
+
+def test_every_source_scans_to_the_folder_pools_table_and_maps(world, tmp_path):
+    tmp, ep = world["tmp"], {"endpoint_url": world["endpoint"]}
+    models = tiny_models()
+    ref = scan_pool(open_pool(tmp / "folder"), models, tmp_path / "ref", target="t", shard_size=16, progress=False)
+    want, want_maps = _table(ref), _maps(ref)
+    assert len(want) == 40
+    sources = {
+        "s3 prefix": (f"s3://{BUCKET}/folder/", {}),
+        "s3 csv list of uris": (f"s3://{BUCKET}/lists/pool.csv", {}),
+        "parquet": (tmp / "pq", {}),
+        "s3 parquet": (f"s3://{BUCKET}/pq/", {}),
+        "webdataset": (str(tmp / "wds" / "shard-{000000..000001}.tar"), {}),
+        "s3 webdataset": (f"s3://{BUCKET}/wds/shard-{{000000..000001}}.tar", {}),
+        "hf": (tmp / "hf", {}),
+        "s3 hf": (f"s3://{BUCKET}/hf", {}),
+    }
+    extra_errors = {"s3 csv list of uris": "file not found", "parquet": "no image bytes in this row",
+                    "s3 parquet": "no image bytes in this row", "webdataset": "truncated tar member",
+                    "s3 webdataset": "truncated tar member"}
+    for k, (name, (spec, kw)) in enumerate(sources.items()):
+        out = scan_pool(open_pool(spec, storage_options=ep, **kw), models, tmp_path / f"s{k}", target="t",
+                        shard_size=16, progress=False)
+        pd.testing.assert_frame_equal(_table(out), want, obj=name)
+        assert _maps(out) == want_maps, name
+        errors = read_score_table(out).query("status == 'error'")[schema.ERROR].tolist()
+        assert sum(e.startswith("corrupt") for e in errors) == 1, (name, errors)
+        others = [e for e in errors if not e.startswith("corrupt")]
+        assert [e.split(" (")[0] for e in others] == ([extra_errors[name]] if name in extra_errors else []), name
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(app, [str(a) for a in args])
+    return res.exit_code, res.output  # stdout and stderr, as a person sees them
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory) -> Path:
+    from blindspots.data.classes import Classes
+    from blindspots.models.zoo import build_model, save_checkpoint
+
+    torch.manual_seed(0)
+    return save_checkpoint(tmp_path_factory.mktemp("m") / "m.pt", build_model("tiny_unet", C), arch="tiny_unet",
+                           classes=Classes(("a", "b", "c")))
+
+
+def test_cli_scan_of_an_s3_pool_and_its_errors(world, ckpt, tmp_path, monkeypatch):
+    ep = world["endpoint"]
+    code, out = _cli("scan", f"s3://{BUCKET}/wds/shard-{{000000..000002}}.tar", "--storage-option",
+                     f"endpoint_url={ep}", "-t", f"t={ckpt}", "--out", tmp_path / "scan", "--no-progress")
+    assert code == 0, out
+    assert "scanned 43 images (3 with errors)" in out and "shard-000002.tar: unreadable shard" in out, out
+    code, out = _cli("scan", f"s3://no-such-bucket/pool/?endpoint_url={ep}", "-t", f"t={ckpt}",
+                     "--out", tmp_path / "x", "--no-progress")
+    assert code == 2 and out.strip().startswith("error: pool: expected a readable 's3://no-such-bucket/pool/'"), out
+    assert len(out.strip().splitlines()) == 1 and "bucket does not exist" in out, out
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key)
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    code, out = _cli("scan", f"s3://{BUCKET}/folder/", "--storage-option", f"endpoint_url={ep}", "-t", f"t={ckpt}",
+                     "--out", tmp_path / "y", "--no-progress")
+    assert code == 2 and len(out.strip().splitlines()) == 1 and "credentials" in out.lower(), out
+    assert os.environ.get("AWS_EC2_METADATA_DISABLED") == "true"
