@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import parse_qsl
 
 __all__ = ["is_uri", "split_uri_options", "parse_storage_option", "public_options", "get_fs", "storage_error",
-           "cat_many", "join"]
+           "cat_many", "join", "tool_url"]
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 _SECRET_WORDS = ("key", "secret", "token", "password", "credential", "sas", "connection_string")
@@ -88,6 +88,15 @@ def storage_error(what: str, uri: str, exc: BaseException) -> ValueError:
     else:
         hint = ""
     return ValueError(f"{what}: expected a readable {uri!r}, got {name}: {text}{hint}")
+
+
+_TOOL_SCHEMES = {"az": "azure-blob", "abfs": "azure-blob", "abfss": "azure-blob", "gcs": "gs", "s3a": "s3"}
+
+
+def tool_url(uri: str) -> str:
+    """An object URL as labelling tools' cloud storages write it ('az://c/k' -> 'azure-blob://c/k', gcs -> gs)."""
+    scheme, sep, rest = uri.partition("://")
+    return f"{_TOOL_SCHEMES.get(scheme, scheme)}{sep}{rest}" if sep else uri
 
 
 def join(base: str, rel: str) -> str:

@@ -22,20 +22,31 @@ def lookup(index: pa.Table, ids: Sequence[str], columns: Sequence[str]) -> dict[
     return out
 
 
+READ_GROUP = 1024  # ids grouped by shard per read: a few row groups / one tar span each, bytes held briefly
+
+
 def read_by_shard(ids: Sequence[str], shard: np.ndarray,
-                  read_run: Callable[[int, int, int], Iterator[RawItem]]) -> Iterator[RawItem]:
-    """RawItems of `ids` in order; each run of consecutive ids in one shard k is read by read_run(k, start, end)."""
-    s = 0
-    while s < len(ids):
-        e = s + 1
-        while e < len(ids) and shard[e] == shard[s]:
-            e += 1
-        if shard[s] < 0:
-            for i in range(s, e):
-                yield RawItem(ids[i], None, "not in the pool's shards")
-        else:
-            yield from read_run(int(shard[s]), s, e)
-        s = e
+                  read_run: Callable[[int, np.ndarray], Iterator[RawItem]], group: int = READ_GROUP) -> Iterator[RawItem]:
+    """RawItems of `ids` in the order asked. Each block of `group` ids is read shard by shard (read_run(k,
+    positions) gets the positions in `ids` of shard k's ids), so ids that alternate between shards (sorted
+    image paths of a dataset written round-robin) still cost one read per shard and row group, not per id."""
+    for start in range(0, len(ids), group):
+        block = np.arange(start, min(len(ids), start + group))
+        order = block[np.argsort(shard[block], kind="stable")]
+        got: dict[int, RawItem] = {}
+        s = 0
+        while s < len(order):
+            e = s + 1
+            while e < len(order) and shard[order[e]] == shard[order[s]]:
+                e += 1
+            run = order[s:e]
+            if shard[run[0]] < 0:
+                got.update((int(i), RawItem(ids[i], None, "not in the pool's shards")) for i in run)
+            else:
+                got.update(zip((int(i) for i in run), read_run(int(shard[run[0]]), run)))
+            s = e
+        for i in block:
+            yield got.pop(int(i))
 
 
 def source_index(source: object) -> pa.Table:

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from blindspots.data.sources.base import PoolSource, RawItem
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS
-from blindspots.data.sources.fs import cat_many, get_fs, is_uri, join, public_options, storage_error
+from blindspots.data.sources.fs import cat_many, get_fs, is_uri, join, public_options, storage_error, tool_url
 
 __all__ = ["ListSource", "LIST_SUFFIXES", "read_list_column"]
 
@@ -148,8 +148,9 @@ class ListSource(PoolSource):
 
     def url(self, image_id: str) -> str | None:
         if is_uri(image_id):
-            return None if image_id.startswith("file://") else image_id
-        return join(self.root, image_id) if self._root_is_uri and not self.root.startswith("file://") else None
+            return None if image_id.startswith("file://") else tool_url(image_id)
+        return tool_url(join(self.root, image_id)) if self._root_is_uri and not self.root.startswith("file://") \
+            else None
 
     def fingerprint(self) -> str | None:
         fs, path = get_fs(self.list_file, self.storage_options)

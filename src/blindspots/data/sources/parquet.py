@@ -18,6 +18,8 @@ from blindspots.data.sources.tables import TableSource, path_column, paths_of
 
 __all__ = ["ParquetSource"]
 
+OPEN_FILES = 8
+
 
 class ParquetSource(TableSource):
     """Parquet shards: a file, a glob ('s3://b/data/*.parquet'), a brace pattern, or a folder/prefix of them.
@@ -37,11 +39,15 @@ class ParquetSource(TableSource):
         return list_shards(self.root, ".parquet", self.storage_options)
 
     def _file(self, s: int) -> pq.ParquetFile:
-        """The open ParquetFile of shard s (the last one is kept open; dropped when pickled)."""
-        if self._fs_cache is None or self._fs_cache[0] != s:
-            fh = self.fs.open(self._shards[s], "rb")
-            self._fs_cache = (s, pq.ParquetFile(fh))
-        return self._fs_cache[1]
+        """The open ParquetFile of shard s (the last OPEN_FILES are kept open, footers read once; dropped
+        when pickled)."""
+        files: dict[int, pq.ParquetFile] = self._fs_cache if isinstance(self._fs_cache, dict) else {}
+        if s not in files:
+            while len(files) >= OPEN_FILES:
+                files.pop(next(iter(files)))
+            files[s] = pq.ParquetFile(self.fs.open(self._shards[s], "rb"))
+        self._fs_cache = files
+        return files[s]
 
     def _schema(self, s: int) -> pa.Schema:
         return self._file(s).schema_arrow

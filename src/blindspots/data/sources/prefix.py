@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from blindspots.data.sources.base import PoolSource, RawItem
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS, normalise_extensions
-from blindspots.data.sources.fs import cat_many, get_fs, join, public_options, storage_error
+from blindspots.data.sources.fs import cat_many, get_fs, join, public_options, storage_error, tool_url
 
 __all__ = ["PrefixSource"]
 
@@ -69,7 +69,7 @@ class PrefixSource(PoolSource):
             yield RawItem(image_id, data, error)
 
     def url(self, image_id: str) -> str | None:
-        return join(self.root, image_id)
+        return tool_url(join(self.root, image_id)) if not self.root.startswith("file://") else None
 
     def describe(self) -> dict[str, Any]:
         return {"pool": self.root, "format": "images", "storage_options": public_options(self.storage_options),

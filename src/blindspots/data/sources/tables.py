@@ -112,7 +112,7 @@ class TableSource(PoolSource):
         self._shard_root = ""
         self._shards: list[str] = []  # paths inside the filesystem
         self._index: pa.Table | None = None  # id, shard (int32), row (int64): sorted by id
-        self._fs_cache: tuple[int, Any] | None = None
+        self._fs_cache: Any = None  # per format: open files (Parquet), the last table (Arrow)
 
     # -- subclass hooks --
 
@@ -184,7 +184,7 @@ class TableSource(PoolSource):
     def read(self, ids: Sequence[str]) -> Iterator[RawItem]:
         ids = list(ids)
         at = lookup(source_index(self), ids, ["row"])
-        return read_by_shard(ids, at["shard"], lambda k, s, e: self._read_run(k, ids[s:e], at["row"][s:e]))
+        return read_by_shard(ids, at["shard"], lambda k, pos: self._read_run(k, [ids[i] for i in pos], at["row"][pos]))
 
     def _read_run(self, k: int, ids: list[str], rows: np.ndarray) -> Iterator[RawItem]:
         """One read of the row groups that hold `rows` of shard k, image column only."""

@@ -120,8 +120,8 @@ class TarSource(PoolSource):
     def read(self, ids: Sequence[str]) -> Iterator[RawItem]:
         ids = list(ids)
         at = lookup(source_index(self), ids, ["offset", "size"])
-        return read_by_shard(ids, at["shard"], lambda k, s, e: self._read_run(
-            k, ids[s:e], at["offset"][s:e], at["size"][s:e]))
+        return read_by_shard(ids, at["shard"], lambda k, pos: self._read_run(
+            k, [ids[i] for i in pos], at["offset"][pos], at["size"][pos]))
 
     def _read_run(self, s: int, ids: list[str], offset: np.ndarray, size: np.ndarray) -> Iterator[RawItem]:
         path = self._shards[s]
