@@ -136,3 +136,61 @@ def test_cli_scan_of_an_s3_pool_and_its_errors(world, ckpt, tmp_path, monkeypatc
                      "--out", tmp_path / "y", "--no-progress")
     assert code == 2 and len(out.strip().splitlines()) == 1 and "credentials" in out.lower(), out
     assert os.environ.get("AWS_EC2_METADATA_DISABLED") == "true"
+
+
+RESUME_SCRIPT = """
+import sys, time
+import torch
+torch.set_num_threads(1)
+from blindspots.data.sources import open_pool
+from blindspots.models.adapters import TorchSegmenter
+from blindspots.scan import scan_pool
+
+class Slow(torch.nn.Module):
+    def __init__(self, seed):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.net = torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(6, 3, 1))
+    def forward(self, x):
+        time.sleep(float(sys.argv[4]))  # slow enough to be killed mid-way
+        return self.net(x)
+
+models = {name: TorchSegmenter(Slow(seed), 3, batch_size=4) for name, seed in [("t", 0), ("g", 1)]}
+pool = open_pool(sys.argv[1], storage_options={"endpoint_url": sys.argv[3]})
+scan_pool(pool, models, sys.argv[2], target="t", batch_size=4, shard_size=8, progress=False)
+"""
+
+
+def _scan_process(script: Path, uri: str, out: Path, endpoint: str, delay: float):
+    import subprocess
+
+    env = {**os.environ, **S3_ENV, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    return subprocess.Popen([sys.executable, str(script), uri, str(out), endpoint, str(delay)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_resume_after_a_kill_mid_scan_of_an_s3_pool(world, tmp_path):
+    import signal
+    import time
+
+    script = tmp_path / "scan.py"
+    script.write_text(RESUME_SCRIPT)
+    uri, ep, killed = f"s3://{BUCKET}/folder/", world["endpoint"], tmp_path / "killed"
+    proc = _scan_process(script, uri, killed, ep, 0.1)
+    first = killed / "models" / "t" / "shard-00000.parquet"
+    deadline = time.monotonic() + 120
+    while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert first.exists(), proc.stderr.read().decode()[-2000:]
+    done = len(list((killed / "models" / "t").glob("shard-*.parquet")))
+    assert done < 6, "the scan finished before it was killed; the test did not test resuming"
+    before = {p: p.stat().st_mtime_ns for p in killed.rglob("shard-*.parquet")}
+    resumed = _scan_process(script, uri, killed, ep, 0.0)
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()[-2000:]
+    assert all(p.stat().st_mtime_ns == t for p, t in before.items())  # finished shards are kept as they were
+    clean = scan_pool(open_pool(world["tmp"] / "folder"), tiny_models(), tmp_path / "clean", target="t",
+                      batch_size=4, shard_size=8, progress=False)  # the same photos, uninterrupted, from disk
+    pd.testing.assert_frame_equal(_table(killed), _table(clean))
+    assert _maps(killed) == _maps(clean)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -18,12 +18,12 @@ from PIL import Image
 
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
-from blindspots.data.pool import ImageDecodeError, decode_image
+from blindspots.data.sources import load_or_reason
 from blindspots.report.html import esc, page, rel_url
 from blindspots.report.overlays import colorize, hex_colour, overlay, resize_labels, thumbnail, thumbnail_size
 from blindspots.scan import maps as map_files
 from blindspots.scan.layout import ScanLayout
-from blindspots.scan.manifest import load_manifest
+from blindspots.scan.manifest import load_manifest, scan_pool_source
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +38,10 @@ class _Figure:
     note: str = ""
 
 
-def _read_image(pool_root: Path, image_id: str) -> tuple[np.ndarray | None, str]:
-    """uint8 [H, W, 3] of a pool image, or (None, why not). Refuses paths leaving the pool root."""
-    path = pool_root / image_id
-    try:
-        if not path.resolve().is_relative_to(pool_root.resolve()):
-            return None, "outside the pool"
-        return decode_image(path), ""
-    except ImageDecodeError as exc:
-        return None, exc.reason
-    except OSError as exc:
-        return None, str(exc)
+def _read_image(pool_root: Any, image_id: str) -> tuple[np.ndarray | None, str]:
+    """uint8 [H, W, 3] of a pool image, or (None, why not): from a folder (refusing paths that leave it) or
+    a pool source (an object store, shards: `blindspots.scan.manifest.scan_pool_source`)."""
+    return load_or_reason(pool_root, image_id)
 
 
 def _save_jpeg(array: np.ndarray, path: Path) -> None:
@@ -89,7 +82,7 @@ def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Pat
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
-    root = Path(pool_root if pool_root is not None else manifest["pool_root"])
+    root = scan_pool_source(manifest, pool_root)
     target = target or picks.attrs.get("target") or manifest["target"]
     if competitors is None:
         competitors = picks.attrs.get("competitors")

@@ -130,3 +130,17 @@ def merge_manifest(old: dict | None, new: dict) -> dict:
                              "would be kept as they are: give it a new name, or use a new out_dir")
         models[name] = info if not before else {**before, **{k: v for k, v in info.items() if v is not None}}
     return {**old, **new, "models": models}
+
+
+def scan_pool_source(manifest: dict, pool_root: str | Path | None = None) -> Any:
+    """Where a scan's images are read back from (galleries, reports): `pool_root` when given (a folder), else
+    the scan's own pool source reopened from `pool_source` (an object store or shards; credentials from the
+    environment), else the folder `pool_root` the manifest names."""
+    if pool_root is not None:
+        return Path(pool_root)
+    source = manifest.get("pool_source")
+    if isinstance(source, dict) and source.get("format") not in (None, "folder"):
+        from blindspots.data.sources import open_pool
+
+        return open_pool(**source)
+    return Path(manifest["pool_root"])

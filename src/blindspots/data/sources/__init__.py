@@ -31,7 +31,7 @@ from blindspots.data.sources.listfile import LIST_SUFFIXES, ListSource
 from blindspots.data.sources.prefix import PrefixSource
 
 __all__ = ["FORMATS", "ImageDecodeError", "ListSource", "PoolItem", "PoolSource", "PrefixSource", "RawItem",
-           "content_hash_of", "decode_image", "open_pool", "parse_storage_option"]
+           "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option"]
 
 FORMATS = ("folder", "images", "list", "parquet", "webdataset", "hf")
 _SHARD_SUFFIX = {".parquet": "parquet", ".tar": "webdataset", ".arrow": "hf"}
@@ -168,3 +168,25 @@ def _has_image_column(spec: str, opts: Mapping[str, Any]) -> bool:
     except Exception:  # noqa: BLE001 - the Parquet source reports it
         return True
     return find_image_column(schema, None, spec, required=False) is not None
+
+
+def load_or_reason(pool: PoolSource | str | os.PathLike, image_id: str) -> tuple[Any, str]:
+    """(uint8 [H, W, 3], "") of one pool image, or (None, why not): from a pool source, or from a folder
+    (`pool / image_id`, refused when it resolves outside the folder). For pages that show images."""
+    if isinstance(pool, PoolSource):
+        try:
+            return pool.load(image_id), ""
+        except ImageDecodeError as exc:
+            return None, exc.reason
+        except (OSError, ValueError) as exc:
+            return None, str(exc)
+    root = Path(pool)
+    path = root / image_id
+    try:
+        if not path.resolve().is_relative_to(root.resolve()):
+            return None, "outside the pool"
+        return decode_image(path), ""
+    except ImageDecodeError as exc:
+        return None, exc.reason
+    except OSError as exc:
+        return None, str(exc)
