@@ -194,3 +194,18 @@ def test_resume_after_a_kill_mid_scan_of_an_s3_pool(world, tmp_path):
                       batch_size=4, shard_size=8, progress=False)  # the same photos, uninterrupted, from disk
     pd.testing.assert_frame_equal(_table(killed), _table(clean))
     assert _maps(killed) == _maps(clean)
+
+
+def test_pools_page_snippet_runs_as_written(world, capsys):
+    """docs/pools.md's Python block, pointed at the local S3 server."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "pools.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", text, flags=re.S)[0]
+    for doc, real in {'"s3://bucket/ds/data/"': f'"s3://{BUCKET}/pq/"',
+                      '"http://127.0.0.1:9000"': repr(world["endpoint"])}.items():
+        assert doc in code, f"docs/pools.md: expected {doc} in its Python block"
+        code = code.replace(doc, real)
+    exec(code, {})
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 8 and lines[0].startswith("broken.jpg None None corrupt")
