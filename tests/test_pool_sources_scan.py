@@ -209,3 +209,53 @@ def test_pools_page_snippet_runs_as_written(world, capsys):
     exec(code, {})
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 8 and lines[0].startswith("broken.jpg None None corrupt")
+
+
+def test_init_round_and_the_rating_page_with_an_s3_pool(world, ckpt, tmp_path):
+    """A project whose pool is only in the object store: init -> round (scan, mine) -> the app shows each
+    candidate's pixels fetched from the store -> ratings -> round exports S with the objects' s3:// URLs."""
+    import json
+
+    import numpy as np
+    from fastapi.testclient import TestClient
+    from PIL import Image
+
+    from blindspots.app import create_app
+    from blindspots.data.classes import Classes
+    from blindspots.loop.project import Project
+    from blindspots.models.zoo import build_model, save_checkpoint
+
+    torch.manual_seed(1)
+    comp = save_checkpoint(tmp_path / "comp.pt", build_model("tiny_unet", C), arch="tiny_unet",
+                           classes=Classes(("a", "b", "c")))
+    proj, uri = tmp_path / "proj", f"s3://{BUCKET}/folder/"
+    code, out = _cli("init", proj, "--pool", uri, "--storage-option", f"endpoint_url={world['endpoint']}",
+                     "--target", f"target={ckpt}", "--competitor", f"comp={comp}", "--n3", 2, "--n4", 2,
+                     "--raters", 1, "--test-size", 2)
+    assert code == 0, out
+    cfg = Project.open(proj).config
+    assert cfg.pool.root == uri and cfg.pool.storage_options == [f"endpoint_url={world['endpoint']}"]
+    code, out = _cli("round", proj)
+    assert code == 0 and "waiting for ratings" in out, out
+    p = Project.open(proj)
+    p.add_annotator("ann", "ann-token-0001")
+    client = TestClient(create_app(proj))
+    assert client.post("/api/signin", json={"token": "ann-token-0001"}).status_code == 200
+    assert client.get("/rate").status_code == 200
+    auth = {"Authorization": "Bearer ann-token-0001"}
+    queue = client.get("/api/ratings/queue", headers=auth).json()
+    assert queue["total"] > 0
+    for k, item in enumerate(queue["items"]):
+        r = client.get("/api/images/pool", params={"id": item["id"]}, headers=auth)
+        assert r.status_code == 200, r.text
+        shown = np.asarray(Image.open(__import__("io").BytesIO(r.content)).convert("RGB"))
+        want = np.asarray(Image.open(world["tmp"] / "folder" / item["id"]).convert("RGB"))
+        assert shown.shape == want.shape  # the photo, fetched from the bucket
+        if r.headers["content-type"] == "image/png":
+            np.testing.assert_array_equal(shown, want)
+        assert client.post("/api/ratings", json={"round": 0, "image_id": item["id"], "score": 1 + k % 5},
+                           headers=auth).status_code == 200
+    code, out = _cli("round", proj)
+    assert code == 0 and "exported for pixel labelling" in out, out
+    tasks = json.loads((proj / "reports" / "round-0" / "labelstudio.json").read_text())
+    assert tasks and all(t["data"]["image"] == uri + t["data"]["blindspots_id"] for t in tasks)

@@ -173,6 +173,8 @@ def scan_pool(
     with tqdm(total=len(ids), initial=done_images, unit="img", desc=f"scan {', '.join(running)}",
               disable=not progress) as bar:
         if engine == "ray":
+            for p in todo:  # Ray Data carries each shard's ids as a plain list column
+                p.ids = list(p.ids)
             run_ray(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps, bar,
                     address=ray_address, actors=actors)
         else:

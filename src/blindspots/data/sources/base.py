@@ -30,7 +30,9 @@ from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS, ImageDecodeError,
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PoolItem", "PoolSource", "RawItem", "content_hash_of", "sorted_unique"]
+__all__ = ["PoolItem", "PoolSource", "RawItem", "content_hash_of", "positions_in", "sorted_unique"]
+
+HASH_LOOKUP_FROM = 4096  # asking this many ids at once: one Arrow hash lookup; fewer: binary searches
 
 
 @dataclass
@@ -68,6 +70,23 @@ def sorted_unique(ids: pa.Array | Sequence[str]) -> pa.Array:
         arr = arr.combine_chunks()
     arr = pc.unique(arr.cast(pa.string()))
     return arr.take(pc.sort_indices(arr))
+
+
+def positions_in(sorted_ids: pa.Array, ids: Sequence[str]) -> np.ndarray:
+    """Position of each of `ids` in the sorted, unique `sorted_ids` (int64 [len(ids)], -1 where absent).
+
+    A few ids (a scan shard's) are found by binary search, without hashing the whole pool's ids on every
+    call; many at once by one Arrow hash lookup."""
+    if len(ids) >= HASH_LOOKUP_FROM:
+        pos = pc.index_in(pa.array(list(ids), pa.string()), value_set=sorted_ids)
+        return pos.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    view = _SortedView(sorted_ids)
+    out = np.full(len(ids), -1, np.int64)
+    for k, image_id in enumerate(ids):
+        i = bisect.bisect_left(view, image_id)
+        if i < len(view) and view[i] == image_id:
+            out[k] = i
+    return out
 
 
 class PoolSource:
@@ -155,9 +174,7 @@ class PoolSource:
     def __contains__(self, image_id: object) -> bool:
         if not isinstance(image_id, str):
             return False
-        arr = self.id_array
-        i = bisect.bisect_left(_SortedView(arr), image_id)
-        return i < len(arr) and arr[i].as_py() == image_id
+        return bool(positions_in(self.id_array, [image_id])[0] >= 0)
 
     def __repr__(self) -> str:
         n = len(self._id_array) if self._id_array is not None else "unlisted"
@@ -174,13 +191,12 @@ class PoolSource:
         """ValueError unless every id is in the pool or in `.refused` (checked in Arrow, no Python set)."""
         if not ids or self._id_array is None:
             return  # not listed (e.g. a resumed scan's ids came from its folder): each read says what is missing
-        asked = pa.array(list(ids), pa.string())
-        known = pc.is_in(asked, value_set=self.id_array)
-        if self.refused:
-            known = pc.or_(known, pc.is_in(asked, value_set=pa.array(list(self.refused), pa.string())))
-        if not pc.all(known).as_py():
-            unknown = asked.filter(pc.invert(known)).to_pylist()
-            raise ValueError(f"ids: expected ids of this pool, got {len(unknown)} unknown, e.g. {unknown[:5]}")
+        ids = list(ids)
+        found = positions_in(self.id_array, ids) >= 0
+        if not found.all():
+            unknown = [i for i, ok in zip(ids, found) if not ok and i not in self._refused]
+            if unknown:
+                raise ValueError(f"ids: expected ids of this pool, got {len(unknown)} unknown, e.g. {unknown[:5]}")
 
     # -- reading --
 

@@ -5,18 +5,17 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from blindspots.data.sources.base import RawItem
+from blindspots.data.sources.base import RawItem, positions_in
 
 __all__ = ["lookup", "read_by_shard", "source_index"]
 
 
 def lookup(index: pa.Table, ids: Sequence[str], columns: Sequence[str]) -> dict[str, np.ndarray]:
     """The index's `columns` for each id, as numpy arrays [len(ids)]; 'shard' is -1 for an unknown id."""
-    pos = pc.index_in(pa.array(list(ids), pa.string()), value_set=index.column("id"))
-    found = pos.is_valid().to_numpy(zero_copy_only=False)
-    p = pos.fill_null(0).to_numpy(zero_copy_only=False)
+    pos = positions_in(index.column("id").combine_chunks(), ids)
+    found = pos >= 0
+    p = np.where(found, pos, 0)
     out = {c: index.column(c).to_numpy()[p] for c in columns}
     out["shard"] = np.where(found, index.column("shard").to_numpy()[p], -1)
     return out
