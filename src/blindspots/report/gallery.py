@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
-<<<<<<< HEAD
-=======
-from blindspots.data.sources import load_or_reason
->>>>>>> wt-pools
 from blindspots.report.html import esc, page, rel_url
 from blindspots.report.overlays import colorize, overlay, resize_labels, thumbnail, thumbnail_size
 from blindspots.report.thumbs import Figure, figure_html, legend_html, read_image, save_jpeg
@@ -30,45 +26,6 @@ from blindspots.scan.manifest import load_manifest, scan_pool_source
 log = logging.getLogger(__name__)
 
 IMAGE_LAYER = "_image"  # thumbs/_image/...: the picture itself (a model name never starts with "_")
-<<<<<<< HEAD
-=======
-JPEG_QUALITY = 88
-
-
-@dataclass
-class _Figure:
-    caption: str
-    src: str | None  # relative URL, or None when there is nothing to show
-    note: str = ""
-
-
-def _read_image(pool_root: Any, image_id: str) -> tuple[np.ndarray | None, str]:
-    """uint8 [H, W, 3] of a pool image, or (None, why not): from a folder (refusing paths that leave it) or
-    a pool source (an object store, shards: `blindspots.scan.manifest.scan_pool_source`)."""
-    return load_or_reason(pool_root, image_id)
-
-
-def _save_jpeg(array: np.ndarray, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(array).save(path, format="JPEG", quality=JPEG_QUALITY)
-
-
-def _legend(present: set[int], names: Sequence[str], palette: np.ndarray) -> str:
-    items = []
-    for k in sorted(present):
-        name = names[k] if 0 <= k < len(names) else f"class {k}"
-        colour = hex_colour(palette[k]) if 0 <= k < len(palette) else "#ffffff"
-        items.append(f'<li><span class="swatch" style="background:{colour}"></span>{esc(name)}</li>')
-    return f'<ul class="legend">{"".join(items)}</ul>' if items else ""
-
-
-def _figure(f: _Figure) -> str:
-    if f.src is None:
-        body = f'<div class="missing">{esc(f.note or "not available")}</div>'
-    else:
-        body = f'<img src="{esc(f.src)}" alt="{esc(f.caption)}" loading="lazy">'
-    return f"<figure>{body}<figcaption>{esc(f.caption)}</figcaption></figure>"
->>>>>>> wt-pools
 
 
 def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path, *,
