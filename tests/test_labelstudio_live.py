@@ -18,7 +18,7 @@ from blindspots import config as C
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, ScanSettings)
 from blindspots.data.formats.labelstudio_config import labeling_config, rating_config
-from blindspots.loop import rounds
+from blindspots import loop as rounds
 from blindspots.loop.project import Project
 
 pytest.importorskip("label_studio_sdk", reason="label-studio-sdk is not installed (pip install 'blindspots[labelstudio]')")
@@ -98,9 +98,9 @@ def monkeypatch_session():
 
 
 def _target_map(p: Project, image_id: str) -> np.ndarray:
-    from blindspots.loop.steps import _target_map as target_map
+    from blindspots.loop.maps import target_map
 
-    return target_map(rounds._Loop(p, simulate=False, progress=False), 0, image_id)
+    return target_map(rounds.LoopContext(p, simulate=False, progress=False), 0, image_id)
 
 
 def _decoded(prediction: dict, shape: tuple[int, int], names: list[str]) -> np.ndarray:
@@ -131,10 +131,10 @@ def _tasks(client: ls.LabelStudio, pid: int) -> dict[str, dict]:
 
 def test_ratings_then_masks_from_label_studio_and_the_round_goes_on(live: dict, server) -> None:
     p, conn, client = live["project"], live["conn"], live["client"]
-    names = list(rounds._Loop(p, simulate=False, progress=False).classes.names)
+    names = list(rounds.LoopContext(p, simulate=False, progress=False).classes.names)
     # the projects carry the generated configs
     assert client.project(conn.masks_project)["label_config"].strip() == labeling_config(
-        rounds._Loop(p, simulate=False, progress=False).classes).strip()
+        rounds.LoopContext(p, simulate=False, progress=False).classes).strip()
     assert "out-of-domain" in client.project(conn.ratings_project)["label_config"]
     # ratings of M in Label Studio
     m = list(p.candidates(0, "M")["id"])
@@ -247,14 +247,14 @@ def backend(live: dict):
 
 def _other_pool_image(p: Project) -> str:
     taken = set(p.candidates(0, "M")["id"])
-    return next(x for x in rounds._Loop(p, simulate=False, progress=False).pool.ids if x not in taken)
+    return next(x for x in rounds.LoopContext(p, simulate=False, progress=False).pool.ids if x not in taken)
 
 
 def test_ml_backend_answers_label_studio(live: dict, backend: dict, server) -> None:
     """An image added in Label Studio itself (no blindspots id, a Local Files URL) gets the target's
     prediction from the backend, called by Label Studio."""
     p, conn, client = live["project"], live["conn"], live["client"]
-    names = list(rounds._Loop(p, simulate=False, progress=False).classes.names)
+    names = list(rounds.LoopContext(p, simulate=False, progress=False).classes.names)
     x = _other_pool_image(p)
     (tid,) = client.import_tasks(conn.masks_project, [{"data": {"image": f"/data/local-files/?d=world/pool/images/{x}"}}])
     import httpx
@@ -307,7 +307,7 @@ def test_chromium_shows_the_pre_annotation(live: dict, server, root: Path) -> No
         page.screenshot(path=str(shot))
         browser.close()
     assert "Labeled regions will appear here" not in text, f"no region in the Regions panel ({model_version=})"
-    names = rounds._Loop(live["project"], simulate=False, progress=False).classes.names
+    names = rounds.LoopContext(live["project"], simulate=False, progress=False).classes.names
     regions = text.split("Regions", 1)[-1]
     present = [names[k] for k in np.unique(_target_map(live["project"], x)) if k < len(names)]
     assert all(n in regions for n in present), regions[:500]
@@ -340,7 +340,7 @@ def _cli(*args: str, env: dict | None = None):
 
 def test_bad_input_is_one_line_and_writes_nothing(live: dict, server, root: Path) -> None:
     p, conn, client = live["project"], live["conn"], live["client"]
-    classes = rounds._Loop(p, simulate=False, progress=False).classes
+    classes = rounds.LoopContext(p, simulate=False, progress=False).classes
     before = _state(p)
     base = ["labelstudio", "connect", p.path, "--token-env", TOKEN_ENV, "--document-root", server.document_root]
     # wrong URL (nothing listens there), wrong token
@@ -477,7 +477,7 @@ def test_webhook_receiver_pulls_on_annotation_events(live: dict, server) -> None
     from blindspots.integrations.labelstudio.webhook import create_webhook_app, register_webhooks
 
     p, conn, client = live["project"], live["conn"], live["client"]
-    names = list(rounds._Loop(p, simulate=False, progress=False).classes.names)
+    names = list(rounds.LoopContext(p, simulate=False, progress=False).classes.names)
     url, srv, thread = _serve(create_webhook_app(p.path, delay=0.5))
     try:
         hooks = register_webhooks(p.path, url + "/webhook")

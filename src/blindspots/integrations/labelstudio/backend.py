@@ -27,10 +27,10 @@ class _Predictor:
     """The model and the ways to find a task's image."""
 
     def __init__(self, project: Any, model: str | None, version: int | None) -> None:
-        from blindspots.loop.context import _Loop
+        from blindspots.loop import LoopContext
 
         self.project = project
-        self.loop = _Loop(project, simulate=False, progress=False)
+        self.loop = LoopContext(project, simulate=False, progress=False)
         self.name = model or project.config.target.name
         if not project.is_registered(self.name):
             names = sorted({m.name for m in project.models()})
@@ -86,11 +86,11 @@ class _Predictor:
         return _decode(r.content)
 
     def labels(self, key: str, image: np.ndarray, in_pool: bool) -> np.ndarray:
+        from blindspots.loop.maps import model_map
         from blindspots.loop.models import predict_one
-        from blindspots.loop.steps import _model_map
 
         if in_pool:
-            return _model_map(self.loop, self.name, self.version, key)
+            return model_map(self.loop, self.name, self.version, key)
         proba = predict_one(self.loop.segmenter(self.name, self.version), key, image)
         return proba[0].argmax(0).astype(np.uint8)
 

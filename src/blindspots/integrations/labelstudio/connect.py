@@ -17,9 +17,9 @@ from blindspots.integrations.labelstudio.connection import (Connection, connecti
 
 def project_classes(project: Any) -> Classes:
     """The loop's label space (the target's classes)."""
-    from blindspots.loop.context import _Loop
+    from blindspots.loop import LoopContext
 
-    return _Loop(project, simulate=False, progress=False).classes
+    return LoopContext(project, simulate=False, progress=False).classes
 
 
 def check_config(xml: str, classes: Classes, kind: str, pid: int) -> None:

@@ -82,8 +82,7 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
 
     ignore_other: annotations on images that no round awaits are reported instead of being an error.
     """
-    from blindspots.loop.context import _Loop
-    from blindspots.loop.steps import masks_needed
+    from blindspots.loop import LoopContext, masks_needed
 
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {list(KINDS)}, got {kind!r}")
@@ -93,7 +92,7 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
     # 1. read everything (a server lost here leaves the project untouched)
     tasks = list(client.tasks(pid, page_size=page_size))
     users = client.users()
-    loop = _Loop(project, simulate=False, progress=False)
+    loop = LoopContext(project, simulate=False, progress=False)
     rounds = range(project.config.project.rounds + 1)
     awaited = {i: (masks_needed(project, i) if kind == "masks" else [str(x) for x in project.candidates(i, "M")["id"]])
                for i in rounds}
@@ -191,7 +190,7 @@ def _rating(ann: dict, label: str) -> int | str | None:
 
 
 def _next(project: Any, kind: str, rounds: list[int]) -> str:
-    from blindspots.loop.exchange import after_masks_import
+    from blindspots.loop import after_masks_import
 
     if kind == "masks":
         try:

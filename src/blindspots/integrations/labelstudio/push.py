@@ -40,8 +40,21 @@ class PushReport:
         return text
 
 
+def _round(project: Any, round: int | None) -> int:
+    """`round` (checked), else the latest round with candidates."""
+    if round is not None:
+        if project.step(round, "mine") is None:
+            raise ValueError(f"round: expected a round that has candidates, got {round}")
+        return int(round)
+    i = project.last_mined_round()
+    if i is None:
+        raise ValueError(f"round: expected a round with candidates, got none yet (run `blindspots round "
+                         f"{project.path}` first)")
+    return i
+
+
 def _ids_to_push(project: Any, i: int, kind: str) -> list[str]:
-    from blindspots.loop.steps import masks_needed
+    from blindspots.loop import masks_needed
 
     if kind == "ratings":
         return [str(x) for x in project.candidates(i, "M")["id"]]
@@ -70,17 +83,16 @@ def push(project: Any, *, round: int | None = None, kind: str = "masks", progres
     """Push round `round`'s (default: the current one) images of `kind` ("masks" or "ratings")."""
     from tqdm.auto import tqdm
 
-    from blindspots.loop.context import _Loop, target_column
-    from blindspots.loop.exchange import _round_arg
-    from blindspots.loop.steps import _target_map
+    from blindspots.loop import LoopContext, target_column
+    from blindspots.loop.maps import target_map
 
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {list(KINDS)}, got {kind!r}")
     conn = load_connection(project.path)
     client = conn.client()
     pid = conn.ls_project(kind)
-    i = _round_arg(project, round)
-    loop = _Loop(project, simulate=False, progress=False)
+    i = _round(project, round)
+    loop = LoopContext(project, simulate=False, progress=False)
     classes = loop.classes
     config = str(client.project(pid).get("label_config") or "")
     check_config(config, classes, kind, pid)  # changed in Label Studio since `connect`
@@ -109,7 +121,7 @@ def push(project: Any, *, round: int | None = None, kind: str = "masks", progres
                                  document_root=conn.document_root)
             task: dict[str, Any] = {"data": _data(project, i, x, url, list(classes.names))}
             if brush is not None and tags.image is not None:
-                task["predictions"] = [brush_prediction(_target_map(loop, i, x), classes, from_name=brush,
+                task["predictions"] = [brush_prediction(target_map(loop, i, x), classes, from_name=brush,
                                                         to_name=tags.image, model_version=model)]
             tasks.append(task)
         task_ids = client.import_tasks(pid, tasks)
