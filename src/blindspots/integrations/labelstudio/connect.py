@@ -4,6 +4,7 @@ serve the pool (a Local Files storage under its document root, or image URLs of 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,10 @@ def connect(project: Any, url: str, *, token_env: str | None = None, token_file:
         settings={"maximum_annotations": int(project.config.ratings.raters), "show_collab_predictions": True,
                   "description": "Rate the target's segmentation of each mined candidate (M): 1 = bad, "
                                  "5 = excellent, or out-of-domain."})
-    pool_root = Path(project.config.resolve(project.config.pool.root)).resolve()
+    root = str(project.config.pool.root)
+    if conn.image_url is None and re.match(r"^[a-z][a-z0-9+.-]*://", root):
+        conn.image_url = root.rstrip("/") + "/{id}"  # an object-store pool: Label Studio reads the store itself
+    pool_root = Path(project.config.resolve(root)).resolve() if conn.image_url is None else Path(root)
     _serve_pool(client, conn, pool_root)
     save_connection(project.path, conn)
     return conn
