@@ -88,8 +88,16 @@ class LabelStudio:
 
     # ---- the calls we make --------------------------------------------------------------------
     def whoami(self) -> dict:
-        """The token's user (checks URL and token at once)."""
-        return _plain(self.call("whoami", self.sdk.users.whoami))
+        """The token's user (checks URL and token at once; a server that is not Label Studio is a `url` error)."""
+        try:
+            user = _plain(self.call("whoami", self.sdk.users.whoami))
+        except ValueError as e:
+            if str(e).startswith(("url:", "token:")):
+                raise
+            raise ValueError(f"url: expected a Label Studio API at {self.url}, got another server ({e})") from None
+        if not isinstance(user, dict) or "id" not in user:
+            raise ValueError(f"url: expected a Label Studio API at {self.url}, got {str(user)[:200]!r}")
+        return user
 
     def users(self) -> dict[int, str]:
         """user id -> e-mail (annotations name their author by id)."""
