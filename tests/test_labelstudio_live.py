@@ -291,8 +291,9 @@ def test_chromium_shows_the_pre_annotation(live: dict, server, root: Path) -> No
     with playwright.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
+        blocked: list[str] = []
         page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server.url)
-                   else route.abort())
+                   else (blocked.append(route.request.url), route.abort()))
         page.goto(server.url + "/user/login/")
         page.fill("input[name=email]", server.username)
         page.fill("input[name=password]", server.password)
@@ -319,7 +320,7 @@ def test_chromium_shows_the_pre_annotation(live: dict, server, root: Path) -> No
     present = [names[k] for k in np.unique(_target_map(live["project"], x)) if k < len(names)]
     assert all(n in regions for n in present), regions[:500]
     assert shot.is_file() and shot.stat().st_size > 10_000
-    print(f"screenshot: {shot}")
+    print(f"screenshot: {shot}; requests to other addresses refused: {sorted(set(blocked))}")
 
 
 def _assert_one_line_error(res, *needles: str) -> None:
