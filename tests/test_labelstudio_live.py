@@ -274,6 +274,19 @@ def test_ml_backend_answers_label_studio(live: dict, backend: dict, server) -> N
     assert [q["model_version"] for q in preds] == ["target_v0"]
     pred = _target_map(p, x)
     np.testing.assert_array_equal(_decoded(preds[0], pred.shape, names), pred)
+    # a file under the document root that is not a pool image (flipped): the backend runs the model on it
+    ctx = rounds.LoopContext(p, simulate=False, progress=False)
+    flipped = np.ascontiguousarray(ctx.pool.load(x)[:, ::-1])
+    (server.document_root / "extra").mkdir(exist_ok=True)
+    Image.fromarray(flipped).save(server.document_root / "extra" / "flipped.png")
+    (tid2,) = client.import_tasks(conn.masks_project, [{"data": {"image": "/data/local-files/?d=extra/flipped.png"}}])
+    client.sdk.actions.create(id="retrieve_tasks_predictions", project=conn.masks_project,
+                              selected_items={"all": False, "included": [tid2]})
+    from blindspots.loop.models import predict_one
+
+    want = predict_one(ctx.segmenter("target", 0), "flipped.png", flipped)[0].argmax(0)
+    (pred2,) = client.task(tid2)["predictions"]
+    np.testing.assert_array_equal(_decoded(pred2, want.shape, names), want)
     live["backend_task"] = (tid, x)
     live["other_server"] = backend["url"]  # a web server that is not Label Studio, for test_bad_input
 
