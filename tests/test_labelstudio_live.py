@@ -56,7 +56,7 @@ def world(root: Path) -> Path:
     generate_scene_set(w / "pool", 24, seed=1, distribution="pool", size=SIZE, progress=False)
     s0 = generate_scene_set(w / "train", 6, seed=2, distribution="train", size=SIZE, progress=False)
     generate_scene_set(w / "val", 3, seed=3, distribution="train", size=SIZE, progress=False)
-    for k, (name, arch) in enumerate({"target": "tiny_unet", "comp_a": "small_fcn"}.items()):
+    for k, (name, arch) in enumerate({"target": "small_fcn", "comp_a": "tiny_unet"}.items()):
         torch.manual_seed(k)
         model = build_model(arch, SCENE_CLASSES.num_classes)
         train_segmenter(model, s0, epochs=2, batch_size=3, seed=k, progress=False)
