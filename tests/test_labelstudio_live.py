@@ -64,11 +64,13 @@ def world(root: Path) -> Path:
     return w
 
 
-def make_project(world: Path, path: Path) -> Project:
+def make_project(world: Path, path: Path, *, labelled: bool = True) -> Project:
+    """labelled: with S0 / T0 (the paper's plan, fine-tuning); without, the label plan (export S ∪ T)."""
+    data = DataSettings(train=str(world / "train"), val=str(world / "val")) if labelled else DataSettings()
     cfg = Config(pool=PoolSettings(root=str(world / "pool" / "images")),
                  target=ModelSettings("target", str(world / "target.pt")),
                  competitors=[ModelSettings("comp_a", str(world / "comp_a.pt"))],
-                 data=DataSettings(train=str(world / "train"), val=str(world / "val")),
+                 data=data,
                  project=ProjectSettings(name="lsdemo", seed=0, rounds=1), scan=ScanSettings(batch_size=8, shard_size=16),
                  mining=MiningSettings(strategy="mad", n3=2, quantiles=[0.0, 1.0]),
                  ratings=RatingSettings(n4=2, raters=1), testset=C.TestSetSettings(size=2, max_per_class=2),
@@ -536,3 +538,28 @@ def test_personal_access_token(live: dict, server) -> None:
     assert r.status_code in (200, 201), r.text
     pat = r.json()["token"]
     assert ls.LabelStudio(server.url, pat).whoami()["email"] == server.username
+
+
+def test_label_plan_round_goes_on_with_label_studio(server, world: Path, root: Path, monkeypatch) -> None:
+    """Without S0 / T0 (the label plan, e.g. an ONNX target): ratings and S ∪ T through Label Studio, and the
+    next `round` scores every model on T(1) from the pulled masks (Table 1 without fine-tuning)."""
+    monkeypatch.setenv(TOKEN_ENV, server.token)
+    p = make_project(world, root / "label_plan", labelled=False)
+    assert rounds.advance(p, progress=False).state == "awaiting_ratings"
+    conn = ls.connect(p, server.url, token_env=TOKEN_ENV, document_root=server.document_root)
+    client = ls.LabelStudio(server.url, server.token)
+    ls.push(p, kind="ratings", progress=False)
+    for k, (x, task) in enumerate(_tasks(client, conn.ratings_project).items()):
+        _annotate(client, task["id"], [{"type": "choices", "from_name": "rating", "to_name": "image",
+                                        "value": {"choices": [str(1 + k % 5)]}}])
+    ls.pull(p, kind="ratings")
+    assert rounds.advance(p, progress=False).state == "exported"
+    need = rounds.masks_needed(p, 0)
+    assert sorted(ls.push(p, progress=False).created) == sorted(need)
+    for x, task in _tasks(client, conn.masks_project).items():
+        _annotate(client, task["id"], task["predictions"][0]["result"])  # accepted as predicted
+    got = ls.pull(p)
+    assert sorted(got.stored) == sorted(need) and "register" in got.next, got.next
+    rounds.advance(p, progress=False)
+    board = rounds.leaderboard_frame(p)
+    assert ("round 0", "T1") in board.columns and board[("round 0", "T1")].notna().all(), board
