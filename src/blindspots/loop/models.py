@@ -16,6 +16,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from blindspots.models.protocol import predict_segmenter
+from blindspots.models.spec_syntax import is_module_spec
 
 __all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "probe_models",
            "finetune_blocker", "LOOP_TRAINABLE_KINDS"]
@@ -31,13 +32,9 @@ def split_spec(spec: str) -> tuple[str, str]:
 
 
 def is_path_spec(spec: str, base_dir: str | Path = ".") -> bool:
-    """True unless `spec` names a `module:function` callable (a ':' and no such file or folder)."""
-    base, _ = split_spec(spec)
-    if ":" not in base:
-        return True
-    p = Path(base).expanduser()
-    # A Windows drive ("C:\\m.onnx") or an existing path with a colon is still a path.
-    return p.exists() or (Path(base_dir) / p).exists() or (len(base) > 1 and base[1] == ":")
+    """True unless `spec` names a `package.module:function` callable (the one rule of
+    `blindspots.models.spec_syntax`, which `load_model` follows too)."""
+    return not is_module_spec(split_spec(spec)[0], base_dir)
 
 
 def absolute_spec(spec: str, base_dir: str | Path) -> str:
