@@ -5,6 +5,9 @@ A project stores each model as the same spec string the scan takes (`blindspots.
 a zoo checkpoint, a TorchScript or ONNX file, a folder of precomputed `.npy`, or
 `package.module:function`, with options after "?". The loop never special-cases a kind to load
 it; only fine-tuning needs to know whether the target is a torch module it can train (zoo, factory, HF).
+
+Imports inside functions: `blindspots.models.load` (it imports torch; the project store reads specs
+without it).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from blindspots.models.probe import probe_model
 from blindspots.models.protocol import predict_segmenter
 from blindspots.models.spec_syntax import is_module_spec
 
@@ -81,8 +85,6 @@ def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> in
     models: name -> Segmenter; image: uint8 [H, W, 3]. ValueError in one line naming the model if
     one fails on the image or gives invalid probabilities, or if the models' C differ.
     """
-    from blindspots.models.probe import probe_model
-
     sizes: dict[str, int] = {}
     for name, seg in models.items():
         probe_model(seg, image, f"models.{name}", image_id=image_id)

@@ -7,6 +7,8 @@ of ratings per image; S with the human mask and the target's prediction before a
 fine-tuning; per-class IoU changes on the round's labelled images. The project is read only
 through `blindspots.loop` (Project's query methods, `leaderboard_frame`, `target_column`) and
 the scan through `blindspots.scan`; a section whose data does not exist yet says so.
+
+Imports inside functions: the failure-scenario clustering (torch, scikit-learn), only with scenarios.
 """
 from __future__ import annotations
 
@@ -17,34 +19,36 @@ from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
+from PIL import Image
 
+from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
+from blindspots.loop import Project, leaderboard_frame, target_column
 from blindspots.metrics import confusion_matrix, iou_per_class
 from blindspots.mine.reasons import describe
 from blindspots.report import figures
+from blindspots.report.agreement import agreement_summary, per_image_agreement
 from blindspots.report.engine_sections import engine_sections
 from blindspots.report.gallery import IMAGE_LAYER, gallery_blocks
 from blindspots.report.html import esc, figure_img, output_folder, rel_url, table, write_index
 from blindspots.report.overlays import overlay, thumbnail
+from blindspots.report.ranking import topk_srcc
+from blindspots.report.scenario_section import scenario_section
+from blindspots.report.scenario_votes import scenario_names, vote_prefix
 from blindspots.report.thumbs import Figure, figure_html, legend_html, read_image, save_jpeg
 from blindspots.scan import find_map
 from blindspots.scan.manifest import load_manifest
-from blindspots import ids as id_rules
 
 log = logging.getLogger(__name__)
 
 
 def _open(project: Any) -> Any:
-    from blindspots.loop.project import Project
-
     if isinstance(project, Project):
         return project
     return Project.open(project)
 
 
 def _read_map(scan_dir: Path, model: str, image_id: str) -> np.ndarray | None:
-    from PIL import Image
-
     path = find_map(scan_dir, model, image_id)
     if path is None:
         return None
@@ -69,8 +73,6 @@ def _stability_section(p: Any, i: int, mos: pd.DataFrame, scan_dir: Path, manife
     """Appendix C: SRCC of the models' top-k mIoU rankings on T(i+1) against the ranking on all of T
     (HTML parts, rows for summary.json). T is ordered by MOS, lowest first; a model counts when the
     scan holds its map of every used image; an image counts when its human mask exists."""
-    from blindspots.report.ranking import topk_srcc
-
     parts = [f'<h2 class="section" id="stability">Ranking stability on T({i + 1}) (Appendix C)</h2>',
              '<p class="meta">The models are ranked by mIoU on the top-k images of T (T ordered by MOS, lowest '
              'first); each ranking is compared with the ranking on all of T by Spearman\'s rank correlation '
@@ -122,8 +124,6 @@ def _stability_section(p: Any, i: int, mos: pd.DataFrame, scan_dir: Path, manife
 def _agreement_parts(ratings: pd.DataFrame, mos: pd.DataFrame, figs: Path, out: Path) -> tuple[list[str], dict]:
     """Rater agreement (HTML parts, summary numbers): its definition, the two figures, the spread
     histogram and the images raters disagreed on most."""
-    from blindspots.report.agreement import agreement_summary, per_image_agreement
-
     per = per_image_agreement(ratings)
     summ = agreement_summary(per)
     parts = ['<h3>Rater agreement</h3>',
@@ -211,8 +211,6 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     manifest: the project scan's scan.json when the caller has read it ({} before any scan; read
     here when None).
     """
-    from blindspots.loop import leaderboard_frame, target_column
-
     p = _open(project)
     cfg = p.config
     i = default_round(p) if round is None else int(round)
@@ -377,9 +375,6 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
                  'holds no comparison; MAD vs entropy vs random at equal budget is measured by '
                  '<code>benchmarks/mining.py</code>, outside a project.</p>')
     if scenarios is not None:
-        from blindspots.report.scenario_section import scenario_section
-        from blindspots.report.scenario_votes import scenario_names, vote_prefix
-
         parts.append('<h2 class="section" id="scenarios">Failure scenarios</h2>')
         parts.append(f'<p class="note"><code>blindspots report PROJECT --scenarios</code> also writes them as a vote '
                      f'set beside this page (<code>scenario-votes/</code>, items <code>{vote_prefix(i)}-s…</code>) for '
