@@ -7,6 +7,9 @@ from typing import Optional
 
 import typer
 
+from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
+                                         list_file_option, storage_option_option, storage_options)
+
 ratings_app = typer.Typer(help="Weak labels (ACR ratings 1-5 or out-of-domain) of the mined candidates M.",
                           no_args_is_help=True)
 masks_app = typer.Typer(help="Pixel labels of the counterexamples S and the test set T.", no_args_is_help=True)
@@ -36,7 +39,12 @@ def open_project(project: Path):  # noqa: ANN202 - Project
 
 def init(
     project: Path = typer.Argument(..., help="Project folder to create."),
-    pool: Path = typer.Option(..., "--pool", help="Folder of unlabeled images (the pool D)."),
+    pool: str = typer.Option(..., "--pool", help="The pool D. " + POOL_HELP),
+    list_file: Optional[str] = list_file_option(),
+    list_column: Optional[str] = list_column_option(),
+    pool_format: Optional[str] = format_option(),
+    image_column: Optional[str] = image_column_option(),
+    storage_option: list[str] = storage_option_option(),
     target: str = typer.Option(..., "--target", "-t", help="Target model: NAME=SPEC or SPEC. SPEC as for "
                                "`blindspots scan`: a zoo .pt checkpoint, TorchScript, .onnx, a folder of <id>.npy, "
                                "or 'module:function', options after '?'."),
@@ -73,7 +81,9 @@ def init(
     tname, tpath = _model_spec(target, "target", "--target")
     comps = [ModelSettings(*_model_spec(c, "", "--competitor")) for c in competitor]
     cfg = Config(
-        pool=PoolSettings(root=str(pool)), target=ModelSettings(tname, tpath), competitors=comps,
+        pool=PoolSettings(root=pool, list_file=list_file, list_column=list_column, format=pool_format,
+                          image_column=image_column, storage_options=list(storage_option)),
+        target=ModelSettings(tname, tpath), competitors=comps,
         data=DataSettings(train=str(train_data) if train_data else "", val=str(val_data) if val_data else ""),
         project=ProjectSettings(name=project.name, seed=seed, rounds=rounds),
         mining=MiningSettings(strategy=strategy, n3=n3), ratings=RatingSettings(n4=n4, raters=raters),
@@ -83,7 +93,8 @@ def init(
         simulate=SimulateSettings(ground_truth=str(ground_truth) if ground_truth else ""),
         base_dir=Path.cwd(),
     )
-    for key, p in [("--pool", pool), ("--train-data", train_data), ("--val-data", val_data)]:
+    storage_options(storage_option)  # KEY=VALUE, checked before anything is read
+    for key, p in [("--train-data", train_data), ("--val-data", val_data)]:
         if p is not None and not p.is_dir():
             raise ValueError(f"{key}: expected an existing folder, got {str(p)!r}")
     if (project / STORE_FILE).exists():

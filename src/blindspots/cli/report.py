@@ -84,7 +84,7 @@ def _project_report(source: Path, round: int | None, out: Path | None, *, n: int
         typer.echo("scenarios: fewer than 2 confirmed failures so far; none shown", err=True)
     index = write_round_report(project, i, out, n_gallery=2 * n, scenarios=found, manifest=manifest)
     if found is not None and len(found):
-        votes = export_scenario_votes(found, project.config.resolve(project.config.pool.root),
+        votes = export_scenario_votes(found, project.config.open_pool(),
                                       index.parent / "scenario-votes", prefix=vote_prefix(i))
         typer.echo(f"scenario vote set: {votes} (offer it on the vote page with `blindspots web attach-votes "
                    f"{source} {votes} --name scenarios-r{i}`)")

@@ -21,7 +21,7 @@ from blindspots.report.overlays import colorize, overlay, resize_labels, thumbna
 from blindspots.report.thumbs import Figure, figure_html, legend_html, read_image, save_jpeg
 from blindspots.scan import maps as map_files
 from blindspots.scan.layout import ScanLayout
-from blindspots.scan.manifest import load_manifest
+from blindspots.scan.manifest import load_manifest, scan_pool_source
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Pat
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
-    root = Path(pool_root if pool_root is not None else manifest["pool_root"])
+    root = scan_pool_source(manifest, pool_root)
     target = target or picks.attrs.get("target") or manifest["target"]
     if competitors is None:
         competitors = picks.attrs.get("competitors")

@@ -37,7 +37,7 @@ from blindspots.report.scenario_section import scenario_section
 from blindspots.report.scenario_votes import scenario_names, vote_prefix
 from blindspots.report.thumbs import Figure, figure_html, legend_html, read_image, save_jpeg
 from blindspots.scan import find_map
-from blindspots.scan.manifest import load_manifest
+from blindspots.scan.manifest import load_manifest, scan_pool_source
 
 log = logging.getLogger(__name__)
 
@@ -318,7 +318,7 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     has_after = target_next in manifest.get("models", {})
     palette = classes.palette if classes is not None else None
     if s_ids and palette is not None:
-        pool_root = Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))
+        pool_root = scan_pool_source(manifest) if "pool_root" in manifest else cfg.resolve(cfg.pool.root)
         for image_id in s_ids:
             image, why = read_image(pool_root, image_id)
             small = thumbnail(image, max_side) if image is not None else None
@@ -380,7 +380,8 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
                      f'set beside this page (<code>scenario-votes/</code>, items <code>{vote_prefix(i)}-s…</code>) for '
                      'the app\'s vote page: raters choose a generated name, type their own, or say none of the '
                      'above.</p>')
-        parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root))),
+        parts.append(scenario_section(scenarios, out, scan_pool_source(manifest) if "pool_root" in manifest
+                                      else cfg.resolve(cfg.pool.root),
                                       names=scenario_names(p.votes(), vote_prefix(i))))
     parts.extend(engines[0])
     summary = {"round": i, "n_candidates": int(len(cands)), "n_rated": int(len(mos)), "n_S": len(s_ids),

@@ -78,7 +78,7 @@ def export_scenario_votes(found: Any, pool_root: str | Path, out_dir: str | Path
 
     if not len(found):
         raise ValueError("found: expected at least one scenario, got none")
-    out, root = Path(out_dir), Path(pool_root)
+    out, root = Path(out_dir), pool_root if hasattr(pool_root, "load") else Path(pool_root)
     (out / "images").mkdir(parents=True, exist_ok=True)
     rows, names = [], []
     for s in found.summaries:

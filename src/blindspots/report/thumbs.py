@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from PIL import Image
 
-from blindspots.data.pool import ImageDecodeError, decode_image
+from blindspots.data.sources import load_or_reason
 from blindspots.report.html import esc
 from blindspots.report.overlays import hex_colour
 
@@ -27,17 +27,10 @@ class Figure:
     note: str = ""
 
 
-def read_image(pool_root: Path, image_id: str) -> tuple[np.ndarray | None, str]:
-    """uint8 [H, W, 3] of a pool image, or (None, why not). Refuses paths leaving the pool root."""
-    path = pool_root / image_id
-    try:
-        if not path.resolve().is_relative_to(pool_root.resolve()):
-            return None, "outside the pool"
-        return decode_image(path), ""
-    except ImageDecodeError as exc:
-        return None, exc.reason
-    except OSError as exc:
-        return None, str(exc)
+def read_image(pool_root: Any, image_id: str) -> tuple[np.ndarray | None, str]:
+    """uint8 [H, W, 3] of a pool image, or (None, why not): from a folder (refusing paths that leave it)
+    or a pool source (an object store, shards: `blindspots.scan.manifest.scan_pool_source`)."""
+    return load_or_reason(pool_root, image_id)
 
 
 def save_jpeg(array: np.ndarray, path: Path) -> None:
