@@ -71,12 +71,8 @@ class _Loop:
     # -- shared resources ----------------------------------------------------------------
     @property
     def pool(self) -> Any:
-        if "pool" not in self._cache:
-            from blindspots.data.pool import ImagePool
-
-            c = self.cfg.pool
-            self._cache["pool"] = ImagePool(self.cfg.resolve(c.root),
-                                            list_file=None if c.list_file is None else self.cfg.resolve(c.list_file))
+        if "pool" not in self._cache:  # any pool source: a folder, an object store, shards
+            self._cache["pool"] = self.cfg.open_pool()
         return self._cache["pool"]
 
     def segmenter(self, name: str, version: int = 0) -> Any:

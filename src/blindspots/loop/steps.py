@@ -487,7 +487,7 @@ def run_export(loop: _Loop, i: int, seed: int) -> dict:
         # `?d=<id>` URL is right only when a document root's subfolder path equals the ids)
         try:
             _export(loop, i, "labelstudio", out / "labelstudio.json", ids, preds,
-                    image_root=loop.cfg.resolve(loop.cfg.pool.root))
+                    image_root=loop.cfg.location(loop.cfg.pool.root))
         except ValueError as e:  # e.g. the pool is the document root itself
             log.warning("round %d: labelstudio.json gets bare ?d=<id> image URLs (%s); see "
                         "`blindspots export --image-root/--image-url`", i, e)
@@ -558,5 +558,6 @@ def _export(loop: _Loop, i: int, fmt: str, path: Path, ids: list[str], preds: di
 
     if fmt == "cvat":
         return export_cvat(path, preds, loop.classes, images={x: loop.pool.load(x) for x in ids})
+    urls = None if image_location.get("image_url") else loop.pool.urls(ids)  # an object store: the objects' URLs
     return export_labelstudio(path, preds, loop.classes, model_version=target_column(loop.project, i),
-                              **image_location)
+                              image_urls=urls, **image_location)
