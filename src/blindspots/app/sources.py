@@ -125,7 +125,7 @@ class ProjectView:
                     self._classes = Classes.from_dict(man["classes"])
                 else:  # no scan yet: load the target from its spec, whatever its kind
                     from blindspots.loop.models import load_spec
-                    from blindspots.loop.rounds import target_classes
+                    from blindspots.loop import target_classes
 
                     rec = self.project.model(self.project.config.target.name, 0)
                     seg = load_spec(rec.spec, import_dir=rec.meta.get("import_dir"))
@@ -138,7 +138,7 @@ class ProjectView:
                 "palette": ["#%02x%02x%02x" % tuple(int(v) for v in p) for p in c.palette]}
 
     def status(self) -> Any:
-        from blindspots.loop.rounds import status
+        from blindspots.loop import status
 
         return status(self.project)
 
@@ -170,7 +170,7 @@ class ProjectView:
         return self.project.mask_round()
 
     def masks_needed(self, round: int) -> list[str]:
-        from blindspots.loop.rounds import masks_needed
+        from blindspots.loop import masks_needed
 
         return masks_needed(self.project, round)
 
@@ -210,7 +210,7 @@ class ProjectView:
 
     def prediction(self, round: int, image_id: str) -> np.ndarray | None:
         """The target f_t^(round)'s argmax map uint8 [H, W] saved by the scan, or None."""
-        from blindspots.loop.rounds import target_column
+        from blindspots.loop import target_column
 
         if image_id not in self.pool:
             raise NotFound(f"id: expected an image id of the pool, got {image_id!r}")

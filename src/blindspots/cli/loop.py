@@ -76,7 +76,7 @@ def init(
                                    PoolSettings, ProjectSettings, RatingSettings, SimulateSettings,
                                    TestSetSettings)
     from blindspots.loop.project import STORE_FILE, Project
-    from blindspots.loop.setup import check_config
+    from blindspots.loop import check_config
 
     tname, tpath = _model_spec(target, "target", "--target")
     comps = [ModelSettings(*_model_spec(c, "", "--competitor")) for c in competitor]
@@ -114,7 +114,7 @@ def round_(
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps."),
 ) -> None:
     """Advance the loop to the next step that needs a human, and say what is awaited."""
-    from blindspots.loop.rounds import advance
+    from blindspots.loop import advance
 
     from blindspots.cli.report import write_round_pages
 
@@ -130,7 +130,7 @@ def round_(
 
 def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
     """Show the rounds, the steps done and what the loop waits for."""
-    from blindspots.loop.rounds import status as loop_status
+    from blindspots.loop import status as loop_status
 
     proj = open_project(project)
     steps = proj.steps()
@@ -148,7 +148,7 @@ def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
 
 def leaderboard(project: Path = typer.Argument(..., help="Project folder.")) -> None:
     """Print Table 1: every model's mIoU on T0 and on each unbiased test set T(i)."""
-    from blindspots.loop.rounds import leaderboard_frame
+    from blindspots.loop import leaderboard_frame
     from blindspots.mine.testset import format_leaderboard
 
     df = leaderboard_frame(open_project(project))
@@ -171,7 +171,7 @@ def export(
         "(beats --image-root)."),
 ) -> None:
     """Export the images awaiting masks with the target's prediction as a pre-annotation."""
-    from blindspots.loop.rounds import export_for_annotation
+    from blindspots.loop import export_for_annotation
 
     path = export_for_annotation(open_project(project), format, out, round=round, image_url=image_url,
                                  image_root=image_root, document_root=document_root)
@@ -185,7 +185,7 @@ def ratings_import(
     round: Optional[int] = typer.Option(None, "--round", help="Round (default: the current one)."),
 ) -> None:
     """Import ACR ratings of the candidates M from a CSV."""
-    from blindspots.loop.rounds import import_ratings
+    from blindspots.loop import import_ratings
 
     if not csv.is_file():
         raise ValueError(f"csv: expected an existing CSV file, got {str(csv)!r}")
@@ -201,8 +201,8 @@ def masks_import(
     annotator: Optional[str] = typer.Option(None, "--annotator", help="Who drew the masks."),
 ) -> None:
     """Import pixel labels for S and T."""
-    from blindspots.loop.exchange import after_masks_import
-    from blindspots.loop.rounds import import_masks
+    from blindspots.loop import after_masks_import
+    from blindspots.loop import import_masks
 
     p = open_project(project)
     n = import_masks(p, source, round=round, annotator=annotator)
@@ -214,7 +214,7 @@ def register_model(
     spec: str = typer.Argument(..., help="The retrained target as a model SPEC (as for `init --target`)."),
 ) -> None:
     """Register the target's next version (retrained on S in your own stack); `round` then continues with it."""
-    from blindspots.loop.setup import register_version
+    from blindspots.loop import register_version
 
     version = register_version(open_project(project), spec, base_dir=Path.cwd())
     typer.echo(f"registered the target's version {version}; run `blindspots round {project}` to scan and mine with it")

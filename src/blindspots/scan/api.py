@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
+from blindspots.models.protocol import reads_ids
 from blindspots.scan.engines.local import run_local
 from blindspots.scan.engines.ray import import_ray, run_ray
 from blindspots.scan.fingerprint import model_fingerprint, model_settings
@@ -38,10 +39,10 @@ def _validate(pool: Any, models: Mapping[str, Any], target: str, competitors: Se
         raise ValueError(f"models: expected a non-empty dict name -> Segmenter, got {models!r}")
     for name, m in models.items():
         check_model_name(name)
-        if not (hasattr(m, "predict_proba") or hasattr(m, "predict_proba_ids")) or not hasattr(m, "num_classes"):
+        if not hasattr(m, "predict_proba") or not hasattr(m, "num_classes"):
             raise ValueError(f"models[{name!r}]: expected a Segmenter (num_classes, predict_proba), "
                              f"got {type(m).__name__}")
-        if resize is not None and hasattr(m, "predict_proba_ids"):
+        if resize is not None and reads_ids(m):
             raise ValueError(f"resize: expected None when a model reads precomputed probabilities "
                              f"({name!r}), got {resize}")
     sizes = {name: int(m.num_classes) for name, m in models.items()}
@@ -106,7 +107,7 @@ def scan_pool(
         `.refused` (id -> reason: files it will not read, e.g. links leaving the pool, given error
         rows) and `.content_hash(id)` (the `content_hash` column)).
     models: name -> Segmenter (`predict_proba(uint8 [N, H, W, 3]) -> float32 [N, C, H, W]`, or a
-        precomputed model with `predict_proba_ids(ids)`); names match [a-z0-9_]+ (no "__").
+        precomputed model reading by ids, `reads_ids`); names match [a-z0-9_]+ (no "__").
         A model that raises on some images gives those images status 'error' with its message;
         one that fails on every image it is given stops the scan with a ValueError naming it.
     target: the model under test, T. competitors: the models it is compared with, G_1..G_m

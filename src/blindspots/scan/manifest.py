@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from blindspots.atomic import write_atomic
 from blindspots.scan.layout import MANIFEST, ScanLayout
 
 SCAN_VERSION = 1
@@ -71,18 +71,6 @@ def stored_ids(out_dir: str | Path, manifest: dict | None, source: Any) -> pa.Ar
     if len(ids) != manifest.get("n_images") or ids_digest(ids) != manifest.get("ids_sha256"):
         return None
     return ids
-
-
-def write_atomic(path: Path, write: Any) -> None:
-    """Call write(tmp_path), then move tmp_path onto `path` (readers never see a partial file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def load_manifest(out_dir: str | Path) -> dict | None:
