@@ -25,6 +25,7 @@ from blindspots.data.pool import ImagePool  # noqa: E402
 from blindspots.models import load_model  # noqa: E402
 from blindspots.models.adapters import TorchSegmenter  # noqa: E402
 from blindspots.scan import read_score_table, scan_pool  # noqa: E402
+from blindspots.scan.engines import collect  # noqa: E402
 from blindspots.scan.engines import ray as ray_engine  # noqa: E402
 
 torch.set_num_threads(1)
@@ -124,7 +125,7 @@ def test_ray_engine_equals_local_engine(setup, local_ray, tmp_path):
 def test_ray_scan_stopped_midway_resumes_to_the_same_table(setup, local_ray, tmp_path, monkeypatch):
     out = tmp_path / "ray"
     written = []
-    real = ray_engine.finish_shard
+    real = collect.finish_shard
 
     def stop_after_one(plan, *a, **kw):
         if written:
@@ -132,7 +133,7 @@ def test_ray_scan_stopped_midway_resumes_to_the_same_table(setup, local_ray, tmp
         real(plan, *a, **kw)
         written.append(plan.k)
 
-    monkeypatch.setattr(ray_engine, "finish_shard", stop_after_one)
+    monkeypatch.setattr(collect, "finish_shard", stop_after_one)
     with pytest.raises(KeyboardInterrupt):
         scan_ray(setup, out)
     monkeypatch.undo()
@@ -212,7 +213,7 @@ def test_scan_that_loses_its_worker_node_goes_on_and_resumes_to_the_same_table(s
     if ray.is_initialized():
         ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    real = ray_engine.finish_shard
+    real = collect.finish_shard
     written: list[int] = []
     try:
         worker = cluster.add_node(num_cpus=1)
@@ -226,13 +227,13 @@ def test_scan_that_loses_its_worker_node_goes_on_and_resumes_to_the_same_table(s
             elif len(written) == 3:
                 raise KeyboardInterrupt("driver stopped")
 
-        monkeypatch.setattr(ray_engine, "finish_shard", lose_worker_then_stop)
+        monkeypatch.setattr(collect, "finish_shard", lose_worker_then_stop)
         out = tmp_path / "lost"
         with pytest.raises(KeyboardInterrupt):
             scan_ray(setup, out)  # 2 actors: one per node
         assert [n["Alive"] for n in ray.nodes()].count(True) == 1
         assert len(list((out / "meta").glob("*.parquet"))) == 3  # two of them after the node was lost
-        monkeypatch.setattr(ray_engine, "finish_shard", real)
+        monkeypatch.setattr(collect, "finish_shard", real)
         scan_ray(setup, out)  # the node left: one actor, the last shard
         assert_same_scan(setup["local"], out)
     finally:

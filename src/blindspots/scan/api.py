@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
+from blindspots.scan.engines.job import ScanJob
 from blindspots.scan.engines.local import run_local
 from blindspots.scan.engines.ray import import_ray, run_ray
 from blindspots.scan.fingerprint import model_fingerprint, model_settings
@@ -159,10 +160,9 @@ def scan_pool(
     log.info("scan %s: %d of %d shards to do", out, len(todo), len(plans))
     with tqdm(total=len(ids), initial=done_images, unit="img", desc=f"scan {', '.join(running)}",
               disable=not progress) as bar:
+        job = ScanJob(pool, models, layout, target, num_classes, int(batch_size), resize, bool(save_maps))
         if engine == "ray":
-            run_ray(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps, bar,
-                    address=ray_address, actors=actors)
+            run_ray(job, todo, bar, address=ray_address, actors=actors)
         else:
-            run_local(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps,
-                      max(1, int(prefetch)), bar)
+            run_local(job, todo, bar, prefetch=max(1, int(prefetch)))
     return out

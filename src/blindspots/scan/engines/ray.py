@@ -37,10 +37,10 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from blindspots.scan.engines.forward import Health, batch_result, forward
+from blindspots.scan.engines.collect import ShardCollector
+from blindspots.scan.engines.forward import batch_result, forward
+from blindspots.scan.engines.job import ScanJob
 from blindspots.scan.engines.pipeline import Batch, Errors, shard_messages
-from blindspots.scan.engines.rows import ShardRows, add_batch, add_errors, finish_shard
-from blindspots.scan.layout import ScanLayout
 from blindspots.scan.plan import ShardPlan
 
 log = logging.getLogger(__name__)
@@ -162,9 +162,8 @@ def decode_tasks(n_actors: int) -> int:
     return max(1, math.ceil(n_actors / ACTORS_PER_DECODE_TASK))
 
 
-def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[ShardPlan], target: str,
-            num_classes: int, batch_size: int, resize: tuple[int, int] | None, save_maps: bool, bar: Any,
-            *, address: str | None = None, actors: int | None = None) -> None:
+def run_ray(job: ScanJob, plans: list[ShardPlan], bar: Any, *, address: str | None = None,
+            actors: int | None = None) -> None:
     """Run the planned shards (plans with `todo`) on Ray: see the module docstring.
 
     address: a Ray cluster ("auto", "ray://host:10001", "host:6379"); None: the Ray this process
@@ -177,11 +176,11 @@ def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: lis
     mapless = [p for p in plans if not p.needs_images]
     plans = [p for p in plans if p.needs_images]
     if mapless:
-        run_local(pool, models, layout, mapless, target, num_classes, batch_size, resize, save_maps, 2, bar)
+        run_local(job, mapless, bar, prefetch=2)
     if not plans:
         return
     ray = import_ray()
-    refs = model_refs(models)
+    refs = model_refs(job.models)
     started = connect(ray, address)
     ctx = ray.data.DataContext.get_current()
     bars = ctx.enable_progress_bars
@@ -200,64 +199,49 @@ def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: lis
             ds = ds.map_batches(_decode, batch_size=1, batch_format="numpy", num_cpus=DECODE_CPUS,
                                 compute=ray.data.TaskPoolStrategy(size=decode_tasks(n_actors)),
                                 scheduling_strategy="DEFAULT",  # see DECODE_SCHEDULING
-                                fn_kwargs={"pool": pool, "batch_size": batch_size, "resize": resize})
+                                fn_kwargs={"pool": job.pool, "batch_size": job.batch_size, "resize": job.resize})
         ds = ds.map_batches(ModelActor, batch_size=1, batch_format="numpy", num_cpus=ACTOR_CPUS,
                             compute=ray.data.ActorPoolStrategy(size=n_actors,
                                                                max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
                                                                enable_true_multi_threading=True),
-                            fn_constructor_kwargs={"refs": refs, "target": target, "num_classes": num_classes,
-                                                   "save_maps": save_maps})
-        _drain(ds, plans, models, layout, target, num_classes, save_maps, bar)
+                            fn_constructor_kwargs={"refs": refs, "target": job.target,
+                                                   "num_classes": job.num_classes, "save_maps": job.save_maps})
+        _drain(ds, ShardCollector(job, plans), bar)
     finally:
         ctx.enable_progress_bars = bars
         if started:
             ray.shutdown()
 
 
-def _drain(ds: Any, plans: list[ShardPlan], models: Mapping[str, Any], layout: ScanLayout, target: str,
-           num_classes: int, save_maps: bool, bar: Any) -> None:
-    """Driver: fold the actors' results into shard rows; write each shard once all its ids are back.
-
-    Shards with a model that has failed on every image so far are held back (as in the local
-    engine) until the model succeeds once or the scan stops with a ValueError naming it."""
-    by_k = {p.k: p for p in plans}
-    rows: dict[int, ShardRows] = {}
+def _drain(ds: Any, collector: ShardCollector, bar: Any) -> None:
+    """Driver: feed the actors' results to the collector, which writes each shard on this thread once
+    all its ids are back (and holds shards back, as in the local engine, while a model has failed on
+    every image so far)."""
+    plans = collector.plans
     seen: dict[int, int] = {}
-    health = Health()
-    planned = {m: sum(len(p.ids) for p in plans if m in p.run) for m in models}
-    deferred: list[tuple[ShardPlan, ShardRows]] = []
     t0 = time.perf_counter()
     first: float | None = None
     for row in ds.iter_rows():
         if first is None:
             first = time.perf_counter()
         _, item = pickle.loads(row["item"])
-        plan = by_k[item.k]
-        shard = rows.setdefault(plan.k, ShardRows())
+        plan = plans[item.k]
         if isinstance(item, Errors):
-            add_errors(item, shard)
+            collector.errors(item)
             n = len(item.items)
         else:
-            health.add(plan.run, {m: len(r.ids) for m, r in item.models.items()}, item.errors)
-            add_batch(item, plan, shard, layout, target, num_classes, save_maps)
+            collector.batch(plan.k, {m: len(r.ids) for m, r in item.models.items()}, item.errors,
+                            lambda item=item: item)
             n = len(item.ids)
         bar.update(n)
         seen[plan.k] = seen.get(plan.k, 0) + n
-        if seen[plan.k] < len(plan.ids):
-            continue
-        health.check(planned, final=False)
-        deferred.append((plan, rows.pop(plan.k)))
-        if not health.undecided():
-            for p, s in deferred:
-                finish_shard(p, s, layout, target, num_classes)
-            deferred.clear()
-    health.check(planned, final=True)
-    for p, s in deferred:
-        finish_shard(p, s, layout, target, num_classes)
+        if seen[plan.k] == len(plan.ids):
+            collector.end_shard(plan.k)
+    collector.close()
     end = time.perf_counter()
     if first is not None:  # start-up (actor processes importing torch, loading models) vs the rest
         log.info("ray scan: first result after %.2f s, then %d images in %.2f s",
                  first - t0, sum(seen.values()), end - first)
-    missing = [p.k for p in plans if seen.get(p.k, 0) < len(p.ids)]
+    missing = [k for k, p in plans.items() if seen.get(k, 0) < len(p.ids)]
     if missing:
         raise RuntimeError(f"scan: the Ray pipeline ended without every row of shards {missing[:5]}")
