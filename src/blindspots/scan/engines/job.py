@@ -19,7 +19,9 @@ class ScanJob:
     pool: the ImagePool (or any pool source: `.ids`, `.iter_items(ids)`); models: name ->
     Segmenter; layout: the scan folder; target: the model under test; num_classes: C of every
     model; batch_size: images per forward; resize: (H, W) every image is resized to, or None;
-    save_maps: write each model's argmax maps as index PNGs.
+    save_maps: write each model's argmax maps as index PNGs. pin_memory: decoded batches are copied
+    into pinned host memory on the reader side (a model runs on a GPU: its transfer then overlaps
+    the decoding of the next batch, `models.devices.to_device`).
     """
 
     pool: Any
@@ -30,3 +32,9 @@ class ScanJob:
     batch_size: int
     resize: tuple[int, int] | None
     save_maps: bool
+    pin_memory: bool = False
+
+
+def on_gpu(model: Any) -> bool:
+    """True for a model whose `device` is a CUDA device (read without importing torch)."""
+    return str(getattr(model, "device", "")).startswith("cuda")

@@ -59,7 +59,8 @@ def run_local(job: ScanJob, plans: list[ShardPlan], bar: Any, *, prefetch: int =
     stop = threading.Event()
     batches: queue.Queue = queue.Queue(maxsize=prefetch)
     jobs: queue.Queue = queue.Queue(maxsize=2)  # a job holds a batch's probabilities: keep few in flight
-    reader = Worker(lambda: read_batches(job.pool, plans, job.batch_size, job.resize, batches, stop),
+    stage = _pinned if job.pin_memory else None
+    reader = Worker(lambda: read_batches(job.pool, plans, job.batch_size, job.resize, batches, stop, stage),
                     "blindspots-scan-reader")
     writer = Worker(lambda: run_jobs(jobs), "blindspots-scan-writer")
     reader.start()
@@ -82,6 +83,17 @@ def run_local(job: ScanJob, plans: list[ShardPlan], bar: Any, *, prefetch: int =
         sys.setswitchinterval(old_interval)
     if writer.error:
         raise writer.error
+
+
+def _pinned(msg: Any) -> Any:
+    """Reader side: a batch's pixels copied into pinned memory (`models.devices.pin_array`; unchanged
+    where pinning is not available), so that the main thread's transfer to the GPU does not block
+    while the reader decodes the next batch."""
+    from blindspots.models.devices import pin_array  # torch: only a scan with a model on a GPU gets here
+
+    if isinstance(msg, Batch) and msg.images is not None:
+        msg.images = pin_array(msg.images)
+    return msg
 
 
 def _from_reader(batches: queue.Queue, reader: Worker) -> Iterator[Any]:

@@ -39,7 +39,7 @@ import numpy as np
 
 from blindspots.scan.engines.collect import ShardCollector
 from blindspots.scan.engines.forward import batch_result, forward
-from blindspots.scan.engines.job import ScanJob
+from blindspots.scan.engines.job import ScanJob, on_gpu
 from blindspots.scan.engines.pipeline import Batch, Errors, shard_messages
 from blindspots.scan.plan import ShardPlan
 
@@ -117,6 +117,7 @@ class ModelActor:
 
         keep_freed_memory()  # the actor's process is ours: the forwards reuse freed memory (blindspots.allocator)
         self.models = {name: load_model(ref) if kind == "spec" else ref for name, (kind, ref) in refs.items()}
+        self.pin = any(on_gpu(m) for m in self.models.values())  # models on this actor's GPU
         self.target, self.num_classes, self.save_maps = target, num_classes, save_maps
         self.lock = threading.Lock()
 
@@ -126,6 +127,10 @@ class ModelActor:
         out = []
         for head, msg in _unpack(batch["item"]):
             if isinstance(msg, Batch):
+                if self.pin and msg.images is not None:  # pinned outside the lock: the transfer does not block
+                    from blindspots.models.devices import pin_array
+
+                    msg.images = pin_array(msg.images)
                 with self.lock:
                     outputs, errors = forward(msg, head.run, self.models, self.num_classes)
                 res = batch_result(msg, head, outputs, errors, self.target, self.num_classes)
@@ -152,9 +157,12 @@ def connect(ray: Any, address: str | None) -> bool:
     return True
 
 
-def default_actors(ray: Any) -> int:
-    """One model actor per CPU of the cluster (at least 1)."""
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+def default_actors(ray: Any, gpus_per_actor: float | None = None) -> int:
+    """One model actor per CPU of the cluster, or with gpus_per_actor as many as its GPUs hold (at least 1)."""
+    resources = ray.cluster_resources()
+    if gpus_per_actor:
+        return max(1, int(resources.get("GPU", 0) // float(gpus_per_actor)))
+    return max(1, int(resources.get("CPU", 1)))
 
 
 def decode_tasks(n_actors: int) -> int:
@@ -163,11 +171,13 @@ def decode_tasks(n_actors: int) -> int:
 
 
 def run_ray(job: ScanJob, plans: list[ShardPlan], bar: Any, *, address: str | None = None,
-            actors: int | None = None) -> None:
+            actors: int | None = None, gpus_per_actor: float | None = None) -> None:
     """Run the planned shards (plans with `todo`) on Ray: see the module docstring.
 
     address: a Ray cluster ("auto", "ray://host:10001", "host:6379"); None: the Ray this process
-    is connected to, or a new local one. actors: model actors (default: one per cluster CPU).
+    is connected to, or a new local one. actors: model actors (default: one per cluster CPU, or with
+    gpus_per_actor as many as the cluster's GPUs hold). gpus_per_actor: GPUs each actor asks for
+    (`num_gpus`; Ray then shows it only its own GPU, on which the models load with device=auto).
     Shards that need no images (only pairs against saved maps) run on the local engine here.
     """
     from blindspots.scan.engines.local import run_local
@@ -186,7 +196,7 @@ def run_ray(job: ScanJob, plans: list[ShardPlan], bar: Any, *, address: str | No
     bars = ctx.enable_progress_bars
     ctx.enable_progress_bars = False  # the scan has its own tqdm bar
     try:
-        n_actors = int(actors) if actors else default_actors(ray)
+        n_actors = int(actors) if actors else default_actors(ray, gpus_per_actor)
         if n_actors < 1:
             raise ValueError(f"actors: expected a positive integer, got {actors}")
         ds = ray.data.from_items(
@@ -200,7 +210,8 @@ def run_ray(job: ScanJob, plans: list[ShardPlan], bar: Any, *, address: str | No
                                 compute=ray.data.TaskPoolStrategy(size=decode_tasks(n_actors)),
                                 scheduling_strategy="DEFAULT",  # see DECODE_SCHEDULING
                                 fn_kwargs={"pool": job.pool, "batch_size": job.batch_size, "resize": job.resize})
-        ds = ds.map_batches(ModelActor, batch_size=1, batch_format="numpy", num_cpus=ACTOR_CPUS,
+        gpus = {"num_gpus": float(gpus_per_actor)} if gpus_per_actor else {}
+        ds = ds.map_batches(ModelActor, batch_size=1, batch_format="numpy", num_cpus=ACTOR_CPUS, **gpus,
                             compute=ray.data.ActorPoolStrategy(size=n_actors,
                                                                max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
                                                                enable_true_multi_threading=True),
