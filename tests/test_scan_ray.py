@@ -83,9 +83,11 @@ def setup(tmp_path_factory) -> dict:
 
 @pytest.fixture
 def local_ray(setup):
-    """A local Ray with 2 CPUs (shared by the tests of this module), bound to 127.0.0.1."""
+    """A local Ray with 2 CPUs and one logical GPU (Ray counts it, no device is behind it: actors that ask
+    for GPUs are scheduled and their models, device=auto, stay on the CPU), bound to 127.0.0.1."""
     if not ray.is_initialized():
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+        ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, logging_level="WARNING",
+                 log_to_driver=False)
     assert [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]] == ["127.0.0.1"]
     return ray
 
@@ -159,6 +161,11 @@ def test_decode_tasks_per_actor_pool():
     assert [ray_engine.decode_tasks(n) for n in (1, 2, 3, 8)] == [1, 1, 2, 4]
 
 
+def test_default_actors_follow_cpus_or_gpus(local_ray):
+    assert ray_engine.default_actors(ray) == 2  # one per CPU
+    assert ray_engine.default_actors(ray, 0.5) == 2 and ray_engine.default_actors(ray, 1) == 1  # GPUs / per actor
+
+
 def test_cli_engine_ray(setup, local_ray, tmp_path):
     from typer.testing import CliRunner
 
@@ -168,7 +175,8 @@ def test_cli_engine_ray(setup, local_ray, tmp_path):
     res = CliRunner().invoke(app, [
         "scan", str(setup["pool"]), "--target", f"t={models['t'].info['spec']}",
         "--competitor", f"g2={models['g2'].info['spec']}", "--out", str(tmp_path / "cli"),
-        "--batch-size", "4", "--shard-size", "8", "--engine", "ray", "--actors", "1", "--no-progress"])
+        "--batch-size", "4", "--shard-size", "8", "--engine", "ray", "--actors", "1", "--gpus-per-actor", "0.5",
+        "--no-progress"])
     assert res.exit_code == 0, res.output
     cols = [c for c in table(setup["local"]).columns if "g1" not in c]
     pd.testing.assert_frame_equal(table(setup["local"])[cols], table(tmp_path / "cli")[cols], check_exact=True)
@@ -179,6 +187,9 @@ def test_bad_engine_and_actors_are_value_errors(setup, tmp_path):
         scan_pool(ImagePool(setup["pool"]), setup["models"], tmp_path / "x", target="t", engine="spark")
     with pytest.raises(ValueError, match="actors"):
         scan_pool(ImagePool(setup["pool"]), setup["models"], tmp_path / "x", target="t", engine="ray", actors=0)
+    with pytest.raises(ValueError, match="gpus_per_actor"):
+        scan_pool(ImagePool(setup["pool"]), setup["models"], tmp_path / "x", target="t", engine="ray",
+                  gpus_per_actor=0)
     assert not (tmp_path / "x").exists()
 
 
