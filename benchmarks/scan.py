@@ -292,6 +292,7 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
     pipeline's start-up (worker processes, imports, models), every image, the last shard's write
     and disconnecting. Only the cluster's own start (`ray start`, here `Cluster`) is left out."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray starts: bind to 127.0.0.1
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no usage statistics
     import ray
     import ray.data as ray_data
     from ray.cluster_utils import Cluster

@@ -19,6 +19,7 @@ import torch
 from PIL import Image
 
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # bind every Ray process to 127.0.0.1
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no usage statistics
 ray = pytest.importorskip("ray")
 
 from blindspots.data.pool import ImagePool  # noqa: E402

@@ -58,7 +58,9 @@ def s3_env(monkeypatch):
 
 
 @pytest.mark.timeout(300)
-def test_two_node_ray_scan_of_an_s3_only_pool_equals_the_local_engine(tmp_path, s3_env):
+def test_two_node_ray_scan_of_an_s3_only_pool_equals_the_local_engine(tmp_path, s3_env, monkeypatch):
+    """The pool's bytes are read in the Ray decode tasks only: during the Ray scan this process (the
+    driver) refuses to read any (the workers unpickle the source with their own, untouched class)."""
     from ray.cluster_utils import Cluster
 
     with s3_server() as endpoint:
@@ -84,7 +86,13 @@ def test_two_node_ray_scan_of_an_s3_only_pool_equals_the_local_engine(tmp_path, 
             ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
             nodes = [n for n in ray.nodes() if n["Alive"]]
             assert len(nodes) == 2 and all(n["NodeManagerAddress"] == "127.0.0.1" for n in nodes)
-            scan_pool(pool, models, tmp_path / "ray", engine="ray", **kw)
+
+            def driver_reads(self, ids):
+                raise AssertionError(f"the driver read pool bytes ({list(ids)[:3]}...): the Ray tasks must")
+
+            with monkeypatch.context() as m:
+                m.setattr(type(pool), "read", driver_reads)
+                scan_pool(pool, models, tmp_path / "ray", engine="ray", **kw)
         finally:
             ray.shutdown()
             cluster.shutdown()

@@ -13,8 +13,11 @@ its driver) resumes from the finished shards with either engine.
 
 Models travel to the actors as their spec (`model.info["spec"]`, made absolute with
 `models.absolute_spec`, loaded once per actor with `models.load_model`), or pickled when they
-have no spec (models built in Python). Every node needs blindspots, the model files and the pool
-at the same paths (or shared storage); the out folder is only written by the driver.
+have no spec (models built in Python). The decode tasks read the pool through its source's own
+picklable reader (`blindspots.data.sources`), on whichever node they run: a pool in object storage
+needs no shared filesystem, only the store's credentials on the nodes; a local folder pool needs
+the same path on every node. Every node needs blindspots and the model files at the same paths;
+the out folder is only written by the driver. Model actors ask Ray for `gpus_per_actor` GPUs.
 
 CPU requests are fractional (ACTOR_CPUS, DECODE_CPUS) so that on a node with one CPU an actor and
 decode tasks fit side by side: with whole-CPU requests the actors take every CPU and the decode
