@@ -158,9 +158,9 @@ def main() -> None:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "none (CPU run)"
     print(f"device {device} ({gpu}); CPU {cpu_model()}, {os.cpu_count()} cores; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; {load()}")
-    print(f"model: SegFormer {'tiny' if args.tiny else 'MiT-b2-like'} ({sum(p.numel() for p in models[precisions[0]].module.parameters()) / 1e6:.1f} M "
-          f"parameters, random weights), {args.classes} classes; pool {args.n} JPEGs {args.size}x{args.size}; "
-          f"batch {args.batch_size}")
+    params = sum(p.numel() for p in models[precisions[0]].module.parameters()) / 1e6
+    print(f"model: SegFormer {'tiny' if args.tiny else 'MiT-b2-like'} ({params:.1f} M parameters, random weights), "
+          f"{args.classes} classes; pool {args.n} JPEGs {args.size}x{args.size}; batch {args.batch_size}")
     for p, seg in models.items():  # warm-up: cuDNN autotuning, allocator, first-call overheads
         bare(seg, batches[:2])
     out = args.workdir / "scan-out"

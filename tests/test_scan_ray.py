@@ -162,9 +162,11 @@ def test_decode_tasks_per_actor_pool():
     assert [ray_engine.decode_tasks(n) for n in (1, 2, 3, 8)] == [1, 1, 2, 4]
 
 
-def test_default_actors_follow_cpus_or_gpus(local_ray):
+def test_default_actors_follow_cpus_or_gpus(setup, local_ray, tmp_path):
     assert ray_engine.default_actors(ray) == 2  # one per CPU
     assert ray_engine.default_actors(ray, 0.5) == 2 and ray_engine.default_actors(ray, 1) == 1  # GPUs / per actor
+    with pytest.raises(ValueError, match=r"gpus_per_actor: expected at most the GPUs of the Ray cluster \(1\), got 2"):
+        scan_ray(setup, tmp_path / "x", gpus_per_actor=2)  # more than the cluster has: an error, not a wait
 
 
 def test_cli_engine_ray(setup, local_ray, tmp_path):

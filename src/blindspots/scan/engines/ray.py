@@ -199,6 +199,10 @@ def run_ray(job: ScanJob, plans: list[ShardPlan], bar: Any, *, address: str | No
     bars = ctx.enable_progress_bars
     ctx.enable_progress_bars = False  # the scan has its own tqdm bar
     try:
+        gpus = float(ray.cluster_resources().get("GPU", 0))
+        if gpus_per_actor and gpus < float(gpus_per_actor):  # Ray would wait for GPUs forever
+            raise ValueError(f"gpus_per_actor: expected at most the GPUs of the Ray cluster ({gpus:g}), "
+                             f"got {gpus_per_actor}")
         n_actors = int(actors) if actors else default_actors(ray, gpus_per_actor)
         if n_actors < 1:
             raise ValueError(f"actors: expected a positive integer, got {actors}")
