@@ -51,6 +51,7 @@ from blindspots.models.adapters.inputs import (
 from blindspots.models.devices import AUTO, PRECISIONS, check_precision
 from blindspots.models.probe import probe_model  # noqa: F401 - part of the loader's API
 from blindspots.models.protocol import OUTPUT_KINDS, short_reason
+from blindspots.models.spec_syntax import is_module_spec
 
 _OPTIONS = ("output", "num_classes", "batch_size", "device", "precision", "resize", "pad", "max_side", "channels",
             "mean", "std", "scale", "classes", "weights", "output_key")
@@ -71,9 +72,6 @@ TRAINABLE_KINDS = ("zoo", "factory", "hf")
 """Kinds whose adapter holds a plain torch `module` that fine-tuning can update (`seg.info["kind"]`)."""
 KIND_NAMES = {"hf": "Hugging Face folder", "zoo": "zoo checkpoint", "torchscript": "TorchScript",
               "factory": "module:factory", "onnx": "ONNX", "callable": "callable", "precomputed": "precomputed folder"}
-
-_MODULE_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
 
 def parse_option(key: str, value: Any, spec: str = "") -> Any:
     """One option, as a string from a spec or an already typed value, checked and typed."""
@@ -147,7 +145,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
         raise ValueError(f"spec: expected options as key=value joined by '&', got {query!r} in {spec!r}") from None
-    module = _is_module_spec(base)
+    module = is_module_spec(base)
     if not module:  # a quoted spec (it has to be, for '&') keeps the shell from expanding '~'
         base = os.path.expanduser(base)
     opts: dict[str, Any] = {}
@@ -161,11 +159,6 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
         else:
             opts[key] = parse_option(key, value, spec)
     return base, opts
-
-
-def _is_module_spec(base: str) -> bool:
-    """`package.module:attr` that is not an existing path."""
-    return bool(_MODULE_SPEC.match(base)) and not Path(base).exists()
 
 
 def call_kwargs(opts: dict[str, Any]) -> dict[str, str]:
@@ -190,7 +183,7 @@ def absolute_spec(spec: str, base_dir: str | Path) -> str:
         q = Path(p).expanduser()
         return str(q if q.is_absolute() else (Path(base_dir) / q).resolve())
 
-    if not (_MODULE_SPEC.match(base) and not (Path(base_dir) / base).exists()):  # kwargs stay verbatim too
+    if not is_module_spec(base, base_dir):  # a module spec (and its kwargs) stays verbatim
         base = absolute(base)
     pairs = [(k, absolute(v) if k in PATH_OPTIONS else v) for k, v in parse_qsl(query, keep_blank_values=True)]
     return base + ("?" + urlencode(pairs, safe="/:,\\") if pairs else "")
@@ -285,7 +278,7 @@ def _kind(base: str, opts: dict[str, Any]) -> str:
                          f".ts/.torchscript or .pt/.pth file, or 'module:function', got {what} {base!r}")
     if path.exists():
         raise ValueError(f"expected a folder of .npy, an .onnx, .ts/.torchscript or .pt/.pth file, got {base!r}")
-    if _MODULE_SPEC.match(base):
+    if is_module_spec(base):  # not an existing path (checked above)
         return "factory" if "weights" in opts or _is_factory(import_attr(base), call_kwargs(opts)) else "callable"
     raise ValueError(f"expected an existing path or 'module:function', got {base!r} (no such file)")
 
@@ -297,8 +290,8 @@ def load_model(spec: str, **overrides: Any) -> Any:
     spec's, and those that do not apply to the spec's kind are ignored.
 
     The result has num_classes, classes (a Classes), info (kind, spec, ...) and
-    predict_proba(images, ids=None) (a precomputed folder reads by ids). ValueError, one line naming the spec, for
-    anything that cannot be loaded.
+    predict_proba(images, ids=None) (a precomputed folder reads by ids). ValueError, one line
+    naming the spec, for anything that cannot be loaded.
     """
     base, opts = parse_spec(spec)
     typed = {k: parse_option(k, v, spec) for k, v in overrides.items() if v is not None}
