@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from blindspots.batches import DEFAULT_MAX_PIXELS
+
 
 def _named_spec(value: str, option: str) -> tuple[str, str]:
     name, sep, spec = value.partition("=")
@@ -23,7 +25,10 @@ def scan(
     competitor: list[str] = typer.Option([], "--competitor", "-c", help="A competing model as NAME=SPEC; repeat "
                                          "for several. NAME alone reuses a competitor already scanned into --out."),
     out: Path = typer.Option(..., "--out", "-o", help="Scan folder (created; an existing scan there is resumed)."),
-    batch_size: int = typer.Option(16, help="Images per forward pass."),
+    batch_size: int = typer.Option(16, help="At most this many images per forward pass."),
+    max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, help="At most this many pixels per forward pass (images "
+                                   "of one size are batched up to it; a larger image goes alone): bounds the "
+                                   "scan's memory on large photos. 0: no pixel budget."),
     shard_size: int = typer.Option(256, help="Images per Parquet shard (the unit of resuming)."),
     maps: bool = typer.Option(True, "--maps/--no-maps", help="Save each model's argmax map as an index PNG."),
     resize: Optional[str] = typer.Option(None, help="Resize every image to HxW (e.g. 128x128) before inference; "
@@ -61,7 +66,7 @@ def scan(
         competitors.append(name)
     image_pool = ImagePool(pool, list_file=list_file)
     scan_pool(image_pool, models, out, target=t_name, competitors=competitors, batch_size=batch_size,
-              shard_size=shard_size, save_maps=maps, resize=size, progress=progress, engine=engine,
+              max_pixels=max_pixels or None, shard_size=shard_size, save_maps=maps, resize=size, progress=progress, engine=engine,
               ray_address=address, actors=actors)
     table = read_score_table(out)
     n_err = int((table[schema.STATUS] == schema.STATUS_ERROR).sum())

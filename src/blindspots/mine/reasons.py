@@ -1,7 +1,8 @@
 """Plain-language reasons: turn a sampler's JSON `reason` into one sentence for people.
 
-e.g. MAD: "target vs deeplab disagree on 38% of pixels (person)"; entropy: "target's mean
-per-pixel entropy is 0.412 nats"; random: "random pick (seed 0)".
+e.g. MAD: "target and deeplab label 38% of pixels differently (ranked among the images where target
+shows person)"; entropy: "target's mean per-pixel entropy is 0.412 nats"; random: "random pick
+(seed 0)". Percentages round honestly: a share above 0 never reads "0%" (it reads "<1%").
 """
 from __future__ import annotations
 
@@ -17,6 +18,18 @@ def _class(k: Any, names: Sequence[str] | None, given: str | None = None) -> str
     return f"class {k}"
 
 
+def percent(share: float) -> str:
+    """A share in [0, 1] as a whole percentage that never hides a difference: 0.004 -> "<1%",
+    0.996 -> ">99%", 0 -> "0%", 0.38 -> "38%"."""
+    if share != share:  # NaN
+        return "?%"
+    if 0 < share < 0.01:
+        return "<1%"
+    if 0.99 < share < 1:
+        return ">99%"
+    return f"{share:.0%}"
+
+
 def _mad(r: dict, names: Sequence[str] | None) -> str:
     picks = r.get("picks") or []
     if not picks:
@@ -24,10 +37,13 @@ def _mad(r: dict, names: Sequence[str] | None) -> str:
     best = max(picks, key=lambda p: (p.get("d", 0.0), -p.get("rank", 0)))
     target, comp, d = r.get("target", "target"), best.get("competitor", "?"), float(best.get("d", float("nan")))
     cls = _class(best.get("class"), names, best.get("class_name"))
+    # the class is not what went wrong: MAD ranks the images where one model's map shows it (at a usual size)
+    by = comp if best.get("by") == "competitor" else target
+    where = f"ranked among the images where {by} shows {cls}"
     if r.get("distance") == "dmiou":
-        text = f"{target} vs {comp}: mIoU distance {d:.2f} ({cls})"
+        text = f"{target} vs {comp}: mIoU distance {d:.2f} (1 - mIoU of their maps; {where})"
     else:
-        text = f"{target} vs {comp} disagree on {d:.0%} of pixels ({cls})"
+        text = f"{target} and {comp} label {percent(d)} of pixels differently ({where})"
     others = {(p.get("competitor"), p.get("class")) for p in picks} - {(best.get("competitor"), best.get("class"))}
     return text + (f"; also picked for {len(others)} other competitor/class pair(s)" if others else "")
 

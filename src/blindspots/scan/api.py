@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 from tqdm.auto import tqdm
 
 from blindspots import ids as id_rules
+from blindspots.batches import DEFAULT_MAX_PIXELS, BatchLimits, check_max_pixels
 from blindspots.data.classes import Classes
 from blindspots.scan.engines.local import run_local
 from blindspots.scan.engines.ray import import_ray, run_ray
@@ -83,6 +84,7 @@ def scan_pool(
     target: str,
     competitors: Sequence[str] | None = None,
     batch_size: int = 16,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
     shard_size: int = 256,
     save_maps: bool = True,
     resize: tuple[int, int] | None = None,
@@ -106,8 +108,11 @@ def scan_pool(
         (default: every other model in `models`). A competitor already scanned into `out_dir`
         may be named without passing the model: its columns and saved maps are reused
         (Algorithm 1: competitors are run once, line 3; a new target only once, line 7).
-    batch_size: images per forward pass; batches hold images of one size (varied pools are
-        grouped per size within a shard). shard_size: images per Parquet shard (resume unit).
+    batch_size: at most this many images per forward pass; max_pixels: at most this many pixels
+        per forward pass (None: no budget), so that memory stays bounded on pools of large photos
+        (`blindspots.batches.size_batches`; the default keeps the README's photo example under
+        2 GB). Batches hold images of one size (varied pools are grouped per size within a
+        shard). shard_size: images per Parquet shard (resume unit).
     save_maps: write each model's argmax map as an index PNG `out_dir/maps/<M>/<artifact name>`
         (`blindspots.ids.artifact_name`: "a/cat.jpg" -> "a/cat.png").
     resize: (height, width) to resize every image to before inference (maps are at that size;
@@ -130,6 +135,7 @@ def scan_pool(
     out = Path(out_dir)
     old = load_manifest(out)
     comps = _validate(pool, models, target, competitors, batch_size, shard_size, resize, old)
+    limits = BatchLimits(int(batch_size), check_max_pixels(max_pixels))
     ids = scan_ids(pool)
     if not ids:
         raise ValueError(f"pool: expected at least one image, got an empty pool at {pool.root}")
@@ -160,9 +166,9 @@ def scan_pool(
     with tqdm(total=len(ids), initial=done_images, unit="img", desc=f"scan {', '.join(running)}",
               disable=not progress) as bar:
         if engine == "ray":
-            run_ray(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps, bar,
+            run_ray(pool, models, layout, todo, target, num_classes, limits, resize, save_maps, bar,
                     address=ray_address, actors=actors)
         else:
-            run_local(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps,
+            run_local(pool, models, layout, todo, target, num_classes, limits, resize, save_maps,
                       max(1, int(prefetch)), bar)
     return out
