@@ -65,7 +65,7 @@ def test_scan_reader_batches_by_pixels(tmp_path) -> None:
     batches = [m for m in shard_messages(pool, plan, BatchLimits(16, 250_000), None) if isinstance(m, Batch)]
     assert [len(b.ids) for b in batches] == [2, 2, 2]
     assert [b.images.shape for b in batches] == [(2, 300, 400, 3)] * 3
-    # an image count alone keeps the default pixel budget (4 MP: all 6 fit in one batch)
+    # an image count alone keeps the default pixel budget (1 MP: all 6 fit in one batch)
     assert [len(b.ids) for b in shard_messages(pool, plan, 16, None) if isinstance(b, Batch)] == [6]
 
 

@@ -19,5 +19,5 @@ def test_help_lists_every_command_in_its_panel_in_workflow_order() -> None:
     assert listed == ORDER  # every panel in order, each in workflow order, nothing left out
     commands = set(get_command(app).list_commands(None))  # type: ignore[arg-type]
     assert commands == set(ORDER), "a command missing from cli/panels.PANELS"
-    assert res.output.index("init") < res.output.index("round") < res.output.index("serve")
+    assert listed.index("init") < listed.index("round") < listed.index("serve")
     assert PANELS["Start here"][:3] == ("demo", "scan", "mine")

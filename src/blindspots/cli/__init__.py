@@ -33,6 +33,7 @@ COMMAND_GROUPS: list[str] = [
     "report",
     "scan",
     "scenes",
+    "settings",
     "surprise",
     "zoo",
 ]

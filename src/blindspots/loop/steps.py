@@ -268,18 +268,21 @@ def simulate_ratings(loop: _Loop, i: int, ids: list[str], seed: int) -> int:
 
 
 def run_ratings(loop: _Loop, i: int, seed: int) -> dict | Status:
+    from blindspots.loop.progress import rating_progress
+
     missing, have, total = ratings_progress(loop, i)
     if missing and loop.simulate:
         simulate_ratings(loop, i, missing, seed)
         missing, have, total = ratings_progress(loop, i)
     if missing:
+        prog = rating_progress(loop.project, i)
+        p = loop.project.path
+        todo = (f"Rate in the web app (`blindspots serve {p}`) or import a CSV with `blindspots ratings import "
+                f"{p} FILE.csv`, then run `blindspots round {p}` again."
+                + (f" This round cannot finish as it is: {prog.advice()}." if prog.unreachable else ""))
         return Status("awaiting_ratings", i, "ratings",
-                      f"round {i}: waiting for ratings of M({i + 1}): {len(missing)} of "
-                      f"{len(loop.project.candidates(i, 'M'))} candidates still need answers "
-                      f"({have}/{total} in; {loop.cfg.ratings.raters} raters each, 1-5 or out-of-domain). "
-                      f"Import them with `blindspots ratings import {loop.project.path} FILE.csv` "
-                      "or use the web app, then run `blindspots round` again.",
-                      missing, have, total)
+                      f"round {i}: waiting for ratings of M({i + 1}) (1-5 or out-of-domain): {prog.counts()}. "
+                      + todo, missing, have, total)
     r = loop.project.ratings_for_round(i)
     return {"n_ratings": int(len(r)), "n_raters": int(r["annotator"].nunique()) if len(r) else 0,
             "n_out_of_domain": int(r.loc[r["out_of_domain"], "id"].nunique()) if len(r) else 0}
@@ -492,7 +495,7 @@ def run_export(loop: _Loop, i: int, seed: int) -> dict:
             log.warning("round %d: labelstudio.json gets bare ?d=<id> image URLs (%s); see "
                         "`blindspots export --image-root/--image-url`", i, e)
             _export(loop, i, "labelstudio", out / "labelstudio.json", ids, preds)
-        files += ["cvat.zip", "labelstudio.json"]
+        files += ["cvat.zip", "labelstudio.json", labelstudio_config_path(out / "labelstudio.json").name]
     return {"folder": str(out), "files": files, "n_S": int(len(p.candidates(i, "S"))),
             "n_T": int(len(p.candidates(i, "T")))}
 
@@ -558,5 +561,22 @@ def _export(loop: _Loop, i: int, fmt: str, path: Path, ids: list[str], preds: di
 
     if fmt == "cvat":
         return export_cvat(path, preds, loop.classes, images={x: loop.pool.load(x) for x in ids})
-    return export_labelstudio(path, preds, loop.classes, model_version=target_column(loop.project, i),
-                              **image_location)
+    out = export_labelstudio(path, preds, loop.classes, model_version=target_column(loop.project, i),
+                             **image_location)
+    write_labelstudio_config(Path(path), loop.classes)
+    return out
+
+
+def labelstudio_config_path(tasks: Path) -> Path:
+    """Where the labelling config of a Label Studio task file goes: `<name>_config.xml` beside it."""
+    return tasks.with_name(tasks.stem + "_config.xml")
+
+
+def write_labelstudio_config(tasks: Path, classes: Any) -> Path:
+    """Label Studio's labelling config (one brush label per class, in the class colours) beside the
+    tasks, to paste into the project's *Settings → Labeling Interface* before importing them."""
+    from blindspots.data.formats.labelstudio import labeling_config
+
+    path = labelstudio_config_path(tasks)
+    path.write_text(labeling_config(classes), encoding="utf-8")
+    return path
