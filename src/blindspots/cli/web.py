@@ -46,7 +46,7 @@ def serve(
 def _refresh_round_page(project: Path) -> None:
     """The round report page as of now (it is a file: without this it shows the last `round`'s state)."""
     from blindspots.cli.loop import refresh_round_page
-    from blindspots.loop.rounds import status
+    from blindspots.loop import status
 
     refresh_round_page(project, status(open_project(project)).round)
 
