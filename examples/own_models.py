@@ -183,7 +183,8 @@ def next_command(task: str, work: Path, models_dir: Path, pool: Path, *, scan_on
     q = shlex.quote
     # the MediaPipe callables import from examples/ and find their files through OWN_MODELS_DIR
     where = f"cd {HERE.name} && OWN_MODELS_DIR={q(str(models_dir.resolve()))} " if task == "person" else ""
-    scan = work.resolve() / TASK_DIRS[task] / "scan"
+    # after --prepare the README scans into WORK/scan; a full run of this script scans into WORK/<task dir>/scan
+    scan = work.resolve() / "scan" if scan_only else work.resolve() / TASK_DIRS[task] / "scan"
     if scan_only:
         return f"{where}blindspots scan {q(str(pool.resolve()))} -t {q(target)} -c {q(competitor)} --out {q(str(scan))}"
     # a callable has no weights to check, so only file models hand their scan to the project (--scan)

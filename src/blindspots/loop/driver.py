@@ -146,6 +146,9 @@ def status(project: Project) -> Status:
 
         missing, have, total = ratings_progress(loop, i)
         prog = rating_progress(project, i)
+        if not prog.missing:  # every answer is in; the loop goes on at the next `round`
+            return Status("ready", i, step, f"round {i}: ratings complete ({prog.counts()}); run "
+                          f"`blindspots round {project.path}` to go on", missing, have, total)
         return Status("awaiting_ratings", i, step, f"round {i}: waiting for ratings: {prog.counts()}"
                       + (f"; {prog.advice()}" if prog.unreachable else ""), missing, have, total)
     if step == "masks" and st is not None:

@@ -29,7 +29,7 @@
     return -1;  // every image has an answer: the queue is finished
   }
   function progress() {
-    $("progress").textContent = `you: ${done()} / ${items.length} rated`;
+    $("progress").textContent = `${done()} / ${items.length}`;
     const p = roundProgress;
     // The round's count (everyone): the same words as `blindspots status` and `round`.
     $("round-progress").textContent = p ? `round ${p.round}: ${p.counts}` : "";
@@ -38,7 +38,7 @@
     const unsent = BS.outbox.pending("rating").length;
     if (finished()) {
       const left = p && p.complete < p.images;
-      $("finished-text").textContent = `You rated all ${items.length} images of round ${round}. ` +
+      $("finished-text").textContent = `All ${items.length} images of round ${round} are rated by you. ` +
         (unsent ? `${unsent} answer(s) are not saved yet; they are sent as soon as the server takes them.`
           : "Every answer is saved. Thank you!") +
         (left ? ` The round still needs answers from others: ${p.counts}.` : "");
