@@ -28,6 +28,7 @@ COMMAND_GROUPS: list[str] = [
     "defuse",
     "demo",
     "labels",
+    "labelstudio",
     "loop",
     "mine",
     "report",

@@ -36,16 +36,18 @@ def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Pat
                    pool_root: str | Path | None = None, target: str | None = None,
                    competitors: Sequence[str] | None = None, max_side: int = 320,
                    alpha: float = 0.5, score_label: str | None = "score",
-                   display: Mapping[str, str] | None = None) -> tuple[list[str], dict]:
+                   display: Mapping[str, str] | None = None, manifest: dict | None = None
+                   ) -> tuple[list[str], dict]:
     """The HTML sections of `picks` (one per row; thumbnails written under out_dir/thumbs/, large views
     under out_dir/full/) and what was shown: {"target", "shown" (models), "pool_root"}. Arguments as
     in `write_gallery`; other pages (the scan report) embed these sections. score_label: what the
     score is called on the page (None: no score shown, e.g. random picks, whose score is only the
-    draw's key). display: scan column -> the name shown (e.g. the project's `ocr4` for `ocr4_v0`)."""
+    draw's key). display: scan column -> the name shown (e.g. the project's `ocr4` for `ocr4_v0`).
+    manifest: the scan's scan.json when the caller has read it already (read here otherwise)."""
     for col in ("id", "score", "reason"):
         if col not in picks.columns:
             raise ValueError(f"picks: expected columns id, score, reason, got {list(picks.columns)}")
-    manifest = load_manifest(scan_dir)
+    manifest = load_manifest(scan_dir) if manifest is None else manifest
     if manifest is None:
         raise ValueError(f"scan_dir: expected a scan folder with scan.json, got {str(scan_dir)!r}")
     out = Path(out_dir)
