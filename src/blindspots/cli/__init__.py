@@ -26,6 +26,7 @@ COMMAND_GROUPS: list[str] = [
     "web",
     "defuse",
     "demo",
+    "fiftyone",
     "labels",
     "loop",
     "mine",

@@ -1,0 +1,105 @@
+"""Write a `SampleTable` into a FiftyOne dataset: created on the first export, updated after.
+
+Samples are keyed by their filepath, so a re-export sets the same samples' fields again instead
+of adding a second sample per image. Tags: the export's own tags are recorded per sample
+(`blindspots_tags`); a re-export replaces those and keeps every tag a person added in FiftyOne.
+Images that left the pool keep their sample (and anything a person added to it); their count is
+reported. The dataset is persistent (it outlives the process, as a dataset to look at must).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from blindspots.integrations.fiftyone.samples import SampleTable, plain_value
+
+log = logging.getLogger(__name__)
+
+OWN_TAGS = "blindspots_tags"
+INSTALL_HINT = "pip install 'blindspots[fiftyone]'"
+
+
+def import_fiftyone() -> Any:
+    """The `fiftyone` module, or a ValueError saying how to install it (it is an optional extra)."""
+    try:
+        import fiftyone
+    except ImportError as e:
+        raise ValueError(f"fiftyone: expected the FiftyOne package to be importable, got {e}; "
+                         f"install it with {INSTALL_HINT}") from None
+    return fiftyone
+
+
+def write_dataset(table: SampleTable, name: str, *, overwrite: bool = False, progress: bool = True) -> dict:
+    """Create or update the FiftyOne dataset `name` from `table`; returns counts
+    {"dataset", "samples", "added", "updated", "not_in_source"}.
+
+    overwrite: delete an existing dataset of that name first (loses what people added there).
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"dataset: expected a non-empty dataset name, got {name!r}")
+    fo = import_fiftyone()
+    if overwrite and fo.dataset_exists(name):
+        fo.delete_dataset(name)
+    ds = fo.load_dataset(name) if fo.dataset_exists(name) else fo.Dataset(name)
+    ds.persistent = True
+    before = set(ds.values("filepath"))
+    new = [p for p in table.filepaths if p not in before]
+    if new:
+        ds.add_samples([fo.Sample(filepath=p) for p in new], progress=False)  # fast; our own bars are enough
+    key = "filepath"
+    for col in table.fields.columns:
+        _set(ds, col, {p: plain_value(v) for p, v in zip(table.filepaths, table.fields[col])}, key)
+    for col, paths in table.segmentations.items():
+        _set(ds, col, {p: None if m is None else fo.Segmentation(mask_path=m)
+                       for p, m in zip(table.filepaths, paths)}, key)
+    for col, (paths, (low, high)) in table.heatmaps.items():
+        _set(ds, col, {p: None if m is None else fo.Heatmap(map_path=m, range=[float(low), float(high)])
+                       for p, m in zip(table.filepaths, paths)}, key)
+    _set_tags(ds, table)
+    masks = dict(ds.mask_targets)
+    masks.update({f: {int(k): v for k, v in t.items()} for f, t in table.mask_targets.items()})
+    ds.mask_targets = masks
+    ds.info = {**ds.info, "blindspots": table.info}
+    if table.colors:
+        ds.app_config.color_scheme = _color_scheme(fo, ds, table)
+    ds.save()
+    gone = len(before - set(table.filepaths))
+    if gone:
+        log.warning("%d sample(s) of dataset %r are not in this export's pool any more; kept as they are", gone, name)
+    return {"dataset": name, "samples": len(ds), "added": len(new), "updated": len(table.filepaths) - len(new),
+            "not_in_source": gone}
+
+
+def _set(ds: Any, field: str, values: dict[str, Any], key: str) -> None:
+    """Set one field of many samples by filepath (one bulk write, not one save per sample)."""
+    if all(v is None for v in values.values()) and field not in ds.get_field_schema():
+        return  # FiftyOne cannot infer a type from nothing; an empty column adds no field
+    ds.set_values(field, values, key_field=key)
+
+
+def _set_tags(ds: Any, table: SampleTable) -> None:
+    paths = table.filepaths
+    view = ds.select_by("filepath", paths)
+    fps, tags = view.values("filepath"), view.values("tags")
+    own = dict(zip(fps, view.values(OWN_TAGS))) if OWN_TAGS in ds.get_field_schema() else {}
+    new_own = dict(zip(paths, table.tags))
+    merged = {}
+    for fp, current in zip(fps, tags):
+        mine_before = set(own.get(fp) or [])
+        kept = [t for t in (current or []) if t not in mine_before]  # what a person added stays
+        merged[fp] = kept + [t for t in new_own[fp] if t not in kept]
+    ds.set_values("tags", merged, key_field="filepath")
+    ds.set_values(OWN_TAGS, {p: list(t) for p, t in new_own.items()}, key_field="filepath")
+
+
+def _color_scheme(fo: Any, ds: Any, table: SampleTable) -> Any:
+    """FiftyOne's App colours for each segmentation field: the classes' palette, by class id."""
+    old = ds.app_config.color_scheme
+    fields = [f for f in (old.fields or []) if f.get("path") not in table.colors] if old is not None else []
+    for path, colors in table.colors.items():
+        fields.append({"path": path, "maskTargetsColors": [{"intTarget": int(k), "color": c}
+                                                            for k, c in sorted(colors.items())]})
+    return fo.ColorScheme(fields=fields)
+
+
+__all__ = ["write_dataset", "import_fiftyone", "OWN_TAGS"]

@@ -1,0 +1,73 @@
+"""Runs inside the interpreter that has FiftyOne (tests/test_fiftyone.py starts it in a subprocess).
+
+    python fiftyone_worker.py export SCAN PROJECT PICKS ISSUES   export both (CLI and library), tag, re-export
+    python fiftyone_worker.py dump OUT.json NAME...              reload datasets, write what they hold as JSON
+
+Each prints one JSON line on stdout; every FiftyOne setting comes from the environment the test sets.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def export(scan: str, project: str, picks: str, issues: str) -> dict:
+    import fiftyone as fo
+    from typer.testing import CliRunner
+
+    from blindspots.cli import app
+    from blindspots.integrations.fiftyone import export_to_fiftyone
+    from blindspots.loop.project import Project
+
+    res = CliRunner().invoke(app, ["fiftyone", scan, "--dataset", "bs_scan", "--picks", picks,
+                                   "--label-issues", issues])
+    assert res.exit_code == 0, res.output
+    first = export_to_fiftyone(project, "bs_proj", progress=False)
+    # a person tags a sample in FiftyOne; the project changes (one more rating); the export runs again
+    ds = fo.load_dataset("bs_proj")
+    sample = ds.match_tags("S1").first()
+    sample.tags.append("checked_by_alice")
+    sample.save()
+    p = Project.open(project)
+    p.add_rating(0, sample["blindspots_id"], "carol", 5)
+    p.close()
+    again = export_to_fiftyone(project, "bs_proj", progress=False)
+    scan_again = export_to_fiftyone(scan, "bs_scan", picks=[picks], label_issues=issues, progress=False)
+    return {"cli": res.output, "first": first, "again": again, "scan_again": scan_again,
+            "alice_sample": sample.filepath, "version": fo.__version__}
+
+
+def dump(out: str, *names: str) -> dict:
+    import fiftyone as fo
+
+    data = {}
+    for name in names:
+        ds = fo.load_dataset(name)
+        schema = ds.get_field_schema()
+        samples = []
+        for s in ds.iter_samples():
+            row: dict = {"filepath": s.filepath, "tags": list(s.tags), "fields": {}, "seg": {}, "heat": {}}
+            for f in schema:
+                v = s[f]
+                if isinstance(v, fo.Segmentation):
+                    row["seg"][f] = v.mask_path
+                elif isinstance(v, fo.Heatmap):
+                    row["heat"][f] = [v.map_path, list(v.range)]
+                elif f not in ("id", "filepath", "tags", "metadata", "created_at", "last_modified_at") and \
+                        (v is None or isinstance(v, (int, float, str, bool, list))):
+                    row["fields"][f] = v
+            samples.append(row)
+        scheme = ds.app_config.color_scheme
+        data[name] = {"samples": samples, "persistent": ds.persistent, "info": ds.info,
+                      "mask_targets": {f: {str(k): v for k, v in t.items()} for f, t in ds.mask_targets.items()},
+                      "colors": {f["path"]: f.get("maskTargetsColors") for f in (scheme.fields or [])} if scheme else {},
+                      "schema": {f: type(t).__name__ for f, t in schema.items()}}
+    with open(out, "w") as fh:
+        json.dump(data, fh)
+    return {"datasets": list(names), "version": fo.__version__}
+
+
+if __name__ == "__main__":
+    cmd, *args = sys.argv[1:]
+    result = {"export": export, "dump": dump}[cmd](*args)
+    print("RESULT " + json.dumps(result))
