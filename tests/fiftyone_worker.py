@@ -1,7 +1,8 @@
 """Runs inside the interpreter that has FiftyOne (tests/test_fiftyone.py starts it in a subprocess).
 
     python fiftyone_worker.py export SCAN PROJECT PICKS ISSUES   export both (CLI and library), tag, re-export
-    python fiftyone_worker.py dump OUT.json NAME...              reload datasets, write what they hold as JSON
+    python fiftyone_worker.py dump OUT.json NAME...              reload datasets, write what they hold as JSON,
+                                                                 run the plugin's operator on a view of the first
 
 Each prints one JSON line on stdout; every FiftyOne setting comes from the environment the test sets.
 """
@@ -64,7 +65,16 @@ def dump(out: str, *names: str) -> dict:
                       "schema": {f: type(t).__name__ for f, t in schema.items()}}
     with open(out, "w") as fh:
         json.dump(data, fh)
-    return {"datasets": list(names), "version": fo.__version__}
+    # the plugin's operator, as the App runs it: mine the first 8 samples of the scan dataset
+    import fiftyone.operators as foo
+
+    view = fo.load_dataset(names[0]).sort_by("filepath").limit(8)
+    res = foo.execute_operator("@blindspots/mine/mine_with_blindspots", ctx={
+        "view": view, "params": {"strategy": "random", "n": 3, "seed": 1}})
+    tagged = fo.load_dataset(names[0]).match_tags("mined:random")
+    return {"datasets": list(names), "version": fo.__version__, "view_ids": view.values("blindspots_id"),
+            "operator": res.result, "tagged": sorted(tagged.values("blindspots_id")),
+            "ranks": dict(zip(tagged.values("blindspots_id"), tagged.values("picks_random_rank")))}
 
 
 if __name__ == "__main__":

@@ -24,9 +24,10 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from blindspots.cli import app
-from blindspots.integrations.fiftyone import ID_FIELD, scan_samples
+from blindspots.integrations.fiftyone import ID_FIELD, plugin_dir, scan_samples
 from blindspots.integrations.fiftyone.project import newest_target, project_samples
 from blindspots.loop.project import Project
+from blindspots.mine.run import mine_scan
 from blindspots.scan import read_score_table, schema
 
 torch.set_num_threads(1)
@@ -56,7 +57,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from blindspots import config as C
     from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
     from blindspots.loop import rounds
-    from blindspots.mine.run import mine_scan, write_picks
+    from blindspots.mine.run import write_picks
     from blindspots.models.zoo import build_model, save_checkpoint
     from blindspots.training.segmentation import train_segmenter
 
@@ -137,6 +138,10 @@ def _run(py: str, args: list[str], tmp: Path) -> dict:
     env.update(FIFTYONE_DO_NOT_TRACK="true", FIFTYONE_DATABASE_DIR=str(tmp / "db"), FIFTYONE_CONFIG_DIR=str(tmp / "cfg"),
                FIFTYONE_DATABASE_VALIDATION="false", FIFTYONE_PLUGINS_DIR=str(tmp / "plugins"),
                PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO / "tests")]))
+    plugins = tmp / "plugins"
+    if not plugins.exists():  # FiftyOne finds the operator "mine with blindspots" in its plugins folder
+        plugins.mkdir()
+        (plugins / "blindspots").symlink_to(plugin_dir())
     cmd = [py, str(WORKER), *args]
     if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("ip"):  # loopback only: nothing leaves
         cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
@@ -157,7 +162,7 @@ def test_a_real_fiftyone_holds_the_scan_and_the_project(world: Path, tmp_path: P
     assert "FiftyOne dataset 'bs_scan': 12 samples (12 added, 0 updated)" in out["cli"]
     assert out["first"]["added"] == 12 and out["again"] == {**out["first"], "added": 0, "updated": 12}
     assert out["scan_again"]["added"] == 0 and out["scan_again"]["samples"] == 12
-    _run(py, ["dump", str(tmp_path / "dump.json"), "bs_scan", "bs_proj"], tmp_path)  # a new process
+    checked = _run(py, ["dump", str(tmp_path / "dump.json"), "bs_scan", "bs_proj"], tmp_path)  # a new process
     data = json.loads((tmp_path / "dump.json").read_text())
 
     # the scan: one sample per pool image, every score column, maps as segmentations and heatmaps
@@ -213,6 +218,12 @@ def test_a_real_fiftyone_holds_the_scan_and_the_project(world: Path, tmp_path: P
     alice = next(s for s in proj.values() if s["filepath"] == out["alice_sample"])
     assert "checked_by_alice" in alice["tags"] and len(alice["tags"]) == len(set(alice["tags"]))
     assert "disagreement_target_v1" in data["bs_proj"]["schema"]
+
+    # the plugin's operator mined the view (8 of the 12 images) as `mine_scan` restricted to its ids does
+    want = mine_scan(scan, "random", 3, target="target_v1", seed=1, ids=checked["view_ids"])
+    assert len(checked["view_ids"]) == 8 and checked["operator"]["picked"] == 3
+    assert checked["tagged"] == sorted(want["id"]) and set(want["id"]) <= set(checked["view_ids"])
+    assert checked["ranks"] == dict(zip(want["id"], want["rank"]))
     print("FiftyOne", out["version"])
 
 
