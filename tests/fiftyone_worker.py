@@ -1,6 +1,6 @@
 """Runs inside the interpreter that has FiftyOne (tests/test_fiftyone.py starts it in a subprocess).
 
-    python fiftyone_worker.py export SCAN PROJECT PICKS ISSUES   export both (CLI and library), tag, re-export
+    python fiftyone_worker.py export SCAN PROJECT PICKS ISSUES SA  export both (CLI and library), tag, re-export
     python fiftyone_worker.py dump OUT.json NAME...              reload datasets, write what they hold as JSON,
                                                                  run the plugin's operator on a view of the first
 
@@ -12,7 +12,7 @@ import json
 import sys
 
 
-def export(scan: str, project: str, picks: str, issues: str) -> dict:
+def export(scan: str, project: str, picks: str, issues: str, sa_maps: str) -> dict:
     import fiftyone as fo
     from typer.testing import CliRunner
 
@@ -21,7 +21,7 @@ def export(scan: str, project: str, picks: str, issues: str) -> dict:
     from blindspots.loop.project import Project
 
     res = CliRunner().invoke(app, ["fiftyone", scan, "--dataset", "bs_scan", "--picks", picks,
-                                   "--label-issues", issues])
+                                   "--label-issues", issues, "--surprise-maps", sa_maps])
     assert res.exit_code == 0, res.output
     first = export_to_fiftyone(project, "bs_proj", progress=False)
     # a person tags a sample in FiftyOne; the project changes (one more rating); the export runs again
@@ -33,7 +33,8 @@ def export(scan: str, project: str, picks: str, issues: str) -> dict:
     p.add_rating(0, sample["blindspots_id"], "carol", 5)
     p.close()
     again = export_to_fiftyone(project, "bs_proj", progress=False)
-    scan_again = export_to_fiftyone(scan, "bs_scan", picks=[picks], label_issues=issues, progress=False)
+    scan_again = export_to_fiftyone(scan, "bs_scan", picks=[picks], label_issues=issues, surprise_maps=sa_maps,
+                                    progress=False)
     return {"cli": res.output, "first": first, "again": again, "scan_again": scan_again,
             "alice_sample": sample.filepath, "version": fo.__version__}
 

@@ -88,6 +88,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                    str(root / "pool" / "masks"), "--model", str(root / "target.pt"),
                                    "--out", str(root / "issues"), "--top", "0"])
     assert res.exit_code == 0, res.output
+    # per-pixel SA maps as `surprise view --maps` saves them (float32 .npy, NaN: a class without a model), for
+    # 10 of the 12 images; drawn here, as computing them costs a numba compile (tests/test_surprise_cli.py runs it)
+    rng = np.random.default_rng(0)
+    (root / "sa_maps").mkdir()
+    for i in sorted(p.name for p in (root / "pool" / "images").iterdir())[:10]:
+        sa = rng.gamma(2.0, 3.0, (32, 32)).astype(np.float32)
+        sa[:2, :3] = np.nan
+        np.save(root / "sa_maps" / i.replace(".png", ".npy"), sa)
     return root
 
 
@@ -100,7 +108,7 @@ def test_sample_rows_say_what_the_score_table_says(world: Path, tmp_path: Path) 
     scan = world / "project" / "scans"
     table = read_score_table(scan, target="target_v1")
     rows = scan_samples(scan, target="target_v1", picks=[world / "entropy"], label_issues=world / "issues",
-                        maps_dir=tmp_path / "maps", progress=False)
+                        surprise_maps=world / "sa_maps", maps_dir=tmp_path / "maps", progress=False)
     assert rows.filepaths == [str(world / "pool" / "images" / i) for i in table["id"]]
     assert list(rows.fields[ID_FIELD]) == list(table["id"])
     for col in table.columns.drop("id"):
@@ -118,6 +126,15 @@ def test_sample_rows_say_what_the_score_table_says(world: Path, tmp_path: Path) 
     assert sorted(tagged) == sorted(picks["id"]) and rows.fields["picks_entropy_rank"].notna().sum() == 3
     issue_paths, rng = rows.heatmaps["label_issues"]
     assert rng == (0.0, 255.0) and all(p is None or set(np.unique(_png(p))) <= {0, 255} for p in issue_paths)
+    sa_paths, rng = rows.heatmaps["surprise"]
+    maps = {i: np.load(world / "sa_maps" / i.replace(".png", ".npy")) for i in table["id"][:10]}
+    vals = np.concatenate([m[np.isfinite(m)] for m in maps.values()])
+    low, high = np.percentile(vals, 1), np.percentile(vals, 99)
+    assert rng == (0.0, 255.0) and rows.info["surprise_scale"] == pytest.approx([low, high])
+    assert sa_paths[10:] == [None, None]
+    for (i, sa), path in zip(maps.items(), sa_paths):  # 0..255 is low..high in SA units, clipped; NaN at 0
+        want = np.clip(np.rint((np.where(np.isnan(sa), low, sa) - low) * 255 / (high - low)), 0, 255)
+        assert np.array_equal(_png(path), want.astype(np.uint8)) and (_png(path)[:2, :3] == 0).all()
 
     p = Project.open(world / "project")
     assert newest_target(p) == "target_v1"
@@ -158,7 +175,8 @@ def test_a_real_fiftyone_holds_the_scan_and_the_project(world: Path, tmp_path: P
     if py is None:
         pytest.skip(why)
     project, scan = world / "project", world / "project" / "scans"
-    out = _run(py, ["export", str(scan), str(project), str(world / "entropy"), str(world / "issues")], tmp_path)
+    out = _run(py, ["export", str(scan), str(project), str(world / "entropy"), str(world / "issues"),
+                    str(world / "sa_maps")], tmp_path)
     assert "FiftyOne dataset 'bs_scan': 12 samples (12 added, 0 updated)" in out["cli"]
     assert out["first"]["added"] == 12 and out["again"] == {**out["first"], "added": 0, "updated": 12}
     assert out["scan_again"]["added"] == 0 and out["scan_again"]["samples"] == 12
@@ -169,7 +187,7 @@ def test_a_real_fiftyone_holds_the_scan_and_the_project(world: Path, tmp_path: P
     table = read_score_table(scan).set_index("id")
     ds = data["bs_scan"]
     assert ds["persistent"] and len(ds["samples"]) == len(table) == 12
-    assert ds["info"]["blindspots"]["target"] == "target_v1"
+    assert ds["info"]["blindspots"]["target"] == "target_v1" and len(ds["info"]["blindspots"]["surprise_scale"]) == 2
     for s in ds["samples"]:
         i = s["fields"][ID_FIELD]
         assert s["filepath"] == str(world / "pool" / "images" / i)
@@ -189,6 +207,10 @@ def test_a_real_fiftyone_holds_the_scan_and_the_project(world: Path, tmp_path: P
         assert rng == [0.0, 2.0] and _png(heat).max() <= 2
         mean_dpa = (table.at[i, schema.dpa("target_v1", "comp_a")] + table.at[i, schema.dpa("target_v1", "comp_b")]) / 2
         assert _png(heat).mean() / 2 == pytest.approx(mean_dpa)
+        if i in ("scene_000010.png", "scene_000011.png"):  # no SA map for these two
+            assert "surprise" not in s["heat"] or s["heat"]["surprise"] is None
+        else:
+            assert s["heat"]["surprise"][1] == [0.0, 255.0] and Path(s["heat"]["surprise"][0]).is_file()
         if s["heat"].get("label_issues"):
             assert s["heat"]["label_issues"][1] == [0.0, 255.0] and Path(s["heat"]["label_issues"][0]).is_file()
     names = ["sky", "road", "sidewalk", "building", "vegetation", "vehicle", "person", "pole"]

@@ -17,8 +17,10 @@ def fiftyone(
                                                "are tagged mined:<folder name> (repeatable)."),
     label_issues: Optional[Path] = typer.Option(None, "--label-issues", help="A `blindspots label-issues --out` "
                                                 "folder: its issue maps as a heatmap, its scores as fields."),
+    surprise_maps: Optional[Path] = typer.Option(None, "--surprise-maps", help="Per-pixel surprise maps of the pool "
+                                                 "(`blindspots surprise view --maps`): a heatmap per image."),
     maps_dir: Optional[Path] = typer.Option(None, "--maps-dir", help="Where the disagreement maps are drawn "
-                                            "(default: SCAN/fiftyone or PROJECT/reports/fiftyone)."),
+                                            "and the surprise maps converted (default: SCAN/fiftyone or PROJECT/reports/fiftyone)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete the dataset first (loses what people added "
                                    "to it in FiftyOne)."),
 ) -> None:
@@ -27,7 +29,7 @@ def fiftyone(
     from blindspots.integrations.fiftyone import export_to_fiftyone
 
     counts = export_to_fiftyone(source, dataset, pool_root=pool, maps_dir=maps_dir, picks=picks or (),
-                                label_issues=label_issues, overwrite=overwrite)
+                                label_issues=label_issues, surprise_maps=surprise_maps, overwrite=overwrite)
     typer.echo(f"FiftyOne dataset {counts['dataset']!r}: {counts['samples']} samples ({counts['added']} added, "
                f"{counts['updated']} updated" + (f", {counts['not_in_source']} no longer in the pool kept"
                                                  if counts["not_in_source"] else "") + ")")

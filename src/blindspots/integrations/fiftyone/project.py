@@ -40,13 +40,14 @@ def newest_target(project: Project) -> str:
 
 
 def project_samples(project: Project, *, pool_root: str | Path | None = None, maps_dir: str | Path | None = None,
-                    label_issues: str | Path | None = None, progress: bool = True) -> SampleTable:
+                    label_issues: str | Path | None = None, surprise_maps: str | Path | None = None,
+                    progress: bool = True) -> SampleTable:
     """The project's scan (`scan_samples` with the newest target version) plus, for every round,
     its selections, ratings and human masks (module docstring). maps_dir defaults to
     `<project>/reports/fiftyone`."""
     out = scan_samples(project.scan_dir, target=newest_target(project), pool_root=pool_root,
                        maps_dir=maps_dir or project.reports_dir / "fiftyone", label_issues=label_issues,
-                       progress=progress)
+                       surprise_maps=surprise_maps, progress=progress)
     out.info.update(kind="project", source=str(project.path), rounds=[])
     ids = out.fields["blindspots_id"].tolist()
     rows = id_rows(ids)

@@ -9,6 +9,7 @@ fast anywhere; `blindspots.integrations.fiftyone.dataset` turns it into samples.
     pred_<M>                     fo.Segmentation(mask_path=<scan>/maps/<M>/...), mask_targets = M's classes
     disagreement_<T>             fo.Heatmap: competitors disagreeing with target T per pixel, range [0, G]
     label_issues                 fo.Heatmap of a `label-issues` folder's issues/<id>.png, range [0, 255]
+    surprise                     fo.Heatmap of `surprise view --maps` SA maps scaled to 0..255 (heatmaps.py)
     label_quality, label_issue_fraction, label_issue_rank    its images.csv
     picks_<name>_rank|score|reason, tag "mined:<name>"        a `mine --out` folder
 """
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from blindspots.ids import find_artifact, stem_key
-from blindspots.integrations.fiftyone.heatmaps import write_disagreement_maps
+from blindspots.integrations.fiftyone.heatmaps import write_disagreement_maps, write_surprise_maps
 from blindspots.scan import schema
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.manifest import load_manifest
@@ -92,10 +93,12 @@ def image_paths(ids: Sequence[str], pool_root: str | Path) -> list[str]:
 
 def scan_samples(scan_dir: str | Path, *, target: str | None = None, pool_root: str | Path | None = None,
                  maps_dir: str | Path | None = None, picks: Sequence[str | Path] = (),
-                 label_issues: str | Path | None = None, progress: bool = True) -> SampleTable:
+                 label_issues: str | Path | None = None, surprise_maps: str | Path | None = None,
+                 progress: bool = True) -> SampleTable:
     """A `SampleTable` of a scan folder: every score column, each model's argmax map, the
     disagreement map of `target` (default: the scan's) with its competitors, plus optional
-    `mine --out` folders (`picks`) and a `label-issues --out` folder.
+    `mine --out` folders (`picks`), a `label-issues --out` folder and a folder of per-pixel SA maps
+    (`surprise_maps`, written by `blindspots surprise view --maps`).
 
     pool_root: where the pool's images are now (default: the folder that was scanned).
     maps_dir: where the drawn disagreement maps go (default: `<scan_dir>/fiftyone`).
@@ -139,6 +142,11 @@ def scan_samples(scan_dir: str | Path, *, target: str | None = None, pool_root: 
         add_picks(out, ids, folder)
     if label_issues is not None:
         add_label_issues(out, ids, label_issues)
+    if surprise_maps is not None:
+        paths, scale = write_surprise_maps(ids, surprise_maps, Path(maps_dir or scan_dir / "fiftyone") / "surprise",
+                                           progress=progress)
+        out.heatmaps["surprise"] = ([None if p is None else str(p.resolve()) for p in paths], (0.0, 255.0))
+        out.info["surprise_scale"] = list(scale)  # 0 and 255 of the heatmap, in SA units
     return out
 
 
