@@ -63,6 +63,7 @@ def dump(out: str, *names: str) -> dict:
         data[name] = {"samples": samples, "persistent": ds.persistent, "info": ds.info,
                       "mask_targets": {f: {str(k): v for k, v in t.items()} for f, t in ds.mask_targets.items()},
                       "colors": {f["path"]: f.get("maskTargetsColors") for f in (scheme.fields or [])} if scheme else {},
+                      "color_by": scheme.color_by if scheme else None,
                       "schema": {f: type(t).__name__ for f, t in schema.items()}}
     with open(out, "w") as fh:
         json.dump(data, fh)

@@ -215,7 +215,7 @@ def test_a_real_fiftyone_holds_the_scan_and_the_project(world: Path, tmp_path: P
             assert s["heat"]["label_issues"][1] == [0.0, 255.0] and Path(s["heat"]["label_issues"][0]).is_file()
     names = ["sky", "road", "sidewalk", "building", "vegetation", "vehicle", "person", "pole"]
     assert ds["mask_targets"]["pred_target_v1"] == {str(k): n for k, n in enumerate(names)}
-    assert len(ds["colors"]["pred_comp_a"]) == 8
+    assert ds["color_by"] == "value" and ds["colors"]["pred_comp_a"][1] == {"intTarget": 1, "color": "#804080"}
     picked = sorted(s["fields"][ID_FIELD] for s in ds["samples"] if "mined:entropy" in s["tags"])
     assert picked == sorted(pd.read_csv(world / "entropy" / "picks.csv")["id"])
     assert any("label_issue" in s["tags"] for s in ds["samples"])

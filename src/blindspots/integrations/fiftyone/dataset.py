@@ -99,7 +99,8 @@ def _color_scheme(fo: Any, ds: Any, table: SampleTable) -> Any:
     for path, colors in table.colors.items():
         fields.append({"path": path, "maskTargetsColors": [{"intTarget": int(k), "color": c}
                                                             for k, c in sorted(colors.items())]})
-    return fo.ColorScheme(fields=fields)
+    # colour by value: each class its palette colour (by field, the App paints a whole mask in one colour)
+    return fo.ColorScheme(color_by=(old.color_by if old is not None and old.color_by else "value"), fields=fields)
 
 
 __all__ = ["write_dataset", "import_fiftyone", "OWN_TAGS"]
