@@ -18,7 +18,7 @@ def export(scan: str, project: str, picks: str, issues: str, sa_maps: str) -> di
 
     from blindspots.cli import app
     from blindspots.integrations.fiftyone import export_to_fiftyone
-    from blindspots.loop.project import Project
+    from blindspots.loop import Project
 
     res = CliRunner().invoke(app, ["fiftyone", scan, "--dataset", "bs_scan", "--picks", picks,
                                    "--label-issues", issues, "--surprise-maps", sa_maps])
@@ -39,7 +39,7 @@ def export(scan: str, project: str, picks: str, issues: str, sa_maps: str) -> di
             "alice_sample": sample.filepath, "version": fo.__version__}
 
 
-def dump(out: str, *names: str) -> dict:
+def dump(out: str, scan_out: str, target: str, competitor: str, *names: str) -> dict:
     import fiftyone as fo
 
     data = {}
@@ -74,9 +74,42 @@ def dump(out: str, *names: str) -> dict:
     res = foo.execute_operator("@blindspots/mine/mine_with_blindspots", ctx={
         "view": view, "params": {"strategy": "random", "n": 3, "seed": 1}})
     tagged = fo.load_dataset(names[0]).match_tags("mined:random")
+    # the dataset and a saved view of it as pools (ids: FiftyOne's filepaths), scanned like any pool
+    fo.load_dataset(names[0]).save_view("first8", view)
+    scanned = scan_fiftyone(scan_out, target, competitor, names[0])
     return {"datasets": list(names), "version": fo.__version__, "view_ids": view.values("blindspots_id"),
+            "scanned": scanned,
             "operator": res.result, "tagged": sorted(tagged.values("blindspots_id")),
             "ranks": dict(zip(tagged.values("blindspots_id"), tagged.values("picks_random_rank")))}
+
+
+def scan_fiftyone(out: str, target: str, competitor: str, name: str) -> dict:
+    """Scan `fiftyone://name` and `fiftyone://name?view=first8` with two models (torch comes from the main
+    environment when FiftyOne's has none: appended after FiftyOne's own packages, which keep precedence)."""
+    import os
+
+    try:
+        import torch
+    except ImportError:
+        sys.path.append(os.environ["BLINDSPOTS_MAIN_SITE"])
+        import torch
+    torch.set_num_threads(1)
+    from blindspots.data.sources import open_pool
+    from blindspots.models.load import load_model
+    from blindspots.scan import scan_pool
+
+    models = {"target": load_model(target), "comp_a": load_model(competitor)}
+    done = {}
+    for key, uri in (("all", f"fiftyone://{name}"), ("first8", f"fiftyone://{name}?view=first8")):
+        pool = open_pool(uri)
+        scan_pool(pool, models, f"{out}/{key}", target="target", progress=False)
+        done[key] = {"root": pool.root, "describe": pool.describe(), "n": len(pool)}
+    for bad in ("fiftyone://no_such_dataset", f"fiftyone://{name}?view=no_such_view", f"fiftyone://{name}?views=x"):
+        try:
+            open_pool(bad).ids
+        except ValueError as exc:
+            done[bad] = str(exc)
+    return done
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +26,13 @@ from typer.testing import CliRunner
 
 from blindspots.cli import app
 from blindspots.integrations.fiftyone import ID_FIELD, plugin_dir, scan_samples
+from blindspots.integrations.fiftyone.samples import image_paths
 from blindspots.integrations.fiftyone.project import newest_target, project_samples
-from blindspots.loop.project import Project
+from blindspots.loop import Project, advance
 from blindspots.mine.run import mine_scan
-from blindspots.scan import read_score_table, schema
+from blindspots.data.pool import ImagePool
+from blindspots.models.load import load_model
+from blindspots.scan import read_score_table, scan_pool, schema
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
@@ -56,7 +60,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished one-round project on 12 scenes (simulated humans), MAD picks of its scan, label issues."""
     from blindspots import config as C
     from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
-    from blindspots.loop import rounds
     from blindspots.mine.run import write_picks
     from blindspots.models.zoo import build_model, save_checkpoint
     from blindspots.training.segmentation import train_segmenter
@@ -81,7 +84,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ratings=C.RatingSettings(n4=2, raters=2), testset=C.TestSetSettings(size=2, max_per_class=2),
         finetune=C.FinetuneSettings(lrs=[1e-3], epochs=1, batch_size=2, max_replay=2),
         simulate=C.SimulateSettings(ground_truth=str(root / "pool" / "masks"), ood_share=0.2), base_dir=root)
-    st = rounds.advance(Project.create(root / "project", cfg), simulate=True, progress=False)
+    st = advance(Project.create(root / "project", cfg), simulate=True, progress=False)
     assert st.finished, st.message
     write_picks(mine_scan(root / "project" / "scans", "entropy", 3), root / "entropy")
     res = CliRunner().invoke(app, ["label-issues", "--images", str(root / "pool" / "images"), "--masks",
@@ -154,7 +157,8 @@ def _run(py: str, args: list[str], tmp: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FIFTYONE_")}
     env.update(FIFTYONE_DO_NOT_TRACK="true", FIFTYONE_DATABASE_DIR=str(tmp / "db"), FIFTYONE_CONFIG_DIR=str(tmp / "cfg"),
                FIFTYONE_DATABASE_VALIDATION="false", FIFTYONE_PLUGINS_DIR=str(tmp / "plugins"),
-               PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO / "tests")]))
+               PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO / "tests")]),
+               BLINDSPOTS_MAIN_SITE=sysconfig.get_paths()["purelib"])
     plugins = tmp / "plugins"
     if not plugins.exists():  # FiftyOne finds the operator "mine with blindspots" in its plugins folder
         plugins.mkdir()
@@ -180,7 +184,8 @@ def test_a_real_fiftyone_holds_the_scan_and_the_project(world: Path, tmp_path: P
     assert "FiftyOne dataset 'bs_scan': 12 samples (12 added, 0 updated)" in out["cli"]
     assert out["first"]["added"] == 12 and out["again"] == {**out["first"], "added": 0, "updated": 12}
     assert out["scan_again"]["added"] == 0 and out["scan_again"]["samples"] == 12
-    checked = _run(py, ["dump", str(tmp_path / "dump.json"), "bs_scan", "bs_proj"], tmp_path)  # a new process
+    checked = _run(py, ["dump", str(tmp_path / "dump.json"), str(tmp_path / "fo_scans"), str(world / "target.pt"),
+                        str(world / "comp_a.pt"), "bs_scan", "bs_proj"], tmp_path)  # a new process
     data = json.loads((tmp_path / "dump.json").read_text())
 
     # the scan: one sample per pool image, every score column, maps as segmentations and heatmaps
@@ -246,6 +251,24 @@ def test_a_real_fiftyone_holds_the_scan_and_the_project(world: Path, tmp_path: P
     assert len(checked["view_ids"]) == 8 and checked["operator"]["picked"] == 3
     assert checked["tagged"] == sorted(want["id"]) and set(want["id"]) <= set(checked["view_ids"])
     assert checked["ranks"] == dict(zip(want["id"], want["rank"]))
+
+    # the FiftyOne dataset, and its saved view, as pools: the same table as the folder, ids = FiftyOne's filepaths
+    assert checked["scanned"]["first8"]["describe"] == {"pool": "fiftyone://bs_scan?view=first8", "format": "fiftyone"}
+    models = {"target": load_model(str(world / "target.pt")), "comp_a": load_model(str(world / "comp_a.pt"))}
+    folder = read_score_table(scan_pool(ImagePool(world / "pool" / "images"), models, tmp_path / "folder_scan",
+                                        target="target", progress=False))
+    folder["id"] = ["file://" + str(world / "pool" / "images" / i) for i in folder["id"]]
+    for key, n in (("all", 12), ("first8", 8)):
+        got = read_score_table(tmp_path / "fo_scans" / key)
+        assert len(got) == n == checked["scanned"][key]["n"]
+        want = folder.set_index("id").loc[got["id"]].reset_index()
+        pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-6)
+    assert sorted(read_score_table(tmp_path / "fo_scans" / "first8")["id"]) == \
+        sorted("file://" + str(world / "pool" / "images" / i) for i in checked["view_ids"])
+    errors = checked["scanned"]
+    assert "expected a FiftyOne dataset, got 'no_such_dataset'" in errors["fiftyone://no_such_dataset"]
+    assert "saved views: ['first8']" in errors["fiftyone://bs_scan?view=no_such_view"]
+    assert "expected only ?view=SAVED_VIEW" in errors["fiftyone://bs_scan?views=x"]
     print("FiftyOne", out["version"])
 
 
@@ -258,8 +281,16 @@ def test_cli_errors_are_one_line(world: Path, tmp_path: Path) -> None:
         scan_samples(world / "project" / "scans", picks=[tmp_path], maps_dir=tmp_path / "m", progress=False)
     with pytest.raises(ValueError, match="pool: expected an existing folder"):
         scan_samples(world / "project" / "scans", pool_root=tmp_path / "nope", progress=False)
+    # scans of list or FiftyOne pools: ids that are file:// URIs are their files; object URIs cannot be shown
+    assert image_paths(["file:///data/a.png", "b/c.png"], "/pool") == ["/data/a.png", str(Path("/pool/b/c.png"))]
+    with pytest.raises(ValueError, match="FiftyOne reads files"):
+        image_paths(["s3://bucket/a.png"], "s3://bucket")
     try:
         import fiftyone  # noqa: F401
     except ImportError:  # the main environment: the install hint, before any work
+        from blindspots.data.sources import open_pool
+
+        with pytest.raises(ValueError, match="install it with pip install 'blindspots\\[fiftyone\\]'"):
+            open_pool("fiftyone://street").ids
         res = CliRunner().invoke(app, ["fiftyone", str(world / "project"), "--dataset", "x"])
         assert res.exit_code == 2 and "pip install 'blindspots[fiftyone]'" in res.output

@@ -11,8 +11,9 @@
 | Parquet shards with an image column (a file, a glob, a brace pattern, or a folder/prefix of them) | `ParquetSource` | the image path column, else `<shard>#<row>` |
 | WebDataset tar shards (`shard-{000000..000099}.tar`, a glob, a folder/prefix of them) | `TarSource` | `<shard>#<key>` |
 | a Hugging Face `datasets` `save_to_disk` folder with an `Image` feature | `HFDiskSource` | the image path, else `<file>#<row>` |
+| `fiftyone://DATASET` or `fiftyone://DATASET?view=SAVED_VIEW` (FiftyOne, `pip install 'blindspots[fiftyone]'`) | `FiftyOneSource` | its filepaths (`file:///data/a.jpg`) |
 
-`format=` forces one ('folder', 'images', 'list', 'parquet', 'webdataset', 'hf'). Storage options
+`format=` forces one ('folder', 'images', 'list', 'parquet', 'webdataset', 'hf', 'fiftyone'). Storage options
 (`endpoint_url` for an S3-compatible store, `anon`, ...) go to fsspec; credentials come from each
 store's usual environment. Every source is picklable (read it in Ray tasks or worker processes)
 and `open_pool(**source.describe())` rebuilds it.
@@ -33,7 +34,7 @@ from blindspots.data.sources.prefix import PrefixSource
 __all__ = ["FORMATS", "ImageDecodeError", "ListSource", "PoolItem", "PoolSource", "PrefixSource", "RawItem",
            "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option"]
 
-FORMATS = ("folder", "images", "list", "parquet", "webdataset", "hf")
+FORMATS = ("folder", "images", "list", "parquet", "webdataset", "hf", "fiftyone")
 _SHARD_SUFFIX = {".parquet": "parquet", ".tar": "webdataset", ".arrow": "hf"}
 
 
@@ -84,6 +85,11 @@ def open_pool(pool: str | os.PathLike, *, list_file: str | os.PathLike | None = 
     spec, opts = split_uri_options(str(pool))
     opts.update(storage_options or {})
     common = {"max_pixels": max_pixels}
+    if format == "fiftyone" or spec.startswith("fiftyone://"):  # a dataset or saved view of FiftyOne
+        from blindspots.data.sources.fiftyone import FiftyOneSource
+
+        return FiftyOneSource.from_uri(spec if spec.startswith("fiftyone://") else "fiftyone://" + spec, opts,
+                                       max_pixels=max_pixels)
     if list_file is not None:
         lf, lopts = split_uri_options(str(list_file))
         opts = {**lopts, **opts}

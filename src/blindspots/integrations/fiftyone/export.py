@@ -8,13 +8,13 @@ from blindspots.config import CONFIG_FILE
 from blindspots.integrations.fiftyone.dataset import import_fiftyone, write_dataset
 from blindspots.integrations.fiftyone.project import project_samples
 from blindspots.integrations.fiftyone.samples import SampleTable, add_picks, scan_samples
-from blindspots.loop.project import STORE_FILE, Project
+from blindspots.loop import Project
 from blindspots.scan.layout import MANIFEST
 
 
 def is_project(path: str | Path) -> bool:
-    """A project folder (`blindspots init`) rather than a scan folder."""
-    return (Path(path) / CONFIG_FILE).is_file() and (Path(path) / STORE_FILE).is_file()
+    """A project folder (`blindspots init`: its blindspots.toml) rather than a scan folder."""
+    return (Path(path) / CONFIG_FILE).is_file()
 
 
 def check_source(source: str | Path) -> Path:
@@ -23,8 +23,8 @@ def check_source(source: str | Path) -> Path:
     if not source.is_dir():
         raise ValueError(f"source: expected a scan folder or a project folder, got {str(source)!r} (not a folder)")
     if not is_project(source) and not (source / MANIFEST).is_file():
-        raise ValueError(f"source: expected a scan folder (with {MANIFEST}) or a project folder (with {CONFIG_FILE} "
-                         f"and {STORE_FILE}), got {str(source)!r} without either")
+        raise ValueError(f"source: expected a scan folder (with {MANIFEST}) or a project folder (with {CONFIG_FILE}), "
+                         f"got {str(source)!r} without either")
     return source
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from blindspots.integrations.fiftyone.samples import SampleTable, id_rows, set_column, scan_samples
-from blindspots.loop.project import Project
+from blindspots.loop import Project
 from blindspots.mine.reasons import describe
 from blindspots.scan.manifest import load_manifest
 

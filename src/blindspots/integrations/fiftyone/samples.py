@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -83,12 +83,22 @@ def field_name(text: str) -> str:
 
 
 def image_paths(ids: Sequence[str], pool_root: str | Path) -> list[str]:
-    """Absolute file paths of scan ids: `pool_root/id` (an id that is already absolute stays as it is)."""
-    root = Path(pool_root)
-    if "://" in str(pool_root):
-        raise ValueError(f"pool: expected a local folder of the pool's images (FiftyOne reads files), got "
-                         f"{str(pool_root)!r}; pass --pool with a local copy")
-    return [str(PurePosixPath(i)) if PurePosixPath(i).is_absolute() else str((root / i).resolve()) for i in ids]
+    """Absolute file paths of scan ids: `pool_root/id`; an id that is a `file://` URI (a list or FiftyOne
+    pool's absolute path) is that path. FiftyOne reads local files: other URIs are a ValueError."""
+    out: list[str] = []
+    local_root = None if "://" in str(pool_root) else Path(pool_root)
+    for i in ids:
+        if i.startswith("file://"):
+            out.append(i[len("file://"):])
+        elif "://" in i:
+            raise ValueError(f"pool: expected images in local files (FiftyOne reads files), got the id {i!r} of a "
+                             f"pool in {str(pool_root)!r}; pass --pool with a local copy of the images")
+        elif local_root is None:
+            raise ValueError(f"pool: expected a local folder of the pool's images (FiftyOne reads files), got "
+                             f"{str(pool_root)!r}; pass --pool with a local copy")
+        else:
+            out.append(str((local_root / i).resolve()))
+    return out
 
 
 def scan_samples(scan_dir: str | Path, *, target: str | None = None, pool_root: str | Path | None = None,
