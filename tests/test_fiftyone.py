@@ -294,3 +294,13 @@ def test_cli_errors_are_one_line(world: Path, tmp_path: Path) -> None:
             open_pool("fiftyone://street").ids
         res = CliRunner().invoke(app, ["fiftyone", str(world / "project"), "--dataset", "x"])
         assert res.exit_code == 2 and "pip install 'blindspots[fiftyone]'" in res.output
+
+
+def test_a_fiftyone_pool_stays_a_uri_in_a_project(world: Path, tmp_path: Path) -> None:
+    from blindspots.config import load_config
+
+    cfg = load_config(world / "project" / "blindspots.toml")
+    cfg.pool.root = "fiftyone://street?view=night"
+    p = Project.create(tmp_path / "p", cfg)
+    assert p.config.pool.root == "fiftyone://street?view=night"
+    assert Project.open(tmp_path / "p").config.pool.root == "fiftyone://street?view=night"

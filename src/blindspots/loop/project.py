@@ -136,7 +136,9 @@ def _absolute(cfg: Config) -> Config:
 
     return replace(
         cfg,
-        pool=replace(cfg.pool, root=ab(cfg.pool.root), list_file=ab(cfg.pool.list_file)),
+        # a pool URI (s3://, fiftyone://, ...) stays as written; a path is made absolute
+        pool=replace(cfg.pool, root=cfg.location(cfg.pool.root) if cfg.pool.root else cfg.pool.root,
+                     list_file=cfg.location(cfg.pool.list_file) if cfg.pool.list_file else cfg.pool.list_file),
         target=replace(cfg.target, path=absolute_spec(cfg.target.path, cfg.base_dir)),
         competitors=[replace(c, path=absolute_spec(c.path, cfg.base_dir)) for c in cfg.competitors],
         data=replace(cfg.data, train=ab(cfg.data.train) or "", val=ab(cfg.data.val) or ""),
