@@ -28,6 +28,7 @@ COMMAND_GROUPS: list[str] = [
     "demo",
     "fiftyone",
     "labels",
+    "labelstudio",
     "loop",
     "mine",
     "report",

@@ -11,9 +11,9 @@
 | Parquet shards with an image column (a file, a glob, a brace pattern, or a folder/prefix of them) | `ParquetSource` | the image path column, else `<shard>#<row>` |
 | WebDataset tar shards (`shard-{000000..000099}.tar`, a glob, a folder/prefix of them) | `TarSource` | `<shard>#<key>` |
 | a Hugging Face `datasets` `save_to_disk` folder with an `Image` feature | `HFDiskSource` | the image path, else `<file>#<row>` |
-| `fiftyone://DATASET` or `fiftyone://DATASET?view=SAVED_VIEW` (FiftyOne, `pip install 'blindspots[fiftyone]'`) | `FiftyOneSource` | its filepaths (`file:///data/a.jpg`) |
+| `fiftyone://DATASET` or `fiftyone://DATASET?view=SAVED_VIEW` (FiftyOne, `pip install 'blindspots[fiftyone]'`; added with `register_format`) | `FiftyOneSource` | its filepaths (`file:///data/a.jpg`) |
 
-`format=` forces one ('folder', 'images', 'list', 'parquet', 'webdataset', 'hf', 'fiftyone'). Storage options
+`format=` forces one ('folder', 'images', 'list', 'parquet', 'webdataset', 'hf'). Storage options
 (`endpoint_url` for an S3-compatible store, `anon`, ...) go to fsspec; credentials come from each
 store's usual environment. Every source is picklable (read it in Ray tasks or worker processes)
 and `open_pool(**source.describe())` rebuilds it.
@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import posixpath
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from blindspots.data.sources.base import PoolItem, PoolSource, RawItem, content_hash_of
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
@@ -32,9 +32,21 @@ from blindspots.data.sources.listfile import LIST_SUFFIXES, ListSource
 from blindspots.data.sources.prefix import PrefixSource
 
 __all__ = ["FORMATS", "ImageDecodeError", "ListSource", "PoolItem", "PoolSource", "PrefixSource", "RawItem",
-           "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option"]
+           "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option", "register_format"]
 
-FORMATS = ("folder", "images", "list", "parquet", "webdataset", "hf", "fiftyone")
+FORMATS = ("folder", "images", "list", "parquet", "webdataset", "hf")
+#: More kinds of source (e.g. a FiftyOne dataset): format -> (factory, URI scheme or None); `register_format`.
+EXTRA_FORMATS: dict[str, tuple[Callable[..., PoolSource], str | None]] = {}
+
+
+def register_format(name: str, factory: Callable[..., PoolSource], *, scheme: str | None = None) -> None:
+    """Add a kind of pool source: `open_pool(pool, format=name, **options)` calls `factory(pool, max_pixels=...,
+    **options)`; with `scheme`, a pool written `<scheme>://...` picks it without `format`. The source's
+    `describe()` must return {"pool": ..., "format": name, **options} so that `open_pool(**describe())`
+    rebuilds it (a project keeps it that way)."""
+    if not isinstance(name, str) or not name or name in FORMATS:
+        raise ValueError(f"name: expected a new format name (not one of {FORMATS}), got {name!r}")
+    EXTRA_FORMATS[name] = (factory, scheme)
 _SHARD_SUFFIX = {".parquet": "parquet", ".tar": "webdataset", ".arrow": "hf"}
 
 
@@ -69,7 +81,7 @@ def _shard_format_of(fs: Any, path: str) -> str | None:
 def open_pool(pool: str | os.PathLike, *, list_file: str | os.PathLike | None = None, list_column: str | None = None,
               format: str | None = None, image_column: str | None = None,
               storage_options: Mapping[str, Any] | None = None, extensions: Iterable[str] | None = None,
-              max_pixels: int = DEFAULT_MAX_PIXELS) -> PoolSource:
+              max_pixels: int = DEFAULT_MAX_PIXELS, **options: Any) -> PoolSource:
     """The pool source for `pool` (see the module docstring). ValueError naming the argument otherwise.
 
     pool: a local folder or file, a glob / brace pattern, or a URI (`?key=value` after it: storage options).
@@ -77,19 +89,22 @@ def open_pool(pool: str | os.PathLike, *, list_file: str | os.PathLike | None = 
     format: one of FORMATS to skip the guess. image_column: the Parquet / Arrow image column (default: the
     one image-like column). storage_options: fsspec options for every URI read. extensions: image
     extensions kept when listing a folder or prefix. max_pixels: the per-image pixel limit.
+    options: for a format added by `register_format` (refused by the built-in ones).
     """
     from blindspots.data.pool import ImagePool
 
+    scheme = str(pool).split("://", 1)[0] if "://" in str(pool) else None
+    by_scheme = [n for n, (_, s) in EXTRA_FORMATS.items() if s is not None and s == scheme]
+    if format in EXTRA_FORMATS or (format is None and by_scheme):
+        factory = EXTRA_FORMATS[format or by_scheme[0]][0]
+        return factory(str(pool), max_pixels=max_pixels, **options)
+    if options:
+        raise ValueError(f"options: expected none for the {format or 'guessed'} format, got {sorted(options)}")
     if format is not None and format not in FORMATS:
-        raise ValueError(f"format: expected one of {FORMATS}, got {format!r}")
+        raise ValueError(f"format: expected one of {FORMATS + tuple(EXTRA_FORMATS)}, got {format!r}")
     spec, opts = split_uri_options(str(pool))
     opts.update(storage_options or {})
     common = {"max_pixels": max_pixels}
-    if format == "fiftyone" or spec.startswith("fiftyone://"):  # a dataset or saved view of FiftyOne
-        from blindspots.data.sources.fiftyone import FiftyOneSource
-
-        return FiftyOneSource.from_uri(spec if spec.startswith("fiftyone://") else "fiftyone://" + spec, opts,
-                                       max_pixels=max_pixels)
     if list_file is not None:
         lf, lopts = split_uri_options(str(list_file))
         opts = {**lopts, **opts}
@@ -196,3 +211,12 @@ def load_or_reason(pool: PoolSource | str | os.PathLike, image_id: str) -> tuple
         return None, exc.reason
     except OSError as exc:
         return None, str(exc)
+
+
+def _fiftyone(pool: str, **options: Any) -> PoolSource:
+    from blindspots.data.sources.fiftyone import open_fiftyone  # FiftyOne itself is imported only to list ids
+
+    return open_fiftyone(pool, **options)
+
+
+register_format("fiftyone", _fiftyone, scheme="fiftyone")

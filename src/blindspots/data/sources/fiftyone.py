@@ -16,7 +16,7 @@ from blindspots.data.sources.base import PoolSource, RawItem
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS
 from blindspots.data.sources.fs import cat_many, get_fs, is_uri
 
-__all__ = ["FiftyOneSource", "SCHEME", "filepath_of"]
+__all__ = ["FiftyOneSource", "SCHEME", "filepath_of", "open_fiftyone"]
 
 SCHEME = "fiftyone://"
 
@@ -24,6 +24,13 @@ SCHEME = "fiftyone://"
 def filepath_of(image_id: str) -> str:
     """The FiftyOne filepath of an id of this source ('file:///data/a.jpg' -> '/data/a.jpg')."""
     return image_id[len("file://"):] if image_id.startswith("file://") else image_id
+
+
+def open_fiftyone(pool: str, *, max_pixels: int = DEFAULT_MAX_PIXELS, view: str | None = None) -> "FiftyOneSource":
+    """`open_pool`'s factory for format "fiftyone" (`register_format`): `fiftyone://NAME[?view=V]`, or a bare
+    dataset name with format="fiftyone"; `view` names a saved view too."""
+    uri = pool if pool.startswith(SCHEME) else SCHEME + quote(pool, safe="")
+    return FiftyOneSource.from_uri(uri, {} if view is None else {"view": view}, max_pixels=max_pixels)
 
 
 class FiftyOneSource(PoolSource):
