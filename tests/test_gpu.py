@@ -179,7 +179,7 @@ def test_onnx_spec_runs_on_the_provider_it_can(tmp_path):
     gpu_ok = CUDA_PROVIDER in ort.get_available_providers() and HAS_CUDA
     assert seg.session.get_providers()[0] == (CUDA_PROVIDER if gpu_ok else CPU_PROVIDER)
     ref = TorchSegmenter(TinySeg().eval(), C).predict_proba(images(2, 24))
-    np.testing.assert_allclose(seg.predict_proba(images(2, 24)), ref, atol=1e-4)
+    np.testing.assert_allclose(seg.predict_proba(images(2, 24)), ref, atol=5e-3 if gpu_ok else 1e-4)  # TF32 on CUDA
 
 
 # -- fine-tuning under autocast ------------------------------------------------------------------------------
@@ -225,7 +225,8 @@ def test_gpu_probabilities_match_the_cpu(precision):
     ref = TorchSegmenter(TinySeg(), C, device="cpu").predict_proba(x)
     got = TorchSegmenter(TinySeg(), C, device="cuda", precision=precision).predict_proba(x)
     assert got.dtype == np.float32
-    assert np.abs(got - ref).max() < (1e-3 if precision == "fp32" else 0.05)
+    # fp32 on a GPU still differs in the last bits (cuDNN's algorithms, TF32 convolutions on Ampere and newer)
+    assert np.abs(got - ref).max() < (5e-3 if precision == "fp32" else 0.05)
 
 
 @pytest.mark.gpu
@@ -240,7 +241,8 @@ def test_gpu_scan_pins_batches_and_equals_the_cpu_scan(tmp_path):
     scan_pool(pool, cuda, tmp_path / "cuda", **kw)
     a, b = (read_score_table(tmp_path / d).set_index("id").sort_index() for d in ("cpu", "cuda"))
     num = a.select_dtypes("number").columns
-    np.testing.assert_allclose(a[num].to_numpy(float), b[num].to_numpy(float), atol=2e-3)
+    # TF32 convolutions may flip the argmax of a near-tie pixel: a class fraction moves by 1/576 per pixel
+    np.testing.assert_allclose(a[num].to_numpy(float), b[num].to_numpy(float), atol=1e-2)
 
 
 @pytest.mark.gpu
