@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,10 +93,26 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--torch-site", default=None, help="A site-packages with torch, appended to sys.path when "
                     "this interpreter has none (the scan needs it; FiftyOne's own packages keep precedence).")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_site:
         sys.path.append(os.path.abspath(args.torch_site))
+    if args.child:
+        run(args, Path(args.child))
+        return
     tmp = Path(tempfile.mkdtemp(prefix="fo_bench_"))
+    try:  # the measuring runs in a child: its exit stops FiftyOne's mongod before the folder goes
+        subprocess.run([sys.executable, __file__, *sys.argv[1:], "--child", str(tmp)], check=True)
+    finally:
+        lock = tmp / "db" / "mongod.lock"
+        for _ in range(60):  # a clean mongod shutdown empties its lock file
+            if not lock.exists() or lock.stat().st_size == 0:
+                break
+            time.sleep(0.5)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, tmp: Path) -> None:
     os.environ.update(FIFTYONE_DO_NOT_TRACK="true", FIFTYONE_DATABASE_DIR=str(tmp / "db"),
                       FIFTYONE_CONFIG_DIR=str(tmp / "cfg"), FIFTYONE_DATABASE_VALIDATION="false")
     t = time.perf_counter()
