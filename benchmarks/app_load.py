@@ -1,6 +1,6 @@
 """Load on the web app: 20 simulated annotators submit 5,000 ratings over HTTP in bursts.
 
-A sample project (`blindspots.app.sample`: procedural scenes, untrained zoo models, the real
+A sample project (`blindspots.app.services.make_sample_project`: procedural scenes, untrained zoo models, the real
 loop run until it waits for ratings, 250 candidates mined with the "random" strategy) is
 served by `blindspots serve` (uvicorn, one process) on loopback. Each of 20 annotators rates
 every candidate with a bearer token; 5 % of the answers are sent twice (a double click / a
@@ -436,7 +436,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from blindspots.app.sample import make_sample_project
+    from blindspots.app.services import make_sample_project
 
     per = a.ratings // a.annotators
     work = a.workdir or Path(tempfile.mkdtemp(prefix="app_load_"))

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import torch
 
-from blindspots.app.sample import make_sample_project
+from blindspots.app.services import make_sample_project
 
 torch.set_num_threads(1)
 RATERS, PER, KILL_AFTER = 20, 20, 150

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from app_project_helpers import minimal_project
 from blindspots.app import create_app
-from blindspots.app.throttle import SignInThrottle
+from blindspots.app.security import SignInThrottle
 
 torch.set_num_threads(1)
 TOKEN, ADMIN = "edges-annotator-token", "edges-admin-token"
@@ -56,7 +56,7 @@ def test_sign_in_form_needs_its_token_and_own_origin(client: TestClient) -> None
 
 
 def test_sign_in_throttled_per_address_and_logged(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="blindspots.app.throttle"):
+    with caplog.at_level(logging.WARNING, logger="blindspots.app.security.throttle"):
         for _ in range(3):
             assert client.post("/api/signin", json={"token": "wrong-token-x"}).status_code == 401
     fails = [r for r in caplog.records if "failed sign-in from testclient" in r.getMessage()]
@@ -78,7 +78,7 @@ def test_sign_in_throttled_per_address_and_logged(client: TestClient, caplog: py
 
 
 def test_unknown_bearer_tokens_are_throttled_too(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="blindspots.app.throttle"):
+    with caplog.at_level(logging.WARNING, logger="blindspots.app.security.throttle"):
         for _ in range(3):
             assert client.get("/api/me", headers={"Authorization": "Bearer guess-guess"}).status_code == 401
     assert sum("failed sign-in" in r.getMessage() for r in caplog.records) == 3

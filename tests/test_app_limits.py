@@ -11,7 +11,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from blindspots.app import create_app
-from blindspots.app.sample import make_sample_project
+from blindspots.app.services import make_sample_project
 
 torch.set_num_threads(1)
 ANN, ANN2, ADMIN = "limits-annotator-token", "limits-second-token", "limits-admin-token"
@@ -106,7 +106,7 @@ def test_every_write_body_refuses_unknown_fields(world: dict) -> None:
 def test_valid_tokens_are_served_while_the_address_is_throttled(world: dict,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     c = TestClient(create_app(world["project"].path, signin_failures_per_minute=3))
-    with caplog.at_level(logging.WARNING, logger="blindspots.app.throttle"):
+    with caplog.at_level(logging.WARNING, logger="blindspots.app.security.throttle"):
         for _ in range(3):
             assert c.get("/api/ratings/queue", headers=bearer("wrong-guess")).status_code == 401
         for _ in range(5):  # over the limit: failed attempts refused (and logged once, not five times)

@@ -6,7 +6,7 @@ reach them only through `blindspots.app.deps` and never import this module (no c
 Server-rendered pages (Jinja2) with plain JavaScript from `static/` (no build step), and a JSON
 API under `/api` for every action (OpenAPI schema at `/api/openapi.json`, docs at `/api/docs`
 served from local assets, see app/docs.py). The outer layer (hosts, per-route body limits, headers)
-is app/guard.py; the error answers app/errors.py.
+is app/security/guard.py; the error answers app/errors.py.
 Run it with `blindspots serve PROJECT` (uvicorn, 127.0.0.1:8000 by default).
 """
 from __future__ import annotations
@@ -21,14 +21,13 @@ from fastapi.responses import FileResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from blindspots.app.auth import NeedsSignIn
+from blindspots.app import warmup
 from blindspots.app.batching import GroupWriter
 from blindspots.app.docs import add_docs
 from blindspots.app.errors import add_error_handlers
-from blindspots.app.guard import Guard, host_set
+from blindspots.app.security import Guard, NeedsSignIn, SignInThrottle, host_set
 from blindspots.app.sources import ProjectView
 from blindspots.app.store import AppStore
-from blindspots.app.throttle import SignInThrottle
 from blindspots.loop.project import Project
 
 log = logging.getLogger(__name__)
@@ -39,20 +38,28 @@ MAX_JSON_BYTES = 8 * 1024  # every other route: a rating is ~100 bytes, a 1024-c
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI):  # noqa: ANN202
-    yield
-    app.state.writer.close()
+    if app.state.warm_up:  # before the server takes its first connection (app/warmup.py)
+        await warmup.warm_up(app)
+    try:
+        yield
+    finally:
+        app.state.writer.close()
+        if app.state.warm_up:
+            warmup.cool_down()
 
 
 def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES, max_json_bytes: int = MAX_JSON_BYTES,
                secure_cookies: bool = False, allowed_hosts: Sequence[str] | None = None,
-               signin_failures_per_minute: int = 10) -> FastAPI:
+               signin_failures_per_minute: int = 10, warm_up: bool = False) -> FastAPI:
     """A FastAPI app for the project at `project_path` (opened with `Project.open`).
 
     max_body_bytes: largest request body of the mask routes (JSON mask, file upload; 413 beyond).
     max_json_bytes: largest body of every other route (capped at max_body_bytes). secure_cookies: mark the session
     cookie Secure (set it when served over HTTPS behind a proxy). allowed_hosts: Host names
     accepted besides loopback and the bound address (also BLINDSPOTS_ALLOWED_HOSTS; "*": any).
-    signin_failures_per_minute: failed sign-ins per client address before 429.
+    signin_failures_per_minute: failed sign-ins per client address before 429. warm_up: on
+    start-up, pay the one-off costs before the first request and freeze the start-up heap for the
+    garbage collector (process-wide; `blindspots serve` sets it; app/warmup.py).
     """
     for name, v in (("max_body_bytes", max_body_bytes), ("max_json_bytes", max_json_bytes)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1024:
@@ -69,6 +76,7 @@ def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES
     app.state.secure_cookies = bool(secure_cookies)
     app.state.max_body_bytes, app.state.max_json_bytes = max_body_bytes, max_json_bytes
     app.state.throttle = SignInThrottle(limit=signin_failures_per_minute, window=60.0)
+    app.state.warm_up = bool(warm_up)
 
     from blindspots.app.routers import api, dashboard, images, label, rate, review, vote
 

@@ -12,11 +12,11 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from pydantic import Field
 
 from blindspots.app import deps
-from blindspots.app.auth import (SESSION_COOKIE, Principal, client_address, identify, refuse_unknown_token,
-                                 require_admin, require_user)
-from blindspots.app.bodies import Body
 from blindspots.app.deps import page
 from blindspots.app.quote import quote
+from blindspots.app.routers.bodies import Body
+from blindspots.app.security import (SESSION_COOKIE, Principal, client_address, identify, refuse_unknown_token,
+                                     require_admin, require_user)
 
 router = APIRouter()
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, Response
 
 from blindspots.app import deps
-from blindspots.app.auth import Principal, require_admin, require_user
 from blindspots.app.quote import quote
+from blindspots.app.security import Principal, require_admin, require_user
 from blindspots.app.sources import NotFound, overlay_rgba, png_bytes
 
 router = APIRouter(tags=["images"])

@@ -13,11 +13,11 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from pydantic import Field
 
 from blindspots.app import deps
-from blindspots.app.auth import Principal, page_user, require_user
-from blindspots.app.bodies import Body
 from blindspots.app.deps import page
 from blindspots.app.quote import quote
-from blindspots.app.superpixels import SegmentCache
+from blindspots.app.routers.bodies import Body
+from blindspots.app.security import Principal, page_user, require_user
+from blindspots.app.services import SegmentCache
 
 router = APIRouter()
 _SEGMENTS = SegmentCache()  # superpixels per image, shared by the app's request threads
@@ -171,7 +171,7 @@ def superpixels(request: Request, kind: Literal["round", "fix"], ref: str = Quer
     """SLIC superpixels of the image (regions that snap to its edges) for the superpixel brush, at
     `level` (coarse ~8x8 px, fine ~4x4 px): `labels` is base64 of uint16 little-endian
     [height, width] segment ids 0..n-1. Computed once per image and level (cached)."""
-    from blindspots.app.superpixels import slic_segments
+    from blindspots.app.services import slic_segments
 
     h, w = _target(request, kind, ref, image_id)
     key = (str(deps.project(request).path), kind, ref if kind == "fix" else "", image_id, level)
@@ -193,7 +193,7 @@ def competitors(request: Request, kind: Literal["round", "fix"], ref: str = Quer
     """The other models' argmax maps of the image, to adopt a region from with one click: the
     competitors' (round; the one disagreeing most with the target first) or the review set's
     prediction (fix). Each `mask` is base64 uint8 [height, width]."""
-    from blindspots.app.label_regions import competitor_maps, review_prediction
+    from blindspots.app.services import competitor_maps, review_prediction
 
     h, w = _target(request, kind, ref, image_id)
     view = deps.view(request)

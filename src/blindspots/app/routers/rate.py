@@ -8,10 +8,10 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import Field, StrictInt, field_validator
 
 from blindspots.app import deps
-from blindspots.app.auth import Principal, page_user, require_user
-from blindspots.app.bodies import Body
 from blindspots.app.deps import page
 from blindspots.app.quote import json_type, quote
+from blindspots.app.routers.bodies import Body
+from blindspots.app.security import Principal, page_user, require_user
 from blindspots.human.ratings import ACR_LABELS
 
 router = APIRouter()

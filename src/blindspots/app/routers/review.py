@@ -10,10 +10,10 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import Field
 
 from blindspots.app import deps
-from blindspots.app.auth import Principal, page_user, require_user
-from blindspots.app.bodies import Body
 from blindspots.app.deps import page
 from blindspots.app.quote import quote
+from blindspots.app.routers.bodies import Body
+from blindspots.app.security import Principal, page_user, require_user
 
 router = APIRouter()
 

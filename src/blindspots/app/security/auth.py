@@ -55,7 +55,7 @@ def client_address(request: Request) -> str:
 
 
 def refuse_unknown_token(request: Request, field: str, *, bearer: bool) -> NoReturn:
-    """Count an unknown token against its address (app/throttle.py) and refuse it: 401, or 429 with
+    """Count an unknown token against its address (security/throttle.py) and refuse it: 401, or 429 with
     Retry-After once the address had too many failures. field: where the token came from ("token",
     "Authorization")."""
     throttle = request.app.state.throttle
@@ -72,7 +72,7 @@ def identify(request: Request) -> Principal | None:
     """The principal of a request (checking CSRF for cookie sessions), or None if anonymous.
 
     Raises HTTPException 401 for an unknown bearer token (429 once the address had too many, see
-    app/throttle.py; a valid token is served whatever its address did) and 403 for a missing/wrong
+    security/throttle.py; a valid token is served whatever its address did) and 403 for a missing/wrong
     CSRF token.
     """
     app = request.app.state
