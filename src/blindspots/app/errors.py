@@ -85,7 +85,7 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ValueError)
     async def _bad_value(request: Request, exc: ValueError) -> JSONResponse:
         if _is_model_failure(exc):
-            log.error("model failure on %s %s: %s", request.method, request.url.path, clip(str(exc)))
+            log.error("model failure on %s %s: %s", request.method, clip(request.url.path, 200), clip(str(exc)))
             # the reason names model files and shapes: for the server's log, not for every client
             return JSONResponse({"detail": "model: expected the model to answer, but it failed on this request "
                                  "(the reason is in the server's log)"}, status_code=500)
