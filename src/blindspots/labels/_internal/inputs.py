@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from blindspots._validation import check_int
+from blindspots.models.protocol import predict_segmenter, reads_ids
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
@@ -65,6 +66,9 @@ def check_ignore_index(ignore_index: Any) -> int | None:
         return None
     if isinstance(ignore_index, (bool, np.bool_)) or not isinstance(ignore_index, (int, np.integer)):
         raise ValueError(f"ignore_index: expected an int or None, got {ignore_index!r}")
+    if ignore_index < 0:  # a mask pixel value: a negative one never occurs, so nothing would be ignored
+        raise ValueError(f"ignore_index: expected a non-negative mask value outside the class ids (255 by "
+                         f"default) or None, got {ignore_index}")
     return int(ignore_index)
 
 
@@ -90,8 +94,11 @@ def check_shapes(labels_shape: tuple[int, ...], probs_shape: tuple[int, ...], la
         raise ValueError(
             f"pred_probs: expected shape (N, K, H, W) = ({n}, K, {h}, {w}) to match labels {labels_shape}, "
             f"got {probs_shape}")
-    if k < 1:
-        raise ValueError(f"pred_probs: expected at least one class, got K = {k}")
+    if k < 2:  # with one class every label agrees with the model: every image would score 1.0
+        raise ValueError(f"pred_probs: expected at least two classes (K >= 2; a binary model gives [1 - p, p]), "
+                         f"got K = {k}")
+    if n == 0:
+        raise ValueError(f"labels: expected at least one image, got N = 0 (shape {labels_shape})")
     if h == 0 or w == 0:
         raise ValueError(f"labels: expected non-empty images, got H = {h}, W = {w}")
     if h % downsample or w % downsample:
@@ -331,15 +338,13 @@ class IterableBatches:
 def predict_images(model: Any, images: list[np.ndarray], ids: Sequence[str] | None) -> np.ndarray:
     """One forward pass: images of one size uint8 [b, H, W, 3] -> probabilities [b, K, H, W].
 
-    A precomputed model (`predict_proba_ids`, e.g. a folder of `<id>.npy`) is read by the images'
-    ids, checked against their sizes; it needs a dataset with `.ids`.
+    A model keyed by id (`reads_ids`, e.g. a folder of `<id>.npy`) is read by the images' ids,
+    checked against their sizes; it needs a dataset with `.ids`.
     """
-    if hasattr(model, "predict_proba_ids"):
-        if ids is None:
-            raise ValueError(f"model: a precomputed model ({type(model).__name__}) is read by image id; expected "
-                             "a dataset with .ids (e.g. blindspots.data.open_segset), got one without")
-        return np.asarray(model.predict_proba_ids(list(ids), sizes=[im.shape[:2] for im in images]))
-    return np.asarray(model.predict_proba(np.stack(images)))
+    if reads_ids(model) and ids is None:
+        raise ValueError(f"model: a precomputed model ({type(model).__name__}) is read by image id; expected "
+                         "a dataset with .ids (e.g. blindspots.data.open_segset), got one without")
+    return np.asarray(predict_segmenter(model, np.stack(images), ids))
 
 
 class ModelBatches(IterableBatches):
@@ -352,7 +357,7 @@ class ModelBatches(IterableBatches):
 
     def __init__(self, model: Segmenter, dataset: LabelledSet | Sequence[tuple[np.ndarray, np.ndarray]], *,
                  batch_size: int = 8, downsample: int = 1) -> None:
-        if not hasattr(model, "predict_proba") and not hasattr(model, "predict_proba_ids"):
+        if not hasattr(model, "predict_proba"):
             hint = (" (wrap a function f(uint8 [N, H, W, 3]) -> [N, K, H, W] with blindspots.models.adapters."
                     "callable.CallableSegmenter(f), or load a model spec with blindspots.models.load.load_model)"
                     if callable(model) else "")
