@@ -148,3 +148,13 @@ def test_a_failing_model_is_a_logged_500_not_a_client_error(world: dict, caplog:
     assert "out of memory" not in r.text  # the reason stays on the server
     logged = [m.getMessage() for m in caplog.records]
     assert len(logged) == 1 and "RuntimeError: out of memory" in logged[0] and len(logged[0]) < 600
+
+
+@pytest.mark.parametrize("root", ["", "/annotate"])  # also served under a prefix behind a proxy
+def test_mask_routes_keep_the_large_limit(world: dict, root: str) -> None:
+    c = TestClient(create_app(world["project"].path, max_json_bytes=1024), root_path=root)
+    body = {"kind": "round", "ref": "0", "image_id": "a", "width": 64, "height": 64, "mask": "A" * 5000}
+    r = c.post(f"{root}/api/labels", json=body, headers=bearer(ANN2))
+    assert r.status_code == 409  # the body was read: then no round takes masks
+    r = c.post(f"{root}/api/ratings", json={"round": 0, "image_id": "a" * 1000, "score": 3}, headers=bearer(ANN2))
+    assert r.status_code == 413 and "1024 bytes" in r.json()["detail"]

@@ -48,15 +48,17 @@ async def _lifespan(app: FastAPI):  # noqa: ANN202
             warmup.cool_down()
 
 
-def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES, max_json_bytes: int = MAX_JSON_BYTES,
-               secure_cookies: bool = False, allowed_hosts: Sequence[str] | None = None,
-               signin_failures_per_minute: int = 10, warm_up: bool = False) -> FastAPI:
+def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES,
+               max_json_bytes: int = MAX_JSON_BYTES, secure_cookies: bool = False,
+               allowed_hosts: Sequence[str] | None = None, signin_failures_per_minute: int = 10,
+               warm_up: bool = False) -> FastAPI:
     """A FastAPI app for the project at `project_path` (opened with `Project.open`).
 
     max_body_bytes: largest request body of the mask routes (JSON mask, file upload; 413 beyond).
-    max_json_bytes: largest body of every other route (capped at max_body_bytes). secure_cookies: mark the session
-    cookie Secure (set it when served over HTTPS behind a proxy). allowed_hosts: Host names
-    accepted besides loopback and the bound address (also BLINDSPOTS_ALLOWED_HOSTS; "*": any).
+    max_json_bytes: largest body of every other route (capped at max_body_bytes). secure_cookies:
+    mark the session cookie Secure (set it when served over HTTPS behind a proxy). allowed_hosts:
+    Host names accepted besides loopback and the bound address (also BLINDSPOTS_ALLOWED_HOSTS;
+    "*": any).
     signin_failures_per_minute: failed sign-ins per client address before 429. warm_up: on
     start-up, pay the one-off costs before the first request and freeze the start-up heap for the
     garbage collector (process-wide; `blindspots serve` sets it; app/warmup.py).

@@ -1,4 +1,4 @@
-"""The app's outer ASGI layer: allowed hosts, body size limit, security headers.
+"""The app's outer ASGI layer: allowed hosts, per-route body limits, security headers.
 
 One pure ASGI middleware (cheaper than `@app.middleware`) so every response, errors included,
 carries the same headers:
@@ -72,7 +72,10 @@ class Guard:
 
     def limit_for(self, scope: dict) -> int:
         """The body limit of the route `scope` asks for (by exact path, before routing)."""
-        return self.large_limit if scope.get("path", "") in self.large else self.small_limit
+        path, root = scope.get("path", ""), scope.get("root_path", "")
+        if root and path.startswith(root):  # served under a prefix (uvicorn --root-path behind a proxy)
+            path = path[len(root):]
+        return self.large_limit if path in self.large else self.small_limit
 
     def host_ok(self, scope: dict) -> bool:
         if "*" in self.hosts:
