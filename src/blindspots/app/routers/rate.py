@@ -13,6 +13,7 @@ from blindspots.app.quote import json_type, quote
 from blindspots.app.routers.bodies import Body
 from blindspots.app.security import Principal, page_user, require_user
 from blindspots.human.ratings import ACR_LABELS
+from blindspots.human.scores import OOD_WORDS, rating_answer
 
 router = APIRouter()
 
@@ -25,10 +26,12 @@ class RatingIn(Body):
     @field_validator("score", mode="before")  # before the union: one error naming the field, not one per type
     @classmethod
     def _score(cls, v: object) -> int | str:
-        if isinstance(v, str) and v.strip().lower() in ("ood", "out-of-domain"):
-            return "ood"
-        if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 5:
-            return v
+        # JSON has numbers: text is only an out-of-domain answer here, and no other type is converted
+        if (isinstance(v, str) and v.strip().lower() in OOD_WORDS) or (isinstance(v, int) and not isinstance(v, bool)):
+            try:
+                return rating_answer(v)  # the one rule (and synonyms) every rating entry point reads
+            except ValueError:
+                pass
         raise ValueError(f"expected an integer 1..5 or 'ood', got {quote(v)} ({json_type(v)})")
 
 
