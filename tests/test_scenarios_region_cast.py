@@ -40,3 +40,19 @@ def test_cast_without_map_and_bad_input():
         region_chroma(scene.image, scene.mask[:10], SCENE_CLASSES.num_classes)
     with pytest.raises(ValueError, match="means, counts"):
         cast_attributes(means[None], counts[None, :3])
+
+
+def test_region_cast_collects_maps_of_other_sizes_and_models():
+    """RegionCast: an image larger than the map is resized to it (scans may resize); each model gives
+    its own cast and the directions are averaged; an image no model mapped stays NaN."""
+    from blindspots.scenarios.region_cast import RegionCast
+
+    scenes = [render_scene(i, 32, distribution="train") for i in range(6)]
+    big = [np.repeat(np.repeat(s.image, 2, axis=0), 2, axis=1) for s in scenes]  # 64 px images, 32 px maps
+    rc = RegionCast(len(scenes) + 1, SCENE_CLASSES.num_classes, ["a", "b"])
+    for n, (s, img) in enumerate(zip(scenes, big)):
+        rc.add(n, "a", img, s.mask)
+        rc.add(n, "b", s.image, s.mask)
+    cast = rc.attributes()
+    assert cast["cast_cos"].shape == (7,) and np.isnan(cast["cast_cos"][6])
+    assert (cast["cast_cos"][:6] > 0.9).all()  # the pool in its usual colours
