@@ -169,7 +169,7 @@ def run(args: argparse.Namespace, prep: dict) -> dict:
         print(res.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     out = {"ari": ari, "ari_factor": ari_factor, "covered_factor": covered_f, "purity": pur.drop(columns=["mix"]).to_dict(orient="records"), "covered": covered,
            "round2": res.drop(columns=["conditions"]).to_dict(orient="records"), "n_confirmed": len(confirmed)}
-    seeds = parse_seeds(args.seeds) if args.seeds else (
+    seeds = args.seeds if args.seeds else (
         list(range(args.seed, args.seed + args.repeats)) if args.repeats > 1 else [])
     if seeds:
         out["seeds"] = across_seeds(args, seeds, ids, fail, truth, feats, acts)
@@ -189,9 +189,9 @@ def parse_seeds(text: str) -> list[int]:
             elif part:
                 out.append(int(part))
         except ValueError:
-            raise SystemExit(f"error: --seeds: expected a range like 0-7 or a list like 0,3,5, got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected a range like 0-7 or a list like 0,3,5, got {text!r}")
     if not out:
-        raise SystemExit(f"error: --seeds: expected at least one seed, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected at least one seed, got {text!r}")
     return out
 
 
@@ -290,7 +290,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=1, help="also rerun round 1 with this many seeds (seed, "
                     "seed+1, ...) and report how often the purity target is met (same as --seeds seed-(seed+N-1))")
-    ap.add_argument("--seeds", default=None, help="also rerun round 1 for these seeds (e.g. 0-7 or 0,3,5): the "
+    ap.add_argument("--seeds", type=parse_seeds, default=None, help="also rerun round 1 for these seeds (e.g. 0-7 or 0,3,5): the "
                     "round-1 draw and the DP-GMM's initialisation; pool, models and scan stay those of --seed")
     ap.add_argument("--prepare-only", action="store_true")
     args = ap.parse_args()
