@@ -27,6 +27,7 @@ COMMAND_GROUPS: list[str] = [
     "web",
     "defuse",
     "demo",
+    "fiftyone",
     "labels",
     "labelstudio",
     "loop",

@@ -322,6 +322,9 @@ def view(
     out: Path = typer.Option(..., "--out", "-o", help="Folder for one PNG panel per image (Figure 6)."),
     masks: Optional[Path] = typer.Option(None, help="Folder of label masks (adds label and difference tiles)."),
     video: Optional[Path] = typer.Option(None, help="Also write the panels as an MP4 video to this file."),
+    maps: Optional[Path] = typer.Option(None, "--maps", help="Also save each image's per-pixel SA as MAPS/<id>.npy "
+                                        "(float32 [H, W], NaN where the predicted class has no model; "
+                                        "`blindspots fiftyone --surprise-maps` shows them)."),
     model: Optional[str] = typer.Option(None, help="Model spec (default: the one recorded at fit)."),
     features: Optional[str] = typer.Option(None, help="Feature source (default: the one recorded at fit)."),
     threshold: Optional[float] = typer.Option(None, help="SA threshold for the 'above' tile (default: 90th pct)."),
@@ -364,12 +367,22 @@ def view(
             raise ValueError(f"images: expected readable images in {str(images)!r}, got none ({len(bad)} unreadable)")
         labels = None
     sa, pred = surprise_heatmaps(ex, est, imgs, progress=True, ids=list(ids))
+    if maps is not None:
+        import numpy as np
+
+        from blindspots.ids import artifact_path
+
+        for i, m in zip(ids, sa):
+            path = artifact_path(maps, i, ".npy")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, np.asarray(m, dtype=np.float32))
     frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
     for i, frame in zip(ids, frames):
         save_png(frame, out / (Path(i).with_suffix(".png")))
     if video is not None:
         write_video(pad_frames(frames), video, fps=fps)  # panels of different sizes: centred on one canvas
-    typer.echo(f"wrote {len(frames)} panels -> {out}" + (f" and {video}" if video else ""))
+    typer.echo(f"wrote {len(frames)} panels -> {out}" + (f" and {video}" if video else "")
+               + (f"; SA maps -> {maps}" if maps is not None else ""))
 
 
 def register(app: typer.Typer) -> None:
