@@ -21,6 +21,13 @@ def mine(
     distance: str = typer.Option("pixel", help="MAD distance: pixel (1 - pixel agreement) or miou (1 - mIoU)."),
     n3: int = typer.Option(25, help="MAD: images kept per (competitor, class, direction); the paper's 25."),
     kind: str = typer.Option("mdsa", help="surprise: which surprise columns (mdsa, lsa, dsa)."),
+    model: Optional[str] = typer.Option(None, "--model", help="margin, bald, powerbald, coreset: the target's model "
+                                        "spec, run once over the pool to add the columns they read (margin, MC "
+                                        "dropout, features) when the scan lacks them."),
+    dropout: Optional[float] = typer.Option(None, help="bald, powerbald: for a model without dropout layers, "
+                                            "dropout p on its classifier layer's input during the MC passes "
+                                            "(default: refuse such a model)."),
+    mc_passes: int = typer.Option(20, help="bald, powerbald: MC-dropout passes T (Gal et al. 2017: 20)."),
     pool: Optional[Path] = typer.Option(None, help="Where the pool's images are now (default: the folder that "
                                         "was scanned)."),
     gallery: bool = typer.Option(True, "--gallery/--no-gallery", help="Write index.html with thumbnails."),
@@ -32,6 +39,7 @@ def mine(
     if n < 1:
         raise ValueError(f"-n: expected a positive number of images, got {n}")
     _check_scan_fits(scan_dir, strategy, kind)
+    _add_model_columns(scan_dir, strategy, target, model, pool, dropout, mc_passes)
     picks = mine_scan(scan_dir, strategy, n, target=target, seed=seed, **settings)
     csv, _ = write_picks(picks, out)
     typer.echo(f"picked {len(picks)} image(s) with {strategy} -> {csv} (and picks.parquet)")
@@ -40,6 +48,32 @@ def mine(
 
         index = write_gallery(picks, scan_dir, out, pool_root=pool, title=f"{strategy}: {len(picks)} picks")
         typer.echo(f"gallery: {index}")
+
+
+def _add_model_columns(scan_dir: Path, strategy: str, target: Optional[str], model: Optional[str],
+                       pool: Optional[Path], dropout: Optional[float], mc_passes: int) -> None:
+    """Strategies that need the model (margin, BALD, core-set): add their columns to the scan once."""
+    from blindspots.mine.acquisition import add_acquisition_columns
+    from blindspots.mine.columns import missing_kinds
+    from blindspots.mine.registry import needs_model, sampler_names
+    from blindspots.scan.table import load_manifest
+
+    manifest = load_manifest(scan_dir)
+    if manifest is None or strategy not in sampler_names():
+        return  # mine_scan names the problem
+    name = target or manifest["target"]
+    missing = missing_kinds(scan_dir, name, needs_model(strategy))
+    if not missing:
+        return
+    if model is None:
+        raise ValueError(f"--model: strategy {strategy!r} reads {missing} columns of {name!r} that the scan lacks; "
+                         f"pass the model's spec (--model SPEC) to compute them once over the pool")
+    from blindspots.data.pool import ImagePool
+    from blindspots.models.load import load_model
+
+    root = pool or Path(manifest["pool_root"])
+    add_acquisition_columns(scan_dir, ImagePool(root), load_model(model), name, kinds=missing, mc_passes=mc_passes,
+                            dropout=dropout)
 
 
 def _check_scan_fits(scan_dir: Path, strategy: str, kind: str) -> None:
