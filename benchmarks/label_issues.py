@@ -1,7 +1,7 @@
 """Label-issue engine against cleanlab 2.9, side by side on the same inputs.
 
-Sizes (from issue 5): 50 x 256 x 256 with K = 10 and 20 x 512 x 1024 with K = 19 (Cityscapes-like),
-and (issue 16) 30 x 256 x 512 with K = 19 ("softmin"); float32 probabilities from smooth random class
+Sizes: 50 x 256 x 256 with K = 10 and 20 x 512 x 1024 with K = 19 (Cityscapes-like),
+and 30 x 256 x 512 with K = 19 ("softmin"); float32 probabilities from smooth random class
 fields with ~8% of each mask relabelled in patches.
 Every run happens in its own fresh process (inputs generated there from the seed), which reports
 wall time and peak extra memory = peak RSS (VmHWM, reset after the inputs are built) minus RSS
@@ -14,7 +14,7 @@ Printed per size: time and peak extra memory of
   3. ours `blindspots.labels.find_label_issues` (in-memory arrays),
   4. softmin scores: cleanlab `rank.get_label_quality_scores` and ours, each in its own process, then
      both alternating in one process (4 x --repeat rounds; per-round ratios, robust to load swings),
-and the ratios, each with os.getloadavg() beside it (targets, issue 16: find_label_issues >= 40x
+and the ratios, each with os.getloadavg() beside it (targets: find_label_issues >= 40x
 faster than 1 and >= 5x faster than 2; softmin >= 3x faster than cleanlab's at equal values), plus
 whether the masks agree (identical at downsample=1 up to exact ties at the cut-off) and the largest
 relative difference of the softmin image scores. Softmin runs are repeated (--repeat, median taken
@@ -42,7 +42,7 @@ SIZES = {
     "small": (8, 10, 64, 64),  # quick smoke run
     "medium": (50, 10, 256, 256),
     "large": (20, 19, 512, 1024),
-    "softmin": (30, 19, 256, 512),  # issue 16's softmin figure
+    "softmin": (30, 19, 256, 512),  # the softmin figure
 }
 
 

@@ -1,4 +1,4 @@
-"""How much faster the label editor makes correcting masks (issue 17, "Speed of work").
+"""How much faster the label editor makes correcting masks.
 
 A scripted annotator drives the real label page in Chromium (Playwright, Debian's chromium) to
 correct 20 MAD candidates of a small sample project (procedural street scenes: the ground truth

@@ -1,6 +1,6 @@
 """Mining benchmark: MAD vs entropy vs random selection on procedural street scenes.
 
-What it measures (issue 3, "Done when"):
+What it measures:
 1. Selection speed: MAD over a synthetic score table of 1,000,000 rows x 5 competitors x 20
    classes (the contract's columns), timed side by side with a straightforward pandas
    implementation of Eq. (2) (filter + full sort per sub-problem) that must pick the same

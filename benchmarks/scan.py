@@ -20,7 +20,7 @@ different designs). Printed:
 
 With --photos R (default 5; 0: off), a varied-size pool of real photographs (the opencv-doc
 examples and scikit-image's bundled photos, each also as one seeded crop: >= 40 distinct sizes,
-at most 1.5 MP; ../shared/DATA.md) is scanned with two callable models (`CallableSegmenter`
+at most 1.5 MP; docs/data.md) is scanned with two callable models (`CallableSegmenter`
 around two seeded zoo small_fcn nets, returning probabilities, so the scan validates every output pixel) in R
 interleaved rounds against a bare loop of the same raw callables on the same same-size batches,
 torch on --threads threads like the uniform row (printed with the row).
@@ -107,7 +107,7 @@ MAX_PIXELS = 1_500_000
 
 
 def photo_pool(workdir: Path, seed: int) -> ImagePool:
-    """Real photographs of many sizes (../shared/DATA.md), written once under workdir as PNG:
+    """Real photographs of many sizes (docs/data.md), written once under workdir as PNG:
     each photo as is (shrunk to at most MAX_PIXELS) and one seeded crop of it (50-100% per side)."""
     from PIL import Image
 
@@ -227,7 +227,7 @@ def photo_rounds(workdir: Path, out: Path, args: argparse.Namespace) -> None:
     print(f"photo pool: {len(ids)} real photos, {len(sizes)} distinct sizes (up to {mp:.2f} MP); 2 callable models "
           f"(small_fcn, probabilities); torch threads {torch.get_num_threads()}")
     print(f"photos: scan / bare loop of the raw callables = {np.median(wall):.3f} wall, {np.median(cpu):.3f} CPU "
-          f"(medians of {args.photos} rounds; target <= 1.10, issue 14); {load()}")
+          f"(medians of {args.photos} rounds; target <= 1.10); {load()}")
 
 
 def bare_forward(models: dict[str, TorchSegmenter], batches: list[np.ndarray]) -> tuple[float, float]:
@@ -478,8 +478,8 @@ def main() -> None:
     print(f"ratio of the totals scan / bare forward = {scan / bare:.3f}; CPU time (all threads of this process): "
           f"scan {scan_cpu:.2f} s, bare {bare_cpu:.2f} s, ratio {scan_cpu / bare_cpu:.3f}   [{load()}]")
     print(f"uniform: scan / bare forward = {np.median([r[0] for r in per]):.3f} wall, "
-          f"{np.median([r[1] for r in per]):.3f} CPU (medians of the {len(per)} segments' ratios; target <= 1.10, "
-          f"issue 14)   [{load()}]")
+          f"{np.median([r[1] for r in per]):.3f} CPU (medians of the {len(per)} segments' ratios; target <= 1.10)"
+          f"   [{load()}]")
     if alt:
         print(f"inline engine (no reader/writer threads) / bare forward: median {np.median([a[0] for a in alt]):.3f} "
               f"wall, {np.median([a[1] for a in alt]):.3f} CPU   [{load()}]")

@@ -1,4 +1,4 @@
-"""Failure-scenario benchmark on procedural street scenes with recorded conditions (issue 15).
+"""Failure-scenario benchmark on procedural street scenes with recorded conditions.
 
 1. Data and models (cached under --work, resumable): scenes at 64 px — a pool mixing in-slice
    ("train") and shifted ("hard") scenes, so that each failure condition has enough failures to be

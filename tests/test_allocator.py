@@ -48,3 +48,31 @@ def test_system_switch_leaves_the_allocator_alone():
     applied, again, default, kept = _probe({"BLINDSPOTS_MALLOC": "system"})
     assert not applied and not again
     assert kept > default / 4
+
+
+def test_every_setting_is_tried_when_one_is_refused(caplog):
+    """A refused first setting must not stop the others (the trim threshold and top pad were never
+    tried after a refused mmap threshold, though the log said they were)."""
+    from blindspots.allocator import SETTINGS, apply_settings
+
+    calls: list[int] = []
+
+    def refusing_first(param: int, value: int) -> int:
+        calls.append(param)
+        return 0 if param == SETTINGS[0][1] else 1
+
+    with caplog.at_level("DEBUG", logger="blindspots.allocator"):
+        assert apply_settings(refusing_first) is False
+    assert calls == [param for _, param, _ in SETTINGS]
+    assert SETTINGS[0][0] in caplog.text and SETTINGS[1][0] not in caplog.text
+    assert apply_settings(lambda p, v: 1) is True
+
+
+def test_only_model_commands_keep_freed_memory():
+    """`serve` (a long-running server) keeps glibc's defaults; `scan` applies the setting."""
+    probe = ("import sys; from typer.testing import CliRunner; import blindspots.allocator as a; "
+             "from blindspots.cli import app; CliRunner().invoke(app, [sys.argv[1], '--help']); print(a._applied)")
+    for command, expected in (("serve", "None"), ("scan", "True")):
+        out = subprocess.run([sys.executable, "-c", probe, command], capture_output=True, text=True,
+                             env={**os.environ, "BLINDSPOTS_MALLOC": ""}, check=True)
+        assert out.stdout.strip().splitlines()[-1] == expected, (command, out.stdout, out.stderr)

@@ -113,3 +113,17 @@ def test_split_is_deterministic_disjoint_and_stratified():
     assert len(flat) > 1700  # digits are (nearly) all distinct, so disjointness is checkable
     with pytest.raises(ValueError, match="sizes"):
         d.split([2000])
+
+
+def test_split_indices_are_disjoint_stratified_and_deterministic():
+    """Splits by position (no stand-in images): disjoint, of the asked sizes, class-balanced, per seed."""
+    from blindspots.data.classsets import split_indices
+
+    labels = np.repeat([0, 1, 2], [60, 30, 10])
+    a, b = split_indices(labels, [20, 50], seed=3)
+    assert len(a) == 20 and len(b) == 50 and not set(a) & set(b)
+    assert np.bincount(labels[a], minlength=3).tolist() == [12, 6, 2]  # the class shares of the whole
+    assert all(np.array_equal(x, y) for x, y in zip((a, b), split_indices(labels, [20, 50], seed=3)))
+    assert not np.array_equal(a, split_indices(labels, [20, 50], seed=4)[0])
+    with pytest.raises(ValueError, match="sizes"):
+        split_indices(labels, [80, 30])

@@ -1,5 +1,5 @@
 """The package's import graph (ast, every import including those inside functions) has no cycles and no
-upward imports across the layers of ARCHITECTURE.md:
+upward imports across the layers of docs/architecture.md:
 
     cli, app  ->  loop, report  ->  engines  ->  foundations
 

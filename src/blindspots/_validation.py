@@ -129,8 +129,12 @@ def check_traces(traces: Any, name: str = "traces", d: int | None = None) -> np.
         raise ValueError(f"{name}: expected a 2-D array [n, d] of activation traces, got shape {arr.shape}")
     if arr.shape[0] == 0:
         raise ValueError(f"{name}: expected at least one trace, got n=0")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name}: expected at least one feature per trace, got d=0 (shape {arr.shape})")
     if d is not None and arr.shape[1] != d:
         raise ValueError(f"{name}: expected {d} features per trace (as at fit), got {arr.shape[1]}")
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise ValueError(f"{name}: expected numeric activation traces, got dtype {arr.dtype}")
     if not np.issubdtype(arr.dtype, np.floating):
         arr = arr.astype(np.float64)
     if arr.dtype not in (np.float32, np.float64):

@@ -9,7 +9,8 @@ for the next batch. It is what PyTorch's CPU performance guides get from jemallo
 with the allocator already loaded.
 
 The setting is process-wide and cannot be undone, so the library never applies it on its own: the
-`blindspots` command line and the Ray engine's model actors (processes of ours) call
+`blindspots` commands that run models (`blindspots.cli.MODEL_COMMANDS`: where it was measured to
+help; not the long-running web server) and the Ray engine's model actors (processes of ours) call
 `keep_freed_memory()`; a script calls it once at its start. BLINDSPOTS_MALLOC=system turns it off.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ import ctypes.util
 import logging
 import os
 import sys
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +56,24 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):  # not glibc (musl has no mallopt)
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    ok = all(mallopt(p, v) == 1 for p, v in ((_M_MMAP_THRESHOLD, MMAP_THRESHOLD),
-                                            (_M_TRIM_THRESHOLD, TRIM_THRESHOLD), (_M_TOP_PAD, TOP_PAD)))
-    if not ok:
-        log.debug("mallopt refused a setting; the allocator keeps its defaults for the refused ones")
-    _applied = ok
-    return ok
+    _applied = apply_settings(mallopt)
+    return _applied
+
+
+#: (name, mallopt parameter, value), tried in this order
+SETTINGS: tuple[tuple[str, int, int], ...] = (
+    ("M_MMAP_THRESHOLD", _M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+    ("M_TRIM_THRESHOLD", _M_TRIM_THRESHOLD, TRIM_THRESHOLD),
+    ("M_TOP_PAD", _M_TOP_PAD, TOP_PAD),
+)
+
+
+def apply_settings(mallopt: Callable[[int, int], int]) -> bool:
+    """Try every setting with `mallopt` (glibc returns 1 on success); True when all were taken.
+
+    Each setting is tried even when an earlier one is refused (a refused mmap threshold must not
+    leave the trim threshold at its default), and each refusal is logged by name."""
+    refused = [name for name, param, value in SETTINGS if mallopt(param, value) != 1]
+    if refused:
+        log.debug("mallopt refused %s; those keep glibc's defaults, the others are set", ", ".join(refused))
+    return not refused

@@ -1,7 +1,7 @@
 """The project file `blindspots.toml` -> typed settings, and back.
 
-Every setting has the MAD paper's value as its default (Section 4.1 of
-../shared/papers/mad-troubleshooting-segmentation.txt): n3 = 25, n4 = 100, |T(i)| = 30 with at
+Every setting has the MAD paper's value as its default (Section 4.1 of "Efficiently
+Troubleshooting Image Segmentation Models with Human-in-the-Loop", docs/architecture.md#papers): n3 = 25, n4 = 100, |T(i)| = 30 with at
 most 4 images per main foreground class, r = 2 rounds, fine-tuning by SGD (momentum 0.9,
 weight decay 5e-4, polynomial decay, batch size 2, at most 80 epochs, initial LR from
 {1, 5, 10} x 1e-5 chosen by mIoU on T0).

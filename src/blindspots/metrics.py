@@ -189,6 +189,8 @@ def _check_cm(cm: np.ndarray) -> np.ndarray:
         raise ValueError(f"cm: expected a square confusion matrix [C, C], got shape {cm.shape}")
     if not (np.issubdtype(cm.dtype, np.integer) or np.issubdtype(cm.dtype, np.floating)):
         raise ValueError(f"cm: expected a numeric matrix, got dtype {cm.dtype}")
+    if np.issubdtype(cm.dtype, np.floating) and not (np.isfinite(cm).all() and (cm == np.round(cm)).all()):
+        raise ValueError("cm: expected pixel counts (whole numbers), got fractional, NaN or inf entries")
     if (cm < 0).any():
         raise ValueError("cm: expected non-negative counts, got negative entries")
     return cm

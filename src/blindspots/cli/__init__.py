@@ -37,12 +37,17 @@ COMMAND_GROUPS: list[str] = [
 ]
 # --- end command groups ---
 
+#: commands whose process runs model forwards: only these keep freed memory (blindspots.allocator),
+#: where it was measured to help; the web server and the bookkeeping commands keep glibc's defaults
+MODEL_COMMANDS: frozenset[str] = frozenset({"scan", "round", "demo", "zoo", "surprise", "label-issues", "defuse"})
+
 
 @app.callback()
 def _main(ctx: typer.Context,
           verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details; show tracebacks.")) -> None:
     ctx.meta[VERBOSE_KEY] = verbose
-    keep_freed_memory()  # our own process: models' large tensors reuse freed memory (blindspots.allocator)
+    if ctx.invoked_subcommand in MODEL_COMMANDS:
+        keep_freed_memory()  # our own process: models' large tensors reuse freed memory (blindspots.allocator)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 

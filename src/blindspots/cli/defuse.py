@@ -337,11 +337,11 @@ def correct(
     import pandas as pd
 
     from blindspots.cli.defuse_identified import load_identified_examples
-    from blindspots.defuse.correct import correct as run, scenario_data
-    from blindspots.defuse.evaluation import fine_tune_steps, run_control
+    from blindspots.defuse.correct import scenario_data
+    from blindspots.defuse.experiment import run_experiment
     from blindspots.scenarios.clustering import Scenarios
     from blindspots.defuse.vae import BetaVAE
-    from blindspots.models.classifier_zoo import load_classifier_module, save_classifier
+    from blindspots.models.classifier_zoo import load_classifier_module
 
     d = load_data(data, limit)
     module, info = load_classifier_module(classifier)
@@ -357,47 +357,22 @@ def correct(
     out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out / "scenario_sets.npz", **vars(sd))
     (out / "validation.txt").write_text(said + "\n")
-    lams = parse_lambdas(resolve(preset, "lambdas", lambdas))
-    n_epochs = resolve(preset, "correct_epochs", epochs)
-    fit = dict(epochs=n_epochs, batch_size=BATCH, seed=seed)
-    tr, va, df = (train.images, train.labels), (valid.images, valid.labels), (sd.finetune_images, sd.finetune_labels)
-    s_val = (sd.val_images, sd.val_labels)
-    res = run(module, tr, va, df, extra_val=s_val, lambdas=lams, out_dir=out / "sweep", desc="Defuse λ sweep",
-              evaluate={"scenario": (sd.test_images, sd.test_labels)}, **fit)
-    res.sweep.to_csv(out / "sweep.csv", index=False)
-
-    def save(path: Path, net, meta: dict) -> None:
-        save_classifier(path, net, arch=info["arch"], class_names=info["class_names"],
-                        image_shape=tuple(info["image_shape"]), kwargs=info["kwargs"], meta=meta)
-
-    steps = fine_tune_steps(len(train), len(sd.finetune_labels), epochs=n_epochs, batch_size=BATCH)
-    save(out / "corrected.pt", res.module, {"lambda": res.best_lambda, "steps": steps, "row": "Defuse"})
-    typer.echo(res.sweep.to_string(index=False))
-    typer.echo(f"best λ = {res.best_lambda:g} ({steps} steps) -> {out / 'corrected.pt'}")
-    if control:
-        # λ = 0 with the same number of steps: what the extra training alone does.
-        ctl, ctl_steps = run_control(module, tr, va, df, extra_val=s_val, out_dir=out / "control", **fit)
-        save(out / "control.pt", ctl.module, {"lambda": 0.0, "steps": ctl_steps, "row": "control (λ=0)"})
-        typer.echo(f"control (λ = 0, {ctl_steps} steps): val acc {ctl.sweep['val_acc'].iloc[0]:.4f} "
-                   f"-> {out / 'control.pt'}")
     labelled = load_identified_examples(review) if baseline else None
-    if labelled is not None and len(labelled[1]) >= 2:
-        # Hold out a share for choosing λ, as Defuse holds out scenario samples (same proportion).
-        n = len(labelled[1])
-        n_hold = max(1, int(round(n * len(sd.val_labels) / max(1, len(sd.val_labels) + len(sd.finetune_labels)))))
-        order = np.random.default_rng(seed).permutation(n)
-        fit_i, hold_i = order[n_hold:], order[:n_hold]
-        base = run(module, tr, va, (labelled[0][fit_i], labelled[1][fit_i]), lambdas=lams, out_dir=out / "baseline",
-                   extra_val=(labelled[0][hold_i], labelled[1][hold_i]), desc="identified-examples λ sweep",
-                   evaluate={"scenario": (sd.test_images, sd.test_labels)}, **fit)
-        base.sweep.to_csv(out / "baseline_sweep.csv", index=False)
-        b_steps = fine_tune_steps(len(train), len(fit_i), epochs=n_epochs, batch_size=BATCH)
-        save(out / "baseline.pt", base.module, {"lambda": base.best_lambda, "steps": b_steps,
-                                                "row": "identified examples"})
-        typer.echo(f"identified-examples baseline on {len(fit_i)} labelled failures ({n_hold} held out): best λ = "
-                   f"{base.best_lambda:g} ({b_steps} steps) -> {out / 'baseline.pt'}")
+    exp = run_experiment(module, info, (train.images, train.labels), (valid.images, valid.labels), sd, out,
+                         lambdas=parse_lambdas(resolve(preset, "lambdas", lambdas)),
+                         epochs=resolve(preset, "correct_epochs", epochs), batch_size=BATCH, seed=seed,
+                         control=control, labelled=labelled)
+    typer.echo(exp.defuse.sweep.to_string(index=False))
+    typer.echo(f"best λ = {exp.defuse.best_lambda:g} ({exp.defuse.steps} steps) -> {exp.defuse.path}")
+    if exp.control is not None:
+        typer.echo(f"control (λ = 0, {exp.control.steps} steps): val acc {exp.control.sweep['val_acc'].iloc[0]:.4f} "
+                   f"-> {exp.control.path}")
+    if exp.baseline is not None:
+        b = exp.baseline
+        typer.echo(f"identified-examples baseline on {b.n_fit} labelled failures ({b.n_held} held out): best λ = "
+                   f"{b.best_lambda:g} ({b.steps} steps) -> {b.path}")
     elif baseline:
-        typer.echo("no identified-examples baseline: label some identified failures first "
+        typer.echo("\n".join(exp.notes) or "no identified-examples baseline: label some identified failures first "
                    "(export-review --identified, then import-votes)")
 
 

@@ -20,6 +20,8 @@ from typing import Any, Optional
 import numpy as np
 import typer
 
+from blindspots.data.classsets import split_indices
+
 #: Paper values: Defuse appendix B.2 (MNIST) on a GPU; off MNIST the paper uses a = b = 75.
 #: lambdas None = defuse.correct.PAPER_LAMBDAS (the paper's 17).
 PAPER: dict[str, Any] = {
@@ -124,17 +126,6 @@ def fingerprint(data) -> str:
     return h.hexdigest()[:16]
 
 
-def split_positions(data, sizes: list[int], seed: int) -> list[np.ndarray]:
-    """Positions in `data` of each part of `data.split(sizes, seed=seed)` (sorted int64 arrays)."""
-    from blindspots.data.classsets import ClassificationSet
-
-    # The split depends only on the labels and the seed, so split a stand-in whose images are the
-    # positions (4 bytes each) and read them back.
-    pos = np.arange(len(data), dtype="<u4").view(np.uint8).reshape(len(data), 1, 4, 1)
-    parts = ClassificationSet(pos, data.labels, data.class_names).split(sizes, seed=seed)
-    return [p.images.reshape(len(p), 4).copy().view("<u4")[:, 0].astype(np.int64) for p in parts]
-
-
 def holdout_record(data, spec: str, fraction: float, seed: int) -> tuple[np.ndarray, dict]:
     """Hold out a stratified `fraction` of `data` (deterministic per seed; 0: none).
 
@@ -143,7 +134,7 @@ def holdout_record(data, spec: str, fraction: float, seed: int) -> tuple[np.ndar
     if not 0 <= fraction < 1:
         raise ValueError(f"holdout: expected a fraction in [0, 1), got {fraction}")
     n_hold = max(1, int(round(len(data) * fraction))) if fraction > 0 else 0
-    hold, train = split_positions(data, [n_hold, len(data) - n_hold], seed)
+    hold, train = split_indices(data.labels, [n_hold, len(data) - n_hold], seed=seed)
     return train, {"data": str(spec), "n": len(data), "fingerprint": fingerprint(data),
                    "holdout_index": hold.tolist(), "holdout_fraction": fraction, "holdout_seed": seed}
 
@@ -186,7 +177,7 @@ def validation_split(info: dict, data, spec: str, val: Optional[str], val_data, 
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction: expected a fraction in (0, 1), got {val_fraction}")
     n_val = max(1, int(round(len(data) * val_fraction)))
-    v, t = split_positions(data, [n_val, len(data) - n_val], seed)
+    v, t = split_indices(data.labels, [n_val, len(data) - n_val], seed=seed)
     return (data.subset(t), data.subset(v),
             f"validation: {n_val} images of {spec} split off here — NOT known to be held out: the classifier "
             "records no held-out split of this data (trained elsewhere or on other data); pass --val "

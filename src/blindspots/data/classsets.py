@@ -77,24 +77,36 @@ class ClassificationSet:
 
     def split(self, sizes: Sequence[int], *, seed: int = 0, stratify: bool = True) -> list["ClassificationSet"]:
         """Random disjoint parts of the given sizes (stratified by label by default); deterministic per seed."""
-        sizes = [int(s) for s in sizes]
-        if any(s < 0 for s in sizes) or sum(sizes) > len(self):
-            raise ValueError(f"sizes: expected non-negative sizes summing to at most {len(self)}, got {sizes}")
-        rng = np.random.default_rng(seed)
-        if not stratify:
-            order = rng.permutation(len(self))
-        else:
-            # Interleave classes so every prefix of `order` is close to class-balanced.
-            keys = np.empty(len(self))
-            for c in np.unique(self.labels):
-                members = np.flatnonzero(self.labels == c)
-                keys[rng.permutation(members)] = (np.arange(len(members)) + rng.random()) / len(members)
-            order = np.lexsort((rng.random(len(self)), keys))
-        parts, start = [], 0
-        for s in sizes:
-            parts.append(self.subset(np.sort(order[start:start + s])))
-            start += s
-        return parts
+        return [self.subset(idx) for idx in split_indices(self.labels, sizes, seed=seed, stratify=stratify)]
+
+
+def split_indices(labels: np.ndarray, sizes: Sequence[int], *, seed: int = 0, stratify: bool = True
+                  ) -> list[np.ndarray]:
+    """Random disjoint parts of positions 0..n-1 of the given sizes, as sorted int64 arrays.
+
+    labels: int [n]; with `stratify`, classes are interleaved so every part is close to class-balanced
+    (as scikit-learn's `train_test_split(np.arange(n), stratify=labels)`). Deterministic per seed; the
+    parts depend only on the labels, the sizes and the seed."""
+    labels = np.asarray(labels)
+    n = len(labels)
+    sizes = [int(s) for s in sizes]
+    if any(s < 0 for s in sizes) or sum(sizes) > n:
+        raise ValueError(f"sizes: expected non-negative sizes summing to at most {n}, got {sizes}")
+    rng = np.random.default_rng(seed)
+    if not stratify:
+        order = rng.permutation(n)
+    else:
+        # Interleave classes so every prefix of `order` is close to class-balanced.
+        keys = np.empty(n)
+        for c in np.unique(labels):
+            members = np.flatnonzero(labels == c)
+            keys[rng.permutation(members)] = (np.arange(len(members)) + rng.random()) / len(members)
+        order = np.lexsort((rng.random(n), keys))
+    parts, start = [], 0
+    for s in sizes:
+        parts.append(np.sort(order[start:start + s]).astype(np.int64))
+        start += s
+    return parts
 
 
 def from_arrays(images: np.ndarray, labels: np.ndarray, class_names: Sequence[str] | None = None

@@ -1,4 +1,4 @@
-"""Defuse, measured honestly (issue 18): the table that says whether correction helped.
+"""Defuse, measured honestly: the table that says whether correction helped.
 
 Rows (`ROW_NAMES`, in this order):
 - "before": the classifier as trained;

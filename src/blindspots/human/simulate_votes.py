@@ -24,7 +24,7 @@ from blindspots.human.votes import NONE
 from blindspots.models.adapters import Classifier
 
 
-STRONG_JUDGE = 0.95  # test accuracy a simulated judge should reach (issue 18)
+STRONG_JUDGE = 0.95  # test accuracy a simulated judge should reach
 
 
 def oracle_accuracy(oracle: Classifier, images: np.ndarray, labels: np.ndarray) -> float:

@@ -1,7 +1,7 @@
 """The sampler interface shared by every selection strategy (MAD, entropy, surprise, random).
 
 A sampler reads only the score table written by `blindspots.scan` (one row per image id;
-see /work/notes/contracts.md) and never decodes an image again. Settings go in the
+see docs/architecture.md, "Core contracts") and never decodes an image again. Settings go in the
 constructor (scikit-learn style); `select(table, n=None, *, seed=0)` returns a
 `pandas.DataFrame` with one row per distinct image, in priority order, with at least:
 
@@ -18,14 +18,16 @@ argmax map), `entropy__{M}`, `maxprob__{M}`, `dpa__{T}__{G}` (1 - pixel agreemen
 """
 from __future__ import annotations
 
+import functools
 import json
+import warnings
 from abc import ABC, abstractmethod
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from blindspots._validation import check_int
+from blindspots._validation import check_int, check_seed
 from blindspots.scan import schema
 
 RESULT_COLUMNS = ("id", "score", "reason")
@@ -48,9 +50,50 @@ class Sampler(ABC):
         one row per distinct image, in priority order, index 0..len-1.
         """
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Every strategy's `select` gets the common checks, so a new strategy cannot forget them:
+        # the table's type, n and the seed are checked before it runs, and an empty pick list that
+        # nobody asked for (n > 0) comes with a warning that names the reason.
+        super().__init_subclass__(**kwargs)
+        if "select" in cls.__dict__:
+            cls.select = checked_select(cls.__dict__["select"])  # type: ignore[method-assign]
+
     def get_params(self) -> dict[str, Any]:
         """Constructor settings, for recording how a selection was made."""
         return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
+
+
+def checked_select(select: Callable[..., pd.DataFrame]) -> Callable[..., pd.DataFrame]:
+    """`select` with the common checks of every sampler (see `Sampler.__init_subclass__`)."""
+    if getattr(select, "_common_checks", False):
+        return select
+
+    @functools.wraps(select)
+    def wrapper(self: Sampler, table: pd.DataFrame, n: int | None = None, *, seed: int = 0,
+                **kwargs: Any) -> pd.DataFrame:
+        check_table(table, ())
+        check_n(n)
+        check_seed(seed)
+        picks = select(self, table, n, seed=seed, **kwargs)
+        if len(picks) == 0 and n != 0:
+            warnings.warn(f"{type(self).__name__}: picked no image: {why_nothing(table)}", stacklevel=2)
+        return picks
+
+    wrapper._common_checks = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def why_nothing(table: pd.DataFrame) -> str:
+    """Plain words for why a selection came back empty."""
+    if len(table) == 0:
+        return "the score table has no rows"
+    if schema.STATUS in table.columns:
+        ok = int((table[schema.STATUS] == schema.STATUS_OK).sum())
+        if ok == 0:
+            return (f"every one of its {len(table)} rows is an error row (status != 'ok': the image could not "
+                    "be read or a model failed on it); see the table's `error` column")
+    return ("no usable row had a finite score for this strategy (NaN settings such as class-size ranges, or "
+            "score columns that are all NaN)")
 
 
 def check_table(table: Any, required: Iterable[str], name: str = "table") -> pd.DataFrame:

@@ -102,6 +102,8 @@ def as_image_batch(images: np.ndarray | Sequence[np.ndarray], name: str = "image
         raise ValueError(f"{name}: expected shape [N, H, W, 3] (or [N, H, W] grey), got {batch.shape}")
     if batch.shape[0] == 0:
         raise ValueError(f"{name}: expected at least one image, got N=0")
+    if batch.shape[1] == 0 or batch.shape[2] == 0:
+        raise ValueError(f"{name}: expected images of at least 1x1 pixels, got shape {batch.shape}")
     return batch
 
 

@@ -1,6 +1,7 @@
 """Reference segmentation architectures of different design, for demos, tests and benchmarks.
 
-MAD (../shared/papers/mad-troubleshooting-segmentation.txt) compares a target model with
+MAD ("Efficiently Troubleshooting Image Segmentation Models with Human-in-the-Loop";
+docs/architecture.md#papers) compares a target model with
 competitors *of different design*; the zoo gives small CPU-trainable members of the families the
 paper uses (DeepLabV3, pyramid pooling, encoder-decoders) plus light custom nets. All are built
 offline with random initialisation (`weights=None`, `weights_backbone=None`,

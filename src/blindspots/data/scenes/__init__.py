@@ -6,7 +6,8 @@ cars, buses and people, painted far-to-near so the label mask is exact. Every sc
 the *conditions* it was rendered under (lighting, object scale, colour shift, occlusion,
 clutter, viewpoint). A model trained on the narrow "train" slice of conditions fails in
 predictable, measurable ways outside it (`SceneConditions.is_hard`), which is what MAD
-mining (../shared/papers/mad-troubleshooting-segmentation.txt) is meant to find.
+mining ("Efficiently Troubleshooting Image Segmentation Models with Human-in-the-Loop";
+docs/architecture.md#papers) is meant to find.
 
 Rendering is vectorised numpy (no per-pixel Python loops). The same seed gives the same
 scene; the layout of a seed does not depend on the conditions' lighting / colour shift /

@@ -65,6 +65,9 @@ def check_ignore_index(ignore_index: Any) -> int | None:
         return None
     if isinstance(ignore_index, (bool, np.bool_)) or not isinstance(ignore_index, (int, np.integer)):
         raise ValueError(f"ignore_index: expected an int or None, got {ignore_index!r}")
+    if ignore_index < 0:  # a mask pixel value: a negative one never occurs, so nothing would be ignored
+        raise ValueError(f"ignore_index: expected a non-negative mask value outside the class ids (255 by "
+                         f"default) or None, got {ignore_index}")
     return int(ignore_index)
 
 
@@ -90,8 +93,11 @@ def check_shapes(labels_shape: tuple[int, ...], probs_shape: tuple[int, ...], la
         raise ValueError(
             f"pred_probs: expected shape (N, K, H, W) = ({n}, K, {h}, {w}) to match labels {labels_shape}, "
             f"got {probs_shape}")
-    if k < 1:
-        raise ValueError(f"pred_probs: expected at least one class, got K = {k}")
+    if k < 2:  # with one class every label agrees with the model: every image would score 1.0
+        raise ValueError(f"pred_probs: expected at least two classes (K >= 2; a binary model gives [1 - p, p]), "
+                         f"got K = {k}")
+    if n == 0:
+        raise ValueError(f"labels: expected at least one image, got N = 0 (shape {labels_shape})")
     if h == 0 or w == 0:
         raise ValueError(f"labels: expected non-empty images, got H = {h}, W = {w}")
     if h % downsample or w % downsample:

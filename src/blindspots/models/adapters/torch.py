@@ -42,6 +42,9 @@ class _TorchAdapter(BaseAdapter):
         classes: Classes | None = None,
         info: dict[str, Any] | None = None,
     ) -> None:
+        if not callable(module):  # None or a path would otherwise fail only at the first forward
+            raise ValueError(f"module: expected a torch.nn.Module or a callable f(float tensor [N, 3, H, W]) -> "
+                             f"output, got {type(module).__name__}")
         self._setup(output=output, batch_size=batch_size, policy=policy, info=info)
         self.module = module
         self.output_key = output_key
