@@ -160,6 +160,12 @@ def score_table(ids: list[str], target_cols: dict, target_map: np.ndarray, comps
 
 # ----------------------------------------------------------------------------- one loop
 
+def batched(compute, images: np.ndarray, size: int = 50) -> dict[str, np.ndarray]:
+    """An `add_columns`-style compute over all images, `size` at a time: {column: [N]}."""
+    parts = [compute(images[s:s + size]) for s in range(0, len(images), size)]
+    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+
+
 def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, args: argparse.Namespace,
              shared: float | None = None) -> dict:
     """`args.rounds` rounds of pick -> simulated people -> fine-tune with replay -> evaluate."""
@@ -207,9 +213,8 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
         if strategy in needs:
             acq = AcquisitionColumns(seg, "target", kinds=needs[strategy], mc_passes=args.mc_passes,
                                      dropout=args.dropout, seed=seed)
-            extra = [acq(images[s:s + 50]) for s in range(0, len(images), 50)]
-            for c in extra[0]:
-                table[c] = np.concatenate([e[c] for e in extra])
+            for c, v in batched(acq, images).items():
+                table[c] = v
         table = table[~table["id"].isin(seen)].reset_index(drop=True)
         settings: dict = {"target": "target"}
         if strategy in RATED:
@@ -219,7 +224,7 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
         elif strategy == "random":
             settings = {}
         elif strategy == "coreset":
-            s0_feats = AcquisitionColumns(seg, "s0", kinds=("features",))(world["S0"][0])
+            s0_feats = batched(AcquisitionColumns(seg, "s0", kinds=("features",)), world["S0"][0])
             settings.update(labelled=labelled, centers=np.column_stack(
                 [s0_feats[c] for c in feature_columns(list(s0_feats), "s0")]))
         sampler = make_sampler(strategy, **settings)
@@ -318,11 +323,14 @@ def main() -> None:
     ap.add_argument("--ft-epochs", type=int, default=3)
     ap.add_argument("--ft-lr", type=float, default=5e-3)
     ap.add_argument("--max-replay", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--shares", default="0.1,0.25,0.4", help="MAD+ shares for the selection sweep")
     args = ap.parse_args()
     import torch
 
-    torch.set_num_threads(2)
+    # one thread: under a loaded shared CPU, two OpenMP threads spin-wait (a tiny U-Net training step of 16
+    # images at 64 px took 17 s with two threads against 2 s with one, load average 20)
+    torch.set_num_threads(args.threads)
     t_start = time.perf_counter()
     print(f"CPU: {cpu_model()}, loadavg {os.getloadavg()}", flush=True)
     args.work.mkdir(parents=True, exist_ok=True)

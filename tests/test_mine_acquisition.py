@@ -135,3 +135,24 @@ def test_cli_mine_computes_the_columns_once_from_the_model_spec(tmp_path: Path):
     assert res.exit_code == 0, res.output
     res = run(app, ["mine", str(scan), "-s", "powerbald", "-n", "3", "--out", str(tmp_path / "c"), "--no-gallery"])
     assert res.exit_code == 0, res.output  # BALD columns are in the scan now: no model needed
+
+
+@pytest.mark.parametrize("arch", ["tiny_unet", "small_fcn"])
+def test_head_only_mc_passes_equal_full_passes(arch):
+    """dropout=p on the classifier input: running only that layer T times gives the T full passes' numbers."""
+    from blindspots.mine import acquisition
+    from blindspots.models.zoo import build_model
+
+    torch.manual_seed(0)
+    seg = TorchSegmenter(build_model(arch, C), C)
+    cols = AcquisitionColumns(seg, "t", kinds=("bald",), dropout=0.3, mc_passes=4, seed=2)
+    fast = cols.mc_probabilities(images())
+    orig = AcquisitionColumns._head_only
+    try:
+        AcquisitionColumns._head_only = lambda *a, **k: None  # force the full passes
+        full = cols.mc_probabilities(images())
+    finally:
+        AcquisitionColumns._head_only = orig
+    assert acquisition._post_head is not None and fast.shape == full.shape == (4, 3, C, 16, 20)
+    torch.testing.assert_close(fast, full, rtol=1e-4, atol=1e-5)
+    assert float((fast[0] - fast[1]).abs().max()) > 1e-4

@@ -127,9 +127,10 @@ class AcquisitionColumns:
         if self.dropout is not None:  # dropout on the classifier layer's input, MC passes only
             target, _ = seg._layer_target(seg.default_feature_layer())
             p = float(self.dropout)
-            hook = target.register_forward_pre_hook(
-                lambda _m, inp: (F.dropout2d(inp[0], p, training=True) if inp[0].ndim == 4
-                                 else F.dropout(inp[0], p, training=True), *inp[1:]))
+            fast = self._head_only(images, target, p, gen_seed)
+            if fast is not None:
+                return fast
+            hook = target.register_forward_pre_hook(lambda _m, inp: (_drop(inp[0], p), *inp[1:]))
         else:
             for m in self._dropout_layers:
                 m.train()
@@ -144,11 +145,51 @@ class AcquisitionColumns:
             module.eval()
         return torch.stack(out)
 
+    @torch.no_grad()
+    def _head_only(self, images: np.ndarray, head: torch.nn.Module, p: float, gen_seed: int) -> torch.Tensor | None:
+        """The MC passes of dropout on the classifier layer's input, running only that layer T times.
+
+        Everything before it is deterministic (eval mode), so one forward gives its input; this holds when
+        the model's output is the layer's output as is, cropped or resized (checked on this batch), and
+        gives the same numbers as T full passes (the same dropout masks are drawn in the same order).
+        None when the output is made otherwise (then T full passes run).
+        """
+        seg = self.segmenter
+        feats, y = seg.forward_features(images, seg.default_feature_layer())
+        post = _post_head(head(feats).float(), y)
+        if post is None:
+            return None
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(gen_seed)
+            out = [_to_proba(seg, post(head(_drop(feats, p)).float()), images.shape[1:3])
+                   for _ in range(self.mc_passes)]
+        return torch.stack(out)
+
     def bald(self, images: np.ndarray) -> np.ndarray:
         """float64 [n]: mean over pixels of H[mean_t p_t] - mean_t H[p_t] (Houlsby et al. 2011, Eq. 3)."""
         p = self.mc_probabilities(images).double()
         mi = pixel_entropy(p.mean(0)) - torch.stack([pixel_entropy(pt) for pt in p]).mean(0)
         return mi.clamp_min(0).flatten(1).mean(1).numpy()
+
+
+def _drop(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Dropout kept on: whole channels for feature maps [n, D, h, w] (dropout2d), units otherwise."""
+    return F.dropout2d(x, p, training=True) if x.ndim == 4 else F.dropout(x, p, training=True)
+
+
+def _post_head(y_head: torch.Tensor, y: torch.Tensor) -> Any:
+    """How the model's output y [n, C, H, W] comes from its classifier layer's output: identity, a crop
+    or a bilinear resize (a function), or None when it is none of those."""
+    if y_head.shape == y.shape and torch.allclose(y_head, y, atol=1e-5):
+        return lambda t: t
+    if y_head.ndim == 4 and y_head.shape[:2] == y.shape[:2]:
+        h, w = y.shape[-2:]
+        if y_head.shape[-2] >= h and y_head.shape[-1] >= w and torch.allclose(y_head[..., :h, :w], y, atol=1e-5):
+            return lambda t: t[..., :h, :w]
+        resized = F.interpolate(y_head, size=(h, w), mode="bilinear", align_corners=False)
+        if torch.allclose(resized, y, atol=1e-5):
+            return lambda t: F.interpolate(t, size=(h, w), mode="bilinear", align_corners=False)
+    return None
 
 
 def _to_proba(segmenter: Any, logits: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
