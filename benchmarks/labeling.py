@@ -73,7 +73,7 @@ def make_project(root: Path, n: int, size: int, seed: int, token: str, epochs: i
     """A sample project whose round 0 waits for masks of at least `n` images (S has n)."""
     from blindspots.app.sample import make_sample_project
     from blindspots.config import CONFIG_FILE, load_config, save_config
-    from blindspots.loop import rounds
+    from blindspots import loop
     from blindspots.loop.project import Project
 
     p = make_sample_project(root / "sample", n_pool=3 * n, size=size, seed=seed, n_candidates=n + 4,
@@ -83,10 +83,10 @@ def make_project(root: Path, n: int, size: int, seed: int, token: str, epochs: i
     cfg = load_config(p.path / CONFIG_FILE)
     save_config(replace(cfg, ratings=replace(cfg.ratings, n4=n, raters=1)), p.path / CONFIG_FILE)
     p = Project.open(p.path)
-    rounds.advance(p, progress=False)  # scan, mine: waits for ratings
+    loop.advance(p, progress=False)  # scan, mine: waits for ratings
     rng = np.random.default_rng(seed)
     p.add_ratings([(0, i, "helper", int(rng.integers(1, 6))) for i in p.candidate_ids(0, "M")])
-    st = rounds.advance(Project.open(p.path), progress=False)
+    st = loop.advance(Project.open(p.path), progress=False)
     if st.state != "awaiting_masks":
         raise RuntimeError(f"expected the project to wait for masks, got {st.state}: {st.message}")
     return Project.open(p.path)

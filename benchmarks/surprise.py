@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import time
 from pathlib import Path
 
@@ -145,6 +146,7 @@ def trained_segmenter(arch: str, size: int, epochs: int, workdir: Path, batch: i
 
 def bench_forward(arch: str, size: int, batch: int, epochs: int, workdir: Path, rounds: int = 31) -> None:
     from blindspots.data.scenes import render_scene_arrays
+    from blindspots.surprise.fused import fused_argmax_mdsa_map
     from blindspots.surprise.image import collect_fit_traces
 
     seg, (images, masks) = trained_segmenter(arch, size, epochs, workdir, batch)
@@ -161,10 +163,17 @@ def bench_forward(arch: str, size: int, batch: int, epochs: int, workdir: Path, 
         return y if y.shape[-2:] == (size, size) else torch.nn.functional.interpolate(
             y, size=(size, size), mode="bilinear", align_corners=False)
 
-    runs = {"proba": lambda: seg.predict_proba(imgs), "logits": logits, "sa": lambda: surprise_heatmaps(ex, est, imgs)}
+    def sa_prange() -> None:  # surprise_heatmaps' fused branch with the passes on numba's prange instead
+        feat_b, y, _ = ex.forward_scores(imgs, None)
+        fused_argmax_mdsa_map(est, feat_b, y, mode=ex.interpolation, align_corners=ex.align_corners,
+                              num_classes=ex.num_classes, kernels="prange")
+
+    sa_prange()  # compile or cache load
+    runs = {"proba": lambda: seg.predict_proba(imgs), "logits": logits, "sa": lambda: surprise_heatmaps(ex, est, imgs),
+            "sa_prange": sa_prange}
     times: dict[str, list[float]] = {k: [] for k in runs}
     for r in range(rounds):  # interleaved, rotating which goes first, so drift hits all alike
-        order = list(runs)[r % 3:] + list(runs)[:r % 3]
+        order = list(runs)[r % len(runs):] + list(runs)[:r % len(runs)]
         for k in order:
             times[k].append(best_time(runs[k], repeat=1))
     med = {k: float(np.median(v)) for k, v in times.items()}
@@ -183,6 +192,15 @@ def bench_forward(arch: str, size: int, batch: int, epochs: int, workdir: Path, 
           f"{batch / med['logits']:6.1f} img/s | forward + per-pixel MDSA of every pixel {batch / med['sa']:6.1f} "
           f"img/s (medians)\n  median ratio to predict_proba {ratio('proba')}\n  median ratio to the forward to "
           f"logits {ratio('logits')}   [{_load()}]")
+    # the same passes written the standard way (numba prange, torch.mm whitening) against the hand-made path
+    # (torch's OpenMP threads through GOMP_parallel, MKL's sgemm_ per image): the per-pixel MDSA's own time
+    extra = {k: np.array(times[k]) - np.array(times["logits"]) for k in ("sa", "sa_prange")}
+    per_round = extra["sa_prange"] / np.maximum(extra["sa"], 1e-9)
+    print(f"  per-pixel MDSA's own time (forward + MDSA minus the forward, medians): hand-made "
+          f"{1e3 * np.median(extra['sa']):.2f} ms, numba prange {1e3 * np.median(extra['sa_prange']):.2f} ms per "
+          f"batch; prange / hand-made {np.median(per_round):.3f} (quartiles "
+          f"{np.percentile(per_round, 25):.3f}-{np.percentile(per_round, 75):.3f}); whole forward + MDSA, prange / "
+          f"hand-made {med['sa_prange'] / med['sa']:.3f}   [{_load()}]")
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -194,7 +212,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     n_ref = 10_000
     m = 200_000 if args.quick else 1_000_000
-    print(f"surprise benchmark: {n_ref} reference traces per class, torch threads {args.threads}")
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?") \
+        if os.path.exists("/proc/cpuinfo") else platform.processor()
+    print(f"surprise benchmark: {n_ref} reference traces per class, torch threads {args.threads}, CPU {cpu}")
     run = lambda group: args.only in (None, group)  # noqa: E731
     if run("mdsa"):
         for d in (64, 256):

@@ -20,6 +20,7 @@ from blindspots.models.adapters import (
 from blindspots.models.load import is_torchscript_archive, load_model, parse_spec
 from blindspots.models.adapters.onnx import OnnxClassifier, OnnxSegmenter, export_onnx
 from blindspots.models.adapters.precomputed import PrecomputedSegmenter
+from blindspots.models.protocol import predict_segmenter, reads_ids
 
 torch.set_num_threads(1)
 C = 4
@@ -279,20 +280,27 @@ def test_precomputed(tmp_path):
     arrays = _write_npy(tmp_path, ids)
     seg = PrecomputedSegmenter(tmp_path)
     assert seg.num_classes == C
-    p = seg.predict_proba_ids(ids, sizes=[(16, 24)] * 2)
+    images = np.zeros((2, 16, 24, 3), np.uint8)
+    p = seg.predict_proba(images, ids=ids)
     np.testing.assert_array_equal(p, np.stack([arrays[i] for i in ids]))
+    assert reads_ids(seg) and not reads_ids(CallableSegmenter(lambda x: x, num_classes=2))
+    np.testing.assert_array_equal(predict_segmenter(seg, images, ids), p)  # what every engine calls
     assert isinstance(load_model(str(tmp_path)), PrecomputedSegmenter)
-    with pytest.raises(ValueError, match="keyed by image id"):
-        seg.predict_proba(np.zeros((1, 16, 24, 3), np.uint8))
+    with pytest.raises(ValueError, match="ids: expected the images' ids.*keyed by image id"):
+        seg.predict_proba(images[:1])
+    with pytest.raises(ValueError, match="ids: expected the images' ids"):
+        predict_segmenter(seg, images)
+    with pytest.raises(ValueError, match="ids: expected one id per image"):
+        predict_segmenter(seg, images, ids[:1])
     with pytest.raises(ValueError, match="relative ids inside the folder"):
-        seg.predict_proba_ids(["../x.png"])
+        seg.predict_proba(None, ids=["../x.png"])
     with pytest.raises(ValueError, match="for id 'missing.png'"):
-        seg.predict_proba_ids(["missing.png"])
+        seg.predict_proba(None, ids=["missing.png"])
     with pytest.raises(ValueError, match="the image size"):
-        seg.predict_proba_ids(ids, sizes=[(16, 24), (8, 8)])
+        seg.predict_proba([images[0], np.zeros((8, 8, 3), np.uint8)], ids=ids)
     np.save(tmp_path / "bad.png.npy", np.ones((C, 16, 24), np.float32))
     with pytest.raises(ValueError, match="summing to 1"):
-        seg.predict_proba_ids(["bad.png"])
+        seg.predict_proba(None, ids=["bad.png"])
     with pytest.raises(ValueError, match="folder: expected an existing folder"):
         PrecomputedSegmenter(tmp_path / "nope")
 

@@ -19,7 +19,7 @@ from PIL import Image
 from blindspots.app import create_app
 from blindspots.app.sample import make_sample_project
 from blindspots.ids import find_artifact
-from blindspots.loop import rounds
+from blindspots import loop
 from blindspots.loop.project import Project
 
 torch.set_num_threads(1)
@@ -385,7 +385,7 @@ def test_ratings_then_masks_then_loop_continues(world: dict, client: TestClient)
         r = client.post("/api/ratings", json={"round": q["round"], "image_id": it["id"], "score": 1 + j % 5},
                         headers=bearer(ANN))
         assert r.status_code == 200
-    st = rounds.advance(Project.open(p.path), progress=False)
+    st = loop.advance(Project.open(p.path), progress=False)
     assert st.state == "awaiting_masks", st.message
     # Ratings are closed now.
     r = client.post("/api/ratings", json={"round": q["round"], "image_id": q["items"][0]["id"], "score": 3},
@@ -451,7 +451,7 @@ def test_ratings_then_masks_then_loop_continues(world: dict, client: TestClient)
         assert client.post("/api/labels/upload", data={"kind": "round", "ref": "0", "image_id": x["id"]},
                            files={"file": ("m.png", png(truth, "L"), "image/png")}, headers=bearer(ANN)).status_code == 200
     assert client.get("/api/labels/queue", headers=bearer(ANN)).json()["done"] >= len(todo)
-    st = rounds.advance(Project.open(p.path), progress=False, max_steps=1)
+    st = loop.advance(Project.open(p.path), progress=False, max_steps=1)
     assert p.step(0, "masks")["status"] == "done", st.message
 
 

@@ -23,13 +23,13 @@ def awaiting_masks(root: Path, token: str, *, size: int = 32, n_pool: int = 16):
     """A sample project (annotator 'ann' with `token`) whose round 0 waits for masks: every
     candidate rated 1 by a helper rater, then the loop advanced."""
     from blindspots.app.sample import make_sample_project
-    from blindspots.loop import rounds
+    from blindspots import loop
     from blindspots.loop.project import Project
 
     p = make_sample_project(root / "sample", n_pool=n_pool, size=size, n_candidates=6,
                             annotators={"ann": ("annotator", token)}, vote_set=False, review_set=False)
     p.add_ratings([(0, i, "helper", 1) for i in p.candidate_ids(0, "M")])
-    st = rounds.advance(Project.open(p.path), progress=False)
+    st = loop.advance(Project.open(p.path), progress=False)
     assert st.state == "awaiting_masks", st.message
     return Project.open(p.path)
 

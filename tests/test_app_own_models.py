@@ -423,7 +423,7 @@ def test_trainable_own_target_with_data_fine_tunes_through_the_cli(kind: str, tm
     assert rec.version == 1 and p.step(0, "finetune")["status"] == "done"
     v1 = load_spec(rec.spec, import_dir=rec.meta.get("import_dir"))
     assert v1.info["kind"] == kind and "batch_size=4" in rec.spec
-    from blindspots.loop.rounds import leaderboard_frame
+    from blindspots.loop import leaderboard_frame
 
     board = leaderboard_frame(p)  # Table 1: the target's round-1 T0 is version 1's
     assert board.loc["target", ("round 1", "T0")] == pytest.approx(rec.meta["val_miou"])
@@ -441,12 +441,12 @@ def test_photos_added_to_the_pool_between_rounds_are_one_clear_error(tmp_path: P
     assert "waiting for ratings" in cli("round", proj)[1]
     Image.open(pool / "img00.png").save(pool / "new_photo.png")
     (pool / "img01.png").unlink()
-    from blindspots.loop.rounds import _Loop, run_scan
+    from blindspots.loop import STEP_REGISTRY, LoopContext
 
     with pytest.raises(ValueError, match=r"pool.root: expected the 12 images the project's first scan read, got 1 "
                                          r"added and 1 removed since \(e.g. added \['new_photo.png'\], removed "
                                          r"\['img01.png'\]\).*blindspots init"):
-        run_scan(_Loop(Project.open(proj), simulate=False, progress=False), 0, 0)
+        STEP_REGISTRY["scan"].run(LoopContext(Project.open(proj), simulate=False, progress=False), 0, 0)
 
 
 def test_surprise_strategy_without_surprise_columns_says_how_to_add_them(tmp_path: Path, pool: Path) -> None:

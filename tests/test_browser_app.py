@@ -95,7 +95,7 @@ def settle(page) -> None:  # noqa: ANN001
 
 def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path) -> None:  # noqa: ANN001
     from blindspots.ids import find_artifact
-    from blindspots.loop import rounds
+    from blindspots import loop
     from blindspots.loop.project import Project
 
     url, p = served["url"], served["project"]
@@ -143,7 +143,7 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
 
     out = CliRunner().invoke(cli, ["round", str(p.path)])
     assert out.exit_code == 0 and "waiting for pixel labels" in out.output, out.output
-    assert rounds.status(Project.open(p.path)).state == "awaiting_masks"
+    assert loop.status(Project.open(p.path)).state == "awaiting_masks"
     assert p.step(0, "ratings")["result"]["n_ratings"] == 12
 
     # Vote on one scenario image: key 7.
@@ -179,7 +179,7 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
     assert [f["id"] for f in fixes] == [review_id]
 
     # Label: paint a round mask (starts from the prediction) and save it.
-    need = rounds.masks_needed(p, 0)
+    need = loop.masks_needed(p, 0)
     page.goto(f"{url}/label?kind=round&ref=0&id={need[0]}")
     page.wait_for_selector("body[data-ready='1']", state="attached")
     page.wait_for_selector(f"body[data-loaded={need[0]!r}]", state="attached")

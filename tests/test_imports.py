@@ -3,6 +3,10 @@ upward imports across the layers of docs/architecture.md:
 
     cli, app  ->  loop, report  ->  engines  ->  foundations
 
+Private names stay private: no module imports an underscore-prefixed name from another module, and a private
+module (`labels/_internal/...`, `_validation.py`) is imported only from inside the package that holds it. Helpers a
+package shares between its modules get plain names in that package's private module (as `labels/_internal/` does).
+
 Known violations in files this change does not own are listed in KNOWN_* with the issue that removes them;
 an entry that no longer occurs fails the test too, so the lists only shrink.
 """
@@ -21,7 +25,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(["cli", "app", "__main__", "__init__"], 3),
     **dict.fromkeys(["loop", "report"], 2),
     **dict.fromkeys(["scan", "mine", "surprise", "labels", "defuse", "scenarios", "human", "training"], 1),
-    **dict.fromkeys(["models", "data", "metrics", "ids", "_validation", "config", "allocator"], 0),
+    **dict.fromkeys(["models", "data", "metrics", "ids", "_validation", "config", "allocator", "atomic"], 0),
 }
 
 #: (importer module, imported module) cycles' edges still to be removed.
@@ -119,6 +123,43 @@ def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return pkgs
 
 
+def private_imports(mods: dict[str, Path] | None = None) -> set[tuple[str, str]]:
+    """(importer module, what it imports) for every import of a private name from outside where it is private:
+    an underscore-prefixed name of another module, or a module below an underscore-prefixed package or module
+    from outside the package that holds it (dunder names such as `__version__` are public).
+
+    mods: module name -> file (default: every module of the package)."""
+    mods = mods if mods is not None else _modules()
+    found: set[tuple[str, str]] = set()
+    for name, path in mods.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(name, is_package, node.level, node.module)
+                targets = [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for t in targets:
+                if not t.startswith(ROOT + "."):
+                    continue
+                parts = t.split(".")
+                module = next((".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in mods), "")
+                for k, part in enumerate(parts[1:], start=1):
+                    if not part.startswith("_") or part.startswith("__"):
+                        continue
+                    prefix = ".".join(parts[: k + 1])
+                    if prefix in mods or any(m.startswith(prefix + ".") for m in mods):  # private module / package
+                        owner = ".".join(parts[:k])  # private to the package above it
+                        if not (name == owner or name.startswith(owner + ".")):
+                            found.add((name, t))
+                    elif module != name:  # a private name of another module
+                        found.add((name, t))
+                    break
+    return found
+
+
 GRAPH = import_graph()
 
 
@@ -146,6 +187,31 @@ def test_no_upward_imports() -> None:
     found = {(a, b) for a, bs in GRAPH.items() for b in bs if LAYERS[_top(b)] > LAYERS[_top(a)]}
     assert found - KNOWN_UPWARD == set(), "upward import (a lower layer imports a higher one)"
     assert KNOWN_UPWARD - found == set(), "fixed: remove these from KNOWN_UPWARD"
+
+
+def test_no_private_names_cross_modules() -> None:
+    assert sorted(private_imports()) == [], ("private name imported from another module (give a helper shared "
+                                             "inside a package a plain name in that package's private module)")
+
+
+def test_private_imports_finds_private_names_and_modules(tmp_path: Path) -> None:
+    files = {
+        "blindspots.p.a": "def _helper(): ...\nX = 1\n",
+        "blindspots.p.b": "from blindspots.p.a import _helper, X\nfrom .a import _helper as h\n",
+        "blindspots.p._internal.c": "def shared(): ...\n",
+        "blindspots.p.d": "from blindspots.p._internal.c import shared\nfrom blindspots.p.a import __doc__\n",
+        "blindspots.q.e": "from blindspots.p._internal.c import shared\nimport blindspots.p._internal.c\n",
+        "blindspots._v": "def check(): ...\n",
+        "blindspots.q.f": "from blindspots._v import check\nfrom blindspots import _v\n",
+    }
+    mods = {}
+    for name, text in files.items():
+        path = tmp_path / (name.replace(".", "_") + ".py")
+        path.write_text(text)
+        mods[name] = path
+    assert private_imports(mods) == {("blindspots.p.b", "blindspots.p.a._helper"),
+                                     ("blindspots.q.e", "blindspots.p._internal.c.shared"),
+                                     ("blindspots.q.e", "blindspots.p._internal.c")}
 
 
 @pytest.mark.parametrize("importer, is_package, level, module, expected", [

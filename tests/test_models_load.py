@@ -293,7 +293,7 @@ def test_precomputed_one_channel_with_classes(tmp_path):
     seg = load_model(f"{folder}?classes={tmp_path / 'c.json'}")
     assert isinstance(seg, PrecomputedSegmenter) and seg.classes.names == ("background", "person")
     assert seg.classes.ignore_index is None and seg.num_classes == 2
-    p = seg.predict_proba_ids(["a.png", "b.png"])
+    p = seg.predict_proba(None, ids=["a.png", "b.png"])
     np.testing.assert_allclose(p[:, 1], np.stack([np.load(folder / f"{i}.png.npy")[0] for i in ("a", "b")]))
     probe_model(seg, np.zeros((8, 12, 3), np.uint8), "pre", image_id="a.png")
     with pytest.raises(ValueError, match="option 'pad' does not apply to a precomputed"):

@@ -94,7 +94,7 @@ def test_scan_report_opens_offline(tmp_path: Path):
 def test_round_and_engine_pages_open_offline(world: Path, tmp_path: Path):  # noqa: F811
     """The round page at every stage (the finished one with the engine sections and the scenarios),
     and the engines' standalone pages."""
-    from blindspots.loop import rounds
+    from blindspots import loop
     from blindspots.loop.project import Project
     from blindspots.report import write_round_report
     from blindspots.report.defuse_page import write_defuse_report
@@ -104,11 +104,11 @@ def test_round_and_engine_pages_open_offline(world: Path, tmp_path: Path):  # no
 
     p = Project.create(tmp_path / "p", make_config(world))
     pages = {"round_new": write_round_report(p, out_dir=tmp_path / "new")}
-    assert not rounds.advance(p, simulate=False, progress=False).finished  # waits for ratings
+    assert not loop.advance(p, simulate=False, progress=False).finished  # waits for ratings
     pages["round_waiting"] = write_round_report(p, out_dir=tmp_path / "waiting")
-    rounds.advance(p, simulate=True, progress=False, max_steps=2)  # rated, S selected, no masks yet
+    loop.advance(p, simulate=True, progress=False, max_steps=2)  # rated, S selected, no masks yet
     pages["round_mid"] = write_round_report(p, out_dir=tmp_path / "mid")
-    assert rounds.advance(p, simulate=True, progress=False).finished
+    assert loop.advance(p, simulate=True, progress=False).finished
     label_issues_run(tmp_path, p.path / "label-issues")
     surprise_run(p.path / "engines" / "surprise")
     defuse_run(p.path / "engines" / "defuse")

@@ -11,7 +11,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from blindspots.loop import rounds
+from blindspots import loop
 from blindspots.loop.project import Project
 from blindspots.report import write_round_report
 from blindspots.report.round_page import round_scenarios
@@ -33,12 +33,12 @@ def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa
     assert "No round has been evaluated yet" in html and "Nothing mined in this round yet" in html
     assert "Ranking stability" in html and "no test set T in this round yet" in html
 
-    st = rounds.advance(p, simulate=False, progress=False)  # stops waiting for ratings
+    st = loop.advance(p, simulate=False, progress=False)  # stops waiting for ratings
     assert not st.finished
     html = links_ok(write_round_report(p, out_dir=tmp_path / "waiting"))
     assert "not rated yet" in html and "No ratings yet" in html and "candidates M(1)" in html
 
-    assert rounds.advance(p, simulate=True, progress=False).finished
+    assert loop.advance(p, simulate=True, progress=False).finished
     index = write_round_report(p, 0)
     assert index == p.reports_dir / "html" / "round-0" / "index.html"
     html = links_ok(index)

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from blindspots.app import create_app
 from blindspots.app.store import AppStore
-from blindspots.loop import rounds
+from blindspots import loop
 from blindspots.loop.project import Project
 from blindspots.report.round_page import round_scenarios
 from blindspots.report import write_round_report
@@ -32,7 +32,7 @@ def test_scenario_name_from_effects():
 
 def test_scenarios_on_the_vote_page(world: Path, tmp_path: Path) -> None:  # noqa: F811
     p = Project.create(tmp_path / "p", make_config(world))
-    assert rounds.advance(p, simulate=True, progress=False).finished
+    assert loop.advance(p, simulate=True, progress=False).finished
     found = round_scenarios(p, 0)
     assert found is not None and len(found)
     folder = export_scenario_votes(found, p.config.resolve(p.config.pool.root), tmp_path / "votes",

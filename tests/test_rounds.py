@@ -11,7 +11,8 @@ import torch
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, ScanSettings, SimulateSettings)
 from blindspots import config as C
-from blindspots.loop import rounds
+from blindspots import loop as bl
+from blindspots.loop.steps import class_ranges
 from blindspots.loop.project import Project, ProjectError
 from hf_helpers import tiny_segformer
 
@@ -65,10 +66,10 @@ def selections(p: Project, n_rounds: int) -> dict:
 
 def test_simulated_rounds_run_to_the_end_and_fill_table_1(world: Path, tmp_path: Path) -> None:
     p = Project.create(tmp_path / "p", make_config(world))
-    st = rounds.advance(p, simulate=True, progress=False)
+    st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
     steps = p.steps()
-    assert set(steps["status"]) == {"done"} and len(steps) == 2 * len(rounds.STEPS)
+    assert set(steps["status"]) == {"done"} and len(steps) == 2 * len(bl.STEPS)
     assert steps["seed"].notna().all()
     # One fine-tuning round: the target has a version 1, registered with its checkpoint and LR.
     rec = p.model("target")
@@ -86,7 +87,7 @@ def test_simulated_rounds_run_to_the_end_and_fill_table_1(world: Path, tmp_path:
     assert mos[list(s0["id"])].max() <= worst_rest[np.isfinite(worst_rest)].min()
     # Masks for S ∪ T of each round; the leaderboard has the layout of Table 1.
     assert set(p.masks_for_round(0)["id"]) == set(s0["id"]) | set(t0["id"])
-    board = rounds.leaderboard_frame(p)
+    board = bl.leaderboard_frame(p)
     assert list(board.index) == ["comp_a", "comp_b", "target"]
     assert [c for c in board.columns if c[1] != "role"] == [("round 0", "T0"), ("round 0", "T1"),
                                                             ("round 1", "T0"), ("round 1", "T2")]
@@ -94,30 +95,31 @@ def test_simulated_rounds_run_to_the_end_and_fill_table_1(world: Path, tmp_path:
     assert board.loc["comp_a", ("round 0", "T0")] == board.loc["comp_a", ("round 1", "T0")]
     assert board.loc["target", ("round 1", "T0")] == pytest.approx(rec.meta["val_miou"])
     assert (p.path / "reports" / "leaderboard.txt").is_file()
-    assert rounds.advance(p, simulate=True, progress=False).finished  # nothing left to do
+    assert bl.advance(p, simulate=True, progress=False).finished  # nothing left to do
 
 
 def test_crash_mid_round_then_rerun_gives_the_same_selections(world: Path, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     ref = Project.create(tmp_path / "ref", make_config(world, seed=5))
-    assert rounds.advance(ref, simulate=True, progress=False).finished
+    assert bl.advance(ref, simulate=True, progress=False).finished
     p = Project.create(tmp_path / "crash", make_config(world, seed=5))
-    real = rounds.STEP_FUNCS["select"]
+    real = bl.STEP_REGISTRY["select"]
     calls = {"n": 0}
 
-    def crash_after_writing(loop, i, seed):  # noqa: ANN001, ANN202
-        out = real(loop, i, seed)
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise RuntimeError("injected crash")
-        return out
+    class CrashAfterWriting(type(real)):  # type: ignore[misc]
+        def run(self, ctx: bl.LoopContext, i: int, seed: int) -> dict:
+            out = real.run(ctx, i, seed)
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise RuntimeError("injected crash")
+            return out
 
-    monkeypatch.setitem(rounds.STEP_FUNCS, "select", crash_after_writing)
+    monkeypatch.setitem(bl.STEP_REGISTRY, "select", CrashAfterWriting())
     with pytest.raises(RuntimeError, match="injected"):
-        rounds.advance(p, simulate=True, progress=False)
+        bl.advance(p, simulate=True, progress=False)
     assert p.step(0, "select")["status"] == "running"
     p2 = Project.open(p.path)  # as a new process would
-    assert rounds.advance(p2, simulate=True, progress=False).finished
+    assert bl.advance(p2, simulate=True, progress=False).finished
     assert selections(p2, 1) == selections(ref, 1)
     pd.testing.assert_frame_equal(ref.ratings_for_round(0).drop(columns="time"),
                                   p2.ratings_for_round(0).drop(columns="time"))
@@ -127,23 +129,23 @@ def test_human_answers_via_csv_and_mask_folder(world: Path, tmp_path: Path) -> N
     from PIL import Image
 
     p = Project.create(tmp_path / "h", make_config(world))
-    st = rounds.advance(p, progress=False)
+    st = bl.advance(p, progress=False)
     assert st.state == "awaiting_ratings" and st.round == 0 and st.total == 2 * len(p.candidates(0, "M"))
     assert set(st.awaited) == set(p.candidates(0, "M")["id"])
     assert "ratings" in st.message and "blindspots ratings import" in st.message
-    assert rounds.advance(p, progress=False).state == "awaiting_ratings"  # still waiting, nothing lost
+    assert bl.advance(p, progress=False).state == "awaiting_ratings"  # still waiting, nothing lost
     ids = list(p.candidates(0, "M")["id"])
     csv = tmp_path / "ratings.csv"
     rows = [f"{x},ann{r},{1 + (k + r) % 5}" for k, x in enumerate(ids) for r in range(2)]
     csv.write_text("image_id,rater,score\n" + "\n".join(rows[:-1]) + "\n")
-    rounds.import_ratings(p, csv)
-    st = rounds.advance(p, progress=False)
+    bl.import_ratings(p, csv)
+    st = bl.advance(p, progress=False)
     assert st.state == "awaiting_ratings" and st.awaited == [ids[-1]]
     csv.write_text(f"image_id,rater,score\n{ids[-1]},ann1,ood\n")
-    rounds.import_ratings(p, csv)  # one out-of-domain answer settles an image
-    st = rounds.advance(p, progress=False)
+    bl.import_ratings(p, csv)  # one out-of-domain answer settles an image
+    st = bl.advance(p, progress=False)
     assert st.state == "awaiting_masks"
-    need = rounds.masks_needed(p, 0)
+    need = bl.masks_needed(p, 0)
     assert set(st.awaited) == set(need) and ids[-1] not in need
     folder = tmp_path / "masks"
     folder.mkdir()
@@ -155,15 +157,15 @@ def test_human_answers_via_csv_and_mask_folder(world: Path, tmp_path: Path) -> N
     (flat / "sub").mkdir(parents=True)
     Image.fromarray(np.asarray(Image.open(folder / need[0]))).save(flat / "sub" / need[0])
     with pytest.raises(ValueError, match=r"named like round 0's image ids .* got none of the .* 1 other PNGs"):
-        rounds.import_masks(p, flat)
+        bl.import_masks(p, flat)
     with pytest.raises(ValueError, match="holds no PNG"):
-        rounds.import_masks(p, _empty_dir(tmp_path / "empty"))
-    assert rounds.import_masks(p, folder, annotator="ann0") == len(need)
-    assert rounds.advance(p, progress=False, max_steps=1).state == "paused"
+        bl.import_masks(p, _empty_dir(tmp_path / "empty"))
+    assert bl.import_masks(p, folder, annotator="ann0") == len(need)
+    assert bl.advance(p, progress=False, max_steps=1).state == "paused"
     assert p.step(0, "masks")["status"] == "done"
     with pytest.raises(ValueError, match="other image ids"):
         csv.write_text("image_id,rater,score\nnope.png,ann1,3\n")
-        rounds.import_ratings(p, csv, round=0)
+        bl.import_ratings(p, csv, round=0)
 
 
 def _empty_dir(path: Path) -> Path:
@@ -174,17 +176,17 @@ def _empty_dir(path: Path) -> Path:
 def test_seeds_drive_the_selections(world: Path, tmp_path: Path) -> None:
     def project(seed: int, name: str) -> Project:
         p = Project.create(tmp_path / name, make_config(world, seed=seed, strategy="random"))
-        rounds.advance(p, simulate=True, progress=False, max_steps=2)  # scan, mine
+        bl.advance(p, simulate=True, progress=False, max_steps=2)  # scan, mine
         return p
 
     a, c = project(1, "a"), project(2, "c")
     picks_a = list(a.candidates(0, "M")["id"])
     assert picks_a != list(c.candidates(0, "M")["id"])
     # Mining again with the recorded seed reproduces the selection exactly.
-    loop = rounds._Loop(a, simulate=False, progress=False)
-    rounds.run_mine(loop, 0, a.step(0, "mine")["seed"])
+    ctx = bl.LoopContext(a, simulate=False, progress=False)
+    bl.STEP_REGISTRY["mine"].run(ctx, 0, a.step(0, "mine")["seed"])
     assert list(a.candidates(0, "M")["id"]) == picks_a
-    assert rounds.step_seed(1, 0, "mine") == rounds.step_seed(1, 0, "mine") != rounds.step_seed(1, 1, "mine")
+    assert bl.step_seed(1, 0, "mine") == bl.step_seed(1, 0, "mine") != bl.step_seed(1, 1, "mine")
 
 
 def test_inconsistent_project_is_reported(world: Path, tmp_path: Path) -> None:
@@ -198,15 +200,15 @@ def test_inconsistent_project_is_reported(world: Path, tmp_path: Path) -> None:
     with pytest.raises(ProjectError, match="comp_b.*checkpoint"):
         Project.open(p.path)
     with pytest.raises(ProjectError, match="checkpoint"):
-        rounds.advance(p, simulate=True, progress=False)  # a project opened earlier fails clearly too
+        bl.advance(p, simulate=True, progress=False)  # a project opened earlier fails clearly too
     cfg = make_config(world)
     cfg.simulate.ground_truth = ""
     q = Project.create(tmp_path / "nogt", cfg)
     with pytest.raises(ProjectError, match="simulate.ground_truth"):
-        rounds.advance(q, simulate=True, progress=False)
+        bl.advance(q, simulate=True, progress=False)
     assert q.step(0, "scan")["status"] == "done" and q.step(0, "ratings")["status"] == "running"
     # The step that raised is recorded as failed (status says so) and is run again next time.
-    st = rounds.status(q)
+    st = bl.status(q)
     assert st.state == "failed" and "simulate.ground_truth" in st.message and "retry" in st.message
 
 
@@ -221,27 +223,27 @@ def test_without_labels_the_label_plan_mines_from_pool_predictions(world: Path, 
     cfg.data.train = cfg.data.val = ""
     cfg.mining.quantiles = [0.25, 0.75]
     p = Project.create(tmp_path / "p", cfg)
-    assert rounds.plan(p) == rounds.LABEL_STEPS and "no training data" in rounds.finetune_blocker_of(p)
-    st = rounds.advance(p, progress=False)
+    assert bl.plan(p) == bl.LABEL_STEPS and "no training data" in bl.LoopContext(p, simulate=False, progress=False).blocker
+    st = bl.advance(p, progress=False)
     assert st.state == "awaiting_ratings", st.message
     maps = sorted((p.scan_dir / "maps" / "target_v0").glob("*.png"))
     assert len(maps) == 40
-    k = rounds._Loop(p, simulate=False, progress=False).classes.num_classes
+    k = bl.LoopContext(p, simulate=False, progress=False).classes.num_classes
     want = class_area_ranges((np.asarray(Image.open(m)) for m in maps), k, ignore_index=None)
-    got = rounds.class_ranges(rounds._Loop(p, simulate=False, progress=False))
+    got = class_ranges(bl.LoopContext(p, simulate=False, progress=False))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    st = rounds.advance(p, simulate=True, progress=False)
+    st = bl.advance(p, simulate=True, progress=False)
     assert st.state == "exported" and "cannot fine-tune" not in st.message and "no training data" in st.message
     assert p.step(0, "export")["status"] == "done" and p.step(0, "finetune") is None
     assert len(p.candidates(0, "S")) > 0 and (p.reports_dir / "round-0" / "S.csv").is_file()
-    assert rounds.advance(p, simulate=True, progress=False).message == st.message  # stays stopped
+    assert bl.advance(p, simulate=True, progress=False).message == st.message  # stays stopped
 
 
 def test_scenario_strategy_mines_near_round_0s_failures(world: Path, tmp_path: Path) -> None:
     # Round 0 has no confirmed failures yet and mines with MAD; round 1 groups S(1) into failure
     # scenarios (scenarios/segmentation.py) and mines the pool images nearest them.
     p = Project.create(tmp_path / "p", make_config(world, strategy="scenario"))
-    st = rounds.advance(p, simulate=True, progress=False)
+    st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
     m0, m1, s0 = p.candidates(0, "M"), p.candidates(1, "M"), p.candidates(0, "S")
     assert len(m0) and len(m1) and len(s0) >= 2
@@ -295,8 +297,8 @@ def test_factory_and_hf_targets_fine_tune_into_a_loadable_version_1(kind: str, w
     spec = own_target(kind, tmp_path, monkeypatch)
     cfg = replace(make_config(world), target=ModelSettings("target", spec), base_dir=tmp_path)
     p = Project.create(tmp_path / "p", cfg)
-    assert rounds.plan(p) == rounds.STEPS and rounds.finetune_blocker_of(p) is None
-    st = rounds.advance(p, simulate=True, progress=False)
+    assert bl.plan(p) == bl.STEPS and bl.LoopContext(p, simulate=False, progress=False).blocker is None
+    st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
     rec = p.model("target")
     assert rec.version == 1 and rec.meta["lr"] in (1e-3, 1e-2)
@@ -309,13 +311,12 @@ def test_factory_and_hf_targets_fine_tune_into_a_loadable_version_1(kind: str, w
     else:
         assert (p.path / "checkpoints" / "target-v1" / "config.json").is_file()
     # Its weights are the fine-tuned ones: the fine-tuner's T0 mIoU, measured again on the loaded v1.
-    from blindspots.loop.context import _Loop
     from blindspots.training.replay import evaluate_module
 
-    val = _Loop(p, simulate=True, progress=False).labelled_set("val")
+    val = bl.LoopContext(p, simulate=True, progress=False).labelled_set("val")
     miou = evaluate_module(v1.module, val, v1.num_classes, preprocess=v1.preprocess, output_key=v1.output_key)
     assert miou == pytest.approx(rec.meta["val_miou"], abs=1e-9)
-    board = rounds.leaderboard_frame(p)
+    board = bl.leaderboard_frame(p)
     assert board.loc["target", ("round 1", "T0")] == pytest.approx(rec.meta["val_miou"])
     assert np.isfinite(board.loc["target", ("round 1", "T2")])
 
@@ -340,7 +341,7 @@ def test_fine_tuning_on_a_pool_of_mixed_sizes(world: Path, tmp_path: Path, monke
         "factory", tmp_path, monkeypatch)), simulate=replace(cfg.simulate, ground_truth=str(pool / "masks")),
                   ratings=replace(cfg.ratings, n4=4), base_dir=tmp_path)
     p = Project.create(tmp_path / "p", cfg)
-    st = rounds.advance(p, simulate=True, progress=False)
+    st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
     s_sizes = {Image.open(next((pool / "images").glob(Path(x).stem + ".*"))).size for x in p.candidates(0, "S")["id"]}
     assert len(s_sizes) > 1

@@ -317,3 +317,19 @@ def test_constant_fitting_sa_is_a_warning(caplog):
         MDSA().fit(x2, y2)
         DSA().fit(x2, y2)
     assert not any("constant" in r.getMessage() for r in caplog.records)
+
+
+def test_split_thread_pool_is_replaced_not_leaked_when_it_grows():
+    """A larger split replaces the worker pool and shuts the old one down (its threads used to stay)."""
+    import threading
+
+    from blindspots.surprise import _threads
+
+    seen: list[int] = []
+    _threads.run_split(8, 2, lambda lo, hi: seen.append(hi - lo))
+    small = _threads._POOL
+    _threads.run_split(9, 3, lambda lo, hi: seen.append(hi - lo))
+    assert _threads._POOL is not small and small._shutdown
+    assert sum(seen) == 17
+    names = [t.name for t in threading.enumerate() if t.name.startswith("blindspots-surprise")]
+    assert len(names) <= 3 + 2  # the new pool's threads, and at most the old pool's exiting ones

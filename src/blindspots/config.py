@@ -9,7 +9,8 @@ weight decay 5e-4, polynomial decay, batch size 2, at most 80 epochs, initial LR
 Layout of the file (all tables but [pool], [target] and [[competitors]] optional)::
 
     [project]   name, seed, rounds
-    [pool]      root, list_file
+    [pool]      root (a folder, list file, URI prefix, shards; `data.sources`), list_file, list_column,
+                format, image_column, storage_options (["endpoint_url=http://host:9000"])
     [target]    name, path                (a model spec, `blindspots.models.load`)
     [[competitors]] name, path
     [data]      train (S0: folder with images/ and masks/), val (T0: same layout); both optional:
@@ -53,10 +54,19 @@ class ProjectSettings:
 
 @dataclass
 class PoolSettings:
-    """root: folder of unlabeled images (D); list_file: optional file listing ids, one a line."""
+    """root: the unlabeled images (D): a folder, a list file, a URI prefix (s3://bucket/pool/), Parquet or
+    WebDataset shards, a Hugging Face save_to_disk folder (`blindspots.data.sources.open_pool`);
+    list_file: optional file listing ids (or URIs); list_column: its column (CSV / Parquet);
+    format: forces how root is read; image_column: of Parquet / Hugging Face pools;
+    storage_options: "KEY=VALUE" strings for the object store (e.g. "endpoint_url=http://host:9000");
+    credentials never go here: they come from the store's usual environment."""
 
     root: str = ""
     list_file: str | None = None
+    list_column: str | None = None
+    format: str | None = None
+    image_column: str | None = None
+    storage_options: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -189,6 +199,19 @@ class Config:
         p = Path(path).expanduser()
         return p if p.is_absolute() else (Path(self.base_dir) / p).resolve()
 
+    def location(self, value: str) -> str:
+        """A pool location from the file: a URI (s3://, gs://, file://, ...) as written, a path made absolute."""
+        return value if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", value) else str(self.resolve(value))
+
+    def open_pool(self) -> Any:
+        """The pool source [pool] names (`blindspots.data.sources.open_pool`); ValueError naming what is wrong."""
+        from blindspots.data.sources import open_pool, parse_storage_option
+
+        p = self.pool
+        return open_pool(self.location(p.root), list_file=None if p.list_file is None else self.location(p.list_file),
+                         list_column=p.list_column, format=p.format, image_column=p.image_column,
+                         storage_options=dict(parse_storage_option(o) for o in p.storage_options))
+
     @property
     def model_names(self) -> list[str]:
         """Target first, then competitors, in file order."""
@@ -228,9 +251,15 @@ def validate(cfg: Config) -> None:
     _need(_int(cfg.project.seed) and cfg.project.seed >= 0, "project.seed", "an integer >= 0", cfg.project.seed)
     _need(_int(cfg.project.rounds) and cfg.project.rounds >= 1, "project.rounds", "an integer >= 1",
           cfg.project.rounds)
-    _need(isinstance(cfg.pool.root, str) and cfg.pool.root != "", "pool.root", "a folder path", cfg.pool.root)
+    _need(isinstance(cfg.pool.root, str) and cfg.pool.root != "", "pool.root", "a folder path or URI", cfg.pool.root)
     _need(cfg.pool.list_file is None or isinstance(cfg.pool.list_file, str), "pool.list_file",
           "a file path", cfg.pool.list_file)
+    for key in ("list_column", "format", "image_column"):
+        _need(getattr(cfg.pool, key) is None or isinstance(getattr(cfg.pool, key), str), f"pool.{key}",
+              "a string (or absent)", getattr(cfg.pool, key))
+    _need(isinstance(cfg.pool.storage_options, list) and all(isinstance(o, str) and "=" in o
+                                                            for o in cfg.pool.storage_options),
+          "pool.storage_options", 'a list of "KEY=VALUE" strings', cfg.pool.storage_options)
     names: list[str] = []
     for key, m in [("target", cfg.target)] + [(f"competitors[{i}]", c) for i, c in enumerate(cfg.competitors)]:
         _need(isinstance(m.name, str) and bool(MODEL_NAME.match(m.name)), f"{key}.name",

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path, PurePosixPath
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["check_image_id", "artifact_name", "legacy_artifact_name", "artifact_path", "find_artifact",
            "check_unique_artifacts", "stem_key"]
@@ -30,9 +33,10 @@ def check_image_id(image_id: object, name: str = "image_id") -> str:
 
 
 def stem_key(image_id: str) -> str:
-    """The id without its extension ("a/cat.jpg" -> "a/cat"); ids without one are returned as is."""
+    """The id without its extension ("a/cat.jpg" -> "a/cat"); ids without one ("d.tar#k7") are returned as is."""
     p = PurePosixPath(check_image_id(image_id))
-    return str(p.with_suffix("")) if p.suffix else str(p)
+    # an item inside a shard ('train.parquet#000017', 'shard-0.tar#a/b') has no extension of its own
+    return str(p.with_suffix("")) if p.suffix and "#" not in p.suffix else str(p)
 
 
 def artifact_name(image_id: str, suffix: str = ".png") -> str:
@@ -59,8 +63,31 @@ def find_artifact(root: str | Path, image_id: str, suffix: str = ".png") -> Path
     return None
 
 
+def _stem_clash_candidates(ids: "pa.Array") -> list[str]:
+    """Ids of an Arrow array whose stems may clash, found in Arrow (no Python string per id); the
+    stem rule is `stem_key`'s: the last name's '.ext' removed unless the name starts with it or it has '#'."""
+    import pyarrow.compute as pc
+
+    stems = pc.replace_substring_regex(pc.replace_substring_regex(ids, "/+", "/"), r"([^/])\.[^./#]+$", r"\1")
+    order = pc.sort_indices(stems)
+    stems = stems.take(order)
+    if len(stems) < 2:
+        return []
+    same = pc.equal(stems.slice(1), stems.slice(0, len(stems) - 1)).to_numpy(zero_copy_only=False)
+    if not same.any():
+        return []
+    import numpy as np
+
+    at = np.flatnonzero(same)
+    rows = np.unique(np.concatenate([at, at + 1]))
+    return ids.take(order.take(rows)).to_pylist()
+
+
 def check_unique_artifacts(image_ids: Iterable[str], name: str = "image_ids") -> None:
-    """ValueError naming the clashing ids when two ids share an artifact name ("a.jpg" and "a.png")."""
+    """ValueError naming the clashing ids when two ids share an artifact name ("a.jpg" and "a.png").
+    An Arrow string array (a large pool's ids) is checked in Arrow first."""
+    if type(image_ids).__module__.startswith("pyarrow"):
+        image_ids = _stem_clash_candidates(image_ids)  # type: ignore[arg-type]
     by_name: dict[str, list[str]] = defaultdict(list)
     for i in image_ids:
         by_name[stem_key(i)].append(i)

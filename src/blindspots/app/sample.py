@@ -5,7 +5,7 @@
 - a pool, S0 and T0 (`data.scenes.generate_scene_set`) and three untrained light zoo models
   (a tiny U-Net target; a small FCN and a second tiny U-Net with other weights as
   competitors; weights are random, so the predictions are poor — which is what a rater should
-  see), a project (`Project.create`), and runs the real loop (`loop.rounds.advance`, mining
+  see), a project (`Project.create`), and runs the real loop (`blindspots.loop.advance`, mining
   with the "random" strategy) until it waits for ratings;
 - optionally a Defuse-style vote set (`scenarios.export_review` layout) of real handwritten
   digits (scikit-learn's 8x8 digits, upscaled) with a logistic-regression classifier's
@@ -73,7 +73,7 @@ def make_sample_project(path: str | Path, *, n_pool: int = 40, size: int = 32, s
     for name, (role, token) in (annotators or {}).items():
         project.add_annotator(name, token, role)
     if advance:
-        from blindspots.loop.rounds import advance as run
+        from blindspots.loop import advance as run
 
         run(project, progress=False)
     if vote_set or review_set:

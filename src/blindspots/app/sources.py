@@ -1,7 +1,8 @@
 """What the pages show, read from the project by id only.
 
-`ProjectView` turns ids into pixels and work queues: pool images (through `ImagePool`, which
-only knows ids it listed and refuses links that leave the pool root), the target's argmax
+`ProjectView` turns ids into pixels and work queues: pool images (through the project's pool
+source, `Config.open_pool`: it only reads ids it listed; a folder pool refuses links that leave
+its root; an object-store pool fetches the bytes from the store), the target's argmax
 maps saved by the scan, stored masks, attached vote sets and label-issue review sets. No
 request value is ever joined into a file path before it has been found in one of these id
 lists, and every resolved path is checked to stay inside its root (symlinks included).
@@ -13,7 +14,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -108,12 +109,8 @@ class ProjectView:
     @property
     def pool(self) -> Any:
         with self._lock:
-            if self._pool is None:
-                from blindspots.data.pool import ImagePool
-
-                c = self.project.config
-                lf = None if c.pool.list_file is None else c.resolve(c.pool.list_file)
-                self._pool = ImagePool(c.resolve(c.pool.root), list_file=lf)
+            if self._pool is None:  # any pool source: a folder, an object store, shards (`data.sources`)
+                self._pool = self.project.config.open_pool()
             return self._pool
 
     @property
@@ -128,7 +125,7 @@ class ProjectView:
                     self._classes = Classes.from_dict(man["classes"])
                 else:  # no scan yet: load the target from its spec, whatever its kind
                     from blindspots.loop.models import load_spec
-                    from blindspots.loop.rounds import target_classes
+                    from blindspots.loop import target_classes
 
                     rec = self.project.model(self.project.config.target.name, 0)
                     seg = load_spec(rec.spec, import_dir=rec.meta.get("import_dir"))
@@ -141,7 +138,7 @@ class ProjectView:
                 "palette": ["#%02x%02x%02x" % tuple(int(v) for v in p) for p in c.palette]}
 
     def status(self) -> Any:
-        from blindspots.loop.rounds import status
+        from blindspots.loop import status
 
         return status(self.project)
 
@@ -173,7 +170,7 @@ class ProjectView:
         return self.project.mask_round()
 
     def masks_needed(self, round: int) -> list[str]:
-        from blindspots.loop.rounds import masks_needed
+        from blindspots.loop import masks_needed
 
         return masks_needed(self.project, round)
 
@@ -206,14 +203,14 @@ class ProjectView:
         as the models saw it, so its pixels line up with the maps."""
         def make() -> tuple[bytes, str]:
             rgb = self.pool_image(image_id)
-            if self.pool.path(image_id).suffix.lower() in JPEG_SUFFIXES:
+            if PurePosixPath(image_id).suffix.lower() in JPEG_SUFFIXES:  # ids keep the file's extension
                 return jpeg_bytes(rgb), "image/jpeg"
             return png_bytes(rgb), "image/png"
         return self._cache.get(("pool", image_id), make)
 
     def prediction(self, round: int, image_id: str) -> np.ndarray | None:
         """The target f_t^(round)'s argmax map uint8 [H, W] saved by the scan, or None."""
-        from blindspots.loop.rounds import target_column
+        from blindspots.loop import target_column
 
         if image_id not in self.pool:
             raise NotFound(f"id: expected an image id of the pool, got {image_id!r}")

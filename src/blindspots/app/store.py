@@ -35,9 +35,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from blindspots.ids import artifact_name
+from blindspots.ids import artifact_name, check_image_id
 from blindspots.loop.project import Project, hash_token
-from blindspots.loop.store import _check_id
 
 SESSION_HOURS = 12
 SET_KINDS = ("vote", "review")
@@ -122,7 +121,7 @@ class AppStore:
 
     # ---- fixed masks of confirmed label issues ----------------------------------------------
     def fix_path(self, set_name: str, image_id: str) -> Path:
-        return self.project.path / "masks" / "fixes" / check_set_name(set_name) / artifact_name(_check_id(image_id))
+        return self.project.path / "masks" / "fixes" / check_set_name(set_name) / artifact_name(check_image_id(image_id))
 
     def add_fix(self, set_name: str, image_id: str, mask: np.ndarray, annotator: str | None) -> Path:
         """Store a corrected mask (uint8 [H, W]) as an index PNG; written atomically, then committed."""

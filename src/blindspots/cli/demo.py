@@ -50,7 +50,7 @@ def run_demo(out: Path, *, seed: int = 0, pool_size: int | None = None, progress
                                    TestSetSettings)
     from blindspots.data.scenes import generate_scene_set
     from blindspots.loop.project import Project
-    from blindspots.loop.rounds import advance, leaderboard_frame
+    from blindspots.loop import advance, leaderboard_frame
     from blindspots.training.zoo import train_zoo
 
     d = dict(DEMO)

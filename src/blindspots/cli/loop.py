@@ -7,6 +7,9 @@ from typing import Optional
 
 import typer
 
+from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
+                                         list_file_option, storage_option_option, storage_options)
+
 ratings_app = typer.Typer(help="Weak labels (ACR ratings 1-5 or out-of-domain) of the mined candidates M.",
                           no_args_is_help=True)
 masks_app = typer.Typer(help="Pixel labels of the counterexamples S and the test set T.", no_args_is_help=True)
@@ -36,7 +39,12 @@ def open_project(project: Path):  # noqa: ANN202 - Project
 
 def init(
     project: Path = typer.Argument(..., help="Project folder to create."),
-    pool: Path = typer.Option(..., "--pool", help="Folder of unlabeled images (the pool D)."),
+    pool: str = typer.Option(..., "--pool", help="The pool D. " + POOL_HELP),
+    list_file: Optional[str] = list_file_option(),
+    list_column: Optional[str] = list_column_option(),
+    pool_format: Optional[str] = format_option(),
+    image_column: Optional[str] = image_column_option(),
+    storage_option: list[str] = storage_option_option(),
     target: str = typer.Option(..., "--target", "-t", help="Target model: NAME=SPEC or SPEC. SPEC as for "
                                "`blindspots scan`: a zoo .pt checkpoint, TorchScript, .onnx, a folder of <id>.npy, "
                                "or 'module:function', options after '?'."),
@@ -68,12 +76,14 @@ def init(
                                    PoolSettings, ProjectSettings, RatingSettings, SimulateSettings,
                                    TestSetSettings)
     from blindspots.loop.project import STORE_FILE, Project
-    from blindspots.loop.setup import check_config
+    from blindspots.loop import check_config
 
     tname, tpath = _model_spec(target, "target", "--target")
     comps = [ModelSettings(*_model_spec(c, "", "--competitor")) for c in competitor]
     cfg = Config(
-        pool=PoolSettings(root=str(pool)), target=ModelSettings(tname, tpath), competitors=comps,
+        pool=PoolSettings(root=pool, list_file=list_file, list_column=list_column, format=pool_format,
+                          image_column=image_column, storage_options=list(storage_option)),
+        target=ModelSettings(tname, tpath), competitors=comps,
         data=DataSettings(train=str(train_data) if train_data else "", val=str(val_data) if val_data else ""),
         project=ProjectSettings(name=project.name, seed=seed, rounds=rounds),
         mining=MiningSettings(strategy=strategy, n3=n3), ratings=RatingSettings(n4=n4, raters=raters),
@@ -83,7 +93,8 @@ def init(
         simulate=SimulateSettings(ground_truth=str(ground_truth) if ground_truth else ""),
         base_dir=Path.cwd(),
     )
-    for key, p in [("--pool", pool), ("--train-data", train_data), ("--val-data", val_data)]:
+    storage_options(storage_option)  # KEY=VALUE, checked before anything is read
+    for key, p in [("--train-data", train_data), ("--val-data", val_data)]:
         if p is not None and not p.is_dir():
             raise ValueError(f"{key}: expected an existing folder, got {str(p)!r}")
     if (project / STORE_FILE).exists():
@@ -101,7 +112,7 @@ def round_(
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps."),
 ) -> None:
     """Advance the loop to the next step that needs a human, and say what is awaited."""
-    from blindspots.loop.rounds import advance
+    from blindspots.loop import advance
 
     from blindspots.cli.report import write_round_pages
 
@@ -117,7 +128,7 @@ def round_(
 
 def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
     """Show the rounds, the steps done and what the loop waits for."""
-    from blindspots.loop.rounds import status as loop_status
+    from blindspots.loop import status as loop_status
 
     proj = open_project(project)
     steps = proj.steps()
@@ -135,7 +146,7 @@ def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
 
 def leaderboard(project: Path = typer.Argument(..., help="Project folder.")) -> None:
     """Print Table 1: every model's mIoU on T0 and on each unbiased test set T(i)."""
-    from blindspots.loop.rounds import leaderboard_frame
+    from blindspots.loop import leaderboard_frame
     from blindspots.mine.testset import format_leaderboard
 
     df = leaderboard_frame(open_project(project))
@@ -158,7 +169,7 @@ def export(
         "(beats --image-root)."),
 ) -> None:
     """Export the images awaiting masks with the target's prediction as a pre-annotation."""
-    from blindspots.loop.rounds import export_for_annotation
+    from blindspots.loop import export_for_annotation
 
     path = export_for_annotation(open_project(project), format, out, round=round, image_url=image_url,
                                  image_root=image_root, document_root=document_root)
@@ -172,7 +183,7 @@ def ratings_import(
     round: Optional[int] = typer.Option(None, "--round", help="Round (default: the current one)."),
 ) -> None:
     """Import ACR ratings of the candidates M from a CSV."""
-    from blindspots.loop.rounds import import_ratings
+    from blindspots.loop import import_ratings
 
     if not csv.is_file():
         raise ValueError(f"csv: expected an existing CSV file, got {str(csv)!r}")
@@ -188,8 +199,8 @@ def masks_import(
     annotator: Optional[str] = typer.Option(None, "--annotator", help="Who drew the masks."),
 ) -> None:
     """Import pixel labels for S and T."""
-    from blindspots.loop.exchange import after_masks_import
-    from blindspots.loop.rounds import import_masks
+    from blindspots.loop import after_masks_import
+    from blindspots.loop import import_masks
 
     p = open_project(project)
     n = import_masks(p, source, round=round, annotator=annotator)
@@ -201,7 +212,7 @@ def register_model(
     spec: str = typer.Argument(..., help="The retrained target as a model SPEC (as for `init --target`)."),
 ) -> None:
     """Register the target's next version (retrained on S in your own stack); `round` then continues with it."""
-    from blindspots.loop.setup import register_version
+    from blindspots.loop import register_version
 
     version = register_version(open_project(project), spec, base_dir=Path.cwd())
     typer.echo(f"registered the target's version {version}; run `blindspots round {project}` to scan and mine with it")

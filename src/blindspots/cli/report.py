@@ -67,7 +67,7 @@ def report(
 
             proj = Project.open(source)
             i = default_round(proj) if round is None else round
-            votes = export_scenario_votes(found, proj.config.resolve(proj.config.pool.root),
+            votes = export_scenario_votes(found, proj.config.open_pool(),
                                           index.parent / "scenario-votes", prefix=vote_prefix(i))
             typer.echo(f"scenario vote set: {votes} (offer it on the vote page with `blindspots web attach-votes "
                        f"{source} {votes} --name scenarios-r{i}`)")

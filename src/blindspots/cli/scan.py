@@ -6,6 +6,9 @@ from typing import Optional
 
 import typer
 
+from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
+                                         list_file_option, open_cli_pool, storage_option_option)
+
 
 def _named_spec(value: str, option: str) -> tuple[str, str]:
     name, sep, spec = value.partition("=")
@@ -16,7 +19,7 @@ def _named_spec(value: str, option: str) -> tuple[str, str]:
 
 
 def scan(
-    pool: Path = typer.Argument(..., help="Folder of unlabeled images (ids are paths relative to it)."),
+    pool: str = typer.Argument(..., help=POOL_HELP),
     target: str = typer.Option(..., "--target", "-t", help="The model under test, as NAME=SPEC. SPEC: a .pt zoo "
                                "checkpoint, a TorchScript .ts/.pt, an .onnx file, 'module:function', or a folder "
                                "of <id>.npy probabilities; options after '?', e.g. m.onnx?output=probabilities."),
@@ -28,8 +31,11 @@ def scan(
     maps: bool = typer.Option(True, "--maps/--no-maps", help="Save each model's argmax map as an index PNG."),
     resize: Optional[str] = typer.Option(None, help="Resize every image to HxW (e.g. 128x128) before inference; "
                                          "default: native size, batched per size."),
-    list_file: Optional[Path] = typer.Option(None, help="Text file of image paths relative to POOL (one a line) "
-                                             "instead of walking the folder."),
+    list_file: Optional[str] = list_file_option(),
+    list_column: Optional[str] = list_column_option(),
+    pool_format: Optional[str] = format_option(),
+    image_column: Optional[str] = image_column_option(),
+    storage_option: list[str] = storage_option_option(),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     engine: str = typer.Option("local", help="'local' (threads on this machine) or 'ray' (Ray Data tasks and "
                                "actors; pip install 'blindspots\\[ray]'; see docs/ray.md)."),
@@ -39,7 +45,6 @@ def scan(
                                          "default: one per CPU of the cluster."),
 ) -> None:
     """Scan POOL with a target and competitors (MAD Algorithm 1, steps 2-4 and 7-9)."""
-    from blindspots.data.pool import ImagePool
     from blindspots.models.load import load_model
     from blindspots.scan import read_score_table, scan_pool, schema
 
@@ -59,7 +64,8 @@ def scan(
         else:
             name = value
         competitors.append(name)
-    image_pool = ImagePool(pool, list_file=list_file)
+    image_pool = open_cli_pool(pool, list_file=list_file, list_column=list_column, pool_format=pool_format,
+                               image_column=image_column, storage_option=storage_option)
     scan_pool(image_pool, models, out, target=t_name, competitors=competitors, batch_size=batch_size,
               shard_size=shard_size, save_maps=maps, resize=size, progress=progress, engine=engine,
               ray_address=address, actors=actors)

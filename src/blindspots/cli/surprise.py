@@ -8,6 +8,9 @@ from typing import Optional
 
 import typer
 
+from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
+                                         list_file_option, open_cli_pool, storage_option_option)
+
 surprise_app = typer.Typer(help="Surprise adequacy (LSA, MDSA, DSA): fit per-class SA models on a labelled set, "
                            "score pools, reproduce Table 3 / Figure 9, draw Figure 6 panels and videos.",
                            no_args_is_help=True)
@@ -174,8 +177,13 @@ def fit(
 
 @surprise_app.command("score")
 def score(
-    pool: Path = typer.Argument(..., help="Folder of unlabeled images."),
+    pool: str = typer.Argument(..., help=POOL_HELP),
     estimator: Path = typer.Option(..., "--estimator", "-e", help="Estimator .npz written by `surprise fit`."),
+    list_file: Optional[str] = list_file_option(),
+    list_column: Optional[str] = list_column_option(),
+    pool_format: Optional[str] = format_option(),
+    image_column: Optional[str] = image_column_option(),
+    storage_option: list[str] = storage_option_option(),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Parquet file of surprise columns (id + surprise_*)."),
     scan: Optional[Path] = typer.Option(None, "--scan", help="A scan folder of this pool: add the columns to its score "
                                         "table (extra/surprise_<kind>__<name>/, resumable) instead of --out."),
@@ -197,7 +205,6 @@ def score(
     import numpy as np
     import pandas as pd
 
-    from blindspots.data.pool import ImagePool
     from blindspots.scan.extra import add_columns
     from blindspots.surprise.estimators import load_estimator
     from blindspots.surprise.image import surprise_columns
@@ -214,7 +221,8 @@ def score(
         name = str(manifest["target"]) if manifest and manifest.get("target") else "target"
     est = load_estimator(estimator)
     ex = _fitted_extractor(estimator, model, batch_size, features)
-    image_pool = ImagePool(pool)
+    image_pool = open_cli_pool(pool, list_file=list_file, list_column=list_column, pool_format=pool_format,
+                               image_column=image_column, storage_option=storage_option)
 
     def compute(images: np.ndarray, ids: list[str] | None = None) -> dict[str, np.ndarray]:
         return surprise_columns(ex, est, images, name, per_class=per_class, seed=seed, ids=ids)

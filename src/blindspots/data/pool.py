@@ -1,207 +1,37 @@
-"""The unlabeled image pool D: a folder tree or a list file of images, decoded to RGB uint8.
+"""The unlabeled image pool D, and the folder source: a folder tree or a list file of images, decoded to RGB uint8.
+
+Pools in other places (a list of URIs, an object-store prefix, Parquet / WebDataset shards, a Hugging
+Face `save_to_disk` folder) are the other `blindspots.data.sources`; `open_pool` picks one from what
+it is given. They all share `PoolSource`'s interface, which `ImagePool` implements for local folders.
 
 Ids are the POSIX paths relative to the pool root (sorted), stable across machines. A file that
 cannot be decoded (corrupt, truncated, zero bytes, not an image, too many pixels, missing) is
 recorded in `ImagePool.errors` with its reason and skipped by `iter_items`; it never stops a run.
-
-Decoding rules (`decode_image`):
-- EXIF orientation is applied (`PIL.ImageOps.exif_transpose`); multi-frame files (GIF, TIFF)
-  give their first frame.
-- Grey ('1', 'L') and palette ('P') images become RGB. 16-bit grey ('I;16*', and 'I', which is
-  how Pillow opens 16-bit PNG/TIFF) is scaled by the range of the type: value / 257, rounded,
-  values outside 0..65535 clipped; never a per-image stretch. Float ('F') is clipped to 0..255
-  (Pillow's own conversion).
-- Images with transparency (RGBA, LA, PA, palette with a transparent index) are composited
-  over white, which is how a viewer (and a human rater) sees them.
-- The pixel count is checked from the header before any pixel is decoded. Pillow's own
-  decompression-bomb guard (`Image.MAX_IMAGE_PIXELS`, never changed here) still applies on
-  top of `max_pixels`, so images above twice Pillow's limit are refused even if `max_pixels`
-  is larger.
-- Truncated files are errors: the full `load()` runs with `ImageFile.LOAD_TRUNCATED_IMAGES`
-  left False.
+Decoding rules: `blindspots.data.sources.decode` (re-exported here).
 """
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Iterator
 
 import numpy as np
-from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
+import pyarrow as pa
 from tqdm.auto import tqdm
+
+from blindspots.data.sources.base import PoolItem, PoolSource, RawItem
+from blindspots.data.sources.decode import (DEFAULT_MAX_PIXELS, ImageDecodeError, check_max_pixels, decode_image,
+                                            normalise_extensions, open_file_or_bytes, open_image,
+                                            pillow_extensions)
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_PIXELS = 50_000_000
 ONE_READ_MAX_BYTES = 64 << 20  # `load_hashed` reads larger files through `load` (header checked before the bytes)
 
 __all__ = ["ImageDecodeError", "decode_image", "open_image", "PoolItem", "ImagePool", "pillow_extensions",
            "DEFAULT_MAX_PIXELS"]
-
-
-class ImageDecodeError(ValueError):
-    """An image file that cannot be turned into RGB uint8 pixels. `.reason` says why."""
-
-    def __init__(self, reason: str, source: str | None = None) -> None:
-        self.reason = reason
-        self.source = source
-        super().__init__(f"{source}: {reason}" if source else reason)
-
-
-# Formats Pillow "opens" but cannot decode to pixels by itself: MPEG (header only), EPS/PS
-# (needs Ghostscript, and runs PostScript). Stub plugins (HDF5, GRIB, BUFR, WMF) are dropped below.
-_NOT_DECODABLE = frozenset({"MPEG", "EPS"})
-
-
-def pillow_extensions() -> frozenset[str]:
-    """Lower-case extensions (with the dot) of the formats Pillow can decode here, e.g. '.jpg'.
-
-    Excludes formats Pillow only identifies (stub plugins such as '.h5', '.grib'; '.mpg'; '.eps').
-    """
-    Image.init()  # registers the plugins; idempotent
-    out = set()
-    for ext, fmt in Image.registered_extensions().items():
-        factory = Image.OPEN.get(fmt, (None,))[0]
-        if factory is None or fmt in _NOT_DECODABLE:
-            continue
-        if isinstance(factory, type) and issubclass(factory, ImageFile.StubImageFile):
-            continue
-        out.add(ext.lower())
-    return frozenset(out)
-
-
-# --- decoding ----------------------------------------------------------------------------------
-
-_SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
-_ALPHA_MODES = ("RGBA", "LA", "PA", "RGBa", "La")
-
-
-def _composite_over_white(rgba: np.ndarray) -> np.ndarray:
-    """uint8 [H, W, 4] -> uint8 [H, W, 3], alpha-blended over a white background."""
-    alpha = rgba[..., 3:4].astype(np.uint16)
-    rgb = rgba[..., :3].astype(np.uint16)
-    # integer blend with rounding: (c*a + 255*(255-a) + 127) // 255
-    return ((rgb * alpha + 255 * (255 - alpha) + 127) // 255).astype(np.uint8)
-
-
-def _to_rgb(img: Image.Image) -> np.ndarray:
-    """Any Pillow image -> uint8 [H, W, 3] (rules in the module docstring)."""
-    mode = img.mode
-    if mode in _ALPHA_MODES or (mode in ("P", "L", "RGB") and "transparency" in img.info):
-        return _composite_over_white(np.asarray(img.convert("RGBA"), dtype=np.uint8))
-    if mode == "RGB":
-        return np.asarray(img, dtype=np.uint8)
-    if mode in _SIXTEEN_BIT_MODES:
-        grey = np.asarray(img).astype(np.int64)
-        grey = ((np.clip(grey, 0, 65535) + 128) // 257).astype(np.uint8)  # round(v / 257)
-        return np.repeat(grey[..., None], 3, axis=2)
-    if mode == "F":
-        return np.asarray(img.convert("L").convert("RGB"), dtype=np.uint8)
-    return np.asarray(img.convert("RGB"), dtype=np.uint8)
-
-
-def _open_source(source: str | Path | bytes | bytearray) -> tuple[io.BytesIO | Path, str]:
-    """Check the source exists and is non-empty; return something Image.open accepts and a label."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        if len(source) == 0:
-            raise ImageDecodeError("empty file (0 bytes)", "<bytes>")
-        return io.BytesIO(bytes(source)), "<bytes>"
-    if not isinstance(source, (str, os.PathLike)):
-        raise ValueError(f"source: expected a path or bytes, got {type(source).__name__}")
-    path = Path(source)
-    label = str(path)
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise ImageDecodeError("file not found", label) from None
-    except OSError as exc:
-        raise ImageDecodeError(f"cannot read file ({exc.strerror or exc})", label) from None
-    if not path.is_file():
-        raise ImageDecodeError("not a regular file", label)
-    if st.st_size == 0:
-        raise ImageDecodeError("empty file (0 bytes)", label)
-    return path, label
-
-
-def _check_max_pixels(max_pixels: int) -> int:
-    if isinstance(max_pixels, bool) or not isinstance(max_pixels, (int, np.integer)) or max_pixels < 1:
-        raise ValueError(f"max_pixels: expected a positive integer, got {max_pixels!r}")
-    return int(max_pixels)
-
-
-def open_image(source: str | Path | bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
-    """Open, size-check and fully decode one image; EXIF orientation applied; mode unchanged.
-
-    The returned Pillow image is loaded and detached from the file. Raises ImageDecodeError
-    (empty, missing, not an image, too many pixels, corrupt or truncated). Used by
-    `decode_image` and by the mask reader, so both follow the same rules.
-    """
-    max_pixels = _check_max_pixels(max_pixels)
-    fp, label = _open_source(source)
-    try:
-        img_ctx = Image.open(fp)
-    except UnidentifiedImageError:
-        raise ImageDecodeError("not an image (format not recognised)", label) from None
-    except Image.DecompressionBombError as exc:
-        raise ImageDecodeError(f"too many pixels (Pillow's decompression-bomb limit: {exc})", label) from None
-    except (OSError, SyntaxError, ValueError, EOFError, MemoryError) as exc:
-        raise ImageDecodeError(f"corrupt header ({type(exc).__name__}: {exc})", label) from None
-    with img_ctx as img:
-        width, height = img.size
-        if width < 1 or height < 1:
-            raise ImageDecodeError(f"empty image ({width}×{height} px)", label)
-        if width * height > max_pixels:
-            raise ImageDecodeError(
-                f"too many pixels ({width}×{height} = {width * height:,} > max_pixels={max_pixels:,})", label)
-        try:
-            img.load()  # full decode; a truncated file raises here (LOAD_TRUNCATED_IMAGES stays False)
-        except MemoryError:
-            raise ImageDecodeError(f"out of memory decoding {width}×{height} px", label) from None
-        except Exception as exc:  # Pillow plugins raise many types (OSError, SyntaxError, struct.error, ...)
-            reason = "truncated" if "truncated" in str(exc).lower() else "corrupt"
-            raise ImageDecodeError(f"{reason} ({type(exc).__name__}: {exc})", label) from None
-        try:
-            return ImageOps.exif_transpose(img)  # a new image (a copy when there is nothing to do)
-        except Exception as exc:  # a broken EXIF block should not lose a good image
-            log.warning("%s: ignoring unreadable EXIF orientation (%s)", label, exc)
-            return img.copy()
-
-
-def decode_image(source: str | Path | bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
-    """Decode one image file (or its bytes) to uint8 [H, W, 3] RGB.
-
-    source: a path or the file's bytes. max_pixels: refuse images with more than this many
-    pixels (width × height, read from the header before decoding); 50 M by default.
-    Raises ImageDecodeError (a ValueError) with `.reason` for anything that is not a readable
-    image: empty, missing, not an image, too many pixels, corrupt or truncated.
-    """
-    img = open_image(source, max_pixels=max_pixels)
-    try:
-        rgb = _to_rgb(img)
-    except Exception as exc:
-        label = "<bytes>" if isinstance(source, (bytes, bytearray, memoryview)) else str(source)
-        raise ImageDecodeError(f"cannot convert mode {img.mode!r} to RGB ({exc})", label) from None
-    return np.ascontiguousarray(rgb)
-
-
-# --- the pool ----------------------------------------------------------------------------------
-
-@dataclass
-class PoolItem:
-    """One pool entry as read: `image` uint8 [H, W, 3], or None with `error` set to the reason."""
-
-    id: str
-    image: np.ndarray | None
-    error: str | None
-    content_hash: str | None = None  # set by `iter_hashed_items` (hex blake2b of the bytes decoded)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
 
 def _is_hidden(name: str) -> bool:
@@ -216,7 +46,7 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
-class ImagePool:
+class ImagePool(PoolSource):
     """An unlabeled image pool: every image under `root` (recursively), or those in a list file.
 
     root: the pool's folder; ids are POSIX paths relative to it, sorted.
@@ -242,38 +72,31 @@ class ImagePool:
                  extensions: Iterable[str] | None = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
         root_path = Path(root)
+        self.list_file = None if list_file is None else str(Path(list_file).resolve())
+        self._extensions_given = None if extensions is None else sorted(
+            [extensions] if isinstance(extensions, str) else extensions)
         if not root_path.is_dir():
             raise ValueError(f"root: expected an existing folder, got {str(root)!r}")
-        self.max_pixels = _check_max_pixels(max_pixels)
+        self.max_pixels = check_max_pixels(max_pixels)
         self.root = root_path.resolve()
         self.extensions = self._normalise_extensions(extensions)
         self.errors: dict[str, str] = {}
         self.excluded: dict[str, str] = {}
-        self.refused: dict[str, str] = {}  # image files found but not read (links leaving root): id -> reason
+        self._refused: dict[str, str] = {}  # image files found but not read (links leaving root): id -> reason
         if list_file is not None:
             ids = self._read_list(Path(list_file))
         else:
             ids = self._walk()
-        self.ids: list[str] = sorted(ids)
-        self._id_set = frozenset(self.ids)
+        self._ids: list[str] | None = sorted(ids)
+        self._id_array = pa.array(self._ids, pa.string())
+        self._id_set = frozenset(self._ids)
         log.info("pool %s: %d images (%d excluded)", self.root, len(self.ids), len(self.excluded))
 
     # -- construction --
 
     @staticmethod
     def _normalise_extensions(extensions: Iterable[str] | None) -> frozenset[str]:
-        if extensions is None:
-            return pillow_extensions()
-        if isinstance(extensions, str):
-            extensions = [extensions]
-        out = set()
-        for ext in extensions:
-            if not isinstance(ext, str) or not ext.strip(".") or "/" in ext:
-                raise ValueError(f"extensions: expected file extensions like '.png' or 'jpg', got {ext!r}")
-            out.add("." + ext.lower().lstrip("."))
-        if not out:
-            raise ValueError("extensions: expected at least one extension, got an empty collection")
-        return frozenset(out)
+        return normalise_extensions(extensions)
 
     def _walk(self) -> list[str]:
         ids: list[str] = []
@@ -302,7 +125,7 @@ class ImagePool:
                         reason = "symlink pointing outside the pool root"
                         if not target.exists():
                             reason += " (dangling: its target does not exist)"
-                        self.excluded[rel] = self.refused[rel] = reason
+                        self.excluded[rel] = self._refused[rel] = reason
                         continue
                     ids.append(rel)
                 elif entry.is_dir(follow_symlinks=False):
@@ -340,11 +163,27 @@ class ImagePool:
 
     # -- access --
 
-    def __len__(self) -> int:
-        return len(self.ids)
-
     def __contains__(self, image_id: object) -> bool:
         return image_id in self._id_set
+
+    def list_ids(self) -> list[str]:
+        return list(self.ids)
+
+    def describe(self) -> dict:
+        return {"pool": str(self.root), "list_file": self.list_file, "format": "folder",
+                **({"extensions": self._extensions_given} if self._extensions_given else {})}
+
+    def read(self, ids) -> Iterator[RawItem]:
+        """The file bytes of `ids` (`PoolSource.read`); unreadable files give their `load` reason."""
+        for image_id in ids:
+            try:
+                path = self.path(image_id)
+                open_file_or_bytes(path)
+                yield RawItem(image_id, path.read_bytes())
+            except ImageDecodeError as exc:
+                yield RawItem(image_id, None, exc.reason)
+            except (OSError, ValueError) as exc:
+                yield RawItem(image_id, None, str(exc))
 
     def __repr__(self) -> str:
         return f"ImagePool(root={str(self.root)!r}, images={len(self.ids)}, errors={len(self.errors)})"
@@ -373,7 +212,7 @@ class ImagePool:
         when a bad first read is retried through `load` and the file then reads well (it changed)."""
         path = self.path(image_id)
         try:
-            _open_source(path)  # the checks `load` makes first (e.g. a FIFO is not read)
+            open_file_or_bytes(path)  # the checks `load` makes first (e.g. a FIFO is not read)
             if path.stat().st_size > ONE_READ_MAX_BYTES:  # e.g. a video named .jpg: header check first
                 raise OSError("large file: read by `load`, which checks the header before decoding")
             data = path.read_bytes()

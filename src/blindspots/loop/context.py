@@ -1,6 +1,6 @@
 """What every step of the loop shares: the plans (which steps a round has), `Status`, the seeds,
-and `_Loop`, the lazily loaded resources of one `advance` call (pool, models by spec, classes,
-S0 / T0, score tables)."""
+and `LoopContext`, the lazily loaded resources of one `advance` call (pool, models by spec,
+classes, S0 / T0, score tables)."""
 from __future__ import annotations
 
 import logging
@@ -18,7 +18,6 @@ log = logging.getLogger(__name__)
 
 STEPS = ("scan", "mine", "ratings", "select", "masks", "evaluate", "finetune")
 LABEL_STEPS = ("scan", "mine", "ratings", "select", "export")
-HUMAN_STEPS = ("ratings", "masks")
 _SEED_STEPS = STEPS + ("export",)  # appended: the seeds of the other steps stay the same
 
 
@@ -58,8 +57,13 @@ def target_column(project: Project, version: int) -> str:
     return f"{project.config.target.name}_v{int(version)}"
 
 
-class _Loop:
-    """Everything a step needs, loaded lazily once per `advance` call."""
+class LoopContext:
+    """Everything a step needs, loaded lazily once per `advance` call.
+
+    project: the open project; cfg: its config; simulate: simulated raters and annotators answer
+    the human steps; progress: show progress bars. The pool, models, classes, S0 / T0 and score
+    tables are loaded on first use and kept for the call.
+    """
 
     def __init__(self, project: Project, *, simulate: bool, progress: bool) -> None:
         self.project = project

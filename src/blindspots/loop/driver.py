@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from blindspots.loop.context import LABEL_STEPS, STEPS, Status, _Loop, finetune_blocker_of, plan, step_seed
+from blindspots.loop.context import LABEL_STEPS, STEPS, LoopContext, Status, finetune_blocker_of, plan, step_seed
 from blindspots.loop.project import Project, ProjectError
-from blindspots.loop.steps import (STEP_FUNCS, _settings, export_dir, masks_needed, ratings_progress,
-                                   t_masks_complete)
+from blindspots.loop.steps import STEP_REGISTRY, export_dir, masks_needed, ratings_progress, t_masks_complete
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,7 @@ def advance(project: Project, *, simulate: bool = False, progress: bool = True,
     max_steps: stop after this many steps (None: no limit) — for tests and stepping by hand.
     Returns a Status; re-running after a crash continues with the unfinished step.
     """
-    loop = _Loop(project, simulate=simulate, progress=progress)
+    loop = LoopContext(project, simulate=simulate, progress=progress)
     seed = project.config.project.seed
     if plan(project) is LABEL_STEPS:
         _evaluate_labelled_rounds(loop, seed)
@@ -83,14 +82,15 @@ def advance(project: Project, *, simulate: bool = False, progress: bool = True,
         ran += 1
 
 
-def _run_step(loop: _Loop, i: int, step: str, seed: int) -> dict | Status:
+def _run_step(loop: LoopContext, i: int, step: str, seed: int) -> dict | Status:
     """Run one step of round i, recorded (begin, end or failed) in the store."""
     project = loop.project
     s = step_seed(seed, i, step)
-    project.begin_step(i, step, _settings(loop, step), model_version=i, seed=s)
+    runner = STEP_REGISTRY[step]
+    project.begin_step(i, step, runner.settings(loop), model_version=i, seed=s)
     log.info("round %d: %s", i, step)
     try:
-        return STEP_FUNCS[step](loop, i, s)
+        return runner.run(loop, i, s)
     except Exception as e:
         # Recorded, so `status` says "failed: <message>" (not running); the next `advance` runs it
         # again. Ctrl-C leaves it "running", as a crash does; it is run again too.
@@ -101,7 +101,7 @@ def _run_step(loop: _Loop, i: int, step: str, seed: int) -> dict | Status:
         raise
 
 
-def _evaluate_labelled_rounds(loop: _Loop, seed: int) -> None:
+def _evaluate_labelled_rounds(loop: LoopContext, seed: int) -> None:
     """Label plan: once people have drawn the masks of an exported round's T(i+1), score every model
     of that round on it (the round's "evaluate" step, outside the plan: it never waits), so that
     `blindspots leaderboard` has Table 1's T(i+1) columns (T0 too when the project has one)."""
@@ -125,7 +125,7 @@ def status(project: Project) -> Status:
         st = _stopped(project)
         return Status("finished", st.round, "done", "all rounds are done") if st.state == "finished" else st
     i, step = pos
-    loop = _Loop(project, simulate=False, progress=False)
+    loop = LoopContext(project, simulate=False, progress=False)
     st = project.step(i, step)
     err = project.step_failure(i, step) if st is not None and st["status"] != "done" else None
     if err is not None:

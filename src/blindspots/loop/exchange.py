@@ -5,10 +5,11 @@ from pathlib import Path
 
 import numpy as np
 
-from blindspots.loop.context import LABEL_STEPS, _Loop, plan
+from blindspots.loop.context import LABEL_STEPS, LoopContext, plan
 from blindspots.loop.driver import current_position
+from blindspots.loop.maps import target_map
 from blindspots.loop.project import Project
-from blindspots.loop.steps import _export, _target_map, masks_needed
+from blindspots.loop.steps import export_annotation, masks_needed
 
 
 def _round_arg(project: Project, round: int | None) -> int:
@@ -55,7 +56,7 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
     from blindspots.data.formats import import_cvat, import_labelstudio, read_masks
 
     i = _round_arg(project, round)
-    loop = _Loop(project, simulate=False, progress=False)
+    loop = LoopContext(project, simulate=False, progress=False)
     need = masks_needed(project, i)
     if not need:
         raise ValueError(f"round: expected round {i} to have images awaiting masks (S and T), got none yet")
@@ -127,14 +128,14 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
     if fmt not in ("cvat", "labelstudio"):
         raise ValueError(f"format: expected 'cvat' or 'labelstudio', got {fmt!r}")
     i = _round_arg(project, round)
-    loop = _Loop(project, simulate=False, progress=False)
+    loop = LoopContext(project, simulate=False, progress=False)
     have = set(project.masks_for_round(i)["id"])
     ids = [x for x in masks_needed(project, i) if x not in have]
     if not ids:
         raise ValueError(f"round: expected images awaiting masks in round {i}, got none")
-    preds = {x: _target_map(loop, i, x) for x in ids}
+    preds = {x: target_map(loop, i, x) for x in ids}
     default = project.reports_dir / f"round-{i}-{'cvat.zip' if fmt == 'cvat' else 'labelstudio.json'}"
     where = {"image_url": image_url, "image_root": image_root, "document_root": document_root}
     if fmt == "labelstudio" and image_url is None and image_root is None:
         where["image_root"] = loop.cfg.resolve(loop.cfg.pool.root)  # a folder Label Studio can serve
-    return _export(loop, i, fmt, Path(out) if out is not None else default, ids, preds, **where)
+    return export_annotation(loop, i, fmt, Path(out) if out is not None else default, ids, preds, **where)

@@ -15,6 +15,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from blindspots.models.protocol import predict_segmenter
+
 __all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "probe_models",
            "finetune_blocker", "LOOP_TRAINABLE_KINDS"]
 
@@ -72,10 +74,8 @@ def load_spec(spec: str, *, import_dir: str | None = None, device: str | None = 
 
 def predict_one(seg: Any, image_id: str, image: np.ndarray) -> np.ndarray:
     """float [1, C, H, W] for one pool image: by id for models keyed by id (precomputed
-    outputs have `predict_proba_ids`), by pixels otherwise. image: uint8 [H, W, 3]."""
-    if hasattr(seg, "predict_proba_ids"):
-        return np.asarray(seg.predict_proba_ids([image_id], sizes=[image.shape[:2]]))
-    return np.asarray(seg.predict_proba(image[None]))
+    outputs), by pixels otherwise. image: uint8 [H, W, 3]."""
+    return np.asarray(predict_segmenter(seg, image[None], [image_id]))
 
 
 def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> int:
@@ -105,7 +105,7 @@ def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> in
     return c
 
 
-#: Spec kinds the loop fine-tunes (`run_finetune`): zoo checkpoints, `module:factory` (+ weights=) and
+#: Spec kinds the loop fine-tunes (`FinetuneStep`): zoo checkpoints, `module:factory` (+ weights=) and
 #: Hugging Face folders, whose adapters hold a plain torch `module` (`blindspots.models.TRAINABLE_KINDS`).
 LOOP_TRAINABLE_KINDS = ("zoo", "factory", "hf")
 

@@ -13,9 +13,9 @@ Layout::
       reports/            leaderboards and figures
 
 `Project` is the folder: its config, its `Store` (loop/store.py: schema, connections,
-transactions) and the meaning of its tables (loop/queries.py: journal, answers, registry, the
-web app's tables). Every human answer is committed before the call returns; a repeated
-submission replaces the earlier one (idempotent).
+transactions) and the meaning of its tables (loop/answers.py: selections and human answers;
+loop/queries.py: journal, registry, the web app's tables). Every human answer is committed before
+the call returns; a repeated submission replaces the earlier one (idempotent).
 
 Rounds are numbered from 0 as in Algorithm 1: round i mines M(i+1) with the target f_t^(i),
 rates it, forms S(i+1) and T(i+1), and fine-tunes f_t^(i) into f_t^(i+1). Model versions: the
@@ -26,11 +26,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from blindspots.config import CONFIG_FILE, Config, load_config, save_config
-from blindspots.ids import artifact_name
+from blindspots.ids import artifact_name, check_image_id
 from blindspots.loop.models import absolute_spec, is_path_spec
-from blindspots.loop.queries import Answers, AppTables, Journal, ModelRecord, Registry
+from blindspots.loop.answers import Answers
+from blindspots.loop.queries import AppTables, Journal, ModelRecord, Registry
 from blindspots.loop.store import (OUT_OF_DOMAIN, ROLES, SCHEMA_VERSION, STORE_FILE, SUBFOLDERS, VERDICTS,
-                                   ProjectError, Store, _check_id, _check_round, hash_token, now)
+                                   ProjectError, Store, check_round, hash_token, now)
 
 __all__ = ["Project", "ProjectError", "ModelRecord", "STORE_FILE", "SCHEMA_VERSION", "OUT_OF_DOMAIN", "ROLES",
            "VERDICTS", "SUBFOLDERS", "hash_token", "now"]
@@ -123,7 +124,7 @@ class Project(Store, Journal, Answers, Registry, AppTables):
 
     def mask_path(self, round: int, image_id: str) -> Path:
         """Where the pixel label of `image_id` for `round` lives (index PNG)."""
-        return self.path / "masks" / f"r{_check_round(round)}" / artifact_name(_check_id(image_id))
+        return self.path / "masks" / f"r{check_round(round)}" / artifact_name(check_image_id(image_id))
 
 
 def _absolute(cfg: Config) -> Config:

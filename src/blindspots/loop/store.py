@@ -1,6 +1,6 @@
 """The project store: one SQLite file (WAL) — its schema, connections and transactions.
 
-`Store` knows nothing of what the tables mean (that is `blindspots.loop.queries`); it makes the
+`Store` knows nothing of what the tables mean (that is `blindspots.loop.answers` and `.queries`); it makes the
 schema, checks that an existing file is a readable blindspots store of this schema version,
 and hands out one connection per thread (the web app serves from many threads; WAL lets readers
 run beside one writer). Every write runs in `transaction()` (BEGIN IMMEDIATE ... COMMIT).
@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-
-from blindspots.ids import check_image_id
 
 STORE_FILE = "store.sqlite"
 SCHEMA_VERSION = 1
@@ -102,17 +100,11 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def _check_id(image_id: str, name: str = "image_id") -> str:
-    """An image id, checked by the one id rule (`blindspots.ids.check_image_id`)."""
-    return check_image_id(image_id, name)
-
-
-def _check_round(round: int) -> int:
+def check_round(round: int) -> int:
+    """A round number: an integer >= 0 (ValueError naming `round` otherwise)."""
     if not isinstance(round, (int, np.integer)) or isinstance(round, bool) or round < 0:
         raise ValueError(f"round: expected an integer >= 0, got {round!r}")
     return int(round)
-
-
 
 
 class Store:

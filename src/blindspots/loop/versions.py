@@ -1,6 +1,6 @@
 """Saving a fine-tuned target of a non-zoo trainable kind as the next version's spec.
 
-A zoo target is saved as a zoo checkpoint (`run_finetune`). The other kinds in
+A zoo target is saved as a zoo checkpoint (`FinetuneStep`). The other kinds in
 `blindspots.models.TRAINABLE_KINDS` are saved in the form their own spec loads back, keeping
 the spec's options (input policy, normalisation, classes=, factory keyword arguments):
 

@@ -1,23 +1,56 @@
 """Models: one Segmenter / Classifier protocol, one spec grammar, adapters for everything a user can bring.
 
 Entry points: `load_model(spec)` (see `blindspots.models.load` for the grammar),
-`probe_model(seg, image, name)`, `predict_proba_each(seg, images)` for mixed sizes; feature maps for
-surprise: `features(images, layer)` on torch / ONNX adapters, `CallableFeatures`, `PrecomputedFeatures`.
-"""
-from blindspots.models.adapters import (CallableClassifier, CallableFeatures, CallableSegmenter, HFSegmenter,
-                                       InputPolicy, OnnxClassifier, OnnxSegmenter, PrecomputedFeatures,
-                                       PrecomputedSegmenter, TorchClassifier, TorchPreprocess, TorchScriptClassifier,
-                                       TorchScriptSegmenter, TorchSegmenter, select_output)
-from blindspots.models.load import TRAINABLE_KINDS, absolute_spec, load_features, load_model, parse_spec, spec_kind
-from blindspots.models.probe import probe_model
-from blindspots.models.protocol import (Classifier, FeatureModel, ModelFailure, Segmenter, as_image_batch,
-                                        check_probabilities, default_classes, model_classes, predict_proba_each)
+`probe_model(seg, image, name)`, `predict_proba_each(seg, images)` for mixed sizes,
+`predict_segmenter(seg, images, ids)` for any Segmenter (by pixels, or by id for precomputed
+outputs); feature maps for surprise: `features(images, layer)` on torch / ONNX adapters,
+`CallableFeatures`, `PrecomputedFeatures`.
 
-__all__ = [
-    "TRAINABLE_KINDS", "CallableClassifier", "CallableFeatures", "CallableSegmenter", "Classifier", "FeatureModel",
-    "HFSegmenter", "InputPolicy", "PrecomputedFeatures", "load_features",
-    "ModelFailure", "OnnxClassifier", "OnnxSegmenter", "PrecomputedSegmenter", "Segmenter", "TorchClassifier",
-    "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter", "TorchSegmenter", "absolute_spec",
-    "as_image_batch", "check_probabilities", "default_classes", "load_model", "model_classes", "parse_spec",
-    "predict_proba_each", "probe_model", "select_output", "spec_kind",
-]
+The names below are loaded on first use (PEP 562): the adapters import torch, and the protocol
+(`blindspots.models.protocol`) must stay importable by engines that run without it.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: public name -> the module that defines it
+_SOURCES = {
+    **dict.fromkeys(["CallableClassifier", "CallableFeatures", "CallableSegmenter", "HFSegmenter", "InputPolicy",
+                     "OnnxClassifier", "OnnxSegmenter", "PrecomputedFeatures", "PrecomputedSegmenter",
+                     "TorchClassifier", "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter",
+                     "TorchSegmenter", "select_output"], "blindspots.models.adapters"),
+    **dict.fromkeys(["TRAINABLE_KINDS", "absolute_spec", "load_features", "load_model", "parse_spec", "spec_kind"],
+                    "blindspots.models.load"),
+    "probe_model": "blindspots.models.probe",
+    **dict.fromkeys(["Classifier", "FeatureModel", "ModelFailure", "Segmenter", "as_image_batch",
+                     "check_probabilities", "default_classes", "model_classes", "predict_proba_each",
+                     "predict_segmenter", "reads_ids"], "blindspots.models.protocol"),
+}
+
+__all__ = sorted(_SOURCES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _SOURCES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_SOURCES[name]), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # what type checkers and the import-graph test see
+    from blindspots.models.adapters import (CallableClassifier, CallableFeatures, CallableSegmenter, HFSegmenter,
+                                           InputPolicy, OnnxClassifier, OnnxSegmenter, PrecomputedFeatures,
+                                           PrecomputedSegmenter, TorchClassifier, TorchPreprocess,
+                                           TorchScriptClassifier, TorchScriptSegmenter, TorchSegmenter, select_output)
+    from blindspots.models.load import (TRAINABLE_KINDS, absolute_spec, load_features, load_model, parse_spec,
+                                        spec_kind)
+    from blindspots.models.probe import probe_model
+    from blindspots.models.protocol import (Classifier, FeatureModel, ModelFailure, Segmenter, as_image_batch,
+                                            check_probabilities, default_classes, model_classes, predict_proba_each,
+                                            predict_segmenter, reads_ids)

@@ -287,8 +287,8 @@ def load_model(spec: str, **overrides: Any) -> Any:
     overrides: options as keywords (e.g. batch_size=8, device="cuda"); those not None beat the
     spec's, and those that do not apply to the spec's kind are ignored.
 
-    The result has num_classes, classes (a Classes), info (kind, spec, ...) and predict_proba
-    (or predict_proba_ids for a precomputed folder). ValueError, one line naming the spec, for
+    The result has num_classes, classes (a Classes), info (kind, spec, ...) and
+    predict_proba(images, ids=None) (a precomputed folder reads by ids). ValueError, one line naming the spec, for
     anything that cannot be loaded.
     """
     base, opts = parse_spec(spec)

@@ -10,15 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from blindspots.models.protocol import PROBA_TOLERANCE, short_reason
+from blindspots.models.protocol import PROBA_TOLERANCE, predict_segmenter, reads_ids, short_reason
 
 
 def probe_model(seg: Any, image: np.ndarray, name: str, *, image_id: str | None = None) -> None:
     """Run one uint8 [H, W, 3] image through `seg`; a one-line ValueError naming `name` if it fails.
 
     Checks the output is float32 [1, C, H, W] probabilities (finite, in [0, 1], summing to 1) and
-    that `seg.classes` (when present) names C classes. A precomputed model (predict_proba_ids)
-    is probed with `image_id` when given (otherwise only its settings are checked).
+    that `seg.classes` (when present) names C classes. A model keyed by id (precomputed outputs,
+    `reads_ids`) is probed with `image_id` when given (otherwise only its settings are checked).
     """
     spec = getattr(seg, "info", {}).get("spec")
     label = f"model {name!r}" + (f" ({spec})" if spec and spec != name else "")
@@ -33,12 +33,9 @@ def probe_model(seg: Any, image: np.ndarray, name: str, *, image_id: str | None 
     if classes is not None and len(classes) != c:
         raise ValueError(f"{label}: expected {c} class names (num_classes), got {len(classes)}")
     try:
-        if hasattr(seg, "predict_proba_ids"):
-            if image_id is None:
-                return
-            proba = seg.predict_proba_ids([image_id], sizes=[(h, w)])
-        else:
-            proba = seg.predict_proba(img[None])
+        if reads_ids(seg) and image_id is None:
+            return
+        proba = predict_segmenter(seg, img[None], None if image_id is None else [image_id])
     except Exception as e:  # noqa: BLE001 - report any failure in one line
         raise ValueError(f"{label}: failed on a {h}x{w} image: {short_reason(e)}") from None
     arr = np.asarray(proba)

@@ -1,10 +1,13 @@
 """The two model protocols every engine sees, and the array checks at their boundary.
 
 Images enter as uint8 [N, H, W, 3] (or a sequence of equal-size uint8 [H, W, 3]).
-`Segmenter.predict_proba` returns float32 [N, C, H, W] probabilities at the input
-resolution, summing to 1 over C; `Classifier.predict_proba` returns float32 [N, C].
-The adapters of `blindspots.models.adapters` also carry `classes` (a `Classes`) and `info`
-(where the model came from); `predict_proba_each` runs any Segmenter on images of mixed sizes.
+`Segmenter.predict_proba(images, ids=None)` returns float32 [N, C, H, W] probabilities at the
+input resolution, summing to 1 over C; `Classifier.predict_proba` returns float32 [N, C].
+`ids` are the images' ids: a model keyed by id (precomputed outputs; `reads_ids = True`) reads
+its outputs by them, pixel models ignore them. Every adapter of `blindspots.models.adapters`
+takes `ids` and also carries `classes` (a `Classes`) and `info` (where the model came from).
+`predict_segmenter` runs any Segmenter (a hand-written one too, whose `predict_proba` may not
+take ids); `predict_proba_each` runs one on images of mixed sizes.
 """
 from __future__ import annotations
 
@@ -22,13 +25,41 @@ OUTPUT_KINDS = ("probabilities", "logits", "labels")
 
 @runtime_checkable
 class Segmenter(Protocol):
-    """Per-pixel class probabilities. num_classes: C."""
+    """Per-pixel class probabilities. num_classes: C.
+
+    A model keyed by image id rather than pixels (precomputed outputs) says so with a class
+    attribute `reads_ids = True`: its `predict_proba` needs `ids` and uses the images only for
+    their sizes. Without the attribute a Segmenter reads pixels (`reads_ids`).
+    """
 
     num_classes: int
 
-    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
-        """uint8 [N, H, W, 3] -> float32 [N, C, H, W], summing to 1 over C."""
+    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray],
+                      ids: Sequence[str] | None = None) -> np.ndarray:
+        """uint8 [N, H, W, 3] (and the N image ids) -> float32 [N, C, H, W], summing to 1 over C."""
         ...
+
+
+def reads_ids(model: object) -> bool:
+    """True when `model` answers by image id, not by pixels (precomputed outputs: `reads_ids = True`)."""
+    return getattr(model, "reads_ids", False) is True
+
+
+def predict_segmenter(model: Segmenter, images: np.ndarray | Sequence[np.ndarray],
+                      ids: Sequence[str] | None = None) -> np.ndarray:
+    """float32 [N, C, H, W] of any Segmenter on uint8 [N, H, W, 3] images with ids `ids`.
+
+    A model keyed by id gets the ids (ValueError naming `ids` when there are none or not one per
+    image); a pixel model gets the images only, so a hand-written `predict_proba(images)` works too.
+    """
+    if not reads_ids(model):
+        return model.predict_proba(images)
+    if ids is None:
+        raise ValueError(f"ids: expected the images' ids ({type(model).__name__} reads its outputs by image id), "
+                         "got None")
+    if len(ids) != len(images):
+        raise ValueError(f"ids: expected one id per image ({len(images)}), got {len(ids)}")
+    return model.predict_proba(images, ids=list(ids))
 
 
 @runtime_checkable

@@ -74,7 +74,7 @@ def is_defuse_dir(root: str | Path) -> bool:
     return bool(set(find_defuse_parts(root)) & {"review", "correct", "figures"})
 
 
-def _scenario_section(review: Path, out: Path, n_per: int) -> tuple[list[str], dict]:
+def defuse_scenario_section(review: Path, out: Path, n_per: int) -> tuple[list[str], dict]:
     parts = ['<h2 class="section" id="scenarios">Failure scenarios</h2>']
     classes = json.loads((review / "classes.json").read_text(encoding="utf-8")).get("class_names", [])
     items = pd.read_csv(review / "items.csv", dtype={"item_id": str})
@@ -109,7 +109,7 @@ def _scenario_section(review: Path, out: Path, n_per: int) -> tuple[list[str], d
     return parts, {"n_scenarios": int(len(dec)), "n_failures": n_fail}
 
 
-def _honest_section(folder: Path) -> list[str]:
+def honest_section(folder: Path) -> list[str]:
     """The honest table (as printed) and per-scenario judge agreement, if written."""
     table = honest_table_file(folder)
     if table is None:
@@ -149,7 +149,7 @@ def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 1
              '<p class="meta">Read from: ' + esc(", ".join(f"{k} = {v}" for k, v in found.items())) + "</p>"]
     summary: dict = {"parts": {k: str(v) for k, v in found.items()}}
     if "review" in found:
-        sec, info = _scenario_section(found["review"], out, n_per)
+        sec, info = defuse_scenario_section(found["review"], out, n_per)
         parts += sec
         summary.update(info)
     figs_dir = found.get("figures")
@@ -172,7 +172,7 @@ def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 1
         parts.append('<p class="note">No correction folder (sweep.csv) found: run `blindspots defuse correct`.</p>')
 
     if "honest" in found:
-        parts += _honest_section(found["honest"])
+        parts += honest_section(found["honest"])
         summary["honest_table"] = pd.read_csv(honest_table_file(found["honest"])).to_dict("records")
 
     parts.append('<h2 class="section" id="figures">Other figures</h2>')

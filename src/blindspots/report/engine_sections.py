@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from blindspots.report.copied import copy_figure, frame_table
-from blindspots.report.defuse_page import (FIGURES, GRIDS, _honest_section, _scenario_section, find_defuse_parts,
+from blindspots.report.defuse_page import (FIGURES, GRIDS, defuse_scenario_section, find_defuse_parts, honest_section,
                                           is_defuse_dir)
 from blindspots.report.html import esc, heading
 from blindspots.report.labels_page import is_label_issues_dir, label_issues_sections
@@ -53,7 +53,7 @@ def defuse_sections(root: Path, out: Path, *, n_per: int = 10, anchor: str = "de
     figs_dir = found.get("figures")
     parts.append(heading("Failure scenarios (Figure 4 table)", anchor + "scenarios", 3))
     if "review" in found:
-        parts += _scenario_section(found["review"], out, n_per)[0][1:]  # [0] is the standalone page's h2
+        parts += defuse_scenario_section(found["review"], out, n_per)[0][1:]  # [0] is the standalone page's h2
     else:
         parts.append('<p class="note">No review folder (items.csv): run <code>blindspots defuse export-review</code>.'
                      '</p>')
@@ -85,7 +85,7 @@ def defuse_sections(root: Path, out: Path, *, n_per: int = 10, anchor: str = "de
     if other:
         parts += [heading("Other Defuse figures", anchor + "figures", 3), f'<div class="figs">{"".join(other)}</div>']
     if "honest" in found:  # before / λ = 0 control / identified examples / Defuse, judged independently
-        parts += [heading("Measured honestly", anchor + "honest", 3)] + _honest_section(found["honest"])[1:]
+        parts += [heading("Measured honestly", anchor + "honest", 3)] + honest_section(found["honest"])[1:]
     return parts
 
 

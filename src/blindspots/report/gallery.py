@@ -8,69 +8,24 @@ linked relatively, so the folder can be moved or zipped as a whole.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from PIL import Image
 
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
-from blindspots.data.pool import ImageDecodeError, decode_image
 from blindspots.report.html import esc, page, rel_url
-from blindspots.report.overlays import colorize, hex_colour, overlay, resize_labels, thumbnail, thumbnail_size
+from blindspots.report.overlays import colorize, overlay, resize_labels, thumbnail, thumbnail_size
+from blindspots.report.thumbs import Figure, figure_html, legend_html, read_image, save_jpeg
 from blindspots.scan import maps as map_files
 from blindspots.scan.layout import ScanLayout
-from blindspots.scan.manifest import load_manifest
+from blindspots.scan.manifest import load_manifest, scan_pool_source
 
 log = logging.getLogger(__name__)
 
 IMAGE_LAYER = "_image"  # thumbs/_image/...: the picture itself (a model name never starts with "_")
-JPEG_QUALITY = 88
-
-
-@dataclass
-class _Figure:
-    caption: str
-    src: str | None  # relative URL, or None when there is nothing to show
-    note: str = ""
-
-
-def _read_image(pool_root: Path, image_id: str) -> tuple[np.ndarray | None, str]:
-    """uint8 [H, W, 3] of a pool image, or (None, why not). Refuses paths leaving the pool root."""
-    path = pool_root / image_id
-    try:
-        if not path.resolve().is_relative_to(pool_root.resolve()):
-            return None, "outside the pool"
-        return decode_image(path), ""
-    except ImageDecodeError as exc:
-        return None, exc.reason
-    except OSError as exc:
-        return None, str(exc)
-
-
-def _save_jpeg(array: np.ndarray, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(array).save(path, format="JPEG", quality=JPEG_QUALITY)
-
-
-def _legend(present: set[int], names: Sequence[str], palette: np.ndarray) -> str:
-    items = []
-    for k in sorted(present):
-        name = names[k] if 0 <= k < len(names) else f"class {k}"
-        colour = hex_colour(palette[k]) if 0 <= k < len(palette) else "#ffffff"
-        items.append(f'<li><span class="swatch" style="background:{colour}"></span>{esc(name)}</li>')
-    return f'<ul class="legend">{"".join(items)}</ul>' if items else ""
-
-
-def _figure(f: _Figure) -> str:
-    if f.src is None:
-        body = f'<div class="missing">{esc(f.note or "not available")}</div>'
-    else:
-        body = f'<img src="{esc(f.src)}" alt="{esc(f.caption)}" loading="lazy">'
-    return f"<figure>{body}<figcaption>{esc(f.caption)}</figcaption></figure>"
 
 
 def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path, *,
@@ -89,7 +44,7 @@ def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Pat
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir: expected a folder (created if missing), got the file {str(out)!r}")
-    root = Path(pool_root if pool_root is not None else manifest["pool_root"])
+    root = scan_pool_source(manifest, pool_root)
     target = target or picks.attrs.get("target") or manifest["target"]
     if competitors is None:
         competitors = picks.attrs.get("competitors")
@@ -107,20 +62,20 @@ def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Pat
     for pos, row in enumerate(picks.itertuples(index=False)):
         image_id = str(row.id)
         rank = getattr(row, "rank", pos + 1)
-        image, why = _read_image(root, image_id)
+        image, why = read_image(root, image_id)
         figures, present = [], set()
         name = id_rules.artifact_name(image_id, ".jpg")
         if image is not None:
             small = thumbnail(image, max_side)
             path = thumbs / IMAGE_LAYER / name
-            _save_jpeg(small, path)
-            figures.append(_Figure("image", rel_url(path, out)))
+            save_jpeg(small, path)
+            figures.append(Figure("image", rel_url(path, out)))
         else:
-            figures.append(_Figure("image", None, f"image not readable: {why}"))
+            figures.append(Figure("image", None, f"image not readable: {why}"))
         for m in shown:
             labels = map_files.load_map(layout, m, image_id)
             if labels is None:
-                figures.append(_Figure(m, None, "no saved map (scan with --maps)"))
+                figures.append(Figure(m, None, "no saved map (scan with --maps)"))
                 continue
             present |= {int(k) for k in np.unique(labels)}
             if image is not None:
@@ -128,16 +83,16 @@ def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Pat
             else:  # the map alone, at thumbnail size
                 drawn = colorize(resize_labels(labels, thumbnail_size(*labels.shape[:2], max_side)), palette)
             path = thumbs / m / name
-            _save_jpeg(drawn, path)
-            figures.append(_Figure(m + (" (target)" if m == target else ""), rel_url(path, out)))
+            save_jpeg(drawn, path)
+            figures.append(Figure(m + (" (target)" if m == target else ""), rel_url(path, out)))
         legend_names = model_names[shown[0]] if shown else []
         details = getattr(row, "details", None)
         blocks.append(
             f'<section class="pick" id="pick-{pos + 1}"><h2>#{esc(rank)} {esc(image_id)}</h2>'
             f'<p class="reason">{esc(row.reason)}</p>'
             f'<p class="meta">{esc(score_label)} {float(row.score):.4g}</p>'
-            f'<div class="row">{"".join(_figure(f) for f in figures)}</div>'
-            f"{_legend(present, legend_names, palette)}"
+            f'<div class="row">{"".join(figure_html(f) for f in figures)}</div>'
+            f"{legend_html(present, legend_names, palette)}"
             + (f"<details><summary>details</summary><code>{esc(details)}</code></details>" if details else "")
             + "</section>")
     return blocks, {"target": target, "shown": shown, "pool_root": root}

@@ -23,11 +23,12 @@ from blindspots.metrics import confusion_matrix, iou_per_class
 from blindspots.mine.reasons import describe
 from blindspots.report import figures
 from blindspots.report.engine_sections import engine_sections
-from blindspots.report.gallery import IMAGE_LAYER, _Figure, _figure, _legend, _read_image, _save_jpeg, gallery_blocks
+from blindspots.report.gallery import IMAGE_LAYER, gallery_blocks
 from blindspots.report.html import esc, figure_img, output_folder, rel_url, table, write_index
 from blindspots.report.overlays import overlay, thumbnail
+from blindspots.report.thumbs import Figure, figure_html, legend_html, read_image, save_jpeg
 from blindspots.scan import find_map
-from blindspots.scan.manifest import load_manifest
+from blindspots.scan.manifest import load_manifest, scan_pool_source
 from blindspots import ids as id_rules
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     scenarios: optional failure scenarios (`scenarios.segmentation.find_scenarios`, e.g. from
     `round_scenarios`) shown in their own section.
     """
-    from blindspots.loop.rounds import leaderboard_frame, target_column
+    from blindspots.loop import leaderboard_frame, target_column
 
     p = _open(project)
     cfg = p.config
@@ -295,31 +296,31 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     has_after = target_next in manifest.get("models", {})
     palette = classes.palette if classes is not None else None
     if s_ids and palette is not None:
-        pool_root = Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root)))
+        pool_root = scan_pool_source(manifest) if "pool_root" in manifest else cfg.resolve(cfg.pool.root)
         for image_id in s_ids:
-            image, why = _read_image(pool_root, image_id)
+            image, why = read_image(pool_root, image_id)
             small = thumbnail(image, max_side) if image is not None else None
             name = id_rules.artifact_name(image_id, ".jpg")
             figs_s, present = [], set()
             if small is not None:
-                _save_jpeg(small, thumbs / IMAGE_LAYER / name)
-                figs_s.append(_Figure("image", rel_url(thumbs / IMAGE_LAYER / name, out)))
+                save_jpeg(small, thumbs / IMAGE_LAYER / name)
+                figs_s.append(Figure("image", rel_url(thumbs / IMAGE_LAYER / name, out)))
             else:
-                figs_s.append(_Figure("image", None, f"image not readable: {why}"))
+                figs_s.append(Figure("image", None, f"image not readable: {why}"))
             human = p.load_mask(i, image_id) if image_id in set(masks["id"]) else None
             layers = [("human mask", "_human", human), (f"before ({target_i})", target_i, _read_map(scan_dir, target_i, image_id)),
                       (f"after ({target_next})", target_next, _read_map(scan_dir, target_next, image_id) if has_after else None)]
             for caption, folder, lab in layers:
                 if lab is None or small is None:
-                    figs_s.append(_Figure(caption, None, "not labelled yet" if folder == "_human" else "not scanned yet"))
+                    figs_s.append(Figure(caption, None, "not labelled yet" if folder == "_human" else "not scanned yet"))
                     continue
                 shown_lab = np.where(lab == 255, 0, lab)  # ignore pixels drawn as class 0's colour
                 present |= {int(k) for k in np.unique(shown_lab)}
-                _save_jpeg(overlay(small, shown_lab, palette), thumbs / folder / name)
-                figs_s.append(_Figure(caption, rel_url(thumbs / folder / name, out)))
+                save_jpeg(overlay(small, shown_lab, palette), thumbs / folder / name)
+                figs_s.append(Figure(caption, rel_url(thumbs / folder / name, out)))
             parts.append(f'<section class="pick"><h2>{esc(image_id)}</h2>'
                          f'<p class="meta">MOS {mos["mos"].get(image_id, np.nan):.2f}</p>'
-                         f'<div class="row">{"".join(_figure(f) for f in figs_s)}</div>{_legend(present, names, palette)}'
+                         f'<div class="row">{"".join(figure_html(f) for f in figs_s)}</div>{legend_html(present, names, palette)}'
                          f'</section>')
     else:
         parts.append('<p class="note">No S in this round yet (selected after the ratings; the last round forms none).</p>')
@@ -366,7 +367,8 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
                      f'set beside this page (<code>scenario-votes/</code>, items <code>{vote_prefix(i)}-s…</code>) for '
                      'the app\'s vote page: raters choose a generated name, type their own, or say none of the '
                      'above.</p>')
-        parts.append(scenario_section(scenarios, out, Path(manifest.get("pool_root", cfg.resolve(cfg.pool.root))),
+        parts.append(scenario_section(scenarios, out, scan_pool_source(manifest) if "pool_root" in manifest
+                                      else cfg.resolve(cfg.pool.root),
                                       names=scenario_names(p.votes(), vote_prefix(i))))
     parts.extend(engines[0])
     summary = {"round": i, "n_candidates": int(len(cands)), "n_rated": int(len(mos)), "n_S": len(s_ids),

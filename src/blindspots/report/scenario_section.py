@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from blindspots import ids as id_rules
-from blindspots.report.gallery import IMAGE_LAYER, _Figure, _figure, _read_image, _save_jpeg
+from blindspots.report.gallery import IMAGE_LAYER
 from blindspots.report.html import esc, rel_url, table
 from blindspots.report.overlays import thumbnail
+from blindspots.report.thumbs import Figure, figure_html, read_image, save_jpeg
 
 
 def _names_line(named: dict | None) -> str:
@@ -33,19 +34,19 @@ def scenario_section(found: Any, out: Path, pool_root: Path, *, n_effects: int =
                 for r in eff.itertuples(index=False)]
         figs = []
         for image_id in s.typical:
-            image, why = _read_image(pool_root, image_id)
+            image, why = read_image(pool_root, image_id)
             if image is None:
-                figs.append(_Figure(image_id, None, f"image not readable: {why}"))
+                figs.append(Figure(image_id, None, f"image not readable: {why}"))
                 continue
             path = out / "thumbs" / IMAGE_LAYER / id_rules.artifact_name(image_id, ".jpg")
-            _save_jpeg(thumbnail(image, max_side), path)
-            figs.append(_Figure(image_id, rel_url(path, out)))
+            save_jpeg(thumbnail(image, max_side), path)
+            figs.append(Figure(image_id, rel_url(path, out)))
         n = len(s.members)
         size = f"{n} failure" + ("" if n == 1 else "s") + (" (too few to generalise from)" if n < 3 else "")
         parts.append(f'<section class="pick"><h2>Scenario {s.index + 1}: {esc(size)}</h2>'
                      f'<p class="reason">{esc(s.description)}</p>'
                      + (_names_line(names.get(s.index)) if names is not None else "")
                      + table(["attribute", "d", "scenario mean", "pool mean"], rows, {1, 2, 3})
-                     + f'<p class="meta">most typical:</p><div class="row">{"".join(_figure(f) for f in figs)}</div>'
+                     + f'<p class="meta">most typical:</p><div class="row">{"".join(figure_html(f) for f in figs)}</div>'
                      "</section>")
     return "\n".join(parts)

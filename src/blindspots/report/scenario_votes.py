@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from blindspots.report.gallery import _read_image
 from blindspots.report.overlays import thumbnail
+from blindspots.report.thumbs import read_image
 
 PROMPT = ("One failure mode? These are the most typical images of one group of the target's failures: "
           "give it a name, or choose none of the above if they share no one failure mode.")
@@ -78,12 +78,12 @@ def export_scenario_votes(found: Any, pool_root: str | Path, out_dir: str | Path
 
     if not len(found):
         raise ValueError("found: expected at least one scenario, got none")
-    out, root = Path(out_dir), Path(pool_root)
+    out, root = Path(out_dir), pool_root if hasattr(pool_root, "load") else Path(pool_root)
     (out / "images").mkdir(parents=True, exist_ok=True)
     rows, names = [], []
     for s in found.summaries:
         item_id = f"{prefix}-s{s.index:03d}"
-        images = [im for im, _ in (_read_image(root, x) for x in s.typical) if im is not None]
+        images = [im for im, _ in (read_image(root, x) for x in s.typical) if im is not None]
         Image.fromarray(_strip(images, tile)).save(out / "images" / f"{item_id}.png")
         rows.append({"item_id": item_id, "scenario": s.index, "prediction": -1})
         name = scenario_name(s.effects)

@@ -15,12 +15,14 @@ from tqdm.auto import tqdm
 
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
+from blindspots.models.protocol import reads_ids
 from blindspots.scan.engines.local import run_local
 from blindspots.scan.engines.ray import import_ray, run_ray
 from blindspots.scan.fingerprint import model_fingerprint, model_settings
 from blindspots.scan.layout import ScanLayout
-from blindspots.scan.manifest import SCAN_VERSION, ids_digest, load_manifest, merge_manifest, save_manifest
-from blindspots.scan.plan import num_shards, plan_shards, scan_ids
+from blindspots.scan.manifest import (IDS_FILE, SCAN_VERSION, ids_digest, load_manifest, merge_manifest, save_ids,
+                                      save_manifest, stored_ids)
+from blindspots.scan.plan import num_shards, plan_shards, scan_id_array
 from blindspots.scan.schema import check_model_name
 
 log = logging.getLogger(__name__)
@@ -31,16 +33,16 @@ ENGINES = ("local", "ray")
 def _validate(pool: Any, models: Mapping[str, Any], target: str, competitors: Sequence[str] | None,
               batch_size: int, shard_size: int, resize: tuple[int, int] | None, manifest: dict | None) -> list[str]:
     for attr in ("ids", "iter_items", "root"):
-        if not hasattr(pool, attr):
+        if attr not in dir(pool):  # dir, not hasattr: a source's `ids` lists the pool when read
             raise ValueError(f"pool: expected an ImagePool (with .ids, .iter_items, .root), got {type(pool).__name__}")
     if not isinstance(models, Mapping) or not models:
         raise ValueError(f"models: expected a non-empty dict name -> Segmenter, got {models!r}")
     for name, m in models.items():
         check_model_name(name)
-        if not (hasattr(m, "predict_proba") or hasattr(m, "predict_proba_ids")) or not hasattr(m, "num_classes"):
+        if not hasattr(m, "predict_proba") or not hasattr(m, "num_classes"):
             raise ValueError(f"models[{name!r}]: expected a Segmenter (num_classes, predict_proba), "
                              f"got {type(m).__name__}")
-        if resize is not None and hasattr(m, "predict_proba_ids"):
+        if resize is not None and reads_ids(m):
             raise ValueError(f"resize: expected None when a model reads precomputed probabilities "
                              f"({name!r}), got {resize}")
     sizes = {name: int(m.num_classes) for name, m in models.items()}
@@ -65,6 +67,12 @@ def _validate(pool: Any, models: Mapping[str, Any], target: str, competitors: Se
     if resize is not None and (len(resize) != 2 or min(resize) < 1):
         raise ValueError(f"resize: expected (height, width) of positive integers or None, got {resize}")
     return comps
+
+
+def pool_root(pool: Any) -> str:
+    """Where the pool is, for the manifest: a URI as given, a local folder made absolute."""
+    root = str(pool.root)
+    return root if "://" in root else str(Path(root).resolve())
 
 
 def class_names(model: Any, num_classes: int) -> list[str]:
@@ -99,7 +107,7 @@ def scan_pool(
         `.refused` (id -> reason: files it will not read, e.g. links leaving the pool, given error
         rows) and `.content_hash(id)` (the `content_hash` column)).
     models: name -> Segmenter (`predict_proba(uint8 [N, H, W, 3]) -> float32 [N, C, H, W]`, or a
-        precomputed model with `predict_proba_ids(ids)`); names match [a-z0-9_]+ (no "__").
+        precomputed model reading by ids, `reads_ids`); names match [a-z0-9_]+ (no "__").
         A model that raises on some images gives those images status 'error' with its message;
         one that fails on every image it is given stops the scan with a ValueError naming it.
     target: the model under test, T. competitors: the models it is compared with, G_1..G_m
@@ -130,11 +138,13 @@ def scan_pool(
     out = Path(out_dir)
     old = load_manifest(out)
     comps = _validate(pool, models, target, competitors, batch_size, shard_size, resize, old)
-    ids = scan_ids(pool)
-    if not ids:
+    ids = stored_ids(out, old, pool)  # a resume on the same, unchanged source: no listing
+    if ids is None:
+        ids = scan_id_array(pool)
+        if len(ids) and save_maps:
+            id_rules.check_unique_artifacts(ids, "pool")
+    if not len(ids):
         raise ValueError(f"pool: expected at least one image, got an empty pool at {pool.root}")
-    if save_maps:
-        id_rules.check_unique_artifacts(ids, "pool")
     num_classes = int(next(iter(models.values())).num_classes)
     classes = classes or getattr(models[target], "classes", None) or \
         Classes(tuple(f"class_{k}" for k in range(num_classes)))
@@ -142,7 +152,9 @@ def scan_pool(
         raise ValueError(f"classes: expected {num_classes} classes (the models' num_classes), "
                          f"got {classes.num_classes}")
     manifest = merge_manifest(old, {
-        "version": SCAN_VERSION, "pool_root": str(Path(pool.root).resolve()), "n_images": len(ids),
+        "version": SCAN_VERSION, "pool_root": pool_root(pool), "n_images": len(ids),
+        "pool_source": pool.describe() if hasattr(pool, "describe") else None,
+        "pool_fingerprint": pool.fingerprint() if hasattr(pool, "fingerprint") else None,
         "ids_sha256": ids_digest(ids), "shard_size": int(shard_size), "n_shards": num_shards(len(ids), shard_size),
         "num_classes": num_classes, "classes": classes.to_dict(), "save_maps": bool(save_maps),
         "resize": list(resize) if resize else None, "target": target, "competitors": comps,
@@ -153,6 +165,8 @@ def scan_pool(
     layout = ScanLayout(out)
     plans = plan_shards(layout, ids, int(shard_size), models, target, comps, manifest["n_shards"], save_maps)
     save_manifest(out, manifest)
+    if not (out / IDS_FILE).exists():
+        save_ids(out, ids)
     todo = [p for p in plans if p.todo]
     done_images = len(ids) - sum(len(p.ids) for p in todo)
     running = [m for m in models if any(m in p.run for p in todo)] or [target]
@@ -160,6 +174,8 @@ def scan_pool(
     with tqdm(total=len(ids), initial=done_images, unit="img", desc=f"scan {', '.join(running)}",
               disable=not progress) as bar:
         if engine == "ray":
+            for p in todo:  # Ray Data carries each shard's ids as a plain list column
+                p.ids = list(p.ids)
             run_ray(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps, bar,
                     address=ray_address, actors=actors)
         else:

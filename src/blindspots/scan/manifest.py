@@ -1,17 +1,27 @@
 """The scan manifest `scan.json`: what was scanned, with which settings and models.
 
-Keys: version, pool_root, n_images, ids_sha256, shard_size, n_shards, num_classes, classes (the
-target's `Classes.to_dict()`), save_maps, resize, target, competitors, models (name -> kind,
-fingerprint, classes: the model's class names).
+Keys: version, pool_root, pool_source (the source's `describe()`: how to open the pool again),
+pool_fingerprint (the source's cheap content stamp, or None), n_images, ids_sha256, shard_size,
+n_shards, num_classes, classes (the target's `Classes.to_dict()`), save_maps, resize, target,
+competitors, models (name -> kind, fingerprint, classes: the model's class names).
+
+Beside it, `ids.parquet` keeps the sorted scan ids (one Arrow column). A scan resumed on the same
+source with the same fingerprint takes its ids from there (`stored_ids`) instead of listing the
+pool again: a resume reads the manifest and the finished shards' names, nothing per image.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from blindspots.atomic import write_atomic
 from blindspots.scan.layout import MANIFEST, ScanLayout
 
 SCAN_VERSION = 1
@@ -19,25 +29,48 @@ SCAN_VERSION = 1
 _FIXED = ("version", "ids_sha256", "n_images", "shard_size", "num_classes", "resize", "save_maps")
 
 
-def ids_digest(ids: Sequence[str]) -> str:
-    """sha256 of the sorted id list: identifies a pool's content listing."""
+IDS_FILE = "ids.parquet"
+_DIGEST_CHUNK = 1 << 16
+
+
+def ids_digest(ids: Sequence[str] | pa.Array) -> str:
+    """sha256 of the sorted ids, each followed by a newline: identifies a pool's content listing.
+    An Arrow array is hashed from its buffers, a chunk at a time (no Python string per id)."""
     h = hashlib.sha256()
+    if isinstance(ids, (pa.Array, pa.ChunkedArray)):
+        arr = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+        for start in range(0, len(arr), _DIGEST_CHUNK):
+            nl = pa.scalar("\n", pa.large_string())
+            joined = pc.binary_join_element_wise(arr.slice(start, _DIGEST_CHUNK).cast(pa.large_string()), nl,
+                                                 pa.scalar("", pa.large_string()))
+            offsets = np.frombuffer(joined.buffers()[1], np.int64)[joined.offset:joined.offset + len(joined) + 1]
+            h.update(memoryview(joined.buffers()[2])[int(offsets[0]):int(offsets[-1])])
+        return h.hexdigest()
     for i in ids:
         h.update(i.encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()
 
 
-def write_atomic(path: Path, write: Any) -> None:
-    """Call write(tmp_path), then move tmp_path onto `path` (readers never see a partial file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+def save_ids(out_dir: str | Path, ids: pa.Array) -> None:
+    """Keep the scan's sorted ids beside the manifest (written once, atomically)."""
+    path = ScanLayout(out_dir).root / IDS_FILE
+    write_atomic(path, lambda tmp: pq.write_table(pa.table({"id": ids}), tmp, compression="zstd"))
+
+
+def stored_ids(out_dir: str | Path, manifest: dict | None, source: Any) -> pa.Array | None:
+    """The ids a scan folder recorded for `source`, when it is the same source with the same content stamp
+    (`describe()` and `fingerprint()` unchanged) and the stored ids match the manifest; else None (list the pool)."""
+    path = ScanLayout(out_dir).root / IDS_FILE
+    if manifest is None or not path.exists() or not hasattr(source, "fingerprint") or not hasattr(source, "describe"):
+        return None
+    stamp = source.fingerprint()
+    if stamp is None or manifest.get("pool_fingerprint") != stamp or manifest.get("pool_source") != source.describe():
+        return None
+    ids = pq.read_table(path).column("id").combine_chunks()
+    if len(ids) != manifest.get("n_images") or ids_digest(ids) != manifest.get("ids_sha256"):
+        return None
+    return ids
 
 
 def load_manifest(out_dir: str | Path) -> dict | None:
@@ -85,3 +118,17 @@ def merge_manifest(old: dict | None, new: dict) -> dict:
                              "would be kept as they are: give it a new name, or use a new out_dir")
         models[name] = info if not before else {**before, **{k: v for k, v in info.items() if v is not None}}
     return {**old, **new, "models": models}
+
+
+def scan_pool_source(manifest: dict, pool_root: str | Path | None = None) -> Any:
+    """Where a scan's images are read back from (galleries, reports): `pool_root` when given (a folder), else
+    the scan's own pool source reopened from `pool_source` (an object store or shards; credentials from the
+    environment), else the folder `pool_root` the manifest names."""
+    if pool_root is not None:
+        return Path(pool_root)
+    source = manifest.get("pool_source")
+    if isinstance(source, dict) and source.get("format") not in (None, "folder"):
+        from blindspots.data.sources import open_pool
+
+        return open_pool(**source)
+    return Path(manifest["pool_root"])

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from blindspots.scan import schema
-from blindspots.scan.manifest import write_atomic
+from blindspots.atomic import write_atomic
 
 
 def write_shard(path: Path, table: pa.Table) -> None:

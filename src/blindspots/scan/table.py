@@ -19,7 +19,7 @@ from blindspots.scan import schema
 # Re-exported: these names lived here before the split and are imported from here elsewhere.
 from blindspots.scan.layout import MANIFEST, ScanLayout, find_map, shard_file
 from blindspots.scan.manifest import (
-    SCAN_VERSION, ids_digest, load_manifest, merge_manifest, save_manifest, write_atomic,
+    SCAN_VERSION, ids_digest, load_manifest, merge_manifest, save_manifest,
 )
 from blindspots.scan.plan import num_shards
 from blindspots.scan.schema import MODEL_NAME, check_model_name
@@ -27,7 +27,7 @@ from blindspots.scan.shards import meta_table, model_table, pair_table, write_sh
 
 __all__ = ["MANIFEST", "MODEL_NAME", "SCAN_VERSION", "ScanLayout", "check_model_name", "find_map", "ids_digest",
            "load_manifest", "merge_manifest", "meta_table", "model_table", "num_shards", "pair_table",
-           "read_score_table", "save_manifest", "shard_file", "write_atomic", "write_shard"]
+           "read_score_table", "save_manifest", "shard_file", "write_shard"]
 
 log = logging.getLogger(__name__)
 

@@ -106,9 +106,9 @@ def scan_attributes(scan_dir: str | Path, *, ids: Iterable[str] | None = None, p
     """
     from PIL import Image
 
-    from blindspots.data.pool import ImageDecodeError, decode_image
+    from blindspots.data.sources import load_or_reason
     from blindspots.scan import find_map, read_score_table, schema
-    from blindspots.scan.manifest import load_manifest
+    from blindspots.scan.manifest import load_manifest, scan_pool_source
 
     manifest = load_manifest(scan_dir)
     if manifest is None:
@@ -123,15 +123,16 @@ def scan_attributes(scan_dir: str | Path, *, ids: Iterable[str] | None = None, p
         if missing:
             raise ValueError(f"ids: expected ok images of the scan, got {len(missing)} others (first {missing[0]!r})")
         table = table.loc[wanted]
-    root = Path(pool_root if pool_root is not None else manifest["pool_root"])
+    root = scan_pool_source(manifest, pool_root)  # a folder, or the scan's object-store / shard source
     names = manifest.get("models", {}).get(target, {}).get("classes") or manifest.get("classes", {}).get("names", [])
     rows = []
     for image_id in tqdm(table.index, desc="attributes", disable=not progress):
         row: dict[str, float] = {}
-        try:
-            row.update(image_attributes(decode_image(root / image_id)))
-        except (ImageDecodeError, OSError) as exc:
-            log.warning("attributes: %s not readable (%s)", image_id, exc)
+        image, why = load_or_reason(root, image_id)
+        if image is not None:
+            row.update(image_attributes(image))
+        else:
+            log.warning("attributes: %s not readable (%s)", image_id, why)
             row.update({a: np.nan for a in IMAGE_ATTRIBUTES})
         path = find_map(scan_dir, target, image_id)
         if path is not None:

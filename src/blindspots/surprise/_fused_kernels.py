@@ -360,7 +360,7 @@ def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray
                corners: bool, blas: int, pos: np.ndarray, out: np.ndarray, i: int) -> None:
     """The whole fused map of image i in one call, its data hot in this core's cache: ``argmax_mark_image``,
     ``gather_image`` of its marked cells, whitening by one BLAS ``sgemm_`` per class slot (address `blas`,
-    see ``_omp.sgemm_rows``), ``tables_image`` and ``pixel_image``.
+    see ``sgemm_rows`` above), ``tables_image`` and ``pixel_image``.
 
     Arguments as in those; cells float32 [n, h0, w0, d]; means float32 [K, d]; whiten float32 [K, d, D];
     pos int32 [K, n, h0, w0] gets rows local to image i (its marked cells, slot-major, then row-major)."""

@@ -25,8 +25,11 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     global _POOL, _POOL_SIZE
     with _LOCK:
         if _POOL is None or _POOL_SIZE < workers:
+            old = _POOL
             _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="blindspots-surprise")
             _POOL_SIZE = workers
+            if old is not None:  # its idle threads exit; work already submitted to it still finishes
+                old.shutdown(wait=False)
         return _POOL
 
 

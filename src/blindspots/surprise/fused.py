@@ -71,16 +71,18 @@ def _sources(out: int, inp: int, mode: str, align_corners: bool) -> tuple[np.nda
 
 
 def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | torch.Tensor, *,
-                   mode: str = "bilinear", align_corners: bool = False, num_classes: int | None = None
-                   ) -> np.ndarray:
+                   mode: str = "bilinear", align_corners: bool = False, num_classes: int | None = None,
+                   kernels: str = "omp") -> np.ndarray:
     """Per-pixel MDSA float32 [n, H, W] under each pixel's predicted class.
 
     features: float32 [n, d, h0, w0] low-resolution features (all d, as at fit); pred: int [n, H, W]
     argmax maps at output resolution (numpy or torch). mode / align_corners: the interpolation that maps
     features to output pixels ("bilinear" or "nearest"). num_classes: optional bound C on the ids in pred
-    (the model's classes). NaN where the predicted class has no model.
+    (the model's classes). kernels: "omp" (the passes on torch's OpenMP threads) or "prange" (numba's own
+    parallel loop; the standard mechanism, measured side by side in benchmarks/surprise.py). NaN where
+    the predicted class has no model.
     """
-    from blindspots.surprise import _fused_parallel as passes  # numba: imported (and compiled) on first use
+    passes = _passes(kernels)
 
     pred_t = pred.cpu() if isinstance(pred, torch.Tensor) else torch.from_numpy(np.asarray(pred))
     if pred_t.ndim != 3 or pred_t.is_floating_point() or pred_t.is_complex() or pred_t.numel() == 0:
@@ -93,7 +95,7 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
 
 def fused_argmax_mdsa_map(estimator: MDSA, features: torch.Tensor, scores: torch.Tensor, *,
                           mode: str = "bilinear", align_corners: bool = False, num_classes: int | None = None,
-                          out: np.ndarray | None = None, pred_out: np.ndarray | None = None
+                          out: np.ndarray | None = None, pred_out: np.ndarray | None = None, kernels: str = "omp"
                           ) -> tuple[np.ndarray, np.ndarray]:
     """(per-pixel MDSA float32 [n, H, W], argmax classes int64 [n, H, W]) from the model's scores float32
     [n, C, H, W] (logits or probabilities, CPU; channels-last strides are read as they are), with the
@@ -103,7 +105,7 @@ def fused_argmax_mdsa_map(estimator: MDSA, features: torch.Tensor, scores: torch
     out / pred_out: optional C-contiguous float32 / int64 [n, H, W] arrays to write into (e.g. slices of
     the caller's result), else new ones. Other arguments as in ``fused_mdsa_map``.
     """
-    from blindspots.surprise import _fused_parallel as passes  # numba: imported (and compiled) on first use
+    passes = _passes(kernels)
 
     if scores.ndim != 4 or scores.dtype != torch.float32 or scores.device.type != "cpu" or scores.shape[1] < 1:
         raise ValueError(f"scores: expected CPU float32 [n, C, H, W], got {scores.dtype} {tuple(scores.shape)} on "
@@ -116,7 +118,7 @@ def fused_argmax_mdsa_map(estimator: MDSA, features: torch.Tensor, scores: torch
     last = scores.detach().permute(0, 2, 3, 1)
     channels_last = last.is_contiguous()  # as some models return: read a row at a time, no copy
     y = last if channels_last else scores.detach().contiguous()
-    blas = _omp.blas_address()
+    blas = _omp.blas_address() if kernels == "omp" else 0
     if blas:  # the whole map of each image in one call, on torch's threads: no pass between images' stages
         means, whiten = estimator.padded_whitening(PAD_COLUMNS)
         cells = features.detach().float().cpu().permute(0, 2, 3, 1).contiguous().numpy()  # [n, h0, w0, d]
@@ -129,6 +131,18 @@ def fused_argmax_mdsa_map(estimator: MDSA, features: torch.Tensor, scores: torch
     passes.argmax_mark(y.numpy(), channels_last, pred_np, grid.lut, grid.y0, grid.y1, grid.x0, grid.x1, grid.mark,
                        grid.counts, grid.span)
     return grid.finish(passes, estimator, features, pred_np, out), pred_np
+
+
+def _passes(kernels: str):
+    """The module of per-image passes: torch's OpenMP threads ("omp") or numba's prange ("prange")."""
+    # numba: imported (and the kernels compiled or loaded from its cache) on first use
+    if kernels == "omp":
+        from blindspots.surprise import _fused_parallel
+        return _fused_parallel
+    if kernels == "prange":
+        from blindspots.surprise import _fused_prange
+        return _fused_prange
+    raise ValueError(f"kernels: expected 'omp' or 'prange', got {kernels!r}")
 
 
 def _check_out(out: np.ndarray | None, shape: tuple[int, ...], dtype: type, name: str) -> np.ndarray:

@@ -6,8 +6,8 @@ Where the features come from (the extractor does not care which kind the model i
   features and the predictions come from ONE forward;
 - a separate source (``features=``): ``CallableFeatures`` (a function returning [N, D, h, w] or
   [N, D]) or ``PrecomputedFeatures`` (one ``.npy`` per image id, read with ``ids=``); the
-  predictions then come from the model's ``predict_proba`` (or ``predict_proba_ids`` for a
-  precomputed model).
+  predictions then come from the model's ``predict_proba`` (by ``ids`` for a precomputed model,
+  ``blindspots.models.protocol.predict_segmenter``).
 
 By default (torch) the layer is the *deepest feature layer* L_f, i.e. the input of the final classifier
 (the last executed Conv2d / Linear with one output per class, auxiliary heads excluded). Segmentation:
@@ -30,6 +30,7 @@ from blindspots.models.adapters import (CallableClassifier, OnnxClassifier, Torc
 from blindspots.models.adapters.features import check_features
 from blindspots.models.adapters.inputs import NATIVE
 from blindspots.models.adapters.outputs import to_probabilities
+from blindspots.models.protocol import predict_segmenter, reads_ids
 
 INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "nearest-exact")
 DEFAULT_BATCH_SIZE = 16  # chunk size for models that batch everything at once (batch_size None)
@@ -84,8 +85,7 @@ class TraceExtractor:
 
     def __init__(self, model: Any, layer: str | None = None, *, features: Any = None,
                  interpolation: str = "bilinear", align_corners: bool = False) -> None:
-        if not hasattr(model, "num_classes") or not (hasattr(model, "predict_proba")
-                                                     or hasattr(model, "predict_proba_ids")):
+        if not hasattr(model, "num_classes") or not hasattr(model, "predict_proba"):
             raise ValueError(f"model: expected a blindspots model adapter (num_classes, predict_proba), "
                              f"got {type(model).__name__}")
         source = model if features is None else features
@@ -167,13 +167,10 @@ class TraceExtractor:
 
     def _predictions(self, batch: np.ndarray, ids: Sequence[str] | None) -> torch.Tensor:
         """Probabilities float32 [n, C, H, W] / [n, C] of one chunk from the model's own prediction call."""
-        if callable(getattr(self.model, "predict_proba_ids", None)):
-            if ids is None:
-                raise ValueError("ids: expected the image ids of the batch (the model's predictions are read by "
-                                 "id), got None")
-            sizes = [tuple(batch.shape[1:3])] * len(ids) if self.task == "segmentation" else None
-            return torch.from_numpy(np.asarray(self.model.predict_proba_ids(list(ids), sizes), dtype=np.float32))
-        return torch.from_numpy(np.asarray(self.model.predict_proba(batch), dtype=np.float32))
+        if reads_ids(self.model) and ids is None:
+            raise ValueError("ids: expected the image ids of the batch (the model's predictions are read by "
+                             "id), got None")
+        return torch.from_numpy(np.asarray(predict_segmenter(self.model, batch, ids), dtype=np.float32))
 
     def _forward_raw(self, batch: np.ndarray, ids: Sequence[str] | None
                      ) -> tuple[torch.Tensor, torch.Tensor, str]:

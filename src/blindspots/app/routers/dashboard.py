@@ -22,7 +22,7 @@ def _num(v: float) -> float | None:
 def dashboard_data(request: Request) -> dict:
     """Everything the dashboard shows, as JSON-able data."""
     from blindspots.human.ratings import Ratings
-    from blindspots.loop.rounds import leaderboard_frame
+    from blindspots.loop import leaderboard_frame
 
     project, view, store = deps.project(request), deps.view(request), deps.store(request)
     status = view.status()

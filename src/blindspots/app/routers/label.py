@@ -242,7 +242,7 @@ def export(request: Request, format: Literal["cvat", "labelstudio"],
            who: Principal = Depends(require_user)) -> FileResponse:
     """The images awaiting masks with the target's prediction as a pre-annotation, for CVAT (zip)
     or Label Studio (JSON) (`blindspots export`)."""
-    from blindspots.loop.rounds import export_for_annotation
+    from blindspots.loop import export_for_annotation
 
     view = deps.view(request)
     rnd = view.mask_round()

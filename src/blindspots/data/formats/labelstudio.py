@@ -222,7 +222,7 @@ def task_image_url(image_id: str, *, image_url: str | None = None, image_root: s
     if image_url is not None:
         if "{id}" in image_url:
             return image_url.replace("{id}", str(image_id))
-        if re.match(r"^(https?|s3|gs)://", image_url):
+        if re.match(r"^(https?|s3|gs|azure-blob)://", image_url):
             return image_url.rstrip("/") + "/" + quote(str(image_id), safe="/")
         raise ValueError(f"image_url: expected a template containing '{{id}}' or an http(s):// base URL, "
                          f"got {image_url!r}")
@@ -241,17 +241,21 @@ def task_image_url(image_id: str, *, image_url: str | None = None, image_root: s
 def export_labelstudio(path: str | Path, masks: Mapping[str, np.ndarray], classes: Classes, *,
                        image_url: str | None = None, image_root: str | Path | None = None,
                        document_root: str | Path | None = None, model_version: str = "target",
-                       from_name: str = "tag", to_name: str = "image") -> Path:
+                       from_name: str = "tag", to_name: str = "image",
+                       image_urls: Mapping[str, str] | None = None) -> Path:
     """Write Label Studio tasks (JSON list) with `masks` as predictions (pre-annotations).
 
     masks: image id -> int [H, W] (the target's prediction for S).
     image_url / image_root / document_root: where Label Studio finds the images (`task_image_url`).
+    image_urls: id -> the image's own URL (e.g. the s3:// URL of an object-store pool's image, which Label
+        Studio's S3 / GCS / Azure cloud storage serves); wins over the others for the ids it holds.
     """
     if not masks:
         raise ValueError("masks: expected at least one mask, got none")
     tasks = []
     for image_id, mask in masks.items():
-        url = task_image_url(str(image_id), image_url=image_url, image_root=image_root, document_root=document_root)
+        url = (image_urls or {}).get(str(image_id)) or task_image_url(
+            str(image_id), image_url=image_url, image_root=image_root, document_root=document_root)
         tasks.append({
             "data": {"image": url, "blindspots_id": str(image_id)},
             "predictions": [{"model_version": model_version,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from blindspots._validation import check_int
+from blindspots.models.protocol import predict_segmenter, reads_ids
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
@@ -337,15 +338,13 @@ class IterableBatches:
 def predict_images(model: Any, images: list[np.ndarray], ids: Sequence[str] | None) -> np.ndarray:
     """One forward pass: images of one size uint8 [b, H, W, 3] -> probabilities [b, K, H, W].
 
-    A precomputed model (`predict_proba_ids`, e.g. a folder of `<id>.npy`) is read by the images'
-    ids, checked against their sizes; it needs a dataset with `.ids`.
+    A model keyed by id (`reads_ids`, e.g. a folder of `<id>.npy`) is read by the images' ids,
+    checked against their sizes; it needs a dataset with `.ids`.
     """
-    if hasattr(model, "predict_proba_ids"):
-        if ids is None:
-            raise ValueError(f"model: a precomputed model ({type(model).__name__}) is read by image id; expected "
-                             "a dataset with .ids (e.g. blindspots.data.open_segset), got one without")
-        return np.asarray(model.predict_proba_ids(list(ids), sizes=[im.shape[:2] for im in images]))
-    return np.asarray(model.predict_proba(np.stack(images)))
+    if reads_ids(model) and ids is None:
+        raise ValueError(f"model: a precomputed model ({type(model).__name__}) is read by image id; expected "
+                         "a dataset with .ids (e.g. blindspots.data.open_segset), got one without")
+    return np.asarray(predict_segmenter(model, np.stack(images), ids))
 
 
 class ModelBatches(IterableBatches):
@@ -358,7 +357,7 @@ class ModelBatches(IterableBatches):
 
     def __init__(self, model: Segmenter, dataset: LabelledSet | Sequence[tuple[np.ndarray, np.ndarray]], *,
                  batch_size: int = 8, downsample: int = 1) -> None:
-        if not hasattr(model, "predict_proba") and not hasattr(model, "predict_proba_ids"):
+        if not hasattr(model, "predict_proba"):
             hint = (" (wrap a function f(uint8 [N, H, W, 3]) -> [N, K, H, W] with blindspots.models.adapters."
                     "callable.CallableSegmenter(f), or load a model spec with blindspots.models.load.load_model)"
                     if callable(model) else "")

@@ -31,6 +31,7 @@ class BaseAdapter:
 
     _spatial = True
     _name = "model output"
+    reads_ids = False  # reads pixels (the protocol's flag; precomputed outputs read ids)
     _outputs: tuple[str, ...] = ("probabilities", "logits")
 
     num_classes: int
@@ -139,8 +140,11 @@ class BaseAdapter:
                 outs.append(self._convert(self._run(chunk), n, None))
         return outs[0] if len(outs) == 1 else np.concatenate(outs)
 
-    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
-        """uint8 [N, H, W, 3] -> float32 [N, C, H, W] (segmenter) or [N, C] (classifier)."""
+    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray],
+                      ids: Sequence[str] | None = None) -> np.ndarray:
+        """uint8 [N, H, W, 3] -> float32 [N, C, H, W] (segmenter) or [N, C] (classifier).
+
+        ids: the images' ids (the protocol's); a model that reads pixels does not need them."""
         return self._predict(images)
 
 

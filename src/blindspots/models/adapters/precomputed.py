@@ -1,9 +1,9 @@
 """Probabilities already on disk: one `<folder>/<id>.npy` (or `<artifact name>.npy`) per image id, float [C, H, W].
 
-A precomputed model is keyed by image id, not by pixels, so besides the Segmenter protocol's
-`predict_proba(images)` (which cannot know which files to read and raises a ValueError saying
-so) it offers `predict_proba_ids(ids) -> float32 [N, C, H, W]`. Engines that stream a pool
-(`blindspots.scan`) check for `predict_proba_ids` and call it with the batch's ids.
+A precomputed model is keyed by image id, not by pixels (`reads_ids = True`): the protocol's
+`predict_proba(images, ids)` reads one file per id and checks it against its image's size;
+without ids it raises a ValueError saying so. Engines call it through
+`blindspots.models.protocol.predict_segmenter`, which passes the batch's ids.
 A one-channel array is a binary model ([1 - p, p]; with output="logits" a sigmoid first).
 """
 from __future__ import annotations
@@ -29,6 +29,8 @@ class PrecomputedSegmenter:
     output: "probabilities" (default; validated) or "logits" (softmaxed over C).
     classes: class names (default class_0..); info: where the model came from.
     """
+
+    reads_ids = True  # the protocol's flag: outputs are read by image id, not pixels
 
     def __init__(self, folder: str | Path, num_classes: int | None = None, *,
                  output: str = "probabilities", classes: Classes | None = None,
@@ -68,14 +70,22 @@ class PrecomputedSegmenter:
         ruled = self.folder / artifact_name(image_id, NPY_SUFFIX)
         return ruled if ruled.is_file() else legacy
 
-    def predict_proba_ids(self, ids: Sequence[str], sizes: Sequence[tuple[int, int]] | None = None) -> np.ndarray:
+    def predict_proba(self, images: np.ndarray | Sequence[np.ndarray] | None,
+                      ids: Sequence[str] | None = None) -> np.ndarray:
         """ids: N image ids (equal-size arrays) -> float32 [N, C, H, W].
 
-        sizes: optional (H, W) per id that each array must match (the decoded image sizes).
+        images: the N images uint8 [N, H, W, 3] (or a sequence of [H, W, 3]), used only for their
+        sizes, which each array must match; None: no size check (e.g. per-image classifier outputs).
         """
+        if ids is None:
+            raise ValueError("ids: expected the images' ids (a PrecomputedSegmenter is keyed by image id, not "
+                             "pixels), got None")
         ids = list(ids)
         if not ids:
             raise ValueError("ids: expected at least one image id, got an empty sequence")
+        sizes = None if images is None else [tuple(np.shape(im)[:2]) for im in images]
+        if sizes is not None and len(sizes) != len(ids):
+            raise ValueError(f"ids: expected one id per image ({len(sizes)}), got {len(ids)}")
         arrays = []
         channels = (self.num_classes, 1) if self.num_classes == 2 else (self.num_classes,)
         for i, image_id in enumerate(ids):
@@ -95,8 +105,3 @@ class PrecomputedSegmenter:
         y = to_tensor(np.stack(arrays), name)
         check_raw(y, len(ids), self.num_classes, tuple(y.shape[2:]), name)
         return to_probabilities(y, self.output, self.num_classes, name)
-
-    def predict_proba(self, images: np.ndarray) -> np.ndarray:
-        """Not available from pixels: raises ValueError; use `predict_proba_ids(ids)`."""
-        raise ValueError("images: a PrecomputedSegmenter is keyed by image id, not pixels; "
-                         "call predict_proba_ids(ids) instead")

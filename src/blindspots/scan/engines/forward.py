@@ -12,12 +12,12 @@ leave the forward.
 from __future__ import annotations
 
 import logging
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
 
+from blindspots.models.protocol import ModelFailure, predict_segmenter
 from blindspots.scan.engines.pipeline import Batch
 from blindspots.scan.plan import ShardPlan
 from blindspots.scan.stats import model_stats, pair_distances
@@ -97,27 +97,17 @@ class Health:
 def predict(model: Any, ids: list[str], images: np.ndarray, name: str, num_classes: int) -> np.ndarray:
     """float32 [n, C, H, W] of one model on images uint8 [n, H, W, 3]; raises on a bad output."""
     n, h, w = images.shape[:3]
-    if hasattr(model, "predict_proba_ids"):
-        proba = model.predict_proba_ids(ids, sizes=[(h, w)] * n)
-    else:
-        proba = model.predict_proba(images)
+    proba = predict_segmenter(model, images, ids)  # by id for precomputed outputs
     if proba.shape != (n, num_classes, h, w):
         raise ValueError(f"models[{name!r}]: expected probabilities of shape {(n, num_classes, h, w)}, "
                          f"got {proba.shape}")
     return proba
 
 
-def _is_model_failure(exc: Exception) -> bool:
-    """isinstance(exc, models.protocol.ModelFailure), without importing `blindspots.models` (whose
-    package imports torch): when that module is not loaded, nothing can have raised its error."""
-    protocol = sys.modules.get("blindspots.models.protocol")
-    return protocol is not None and isinstance(exc, protocol.ModelFailure)
-
-
 def message(name: str, exc: Exception) -> str:
     """The error text of a model failure: one line, at most MAX_ERROR_CHARS."""
     # ModelFailure already names the model kind, the input shape and the original exception's type
-    head = f"{name}: " if _is_model_failure(exc) else f"{name}: {type(exc).__name__}: "
+    head = f"{name}: " if isinstance(exc, ModelFailure) else f"{name}: {type(exc).__name__}: "
     text = head + " ".join(str(exc).split())  # one line, whatever the model raised
     return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 3] + "..."
 

@@ -1,0 +1,155 @@
+"""Step ``mine``: the candidates M(i+1) from the score table, with a sampler from `mine.registry`.
+
+MAD by default (Eq. 2); "entropy", "surprise", "random" or "scenario" as baselines, with MAD's
+budget unless `mining.n`. MAD's content constraint [p_k, q_k] comes from S0's masks (the paper)
+or, without S0, from the target's predictions on the pool (`class_ranges`).
+
+Imports inside functions: the scenario clustering (torch, scikit-learn) only when used.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from blindspots.atomic import write_atomic
+from blindspots.loop.context import LoopContext, target_column
+from blindspots.loop.project import ProjectError
+from blindspots.loop.steps.base import Step
+from blindspots.mine.mad import class_area_ranges
+from blindspots.mine.registry import make_sampler as registered_sampler
+from blindspots.mine.registry import sampler_settings
+
+__all__ = ["MineStep", "make_sampler", "class_ranges", "pool_class_ranges"]
+
+log = logging.getLogger(__name__)
+
+
+class MineStep(Step):
+    """M(i+1), stored as candidates of kind "M" with their reasons."""
+
+    name = "mine"
+
+    def settings(self, ctx: LoopContext) -> dict:
+        m = ctx.cfg.mining
+        return {"strategy": m.strategy, "n3": m.n3, "distance": m.distance, "quantiles": list(m.quantiles),
+                "n": m.n}
+
+    def run(self, ctx: LoopContext, i: int, seed: int) -> dict:
+        table = ctx.score_table(i)
+        if ctx.cfg.mining.strategy == "surprise":
+            _check_surprise_columns(ctx, i, table)
+        sampler = make_sampler(ctx, i)
+        n = ctx.cfg.mining.n
+        if n is None and ctx.cfg.mining.strategy != "mad":
+            # Same budget as MAD would use, so baselines compare at equal human effort.
+            n = len(make_sampler(ctx, i, "mad").select(table, seed=seed))
+        sel = sampler.select(table, n, seed=seed)
+        if not len(sel):
+            log.warning("round %d: %s selected no candidates; the round will have empty M, S and T",
+                        i, type(sampler).__name__)
+        ctx.project.set_candidates(i, "M", sel)
+        return {"n": int(len(sel)), "sampler": type(sampler).__name__,
+                "params": {k: v for k, v in sampler.get_params().items() if k not in ("ranges", "classes")}}
+
+
+def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
+    """The configured sampler (or `strategy`) for round i's target column, from mine's one registry.
+
+    The loop offers every setting it knows (target and competitor columns, MAD's distance, n3,
+    class ranges and classes, failure scenarios); each strategy takes the ones its constructor
+    names (`sampler_settings`). "scenario" before two confirmed failures exist mines with MAD.
+    """
+    m = ctx.cfg.mining
+    strategy = strategy or m.strategy
+    offered: dict[str, Callable[[], Any]] = {
+        "target": lambda: target_column(ctx.project, i),
+        "competitors": lambda: [g.name for g in ctx.cfg.competitors],
+        "distance": lambda: m.distance, "n3": lambda: m.n3,
+        "ranges": lambda: class_ranges(ctx), "classes": lambda: ctx.classes,
+    }
+    if strategy == "scenario":
+        found = _scenarios(ctx, i)
+        if found is None:
+            return make_sampler(ctx, i, "mad")
+        offered.update({"scenarios": lambda: found[0], "features": lambda: found[1]})
+    wanted = sampler_settings(strategy)
+    return registered_sampler(strategy, **{k: get() for k, get in offered.items() if k in wanted})
+
+
+def _scenarios(ctx: LoopContext, i: int) -> tuple[Any, pd.DataFrame] | None:
+    """(failure scenarios, per-image attributes) of the S of rounds 0..i-1; None before two failures
+    exist."""
+    from blindspots.scenarios.segmentation import find_scenarios
+    from blindspots.scenarios.segmentation_attributes import scan_attributes
+
+    feats = scan_attributes(ctx.project.scan_dir)
+    fails = sorted({str(x) for r in range(i) for x in ctx.project.candidates(r, "S")["id"]} & set(feats.index))
+    if len(fails) < 2:
+        return None
+    return find_scenarios(feats, fails), feats
+
+
+def pool_class_ranges(table: pd.DataFrame, model: str, num_classes: int,
+                      quantiles: tuple[float, float]) -> np.ndarray:
+    """[p_k, q_k] per class from a model's own argmax maps on the pool (no labels needed).
+
+    table: a score table with `frac__<model>__<k>` (class k's share of the argmax map) and `status`.
+    Per class, the quantiles over the images where the model predicts it at all, exactly as
+    `class_area_ranges` does over S0's masks. Returns float64 [C, 2], NaN rows for classes never
+    predicted.
+    """
+    ok = table[table["status"] == "ok"] if "status" in table.columns else table
+    out = np.full((num_classes, 2), np.nan)
+    for k in range(num_classes):
+        col = f"frac__{model}__{k}"
+        if col not in ok.columns:
+            continue
+        v = ok[col].to_numpy(dtype=np.float64)
+        v = v[np.isfinite(v) & (v > 0)]
+        if len(v):
+            out[k] = np.quantile(v, list(quantiles))
+    return out
+
+
+def class_ranges(ctx: LoopContext) -> np.ndarray:
+    """float64 [C, 2]: [p_k, q_k] per class for MAD's content constraint (NaN rows: no range), cached
+    in reports/class_ranges.json: from S0's masks (the paper), or without S0 from the target's
+    (version 0) predictions on the pool (docs/loop.md)."""
+    path = ctx.project.reports_dir / "class_ranges.json"
+    q = list(ctx.cfg.mining.quantiles)
+    source = "S0" if ctx.cfg.data.train else "pool predictions"
+    if path.is_file():
+        d = json.loads(path.read_text())
+        if d.get("quantiles") == q and d.get("source", "S0") == source:
+            # JSON has no NaN: a class without a range is stored as nulls
+            return np.asarray([[np.nan if v is None else v for v in r] for r in d["ranges"]], dtype=np.float64)
+    if source == "S0":
+        s0 = ctx.labelled_set("train")
+        ranges = class_area_ranges((s0.load(i)[1] for i in s0.ids), ctx.classes.num_classes,
+                                   ignore_index=ctx.classes.ignore_index, quantiles=tuple(q))
+    else:
+        ranges = pool_class_ranges(ctx.score_table(0), target_column(ctx.project, 0),
+                                   ctx.classes.num_classes, (q[0], q[1]))
+    text = json.dumps({"quantiles": q, "source": source,
+                       "ranges": [[None if np.isnan(v) else float(v) for v in r] for r in ranges]})
+    write_atomic(path, lambda tmp: tmp.write_text(text))
+    return np.asarray(ranges, dtype=np.float64)
+
+
+def _check_surprise_columns(ctx: LoopContext, i: int, table: pd.DataFrame) -> None:
+    """The surprise strategy ranks by columns `blindspots surprise score --scan` adds to the round's
+    scan; without them, one ProjectError with the two commands (not the sampler's column list)."""
+    name = target_column(ctx.project, i)
+    if any(str(col).startswith("surprise_") and str(col).endswith(f"__{name}") for col in table.columns):
+        return
+    p = ctx.project
+    spec = p.model(ctx.cfg.target.name, i).spec
+    raise ProjectError(
+        f"mining.strategy: 'surprise' expected surprise columns of {name!r} in the project's scan, got none; "
+        f"fit an estimator on labelled images (`blindspots surprise fit '{spec}' --images DIR --masks DIR "
+        f"--out sa.npz`), add the columns (`blindspots surprise score {ctx.pool.root} -e sa.npz --scan "
+        f"{p.scan_dir} --name {name}`), then run `blindspots round {p.path}` again")
