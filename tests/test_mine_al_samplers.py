@@ -167,3 +167,19 @@ def test_madplus_uses_surprise_when_present():
     plus = make_sampler("madplus", target="t", ranges=[[0.0, 1.0]], n3=10, shared=0.25).select(t, 40)
     first = json.loads(plus[plus["part"] == "shared"]["reason"].iloc[0])
     assert first["mdsa"] == 9.0
+
+
+def test_madplus_excludes_only_the_mad_picks_it_keeps():
+    """MAD's whole candidate list can cover a small pool; the shared part must still find the planted images."""
+    t = shared_blind_spot_table()
+    mad_all = make_sampler("mad", target="t", ranges=[[0.0, 1.0]], n3=200).select(t, None)
+    planted = {f"img_{i:03d}.png" for i in range(100, 110)}
+    assert planted <= set(mad_all["id"])  # every image is somewhere in MAD's list
+    plus = make_sampler("madplus", target="t", ranges=[[0.0, 1.0]], n3=200, shared=0.25).select(t, 40)
+    assert set(plus.loc[plus["part"] == "shared", "id"]) == planted and plus["id"].is_unique
+    # no image where the models agree left: MAD fills the budget
+    t2 = t.copy()
+    t2["dpa__t__g"] = 0.5
+    full = make_sampler("madplus", target="t", ranges=[[0.0, 1.0]], n3=200, shared=0.25, agree_quantile=0.5)
+    res = full.select(t2.assign(entropy__g=float("nan")), 40)
+    assert len(res) == 40 and set(res["part"]) == {"mad"}

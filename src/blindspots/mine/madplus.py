@@ -7,8 +7,8 @@ budget and spends a share `shared` of it on images where the models *agree* but 
 surprised:
 
 - agreement: the image's largest disagreement with any competitor (max over G of `dpa__T__G`, or
-  `dmiou__` with distance="miou") is at most its `agree_quantile` quantile over the pool, so the share is
-  not spent where MAD already looks;
+  `dmiou__` with distance="miou") is at most its `agree_quantile` quantile over the pool, and MAD's own
+  picks in the budget are left out, so the share is not spent where MAD already looks;
 - shared doubt: the percentile rank of the *smallest* mean entropy among all models (`entropy__{M}`,
   every model unsure: the least unsure one still is), averaged with the percentile rank of the target's
   surprise adequacy (`surprise_{kind}__{T}`, Kim et al. 2023) when the scan has it.
@@ -84,11 +84,15 @@ class MADPlusSampler(MADSampler):
         total = int(round(len(mad) / (1.0 - self.shared))) if n is None else n
         n_shared = int(round(self.shared * total))
         kind, target, competitors, _, _ = self._resolve(table)
-        rows, score, info = self._shared_candidates(table, kind, target, competitors, set(mad["id"]))
+        kept = mad.iloc[:max(0, total - n_shared)]
+        rows, score, info = self._shared_candidates(table, kind, target, competitors, set(kept["id"]))
         pos = top_n_indices(score, n_shared) if n_shared else np.empty(0, np.int64)  # positions in rows
         top = rows[pos]
-        n_mad = min(len(mad), total - len(top))
-        mad = mad.iloc[:n_mad]
+        if len(top) < n_shared:  # too few images where the models agree: MAD's next picks fill the budget
+            rest = mad.iloc[len(kept):]
+            rest = rest[~rest["id"].isin(set(ids_at(table, top)))]
+            kept = pd.concat([kept, rest.iloc[:n_shared - len(top)]])
+        mad = kept
         mad_reasons = [dumps_reason({**json.loads(r), "part": "mad"}) for r in mad["reason"]]
         shared_reasons = [dumps_reason({"strategy": "madplus", "part": "shared", "target": target,
                                         **{k: round(float(v[p]), 6) for k, v in info.items()},

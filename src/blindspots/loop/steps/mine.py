@@ -39,6 +39,7 @@ class MineStep(Step):
                 "n": m.n}
 
     def run(self, ctx: LoopContext, i: int, seed: int) -> dict:
+        _add_model_columns(ctx, i)
         table = ctx.score_table(i)
         if ctx.cfg.mining.strategy == "surprise":
             _check_surprise_columns(ctx, i, table)
@@ -70,6 +71,7 @@ def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
         "competitors": lambda: [g.name for g in ctx.cfg.competitors],
         "distance": lambda: m.distance, "n3": lambda: m.n3,
         "ranges": lambda: class_ranges(ctx), "classes": lambda: ctx.classes,
+        "labelled": lambda: sorted({str(x) for r in range(i) for x in ctx.project.candidates(r, "S")["id"]}),
     }
     if strategy == "scenario":
         found = _scenarios(ctx, i)
@@ -78,6 +80,23 @@ def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
         offered.update({"scenarios": lambda: found[0], "features": lambda: found[1]})
     wanted = sampler_settings(strategy)
     return registered_sampler(strategy, **{k: get() for k, get in offered.items() if k in wanted})
+
+
+def _add_model_columns(ctx: LoopContext, i: int) -> None:
+    """margin, bald, powerbald, coreset: the target f_t^(i) runs once more over the pool for the columns
+    they read (`mine.acquisition`; kept in the scan folder, resumable)."""
+    from blindspots.mine.acquisition import add_acquisition_columns
+    from blindspots.mine.columns import missing_kinds
+    from blindspots.mine.registry import needs_model
+
+    m, name = ctx.cfg.mining, target_column(ctx.project, i)
+    missing = missing_kinds(ctx.project.scan_dir, name, needs_model(m.strategy))
+    if missing:
+        try:
+            add_acquisition_columns(ctx.project.scan_dir, ctx.pool, ctx.segmenter(ctx.cfg.target.name, i), name,
+                                    kinds=missing, mc_passes=m.mc_passes, dropout=m.dropout, progress=ctx.progress)
+        except ValueError as e:  # e.g. BALD on a target without dropout layers: the setting to change
+            raise ProjectError(f"mining.{'dropout' if str(e).startswith('dropout') else 'strategy'}: {e}") from None
 
 
 def _scenarios(ctx: LoopContext, i: int) -> tuple[Any, pd.DataFrame] | None:
