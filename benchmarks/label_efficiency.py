@@ -288,6 +288,42 @@ def share_sweep(world: dict, pool: tuple, comps: dict, args: argparse.Namespace,
 
 # ----------------------------------------------------------------------------- output
 
+def condition_groups(label: str) -> list[str]:
+    """'planted', 'in slice', or 'hard' plus each factor outside the slice ('hard', 'tilt', ...)."""
+    if label in ("planted", "in slice"):
+        return [label]
+    return ["hard", *sorted({part.split(":")[0] for part in label.split("+")})]
+
+
+def recall_table(runs: list[dict], pool_counts: dict) -> tuple[pd.DataFrame, pd.Series]:
+    """Images labelled per condition group, mean over seeds, and the pool's mean count per group."""
+    def grouped(counts: dict) -> dict:
+        out: dict = {}
+        for label, n in counts.items():
+            for g in condition_groups(label):
+                out[g] = out.get(g, 0) + n
+        return out
+
+    picked = pd.DataFrame([{"strategy": r["strategy"], **grouped(r["picked"])} for r in runs]).fillna(0)
+    recall = picked.groupby("strategy", sort=False).mean(numeric_only=True)
+    avail = pd.DataFrame([grouped(c) for c in pool_counts.values()]).fillna(0).mean()
+    cols = ["planted", "in slice", "hard", *sorted(c for c in avail.index if c not in ("planted", "in slice", "hard"))]
+    return recall.reindex(columns=cols, fill_value=0.0), avail.reindex(cols, fill_value=0.0)
+
+
+def print_tables(runs: list[dict], pool_counts: dict) -> pd.DataFrame:
+    """Print the cost table and the per-condition recall; returns the cost table."""
+    table = summarise(runs)
+    pd.set_option("display.width", 200)
+    print("\n== mIoU against human cost (mean and sd over seeds) ==")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    recall, avail = recall_table(runs, pool_counts)
+    print("\n== images labelled per condition, mean over seeds (an image outside the slice in two factors counts "
+          "in both) ==")
+    print(pd.concat([avail.rename("(pool)").to_frame().T, recall]).to_string(float_format=lambda v: f"{v:.1f}"))
+    return table
+
+
 def summarise(runs: list[dict]) -> pd.DataFrame:
     rows = [{"strategy": r["strategy"], "seed": r["seed"], **p} for r in runs for p in r["points"]]
     df = pd.DataFrame(rows)
@@ -324,9 +360,17 @@ def main() -> None:
     ap.add_argument("--ft-epochs", type=int, default=2)
     ap.add_argument("--ft-lr", type=float, default=5e-3)
     ap.add_argument("--max-replay", type=int, default=48)
+    ap.add_argument("--madplus-share", type=float, default=None, help="MAD+'s shared share in the loops "
+                    "(default: the sampler's default)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--shares", default="0.1,0.25,0.4", help="MAD+ shares for the selection sweep")
+    ap.add_argument("--report-only", action="store_true", help="print the tables of WORK/results.json again")
     args = ap.parse_args()
+    if args.report_only:
+        saved = json.loads((args.work / "results.json").read_text())
+        print_tables(saved["runs"], saved["pool_counts"])
+        print(f"(measured on {saved['cpu']}, {saved['seconds']:.0f} s, loadavg at the end {saved['loadavg_end']})")
+        return
     import torch
 
     # one thread: under a loaded shared CPU, two OpenMP threads spin-wait (a tiny U-Net training step of 16
@@ -357,26 +401,17 @@ def main() -> None:
                   flush=True)
         for strategy in args.samplers.split(","):
             t = time.perf_counter()
-            runs.append(run_loop(strategy, seed, world, pool, comps, args))
+            runs.append(run_loop(strategy, seed, world, pool, comps, args, shared=args.madplus_share))
             last = runs[-1]["points"][-1]
             print(f"seed {seed} {strategy:9s}: hard {last['hard']:.4f} T0 {last['T0']:.4f} planted "
                   f"{last['planted']:.4f} cost {last['cost']:.0f} ({time.perf_counter() - t:.0f} s, loadavg "
                   f"{os.getloadavg()[0]:.1f})", flush=True)
-    table = summarise(runs)
-    pd.set_option("display.width", 200)
-    print("\n== mIoU against human cost (mean and sd over seeds) ==")
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    picked = pd.DataFrame([{"strategy": r["strategy"], "seed": r["seed"], **r["picked"]} for r in runs]).fillna(0)
-    recall = picked.groupby("strategy", sort=False).mean(numeric_only=True).drop(columns="seed")
-    avail = pd.DataFrame(pool_counts).T.mean()
-    print("\n== images labelled per condition (mean over seeds; pool holds on average: "
-          + ", ".join(f"{c} {avail.get(c, 0):.0f}" for c in recall.columns) + ") ==")
-    print(recall.to_string(float_format=lambda v: f"{v:.1f}"))
+    table = print_tables(runs, pool_counts)
     from blindspots.report.label_efficiency import RESULTS, label_efficiency_figure
 
     fig = label_efficiency_figure(table, args.figure or args.work / "label_efficiency.png")
     out = {"args": {k_: str(v) for k_, v in vars(args).items()}, "runs": runs, "table": table.to_dict("records"),
-           "recall": recall.reset_index().to_dict("records"), "pool_counts": {str(s): c for s, c in pool_counts.items()},
+           "pool_counts": {str(s): c for s, c in pool_counts.items()},
            "share_sweep": sweep.to_dict("records") if sweep is not None else None, "cpu": cpu_model(),
            "loadavg_end": os.getloadavg(), "seconds": time.perf_counter() - t_start}
     (args.work / "results.json").write_text(json.dumps(out, indent=1, default=float))

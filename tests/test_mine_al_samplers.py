@@ -48,7 +48,7 @@ def test_interface(name):
     for r in res["reason"]:
         assert isinstance(json.loads(r), dict) and describe(r) != r
     every = make_sampler(name, **settings(name)).select(t, None, seed=0)
-    assert len(every) >= 12
+    assert len(every) >= 10  # every usable row, or (MAD+) its natural size
     with pytest.raises(ValueError, match="n: expected"):
         make_sampler(name, **settings(name)).select(t, -1)
 
@@ -142,9 +142,9 @@ def shared_blind_spot_table(n: int = 200, seed: int = 1) -> pd.DataFrame:
 def test_madplus_spends_its_share_on_shared_doubt_mad_misses():
     t = shared_blind_spot_table()
     planted = {f"img_{i:03d}.png" for i in range(100, 110)}
-    mad = make_sampler("mad", target="t", ranges=[[0.0, 1.0]], n3=10).select(t, 40)
+    mad = make_sampler("mad", target="t", ranges=[[0.0, 1.0]], n3=40).select(t, 40)
     assert not planted & set(mad["id"])
-    plus = make_sampler("madplus", target="t", ranges=[[0.0, 1.0]], n3=10, shared=0.25).select(t, 40)
+    plus = make_sampler("madplus", target="t", ranges=[[0.0, 1.0]], n3=40, shared=0.25).select(t, 40)
     shared = plus[plus["part"] == "shared"]
     assert len(shared) == 10 and set(shared["id"]) == planted
     assert list(plus.loc[plus["part"] == "mad", "id"]) == list(mad["id"][:30])  # MAD's order kept
@@ -153,7 +153,7 @@ def test_madplus_spends_its_share_on_shared_doubt_mad_misses():
     assert describe(shared["reason"].iloc[0]).startswith("shared doubt (MAD+)")
     assert describe(plus.loc[plus["part"] == "mad", "reason"].iloc[0]).startswith("MAD part of MAD+")
     assert set(plus["part"][:4]) == {"mad", "shared"}  # interleaved, so a shorter list keeps the mix
-    zero = make_sampler("madplus", target="t", ranges=[[0.0, 1.0]], n3=10, shared=0.0).select(t, 40)
+    zero = make_sampler("madplus", target="t", ranges=[[0.0, 1.0]], n3=40, shared=0.0).select(t, 40)
     assert list(zero["id"]) == list(mad["id"])
     with pytest.raises(ValueError, match=r"shared: expected a number in \[0, 1\)"):
         make_sampler("madplus", target="t", shared=1.0).select(t, 5)

@@ -1,7 +1,8 @@
 """Step ``mine``: the candidates M(i+1) from the score table, with a sampler from `mine.registry`.
 
-MAD by default (Eq. 2); "entropy", "surprise", "random" or "scenario" as baselines, with MAD's
-budget unless `mining.n`. MAD's content constraint [p_k, q_k] comes from S0's masks (the paper)
+MAD by default (Eq. 2); "madplus", or "entropy", "margin", "bald", "powerbald", "coreset", "surprise",
+"random" or "scenario" as baselines, with MAD's budget unless `mining.n` (margin, BALD and core-set first
+run the round's target once more over the pool for their columns, `mine.acquisition`). MAD's content constraint [p_k, q_k] comes from S0's masks (the paper)
 or, without S0, from the target's predictions on the pool (`class_ranges`).
 
 Imports inside functions: the scenario clustering (torch, scikit-learn) only when used.
