@@ -156,3 +156,19 @@ def test_head_only_mc_passes_equal_full_passes(arch):
     assert acquisition._post_head is not None and fast.shape == full.shape == (4, 3, C, 16, 20)
     torch.testing.assert_close(fast, full, rtol=1e-4, atol=1e-5)
     assert float((fast[0] - fast[1]).abs().max()) > 1e-4
+
+
+def test_mine_page_baselines_snippet_runs_as_written(tmp_path_factory):
+    """docs/mine.md's second Python block (margin columns, then mine_scan) on the page's first block's scan."""
+    from test_docs_snippets import python_blocks, scanned
+
+    done = scanned.__wrapped__(tmp_path_factory)  # the first block, run as written on a 24-scene pool
+    code = python_blocks("mine.md")[1]
+    for doc, real in {'"photos"': repr(str(done["root"] / "scenes" / "images")),
+                      '"models/my_model.onnx"': '"test_docs_snippets:tiny_target"',
+                      '"runs/scan"': repr(str(done["scan"]))}.items():
+        assert doc in code, f"docs/mine.md: expected {doc} in its second Python block"
+        code = code.replace(doc, real)
+    ns: dict = {}
+    exec(code, ns)
+    assert len(ns["picks"]) == 20 and ns["picks"]["reason"].str.contains("top two classes").all()
