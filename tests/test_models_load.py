@@ -443,3 +443,26 @@ def test_init_short_options(tmp_path, pool):
     from blindspots.loop.project import Project
 
     assert [m.name for m in Project.open(tmp_path / "proj").models()] == ["target", "comp"]
+
+
+@pytest.mark.parametrize("spec, module", [
+    ("pkg.mod:fn", True), ("pkg.mod:fn?c=3", True), ("runs/a-b:c.pt", False), ("C:\\models\\m.onnx", False),
+    ("C:/models/m.onnx", False), ("model.onnx?output=logits", False), ("my_pkg.seg:make.model", True),
+])
+def test_one_rule_says_whether_a_spec_is_a_path(tmp_path: Path, spec: str, module: bool) -> None:
+    """The project store (`is_path_spec`) and the loader (`parse_spec`) follow one rule."""
+    from blindspots.loop.models import is_path_spec
+    from blindspots.models.load import call_kwargs, parse_spec
+    from blindspots.models.spec_syntax import is_module_spec
+
+    assert is_module_spec(spec.partition("?")[0]) is module
+    assert is_path_spec(spec) is (not module)
+    if "?" in spec:  # options the grammar does not know are keyword arguments of a module spec only
+        assert bool(call_kwargs(parse_spec(spec)[1])) is module
+
+
+def test_an_existing_file_with_a_module_like_name_is_a_path(tmp_path: Path) -> None:
+    from blindspots.loop.models import is_path_spec
+
+    (tmp_path / "pkg.mod:fn").write_bytes(b"")
+    assert is_path_spec("pkg.mod:fn", tmp_path) and not is_path_spec("pkg.mod:fn")

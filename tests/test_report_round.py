@@ -27,7 +27,7 @@ def links_ok(index: Path) -> str:
     return html
 
 
-def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_round_page_at_every_stage(world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     p = Project.create(tmp_path / "p", make_config(world))
     html = links_ok(write_round_report(p, out_dir=tmp_path / "new"))
     assert "No round has been evaluated yet" in html and "Nothing mined in this round yet" in html
@@ -61,12 +61,53 @@ def test_round_page_at_every_stage(world: Path, tmp_path: Path) -> None:  # noqa
 
     from blindspots.cli import app
 
+    # `blindspots report PROJECT` opens the project once and reads the scan's manifest once
+    opened, manifests = [], []
+    real_open, real_read = Project.open.__func__, Path.read_text
+
+    def counting_open(cls, *args, **kwargs):  # noqa: ANN001, ANN202
+        opened.append(args)
+        return real_open(cls, *args, **kwargs)
+
+    def counting_read(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        if self.name == "scan.json":
+            manifests.append(self)
+        return real_read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Project, "open", classmethod(counting_open))
+    monkeypatch.setattr(Path, "read_text", counting_read)
     res = CliRunner().invoke(app, ["report", str(p.path), "--round", "0", "--out", str(tmp_path / "cli"),
                                    "--scenarios"])
+    monkeypatch.undo()
     assert res.exit_code == 0, res.output
+    assert len(opened) == 1 and len(manifests) == 1, (opened, manifests)
     html = links_ok(tmp_path / "cli" / "index.html")
     assert "Failure scenarios" in html and "Scenario 1:" in html and "most typical" in html
     assert "scenario vote set:" in res.output and (tmp_path / "cli" / "scenario-votes" / "classes.json").is_file()
     assert "seg-r0-s000" in (tmp_path / "cli" / "scenario-votes" / "items.csv").read_text()
     with pytest.raises(ValueError, match="round"):
         write_round_report(p, 7, tmp_path / "bad")
+
+
+@pytest.mark.parametrize("ignore", [None, 7, 255])
+def test_per_class_iou_uses_the_projects_ignore_value(ignore: int | None) -> None:
+    """The round page's per-class IoU leaves out the project's ignore value, whatever it is."""
+    import numpy as np
+
+    from blindspots.metrics import confusion_matrix, iou_per_class
+    from blindspots.report.round_page import class_iou_before_after
+
+    rng = np.random.default_rng(0)
+    gt = rng.integers(0, 3, (2, 8, 8)).astype(np.uint8)
+    before, after = rng.integers(0, 3, (2, 2, 8, 8)).astype(np.uint8)
+    labels = gt.copy()
+    if ignore is not None:
+        labels[:, :2] = ignore  # two rows of each mask are not labelled
+    triples = [(labels[0], before[0], after[0]), (labels[1], before[1], after[1]),
+               (labels[0], None, after[0]), (labels[1], before[1], after[1][:4])]  # left out: a map missing/smaller
+    got_before, got_after, used = class_iou_before_after(triples, 3, ignore)
+    keep = np.ones(gt.shape, bool) if ignore is None else labels != ignore
+    want = [iou_per_class(confusion_matrix(m[keep][None], gt[keep][None], 3, ignore_index=None)) for m in (before, after)]
+    assert used == 2
+    np.testing.assert_allclose(got_before, want[0])
+    np.testing.assert_allclose(got_after, want[1])

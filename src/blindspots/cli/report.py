@@ -1,4 +1,8 @@
-"""`blindspots report`: write the offline HTML report of a project round or of a scan folder."""
+"""`blindspots report`: write the offline HTML report of a project round or of a scan folder.
+
+Imports inside functions: `blindspots.report` imports torch (its engine pages), and every command
+of the CLI starts by importing this module.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,53 +29,66 @@ def report(
                                         "folder that was scanned)."),
 ) -> None:
     """Write SOURCE's report: one self-contained page (OUT/index.html) plus its figures as PNG."""
+    from blindspots.report.defuse_page import write_defuse_report
+    from blindspots.report.labels_page import write_label_issues_report
+    from blindspots.report.scan_page import write_scan_report
+    from blindspots.report.surprise_page import write_surprise_report
+
+    kind = source_kind(source)
+    if kind != "project" and round is not None:
+        raise ValueError(f"--round: expected no round for a {kind} folder, got {round}")
+    default = out if out is not None else source / "report"
+    if kind == "scan":
+        index = write_scan_report(source, default, n_disputed=n, pool_root=pool)
+    elif kind == "label-issues":
+        index = write_label_issues_report(source, default, n=2 * n)
+    elif kind == "surprise":
+        index = write_surprise_report(source, default, n=n)
+    elif kind == "defuse":
+        index = write_defuse_report(source, default)
+    else:
+        index = _project_report(source, round, out, n=n, scenarios=scenarios)
+    typer.echo(f"report: {index}")
+
+
+def source_kind(source: Path) -> str:
+    """What SOURCE is, sniffed once: "project" (blindspots.toml), "scan" (scan.json), "label-issues",
+    "surprise" or "defuse" (an engine's --out folder); anything else is taken for a project, whose
+    opening then says what is missing."""
     from blindspots.report.defuse_page import is_defuse_dir
     from blindspots.report.labels_page import is_label_issues_dir
     from blindspots.report.surprise_page import is_surprise_dir
 
-    project = (source / "blindspots.toml").is_file()
-    engine = not project and not (source / "scan.json").is_file() and \
-        (is_label_issues_dir(source) or is_defuse_dir(source) or is_surprise_dir(source))
-    if engine and round is not None:
-        raise ValueError(f"--round: expected no round for a label-issues, surprise or Defuse folder, got {round}")
+    if (source / "blindspots.toml").is_file():
+        return "project"
     if (source / "scan.json").is_file():
-        from blindspots.report.scan_page import write_scan_report
+        return "scan"
+    for kind, test in (("label-issues", is_label_issues_dir), ("surprise", is_surprise_dir), ("defuse", is_defuse_dir)):
+        if test(source):
+            return kind
+    return "project"
 
-        if round is not None:
-            raise ValueError(f"--round: expected no round for a scan folder, got {round}")
-        index = write_scan_report(source, out if out is not None else source / "report", n_disputed=n,
-                                  pool_root=pool)
-    elif not project and is_label_issues_dir(source):
-        from blindspots.report.labels_page import write_label_issues_report
 
-        index = write_label_issues_report(source, out if out is not None else source / "report", n=2 * n)
-    elif not project and is_surprise_dir(source):
-        from blindspots.report.surprise_page import write_surprise_report
+def _project_report(source: Path, round: int | None, out: Path | None, *, n: int, scenarios: bool) -> Path:
+    """The round page of a project: the project opened once, its scan manifest read once."""
+    from blindspots.loop import Project
+    from blindspots.report.round_page import default_round, round_scenarios, write_round_report
+    from blindspots.report.scenario_votes import export_scenario_votes, vote_prefix
+    from blindspots.scan.manifest import load_manifest
 
-        index = write_surprise_report(source, out if out is not None else source / "report", n=n)
-    elif not project and is_defuse_dir(source):
-        from blindspots.report.defuse_page import write_defuse_report
-
-        index = write_defuse_report(source, out if out is not None else source / "report")
-    else:
-        from blindspots.report.round_page import round_scenarios, write_round_report
-
-        found = round_scenarios(source, round) if scenarios else None
-        if scenarios and found is None:
-            typer.echo("scenarios: fewer than 2 confirmed failures so far; none shown", err=True)
-        index = write_round_report(source, round, out, n_gallery=2 * n, scenarios=found)
-        if found is not None and len(found):
-            from blindspots.report.round_page import default_round
-            from blindspots.report.scenario_votes import export_scenario_votes, vote_prefix
-            from blindspots.loop.project import Project
-
-            proj = Project.open(source)
-            i = default_round(proj) if round is None else round
-            votes = export_scenario_votes(found, proj.config.open_pool(),
-                                          index.parent / "scenario-votes", prefix=vote_prefix(i))
-            typer.echo(f"scenario vote set: {votes} (offer it on the vote page with `blindspots web attach-votes "
-                       f"{source} {votes} --name scenarios-r{i}`)")
-    typer.echo(f"report: {index}")
+    project = Project.open(source)
+    i = default_round(project) if round is None else round
+    manifest = load_manifest(project.scan_dir) or {}
+    found = round_scenarios(project, i, manifest=manifest) if scenarios else None
+    if scenarios and found is None:
+        typer.echo("scenarios: fewer than 2 confirmed failures so far; none shown", err=True)
+    index = write_round_report(project, i, out, n_gallery=2 * n, scenarios=found, manifest=manifest)
+    if found is not None and len(found):
+        votes = export_scenario_votes(found, project.config.open_pool(),
+                                      index.parent / "scenario-votes", prefix=vote_prefix(i))
+        typer.echo(f"scenario vote set: {votes} (offer it on the vote page with `blindspots web attach-votes "
+                   f"{source} {votes} --name scenarios-r{i}`)")
+    return index
 
 
 def write_round_pages(project: Path, last_round: int) -> Path | None:
@@ -80,12 +97,16 @@ def write_round_pages(project: Path, last_round: int) -> Path | None:
     Called by `round` and the demo. A failure here is a warning, not the command's failure: the
     round's own results are already stored.
     """
+    from blindspots.loop import Project
     from blindspots.report.round_page import write_round_report
+    from blindspots.scan.manifest import load_manifest
 
     path = None
     try:
+        opened = Project.open(project)  # once for every page, with the scan's manifest
+        manifest = load_manifest(opened.scan_dir) or {}
         for i in range(last_round + 1):
-            path = write_round_report(project, i)
+            path = write_round_report(opened, i, manifest=manifest)
     except Exception as e:  # noqa: BLE001 - the loop's results are safe; say why the page is missing
         typer.echo(f"warning: could not write the round report: {type(e).__name__}: {e}", err=True)
         return None

@@ -38,35 +38,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau, spearmanr
 
-OUT_OF_DOMAIN = "ood"
-ACR_LABELS = {1: "bad", 2: "poor", 3: "fair", 4: "good", 5: "excellent"}
-_OOD_WORDS = {"ood", "out-of-domain", "out_of_domain", "inf", "+inf", "infinity"}
+# ACR_LABELS and OUT_OF_DOMAIN are part of this module's public API (see above); the rule lives in scores.py
+from blindspots.human.scores import ACR_LABELS, OUT_OF_DOMAIN, format_score, parse_score  # noqa: F401
+
 COLUMNS = ("image_id", "rater", "score")
-
-
-def parse_score(value: Any, *, where: str = "score") -> float:
-    """1..5 (int or integral string) -> float; 'ood' / inf -> +inf; anything else ValueError."""
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v in _OOD_WORDS:
-            return math.inf
-        try:
-            num = float(v)
-        except ValueError:
-            raise ValueError(f"{where}: expected an integer 1..5 or 'ood', got {value!r}") from None
-    elif isinstance(value, (bool, np.bool_)) or value is None:
-        raise ValueError(f"{where}: expected an integer 1..5 or 'ood', got {value!r}")
-    else:
-        num = float(value)
-    if math.isinf(num) and num > 0:
-        return math.inf
-    if not (num == int(num) if math.isfinite(num) else False) or not 1 <= num <= 5:
-        raise ValueError(f"{where}: expected an integer 1..5 or 'ood', got {value!r}")
-    return float(num)
-
-
-def format_score(score: float) -> str:
-    return OUT_OF_DOMAIN if math.isinf(score) else str(int(score))
 
 
 class Ratings:

@@ -16,6 +16,7 @@ import pandas as pd
 from PIL import Image
 
 from blindspots.atomic import write_atomic
+from blindspots.human.scores import rating_answer
 from blindspots.ids import check_image_id
 from blindspots.loop.store import OUT_OF_DOMAIN, ROLES, VERDICTS, ProjectError, check_round, hash_token, now
 
@@ -88,14 +89,11 @@ class Answers:
         """Many answers (round, image_id, annotator, score) in one transaction; returns the count."""
         clean = []
         for k, (rnd, iid, who, score) in enumerate(rows):
-            ood = isinstance(score, str) and score.strip().lower() in (OUT_OF_DOMAIN, "out-of-domain", "inf")
-            if not ood:
-                ok = isinstance(score, (int, np.integer)) and not isinstance(score, bool) and 1 <= score <= 5
-                if not ok:
-                    raise ValueError(f"score (row {k}): expected an integer 1..5 or 'ood', got {score!r}")
+            answer = rating_answer(score, where=f"score (row {k})")
+            ood = answer == OUT_OF_DOMAIN
             if not isinstance(who, str) or not who:
                 raise ValueError(f"annotator (row {k}): expected a non-empty name, got {who!r}")
-            clean.append((check_round(rnd), check_image_id(iid), who, None if ood else int(score), int(ood), now()))
+            clean.append((check_round(rnd), check_image_id(iid), who, None if ood else answer, int(ood), now()))
         with self.transaction() as db:
             db.executemany("INSERT INTO ratings (round, image_id, annotator, score, out_of_domain, time) "
                            "VALUES (?,?,?,?,?,?) ON CONFLICT (round, image_id, annotator) DO UPDATE SET "

@@ -11,8 +11,11 @@ import numpy as np
 import pandas as pd
 
 from blindspots.data.classes import Classes
+from blindspots.data.segsets import SegmentationSet
 from blindspots.loop.models import finetune_blocker, is_path_spec, load_spec
 from blindspots.loop.project import Project, ProjectError
+from blindspots.scan import read_score_table
+from blindspots.scan.table import load_manifest
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +78,8 @@ class LoopContext:
     # -- shared resources ----------------------------------------------------------------
     @property
     def pool(self) -> Any:
-        if "pool" not in self._cache:
-            from blindspots.data.pool import ImagePool
-
-            c = self.cfg.pool
-            self._cache["pool"] = ImagePool(self.cfg.resolve(c.root),
-                                            list_file=None if c.list_file is None else self.cfg.resolve(c.list_file))
+        if "pool" not in self._cache:  # any pool source: a folder, an object store, shards
+            self._cache["pool"] = self.cfg.open_pool()
         return self._cache["pool"]
 
     def segmenter(self, name: str, version: int = 0) -> Any:
@@ -111,8 +110,6 @@ class LoopContext:
     def labelled_set(self, key: str) -> Any:
         """S0 ("train") or T0 ("val") as a SegmentationSet."""
         if key not in self._cache:
-            from blindspots.data.segsets import SegmentationSet
-
             if not getattr(self.cfg.data, key):
                 raise ProjectError(f"data.{key}: expected a folder with images/ and masks/, got none "
                                    "(the project has no labelled data)")
@@ -123,8 +120,6 @@ class LoopContext:
         return self._cache[key]
 
     def score_table(self, round: int) -> pd.DataFrame:
-        from blindspots.scan import read_score_table
-
         return read_score_table(self.project.scan_dir, target=target_column(self.project, round),
                                 competitors=[c.name for c in self.cfg.competitors])
 
@@ -138,8 +133,6 @@ def target_classes(project: Project, target: Any) -> Classes:
     classes = getattr(target, "classes", None)
     if isinstance(classes, Classes):
         return classes
-    from blindspots.scan.table import load_manifest
-
     man = load_manifest(project.scan_dir) or {}
     if isinstance(man.get("classes"), dict):
         return Classes.from_dict(man["classes"])

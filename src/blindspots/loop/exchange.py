@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
+from blindspots.data.formats import import_cvat, import_labelstudio, read_masks
+from blindspots.data.formats.masks import mask_filename
+from blindspots.human.ratings import Ratings
+from blindspots.human.scores import rating_answer
 from blindspots.loop.context import LABEL_STEPS, LoopContext, plan
 from blindspots.loop.driver import current_position
 from blindspots.loop.maps import target_map
@@ -32,8 +34,6 @@ def _round_arg(project: Project, round: int | None) -> int:
 def import_ratings(project: Project, path: str | Path, *, round: int | None = None) -> int:
     """Add the ratings of a CSV (`image_id,rater,score`, score 1..5 or ood) to `round` (default:
     the current one). Every image must be a candidate of M for that round; returns the count."""
-    from blindspots.human.ratings import Ratings
-
     i = _round_arg(project, round)
     frame = Ratings.from_csv(path).frame
     m = set(project.candidates(i, "M")["id"])
@@ -41,8 +41,7 @@ def import_ratings(project: Project, path: str | Path, *, round: int | None = No
     if unknown:
         raise ValueError(f"path: expected ratings of round {i}'s candidates M({i + 1}), got {len(unknown)} other "
                          f"image ids (e.g. {unknown[:3]})")
-    rows = [(i, x, r, "ood" if np.isinf(v) else int(v)) for x, r, v in zip(frame["image_id"], frame["rater"],
-                                                                           frame["score"])]
+    rows = [(i, x, r, rating_answer(v)) for x, r, v in zip(frame["image_id"], frame["rater"], frame["score"])]
     n = project.add_ratings(rows)
     project.log_event("ratings-import", {"path": str(path), "n": n}, round=i, step="ratings")
     return n
@@ -53,8 +52,6 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
     """Add pixel labels for round `round`'s S ∪ T from a folder of index/palette PNGs (named
     like the image ids, extension .png), a CVAT "Segmentation Mask 1.1" zip, or a Label Studio
     JSON export. Masks must match their image's size; returns how many were stored."""
-    from blindspots.data.formats import import_cvat, import_labelstudio, read_masks
-
     i = _round_arg(project, round)
     loop = LoopContext(project, simulate=False, progress=False)
     need = masks_needed(project, i)
@@ -62,8 +59,6 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
         raise ValueError(f"round: expected round {i} to have images awaiting masks (S and T), got none yet")
     src = Path(source)
     if src.is_dir():
-        from blindspots.data.formats.masks import mask_filename
-
         present = [x for x in need if (src / mask_filename(x)).is_file()]
         if not present:  # e.g. flat file names for ids in sub-folders: say so, do not import nothing
             found = sorted(str(f.relative_to(src)) for f in src.rglob("*.png"))
@@ -137,5 +132,5 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
     default = project.reports_dir / f"round-{i}-{'cvat.zip' if fmt == 'cvat' else 'labelstudio.json'}"
     where = {"image_url": image_url, "image_root": image_root, "document_root": document_root}
     if fmt == "labelstudio" and image_url is None and image_root is None:
-        where["image_root"] = loop.cfg.resolve(loop.cfg.pool.root)  # a folder Label Studio can serve
+        where["image_root"] = loop.cfg.location(loop.cfg.pool.root)  # a folder Label Studio can serve
     return export_annotation(loop, i, fmt, Path(out) if out is not None else default, ids, preds, **where)

@@ -40,5 +40,5 @@ def write_leaderboard(project: Project) -> Path:
     out = project.reports_dir / "leaderboard.txt"
     if len(df):
         write_atomic(out, lambda tmp: tmp.write_text(format_leaderboard(df) + "\n"))
-        df.to_csv(project.reports_dir / "leaderboard.csv")
+        write_atomic(project.reports_dir / "leaderboard.csv", df.to_csv)
     return out

@@ -5,6 +5,9 @@ A project stores each model as the same spec string the scan takes (`blindspots.
 a zoo checkpoint, a TorchScript or ONNX file, a folder of precomputed `.npy`, or
 `package.module:function`, with options after "?". The loop never special-cases a kind to load
 it; only fine-tuning needs to know whether the target is a torch module it can train (zoo, factory, HF).
+
+Imports inside functions: `blindspots.models.load` (it imports torch; the project store reads specs
+without it).
 """
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from blindspots.models.probe import probe_model
 from blindspots.models.protocol import predict_segmenter
+from blindspots.models.spec_syntax import is_module_spec
 
 __all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "probe_models",
            "finetune_blocker", "LOOP_TRAINABLE_KINDS"]
@@ -31,13 +36,9 @@ def split_spec(spec: str) -> tuple[str, str]:
 
 
 def is_path_spec(spec: str, base_dir: str | Path = ".") -> bool:
-    """True unless `spec` names a `module:function` callable (a ':' and no such file or folder)."""
-    base, _ = split_spec(spec)
-    if ":" not in base:
-        return True
-    p = Path(base).expanduser()
-    # A Windows drive ("C:\\m.onnx") or an existing path with a colon is still a path.
-    return p.exists() or (Path(base_dir) / p).exists() or (len(base) > 1 and base[1] == ":")
+    """True unless `spec` names a `package.module:function` callable (the one rule of
+    `blindspots.models.spec_syntax`, which `load_model` follows too)."""
+    return not is_module_spec(split_spec(spec)[0], base_dir)
 
 
 def absolute_spec(spec: str, base_dir: str | Path) -> str:
@@ -84,8 +85,6 @@ def probe_models(models: dict[str, Any], image: np.ndarray, image_id: str) -> in
     models: name -> Segmenter; image: uint8 [H, W, 3]. ValueError in one line naming the model if
     one fails on the image or gives invalid probabilities, or if the models' C differ.
     """
-    from blindspots.models.probe import probe_model
-
     sizes: dict[str, int] = {}
     for name, seg in models.items():
         probe_model(seg, image, f"models.{name}", image_id=image_id)

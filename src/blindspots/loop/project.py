@@ -23,12 +23,13 @@ target's version i is f_t^(i); competitors have version 0.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from blindspots.config import CONFIG_FILE, Config, load_config, save_config
 from blindspots.ids import artifact_name, check_image_id
-from blindspots.loop.models import absolute_spec, is_path_spec
 from blindspots.loop.answers import Answers
+from blindspots.loop.models import absolute_spec, is_path_spec
 from blindspots.loop.queries import AppTables, Journal, ModelRecord, Registry
 from blindspots.loop.store import (OUT_OF_DOMAIN, ROLES, SCHEMA_VERSION, STORE_FILE, SUBFOLDERS, VERDICTS,
                                    ProjectError, Store, check_round, hash_token, now)
@@ -129,14 +130,13 @@ class Project(Store, Journal, Answers, Registry, AppTables):
 
 def _absolute(cfg: Config) -> Config:
     """A copy of `cfg` with every path made absolute (against cfg.base_dir)."""
-    from dataclasses import replace
-
     def ab(p: str | None) -> str | None:
         return None if p is None or p == "" else str(cfg.resolve(p))
 
     return replace(
         cfg,
-        pool=replace(cfg.pool, root=ab(cfg.pool.root), list_file=ab(cfg.pool.list_file)),
+        pool=replace(cfg.pool, root=cfg.location(cfg.pool.root),  # a URI stays as written
+                     list_file=None if cfg.pool.list_file is None else cfg.location(cfg.pool.list_file)),
         target=replace(cfg.target, path=absolute_spec(cfg.target.path, cfg.base_dir)),
         competitors=[replace(c, path=absolute_spec(c.path, cfg.base_dir)) for c in cfg.competitors],
         data=replace(cfg.data, train=ab(cfg.data.train) or "", val=ab(cfg.data.val) or ""),

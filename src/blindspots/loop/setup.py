@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from blindspots.config import Config
-from blindspots.loop.models import load_spec, probe_models
+from blindspots.data.segsets import SegmentationSet
+from blindspots.ids import check_unique_artifacts
+from blindspots.loop.models import absolute_spec, finetune_blocker, load_spec, probe_models
 
 log = logging.getLogger(__name__)
 
@@ -21,18 +23,11 @@ __all__ = ["first_pool_image", "check_models", "check_labelled_data", "check_con
 
 def first_pool_image(cfg: Config) -> tuple[str, Any]:
     """(id, uint8 [H, W, 3]) of the first readable pool image; ValueError if there is none."""
-    from blindspots.data.pool import ImagePool
-
-    root = cfg.resolve(cfg.pool.root)
-    if not root.is_dir():
-        raise ValueError(f"pool.root: expected an existing folder, got {str(root)!r}")
-    lf = None if cfg.pool.list_file is None else cfg.resolve(cfg.pool.list_file)
-    pool = ImagePool(root, list_file=lf)
-    from blindspots.ids import check_unique_artifacts
-
-    check_unique_artifacts(pool.ids, "pool.root")  # else the first scan stops on it, after init said yes
+    root = cfg.location(cfg.pool.root)
+    pool = cfg.open_pool()  # a folder, a list, an object store, shards: ValueError naming what is wrong
+    check_unique_artifacts(pool.id_array, "pool.root")  # else the first scan stops on it, after init said yes
     errors = []
-    for image_id in pool.ids[:20]:
+    for image_id in pool.id_array.slice(0, 20).to_pylist():
         try:
             return image_id, pool.load(image_id)
         except ValueError as e:  # unreadable file: try the next one
@@ -60,8 +55,6 @@ def check_models(specs: dict[str, str], image_id: str, image: Any, *, import_dir
 
 def check_labelled_data(cfg: Config) -> None:
     """S0 / T0 ([data] train, val), when given: folders with images/ and masks/ pairing at least one image."""
-    from blindspots.data.segsets import SegmentationSet
-
     for key in ("train", "val"):
         value = getattr(cfg.data, key)
         if not value:
@@ -91,8 +84,6 @@ def check_config(cfg: Config) -> int:
 
 
 def _absolute(cfg: Config, spec: str) -> str:
-    from blindspots.loop.models import absolute_spec
-
     return absolute_spec(spec, cfg.base_dir)
 
 
@@ -100,10 +91,6 @@ def register_version(project: Any, spec: str, *, base_dir: str | Path = ".") -> 
     """Register `spec` as the target's next version (after the user retrained it on S in their own
     stack); checked like `init` (loads, runs on a pool image, same number of classes). Returns the
     new version i; `blindspots round` then runs round i with it."""
-    from blindspots.loop.models import absolute_spec
-
-    from blindspots.loop.models import finetune_blocker
-
     cfg = project.config
     name = cfg.target.name
     first = project.model(name, 0)

@@ -20,9 +20,10 @@ from typing import Iterator
 
 import numpy as np
 
+from blindspots.human.scores import OUT_OF_DOMAIN  # noqa: F401 - the store's name for it
+
 STORE_FILE = "store.sqlite"
 SCHEMA_VERSION = 1
-OUT_OF_DOMAIN = "ood"
 ROLES = ("admin", "annotator")
 VERDICTS = ("error", "fine")
 SUBFOLDERS = ("scans", "masks", "checkpoints", "reports")

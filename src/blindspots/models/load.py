@@ -16,7 +16,9 @@ Kinds, in the order they are recognised:
 For these two kinds only, options the grammar does not know are keyword arguments, passed as
 strings: `pkg.mod:segment?path=x.tflite&size=256` calls segment(images, path="x.tflite", size="256").
 
-Options: output=probabilities|logits|labels · num_classes=C · batch_size=B · device=cpu|cuda ·
+Options: output=probabilities|logits|labels · num_classes=C · batch_size=B ·
+device=auto|cpu|cuda|cuda:N (default auto: CUDA when torch sees a GPU, else CPU; for ONNX, ONNX Runtime's
+CUDA provider when it is installed) · precision=fp32|fp16|bf16 (torch kinds; autocast, float32 output) ·
 resize=HxW (or resize=none) · pad=N · max_side=L · channels=rgb|bgr · mean=a,b,c · std=a,b,c ·
 scale=1/255 · classes=FILE (JSON or text, read by `blindspots.data.classfile`) · weights=FILE (factories) ·
 output_key=KEY.
@@ -46,20 +48,22 @@ from blindspots.models.adapters.inputs import (
     InputPolicy,
     TorchPreprocess,
 )
+from blindspots.models.devices import AUTO, PRECISIONS, check_precision
 from blindspots.models.probe import probe_model  # noqa: F401 - part of the loader's API
 from blindspots.models.protocol import OUTPUT_KINDS, short_reason
+from blindspots.models.spec_syntax import is_module_spec
 
-_OPTIONS = ("output", "num_classes", "batch_size", "device", "resize", "pad", "max_side", "channels", "mean",
-            "std", "scale", "classes", "weights", "output_key")
+_OPTIONS = ("output", "num_classes", "batch_size", "device", "precision", "resize", "pad", "max_side", "channels",
+            "mean", "std", "scale", "classes", "weights", "output_key")
 _POLICY = ("resize", "pad", "max_side", "channels")
 _NORM = ("mean", "std", "scale")
-_TORCH = ("output", "num_classes", "batch_size", "device", *_POLICY, *_NORM, "classes", "output_key")
+_TORCH = ("output", "num_classes", "batch_size", "device", "precision", *_POLICY, *_NORM, "classes", "output_key")
 KIND_OPTIONS: dict[str, tuple[str, ...]] = {
     "hf": _TORCH,
     "zoo": _TORCH,
     "torchscript": _TORCH,
     "factory": (*_TORCH, "weights"),
-    "onnx": ("output", "num_classes", "batch_size", *_POLICY, *_NORM, "classes", "output_key"),
+    "onnx": ("output", "num_classes", "batch_size", "device", *_POLICY, *_NORM, "classes", "output_key"),
     "callable": ("output", "num_classes", "batch_size", *_POLICY, "classes"),
     "precomputed": ("output", "num_classes", "classes"),
 }
@@ -68,9 +72,6 @@ TRAINABLE_KINDS = ("zoo", "factory", "hf")
 """Kinds whose adapter holds a plain torch `module` that fine-tuning can update (`seg.info["kind"]`)."""
 KIND_NAMES = {"hf": "Hugging Face folder", "zoo": "zoo checkpoint", "torchscript": "TorchScript",
               "factory": "module:factory", "onnx": "ONNX", "callable": "callable", "precomputed": "precomputed folder"}
-
-_MODULE_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
 
 def parse_option(key: str, value: Any, spec: str = "") -> Any:
     """One option, as a string from a spec or an already typed value, checked and typed."""
@@ -87,6 +88,12 @@ def parse_option(key: str, value: Any, spec: str = "") -> Any:
         if text not in OUTPUT_KINDS:
             raise ValueError(f"spec: expected output to be one of {'|'.join(OUTPUT_KINDS)}, got {value!r}{where}")
         return text
+    if key == "precision":
+        try:
+            return check_precision(text)
+        except ValueError:
+            raise ValueError(f"spec: expected precision to be one of {'|'.join(PRECISIONS)}, got {value!r}{where}") \
+                from None
     if key == "channels":
         if text.lower() not in CHANNEL_ORDERS:
             raise ValueError(f"spec: expected channels to be one of {'|'.join(CHANNEL_ORDERS)}, got {value!r}{where}")
@@ -138,7 +145,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
         raise ValueError(f"spec: expected options as key=value joined by '&', got {query!r} in {spec!r}") from None
-    module = _is_module_spec(base)
+    module = is_module_spec(base)
     if not module:  # a quoted spec (it has to be, for '&') keeps the shell from expanding '~'
         base = os.path.expanduser(base)
     opts: dict[str, Any] = {}
@@ -152,11 +159,6 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
         else:
             opts[key] = parse_option(key, value, spec)
     return base, opts
-
-
-def _is_module_spec(base: str) -> bool:
-    """`package.module:attr` that is not an existing path."""
-    return bool(_MODULE_SPEC.match(base)) and not Path(base).exists()
 
 
 def call_kwargs(opts: dict[str, Any]) -> dict[str, str]:
@@ -181,7 +183,7 @@ def absolute_spec(spec: str, base_dir: str | Path) -> str:
         q = Path(p).expanduser()
         return str(q if q.is_absolute() else (Path(base_dir) / q).resolve())
 
-    if not (_MODULE_SPEC.match(base) and not (Path(base_dir) / base).exists()):  # kwargs stay verbatim too
+    if not is_module_spec(base, base_dir):  # a module spec (and its kwargs) stays verbatim
         base = absolute(base)
     pairs = [(k, absolute(v) if k in PATH_OPTIONS else v) for k, v in parse_qsl(query, keep_blank_values=True)]
     return base + ("?" + urlencode(pairs, safe="/:,\\") if pairs else "")
@@ -276,7 +278,7 @@ def _kind(base: str, opts: dict[str, Any]) -> str:
                          f".ts/.torchscript or .pt/.pth file, or 'module:function', got {what} {base!r}")
     if path.exists():
         raise ValueError(f"expected a folder of .npy, an .onnx, .ts/.torchscript or .pt/.pth file, got {base!r}")
-    if _MODULE_SPEC.match(base):
+    if is_module_spec(base):  # not an existing path (checked above)
         return "factory" if "weights" in opts or _is_factory(import_attr(base), call_kwargs(opts)) else "callable"
     raise ValueError(f"expected an existing path or 'module:function', got {base!r} (no such file)")
 
@@ -288,8 +290,8 @@ def load_model(spec: str, **overrides: Any) -> Any:
     spec's, and those that do not apply to the spec's kind are ignored.
 
     The result has num_classes, classes (a Classes), info (kind, spec, ...) and
-    predict_proba(images, ids=None) (a precomputed folder reads by ids). ValueError, one line naming the spec, for
-    anything that cannot be loaded.
+    predict_proba(images, ids=None) (a precomputed folder reads by ids). ValueError, one line
+    naming the spec, for anything that cannot be loaded.
     """
     base, opts = parse_spec(spec)
     typed = {k: parse_option(k, v, spec) for k, v in overrides.items() if v is not None}
@@ -344,7 +346,8 @@ def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
     classes = _read_classes(opts["classes"]) if "classes" in opts else None
     common = {"num_classes": opts.get("num_classes"), "classes": classes, "info": {"kind": kind}}
     torch_kw = {**common, "output": opts.get("output", "logits"), "batch_size": opts.get("batch_size", 16),
-                "device": opts.get("device", "cpu"), "policy": _policy(opts), "output_key": opts.get("output_key"),
+                "device": opts.get("device", AUTO), "precision": opts.get("precision", "fp32"), "policy": _policy(opts),
+                "output_key": opts.get("output_key"),
                 "preprocess": _preprocess(opts)}
     if kind == "precomputed":
         return A.PrecomputedSegmenter(path, output=opts.get("output", "probabilities"), **common)
@@ -357,7 +360,8 @@ def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
         norm = _preprocess(opts) or TorchPreprocess()
         return A.OnnxSegmenter(path, opts.get("num_classes"), output=opts.get("output", "logits"),
                                batch_size=opts.get("batch_size", 16), mean=norm.mean, std=norm.std, scale=norm.scale,
-                               output_name=opts.get("output_key"), policy=_policy(opts), classes=classes,
+                               output_name=opts.get("output_key"), device=opts.get("device", AUTO),
+                               policy=_policy(opts), classes=classes,
                                info=common["info"])
     if kind == "torchscript":
         return A.TorchScriptSegmenter(path, **torch_kw)

@@ -31,14 +31,16 @@ IMAGE_LAYER = "_image"  # thumbs/_image/...: the picture itself (a model name ne
 def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path, *,
                    pool_root: str | Path | None = None, target: str | None = None,
                    competitors: Sequence[str] | None = None, max_side: int = 320,
-                   alpha: float = 0.5, score_label: str = "score") -> tuple[list[str], dict]:
+                   alpha: float = 0.5, score_label: str = "score", manifest: dict | None = None
+                   ) -> tuple[list[str], dict]:
     """The HTML sections of `picks` (one per row; thumbnails written under out_dir/thumbs/) and what
     was shown: {"target", "shown" (models), "pool_root"}. Arguments as in `write_gallery`; other
-    pages (the scan report) embed these sections. score_label: what the score is called on the page."""
+    pages (the scan report) embed these sections. score_label: what the score is called on the page.
+    manifest: the scan's scan.json when the caller has read it already (read here otherwise)."""
     for col in ("id", "score", "reason"):
         if col not in picks.columns:
             raise ValueError(f"picks: expected columns id, score, reason, got {list(picks.columns)}")
-    manifest = load_manifest(scan_dir)
+    manifest = load_manifest(scan_dir) if manifest is None else manifest
     if manifest is None:
         raise ValueError(f"scan_dir: expected a scan folder with scan.json, got {str(scan_dir)!r}")
     out = Path(out_dir)

@@ -7,44 +7,48 @@ of ratings per image; S with the human mask and the target's prediction before a
 fine-tuning; per-class IoU changes on the round's labelled images. The project is read only
 through `blindspots.loop` (Project's query methods, `leaderboard_frame`, `target_column`) and
 the scan through `blindspots.scan`; a section whose data does not exist yet says so.
+
+Imports inside functions: the failure-scenario clustering (torch, scikit-learn), only with scenarios.
 """
 from __future__ import annotations
 
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
+from PIL import Image
 
+from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
+from blindspots.loop import Project, leaderboard_frame, target_column
 from blindspots.metrics import confusion_matrix, iou_per_class
 from blindspots.mine.reasons import describe
 from blindspots.report import figures
+from blindspots.report.agreement import agreement_summary, per_image_agreement
 from blindspots.report.engine_sections import engine_sections
 from blindspots.report.gallery import IMAGE_LAYER, gallery_blocks
 from blindspots.report.html import esc, figure_img, output_folder, rel_url, table, write_index
 from blindspots.report.overlays import overlay, thumbnail
+from blindspots.report.ranking import topk_srcc
+from blindspots.report.scenario_section import scenario_section
+from blindspots.report.scenario_votes import scenario_names, vote_prefix
 from blindspots.report.thumbs import Figure, figure_html, legend_html, read_image, save_jpeg
 from blindspots.scan import find_map
 from blindspots.scan.manifest import load_manifest, scan_pool_source
-from blindspots import ids as id_rules
 
 log = logging.getLogger(__name__)
 
 
 def _open(project: Any) -> Any:
-    from blindspots.loop.project import Project
-
     if isinstance(project, Project):
         return project
     return Project.open(project)
 
 
 def _read_map(scan_dir: Path, model: str, image_id: str) -> np.ndarray | None:
-    from PIL import Image
-
     path = find_map(scan_dir, model, image_id)
     if path is None:
         return None
@@ -69,8 +73,6 @@ def _stability_section(p: Any, i: int, mos: pd.DataFrame, scan_dir: Path, manife
     """Appendix C: SRCC of the models' top-k mIoU rankings on T(i+1) against the ranking on all of T
     (HTML parts, rows for summary.json). T is ordered by MOS, lowest first; a model counts when the
     scan holds its map of every used image; an image counts when its human mask exists."""
-    from blindspots.report.ranking import topk_srcc
-
     parts = [f'<h2 class="section" id="stability">Ranking stability on T({i + 1}) (Appendix C)</h2>',
              '<p class="meta">The models are ranked by mIoU on the top-k images of T (T ordered by MOS, lowest '
              'first); each ranking is compared with the ranking on all of T by Spearman\'s rank correlation '
@@ -122,8 +124,6 @@ def _stability_section(p: Any, i: int, mos: pd.DataFrame, scan_dir: Path, manife
 def _agreement_parts(ratings: pd.DataFrame, mos: pd.DataFrame, figs: Path, out: Path) -> tuple[list[str], dict]:
     """Rater agreement (HTML parts, summary numbers): its definition, the two figures, the spread
     histogram and the images raters disagreed on most."""
-    from blindspots.report.agreement import agreement_summary, per_image_agreement
-
     per = per_image_agreement(ratings)
     summ = agreement_summary(per)
     parts = ['<h3>Rater agreement</h3>',
@@ -172,6 +172,26 @@ def _stage(i: int, steps: pd.DataFrame, n_cands: int, n_rated: int, n_labelled: 
     return f"Round {i} is at step {esc(step)} ({esc(status)})."
 
 
+def class_iou_before_after(triples: Iterable[tuple[np.ndarray, np.ndarray | None, np.ndarray | None]],
+                           num_classes: int, ignore_index: int | None) -> tuple[np.ndarray, np.ndarray, int]:
+    """Per-class IoU of the target before and after fine-tuning, pixels pooled over the labelled images.
+
+    triples: (human mask int [H, W], map before, map after) per image; an image lacking a map, or
+    with a map of another size, is left out. ignore_index: the project's ignore value (its mask
+    pixels count for no class; None: every pixel counts). Returns (before float64 [C], after
+    float64 [C], images used); NaN for a class in neither labels nor maps.
+    """
+    cms = [np.zeros((num_classes, num_classes), np.int64) for _ in range(2)]
+    used = 0
+    for gt, *maps in triples:
+        if any(m is None or m.shape != gt.shape for m in maps):
+            continue
+        used += 1
+        for cm, m in zip(cms, maps):
+            cm += confusion_matrix(m, gt, num_classes, ignore_index=ignore_index)
+    return iou_per_class(cms[0]), iou_per_class(cms[1]), used
+
+
 def default_round(project: Any) -> int:
     """The latest round with mined candidates (0 when nothing was mined yet)."""
     p = _open(project)
@@ -180,16 +200,17 @@ def default_round(project: Any) -> int:
 
 
 def write_round_report(project: Any, round: int | None = None, out_dir: str | Path | None = None, *,
-                       n_gallery: int = 24, max_side: int = 200, scenarios: Any = None) -> Path:
+                       n_gallery: int = 24, max_side: int = 200, scenarios: Any = None,
+                       manifest: dict | None = None) -> Path:
     """Write the page of `round` (default: the latest mined) of a project; returns index.html's path.
 
     project: a `Project` or its folder. out_dir: default `<project>/reports/html/round-<i>`.
     n_gallery: candidates shown (lowest MOS first once rated, else in mining order).
     scenarios: optional failure scenarios (`scenarios.segmentation.find_scenarios`, e.g. from
     `round_scenarios`) shown in their own section.
+    manifest: the project scan's scan.json when the caller has read it ({} before any scan; read
+    here when None).
     """
-    from blindspots.loop import leaderboard_frame, target_column
-
     p = _open(project)
     cfg = p.config
     i = default_round(p) if round is None else int(round)
@@ -198,7 +219,7 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     out = output_folder(out_dir if out_dir is not None else p.reports_dir / "html" / f"round-{i}")
     figs, thumbs = out / "figures", out / "thumbs"
     scan_dir = p.scan_dir
-    manifest = load_manifest(scan_dir) or {}
+    manifest = (load_manifest(scan_dir) or {}) if manifest is None else manifest
     target_i, target_next = target_column(p, i), target_column(p, i + 1)
     comps = [g.name for g in cfg.competitors]
     classes = Classes.from_dict(manifest["classes"]) if isinstance(manifest.get("classes"), dict) else None
@@ -266,7 +287,8 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
         if manifest:
             blocks, _ = gallery_blocks(picks, scan_dir, out, target=target_i if target_i in manifest.get("models", {})
                                        else None, competitors=[g for g in comps if g in manifest.get("models", {})],
-                                       max_side=max_side, score_label=f"{cfg.mining.strategy} score")
+                                       max_side=max_side, score_label=f"{cfg.mining.strategy} score",
+                                       manifest=manifest)
             parts.extend(blocks)
         else:
             parts.append(table(["id", "why"], picks[["id", "reason"]].values.tolist()))
@@ -314,7 +336,8 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
                 if lab is None or small is None:
                     figs_s.append(Figure(caption, None, "not labelled yet" if folder == "_human" else "not scanned yet"))
                     continue
-                shown_lab = np.where(lab == 255, 0, lab)  # ignore pixels drawn as class 0's colour
+                # ignore pixels drawn as class 0's colour
+                shown_lab = lab if classes.ignore_index is None else np.where(lab == classes.ignore_index, 0, lab)
                 present |= {int(k) for k in np.unique(shown_lab)}
                 save_jpeg(overlay(small, shown_lab, palette), thumbs / folder / name)
                 figs_s.append(Figure(caption, rel_url(thumbs / folder / name, out)))
@@ -330,18 +353,10 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     labelled = [str(x) for x in masks["id"]]
     if labelled and has_after and classes is not None:
         k = classes.num_classes
-        cm = {"before": np.zeros((k, k), np.int64), "after": np.zeros((k, k), np.int64)}
-        used = 0
-        for image_id in labelled:
-            gt = p.load_mask(i, image_id)
-            maps = {"before": _read_map(scan_dir, target_i, image_id), "after": _read_map(scan_dir, target_next, image_id)}
-            if any(m is None or m.shape != gt.shape for m in maps.values()):
-                continue
-            used += 1
-            for key, m in maps.items():
-                cm[key] += confusion_matrix(m, gt, k, ignore_index=255)
+        triples = ((p.load_mask(i, x), _read_map(scan_dir, target_i, x), _read_map(scan_dir, target_next, x))
+                   for x in labelled)
+        before, after, used = class_iou_before_after(triples, k, classes.ignore_index)
         if used:
-            before, after = iou_per_class(cm["before"]), iou_per_class(cm["after"])
             rows = [[names[c], "–" if np.isnan(before[c]) else f"{before[c]:.3f}",
                      "–" if np.isnan(after[c]) else f"{after[c]:.3f}",
                      "–" if np.isnan(after[c] - before[c]) else f"{after[c] - before[c]:+.3f}"] for c in range(k)]
@@ -359,9 +374,6 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
 
     parts.extend(sampler_comparison_section(p.reports_dir, out, cfg.mining.strategy))
     if scenarios is not None:
-        from blindspots.report.scenario_section import scenario_section
-        from blindspots.report.scenario_votes import scenario_names, vote_prefix
-
         parts.append('<h2 class="section" id="scenarios">Failure scenarios</h2>')
         parts.append(f'<p class="note"><code>blindspots report PROJECT --scenarios</code> also writes them as a vote '
                      f'set beside this page (<code>scenario-votes/</code>, items <code>{vote_prefix(i)}-s…</code>) for '
@@ -380,19 +392,22 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     return index
 
 
-def round_scenarios(project: Any, round: int | None = None, **settings: Any) -> Any:
+def round_scenarios(project: Any, round: int | None = None, *, manifest: dict | None = None,
+                    **settings: Any) -> Any:
     """Failure scenarios of the confirmed failures so far: S of rounds 0..round (the lowest-MOS
     candidates), over `scan_attributes` of the project's scan; None with fewer than 2 failures.
-    settings: passed to `find_scenarios`."""
+    manifest: the scan's scan.json when the caller has read it ({} before any scan; read here when
+    None). settings: passed to `find_scenarios`."""
     from blindspots.scenarios.segmentation import find_scenarios
     from blindspots.scenarios.segmentation_attributes import scan_attributes
 
     p = _open(project)
     last = default_round(p) if round is None else int(round)
     failures = sorted({str(x) for r in range(last + 1) for x in p.candidates(r, "S")["id"]})
-    if len(failures) < 2 or load_manifest(p.scan_dir) is None:
+    manifest = load_manifest(p.scan_dir) if manifest is None else manifest
+    if len(failures) < 2 or not manifest:
         return None
-    features = scan_attributes(p.scan_dir)
+    features = scan_attributes(p.scan_dir, manifest=manifest)
     failures = [f for f in failures if f in features.index]
     if len(failures) < 2:
         return None

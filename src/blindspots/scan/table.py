@@ -38,7 +38,8 @@ def _read_part(paths: list[Path]) -> pa.Table:
 
 
 def read_score_table(out_dir: str | Path, *, target: str | None = None,
-                     competitors: Sequence[str] | None = None, allow_partial: bool = False) -> pd.DataFrame:
+                     competitors: Sequence[str] | None = None, allow_partial: bool = False,
+                     manifest: dict | None = None) -> pd.DataFrame:
     """The score table of a scan folder as one DataFrame, one row per image id, sorted by id.
 
     Columns (the scan contract, `blindspots.scan.schema`): id, status ('ok'|'error'), error, width,
@@ -52,9 +53,10 @@ def read_score_table(out_dir: str | Path, *, target: str | None = None,
     target / competitors: default to the last scan's (scan.json); pass another target that
     was scanned into the folder to read its pairs.
     allow_partial: return only the shards complete for every part instead of raising.
+    manifest: the folder's scan.json when the caller has read it already (read here otherwise).
     """
     layout = ScanLayout(out_dir)
-    manifest = load_manifest(out_dir)
+    manifest = load_manifest(out_dir) if manifest is None else manifest
     if manifest is None:
         raise ValueError(f"out_dir: expected a scan folder with {MANIFEST}, got {str(out_dir)!r}")
     if target is None:

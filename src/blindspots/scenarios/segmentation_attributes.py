@@ -96,13 +96,15 @@ def map_attributes(labels: np.ndarray, background: Sequence[int] = ()) -> dict[s
 
 
 def scan_attributes(scan_dir: str | Path, *, ids: Iterable[str] | None = None, pool_root: str | Path | None = None,
-                    background: Sequence[int] = (), progress: bool = False) -> pd.DataFrame:
+                    background: Sequence[int] = (), progress: bool = False,
+                    manifest: dict | None = None) -> pd.DataFrame:
     """The attribute table of a scan's ok images: index id, columns IMAGE_ATTRIBUTES, MAP_ATTRIBUTES
     (from the target's saved maps; NaN without maps) and `class_<name>` (the target's class mix).
 
     Reads the scan through `blindspots.scan` (score table, manifest, saved maps) and decodes each
     image once. ids: a subset (default: every ok row). background: class ids not counted as
-    objects (e.g. sky, road). Images that no longer decode get NaN image attributes.
+    objects (e.g. sky, road). Images that no longer decode get NaN image attributes. manifest: the
+    scan's scan.json when the caller has read it already (read here otherwise).
     """
     from PIL import Image
 
@@ -110,10 +112,10 @@ def scan_attributes(scan_dir: str | Path, *, ids: Iterable[str] | None = None, p
     from blindspots.scan import find_map, read_score_table, schema
     from blindspots.scan.manifest import load_manifest, scan_pool_source
 
-    manifest = load_manifest(scan_dir)
+    manifest = load_manifest(scan_dir) if manifest is None else manifest
     if manifest is None:
         raise ValueError(f"scan_dir: expected a scan folder with scan.json, got {str(scan_dir)!r}")
-    table = read_score_table(scan_dir)
+    table = read_score_table(scan_dir, manifest=manifest)
     target = manifest["target"]
     ok = table[schema.STATUS] == schema.STATUS_OK
     table = table[ok.to_numpy(bool)].set_index(schema.ID)

@@ -11,6 +11,7 @@ from blindspots.app.auth import Principal, page_user, require_user
 from blindspots.app import deps
 from blindspots.app.deps import page
 from blindspots.human.ratings import ACR_LABELS
+from blindspots.human.scores import OOD_WORDS, rating_answer
 
 router = APIRouter()
 
@@ -23,13 +24,10 @@ class RatingIn(BaseModel):
     @field_validator("score")
     @classmethod
     def _score(cls, v: int | str) -> int | str:
-        if isinstance(v, str):
-            if v.strip().lower() in ("ood", "out-of-domain"):
-                return "ood"
+        # JSON has numbers: text is only an out-of-domain answer here (a CSV's "3" is text, a form's is not)
+        if isinstance(v, str) and v.strip().lower() not in OOD_WORDS:
             raise ValueError(f"expected an integer 1..5 or 'ood', got {v!r}")
-        if not 1 <= v <= 5:
-            raise ValueError(f"expected an integer 1..5 or 'ood', got {v}")
-        return v
+        return rating_answer(v)  # the one rule (and synonyms) every rating entry point reads
 
 
 class RatingKey(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from blindspots.human.scores import rating_answer
 from blindspots.human.simulate import SimulatedRaters, image_miou
 from blindspots.loop.context import LoopContext, Status
 from blindspots.loop.maps import ground_truth, target_map
@@ -62,6 +63,5 @@ def simulate_ratings(ctx: LoopContext, i: int, ids: list[str], seed: int) -> int
     iou = np.array([float(image_miou(target_map(ctx, i, x), ground_truth(ctx, x), k, ignore_index=ign)[0])
                     for x in ids])
     frame = raters.rate(ids, iou).frame
-    rows = [(i, x, r, "ood" if np.isinf(v) else int(v)) for x, r, v in zip(frame["image_id"], frame["rater"],
-                                                                           frame["score"])]
+    rows = [(i, x, r, rating_answer(v)) for x, r, v in zip(frame["image_id"], frame["rater"], frame["score"])]
     return ctx.project.add_ratings(rows)
