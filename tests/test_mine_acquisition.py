@@ -106,7 +106,7 @@ def test_columns_added_to_a_scan_feed_the_samplers(tmp_path: Path):
     assert table.loc[table["status"] == "ok", "al_bald__t"].notna().all()
     again = add_acquisition_columns(out, pool, seg, "t", mc_passes=3, batch_size=4, progress=False)  # resumed
     assert again == cols
-    with pytest.raises(ValueError, match=r"name: expected the model and settings that filled .*mc_passes.*\(3, 4\)"):
+    with pytest.raises(ValueError, match=r"name: expected the settings that filled .*mc_passes.*\(3, 4\)"):
         add_acquisition_columns(out, pool, seg, "t", mc_passes=4, batch_size=4, progress=False)
     for strategy in ("margin", "bald", "powerbald", "coreset"):
         picks = mine_scan(out, strategy, 4)

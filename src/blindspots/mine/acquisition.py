@@ -222,25 +222,12 @@ def add_acquisition_columns(scan_dir: str | Path, pool: Any, segmenter: Any, nam
 
 
 def _claim_part(folder: Path, compute: AcquisitionColumns, segmenter: Any) -> None:
-    """Record in `folder/acquisition.json` what fills the part (model fingerprint and settings).
-
-    `add_columns` resumes a part by its name: other MC passes, dropout or another model under the same
-    name would keep the old shards and mix them with new ones. That is a ValueError naming the settings."""
-    import json
-
+    """Record in `folder/acquisition.json` what fills the part (model fingerprint and settings); other MC
+    passes, dropout or another model under the same name are a ValueError (`scan.extra.claim_part`)."""
+    from blindspots.scan.extra import claim_part
     from blindspots.scan.fingerprint import model_fingerprint
 
     settings = {"model": model_fingerprint(segmenter), "kinds": list(compute.kinds), "layer": compute.layer,
                 "seed": compute.seed, **({"mc_passes": compute.mc_passes, "dropout": compute.dropout}
                                          if "bald" in compute.kinds else {})}
-    record = folder / "acquisition.json"
-    if record.is_file():
-        old = json.loads(record.read_text())
-        if old != settings:
-            diff = {k: (old.get(k), v) for k, v in settings.items() if old.get(k) != v}
-            raise ValueError(f"name: expected the model and settings that filled {str(folder)!r} to resume it, got "
-                             f"others {diff} (old, new); use another name or delete that folder")
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(settings))
-
+    claim_part(folder, settings, "acquisition.json", "name")
