@@ -137,6 +137,13 @@ def test_cli_mine_computes_the_columns_once_from_the_model_spec(tmp_path: Path):
     assert res.exit_code == 0, res.output
     res = run(app, ["mine", str(scan), "-s", "powerbald", "-n", "3", "--out", str(tmp_path / "c"), "--no-gallery"])
     assert res.exit_code == 0, res.output  # BALD columns are in the scan now: no model needed
+    res = run(app, ["mine", str(scan), "-s", "madplus", "-n", "4", "--n3", "2", "--out", str(tmp_path / "d"),
+                    "--no-gallery"])
+    assert res.exit_code == 0, res.output
+    import pandas as pd
+
+    picks = pd.read_csv(tmp_path / "d" / "picks.csv")
+    assert len(picks) == 4 and set(picks["part"]) <= {"mad", "shared"}
 
 
 @pytest.mark.parametrize("arch", ["tiny_unet", "small_fcn"])

@@ -9,15 +9,17 @@ import typer
 
 def mine(
     scan_dir: Path = typer.Argument(..., help="A scan folder written by `blindspots scan`."),
-    strategy: str = typer.Option("mad", "--strategy", "-s", help="mad (target vs competitors, the paper), "
-                                 "entropy (least certain target), surprise (needs `blindspots surprise score "
-                                 "--scan` first) or random (the control)."),
+    strategy: str = typer.Option("mad", "--strategy", "-s", help="mad (target vs competitors, the paper), madplus "
+                                 "(MAD plus a share for failures every model shares), entropy (least certain "
+                                 "target), margin, bald, powerbald, coreset (need --model once), surprise (needs "
+                                 "`blindspots surprise score --scan` first) or random (the control)."),
     n: int = typer.Option(20, "-n", help="How many images to pick."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for picks.csv, picks.parquet and index.html "
                              "(created)."),
     target: Optional[str] = typer.Option(None, "--target", "-t", help="The scanned model under test (default: the "
                                          "scan's target)."),
-    seed: int = typer.Option(0, help="Random seed (random strategy; the others are deterministic)."),
+    seed: int = typer.Option(0, help="Random seed (random, powerbald, coreset's first pick; the others are "
+                             "deterministic)."),
     distance: str = typer.Option("pixel", help="MAD distance: pixel (1 - pixel agreement) or miou (1 - mIoU)."),
     n3: int = typer.Option(25, help="MAD: images kept per (competitor, class, direction); the paper's 25."),
     kind: str = typer.Option("mdsa", help="surprise: which surprise columns (mdsa, lsa, dsa)."),
@@ -35,7 +37,8 @@ def mine(
     """Pick N images of SCAN_DIR with a strategy; write OUT/picks.csv, OUT/picks.parquet, OUT/index.html."""
     from blindspots.mine.run import mine_scan, write_picks
 
-    settings = {"mad": {"distance": distance, "n3": n3}, "surprise": {"kind": kind}}.get(strategy, {})
+    settings = {"mad": {"distance": distance, "n3": n3}, "madplus": {"distance": distance, "n3": n3},
+                "surprise": {"kind": kind}}.get(strategy, {})
     if n < 1:
         raise ValueError(f"-n: expected a positive number of images, got {n}")
     _check_scan_fits(scan_dir, strategy, kind)
@@ -85,8 +88,8 @@ def _check_scan_fits(scan_dir: Path, strategy: str, kind: str) -> None:
     manifest = load_manifest(scan_dir)
     if manifest is None:
         return  # mine_scan says it is not a scan folder
-    if strategy == "mad" and not manifest.get("competitors"):
-        raise ValueError(f"--strategy: 'mad' compares the target with competitors, got a scan of "
+    if strategy in ("mad", "madplus") and not manifest.get("competitors"):
+        raise ValueError(f"--strategy: {strategy!r} compares the target with competitors, got a scan of "
                          f"{manifest.get('target')!r} alone in {str(scan_dir)!r}; scan again with "
                          "-c NAME=SPEC, or use --strategy entropy or random")
     if strategy == "surprise":
@@ -104,5 +107,6 @@ def _check_scan_fits(scan_dir: Path, strategy: str, kind: str) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the `mine` command."""
-    app.command("mine", help="Pick the images of a scan most likely to be failures (MAD, entropy, surprise, "
-                "random); write the picks (CSV, Parquet) and an offline gallery.")(mine)
+    app.command("mine", help="Pick the images of a scan most likely to be failures (MAD, MAD+, entropy, margin, "
+                "BALD, PowerBALD, core-set, surprise, random); write the picks (CSV, Parquet) and an offline "
+                "gallery.")(mine)
