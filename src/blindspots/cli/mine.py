@@ -49,7 +49,9 @@ def mine(
     if gallery:
         from blindspots.report.gallery import write_gallery
 
-        index = write_gallery(picks, scan_dir, out, pool_root=pool, title=f"{strategy}: {len(picks)} picks")
+        label, intro = _score_words(strategy, distance, kind, seed)
+        index = write_gallery(picks, scan_dir, out, pool_root=pool, title=f"{strategy}: {len(picks)} picks",
+                              score_label=label, intro=intro)
         typer.echo(f"gallery: {index}")
 
 
@@ -77,6 +79,30 @@ def _add_model_columns(scan_dir: Path, strategy: str, target: Optional[str], mod
     root = pool or Path(manifest["pool_root"])
     add_acquisition_columns(scan_dir, ImagePool(root), load_model(model), name, kinds=missing, mc_passes=mc_passes,
                             dropout=dropout)
+
+
+def _score_words(strategy: str, distance: str, kind: str, seed: int) -> tuple[str | None, str]:
+    """(what the gallery calls each pick's score, or None to show none; one sentence on the order)."""
+    if strategy == "random":  # the score is the draw's uniform key: meaningless to a reader
+        return None, f"Random picks in the order drawn (seed {seed}): the control at the same budget; no score."
+    if strategy in ("mad", "madplus"):
+        what = "share of pixels labelled differently" if distance == "pixel" else "1 - mIoU of the two maps"
+        if strategy == "madplus":
+            return (f"MAD distance ({what}) or shared-doubt rank", "MAD's list interleaved with images where the "
+                    "models agree but are all unsure (MAD+); each reason says which part picked it.")
+        return f"MAD distance ({what})", "Ordered by MAD: the best rank in any (competitor, class) list first."
+    if strategy == "entropy":
+        return "mean per-pixel entropy (nats)", "Ordered by the target's mean entropy, most uncertain first."
+    if strategy == "margin":
+        return "1 - mean margin (best minus second-best probability)", "Smallest mean margin first."
+    if strategy in ("bald", "powerbald"):
+        order = "Highest BALD first." if strategy == "bald" else "Drawn with probability ~ BALD (PowerBALD)."
+        return ("mean BALD (nats)" if strategy == "bald" else "PowerBALD draw key"), order
+    if strategy == "coreset":
+        return "distance to the nearest labelled image or earlier pick", "k-Center-Greedy order (core-set)."
+    if strategy == "surprise":
+        return f"{kind.upper()} surprise", "Ordered by surprise, most surprising first."
+    return "score", ""
 
 
 def _check_scan_fits(scan_dir: Path, strategy: str, kind: str) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import typer
 
+from blindspots.batches import size_batches
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, open_cli_pool, storage_option_option)
 
@@ -231,25 +232,20 @@ def score(
         return
     rows: list[pd.DataFrame] = []
     n_ok, n_bad = 0, 0
-    group_ids: dict[tuple, list[str]] = {}
-    group_imgs: dict[tuple, list[np.ndarray]] = {}
 
-    def flush(shape: tuple) -> None:
-        ids, imgs = group_ids.pop(shape), group_imgs.pop(shape)
-        rows.append(pd.DataFrame({"id": ids, "status": "ok", **compute(np.stack(imgs), ids)}))
+    def readable() -> Iterator[tuple[str, np.ndarray]]:
+        nonlocal n_ok, n_bad
+        for it in image_pool.iter_items(progress=True):  # streamed: batches of one size in memory
+            if it.image is None:
+                rows.append(pd.DataFrame({"id": [it.id], "status": "error"}))
+                n_bad += 1
+                continue
+            n_ok += 1
+            yield it.id, it.image
 
-    for it in image_pool.iter_items(progress=True):  # streamed: a batch per image size in memory
-        if it.image is None:
-            rows.append(pd.DataFrame({"id": [it.id], "status": "error"}))
-            n_bad += 1
-            continue
-        n_ok += 1
-        group_ids.setdefault(it.image.shape, []).append(it.id)
-        group_imgs.setdefault(it.image.shape, []).append(it.image)
-        if len(group_ids[it.image.shape]) == batch_size:
-            flush(it.image.shape)
-    for shape in list(group_ids):
-        flush(shape)
+    for group in size_batches(readable(), lambda g: g[1].shape, max_images=batch_size):
+        ids = [g[0] for g in group]
+        rows.append(pd.DataFrame({"id": ids, "status": "ok", **compute(np.stack([g[1] for g in group]), ids)}))
     if not rows:
         raise ValueError(f"pool: expected images in {str(pool)!r}, got none")
     table = pd.concat(rows, ignore_index=True).sort_values("id").reset_index(drop=True)

@@ -150,7 +150,7 @@ def _agreement_parts(ratings: pd.DataFrame, mos: pd.DataFrame, figs: Path, out: 
     return parts, summ
 
 
-def _stage(i: int, steps: pd.DataFrame, n_cands: int, n_rated: int, n_labelled: int, n_st: int) -> str:
+def _stage(i: int, steps: pd.DataFrame, n_cands: int, n_rated: str, n_labelled: int, n_st: int) -> str:
     """One sentence on where round i stands (what the loop waits for, or that it is finished)."""
     if not len(steps):
         return f"Round {i} has not started: <code>blindspots round PROJECT</code> scans the pool and mines it."
@@ -164,7 +164,7 @@ def _stage(i: int, steps: pd.DataFrame, n_cands: int, n_rated: int, n_labelled: 
         return (f"Step {esc(step)} failed (<code>blindspots status PROJECT</code> says why); "
                 "<code>blindspots round PROJECT</code> runs it again.")
     if step == "ratings":
-        return (f"Waiting for ratings: {n_rated} of {n_cands} candidates rated so far (the app's rate page, or "
+        return (f"Waiting for ratings: {esc(n_rated)} (the app's rate page, or "
                 "<code>blindspots ratings import</code>); then <code>blindspots round PROJECT</code> goes on.")
     if step == "masks":
         return (f"Waiting for masks: {n_labelled} of the {n_st} images of S and T labelled so far (the app's label "
@@ -211,6 +211,9 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     manifest: the project scan's scan.json when the caller has read it ({} before any scan; read
     here when None).
     """
+    from blindspots.loop import leaderboard_frame, masks_needed, target_column
+    from blindspots.loop.progress import rating_progress
+
     p = _open(project)
     cfg = p.config
     i = default_round(p) if round is None else int(round)
@@ -231,16 +234,16 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
              '<a href="#s">S before/after</a><a href="#classes">per-class IoU</a><a href="#samplers">samplers</a>'
              + ('<a href="#scenarios">scenarios</a>' if scenarios is not None else "")
              + "".join(f'<a href="#{r["anchor"]}">{esc(r["title"].lower())}</a>' for r in engines[1]) + '</nav>',
-             f'<p class="meta">target model: {esc(cfg.target.name)} (version {i} in this round, scanned as '
-             f'{esc(target_i)}); '
+             f'<p class="meta">target model: {esc(cfg.target.name)} (version {i} in this round); '
              f'competitors: {esc(", ".join(comps) or "none")}; project: {esc(p.path)}</p>']
 
     # --- where the round stands
     steps = p.steps()
     steps = steps[steps["round"] == i] if "round" in steps.columns else steps.iloc[0:0]
-    n_rated = int(p.ratings_for_round(i)["id"].nunique())
-    n_st = len(p.candidates(i, "S")) + len(p.candidates(i, "T"))
-    stage = _stage(i, steps, len(p.candidates(i, "M")), n_rated, len(p.masks_for_round(i)), n_st)
+    prog = rating_progress(p, i)  # the same count as `status`, `round` and the rating page
+    n_st = len(masks_needed(p, i))  # S ∪ T: an image in both is labelled once
+    rated = prog.counts() + (f"; {prog.advice()}" if prog.unreachable else "")
+    stage = _stage(i, steps, len(p.candidates(i, "M")), rated, len(p.masks_for_round(i)), n_st)
     parts.append(f'<p class="stage">{stage}</p>')
     if len(steps):
         cols = [c for c in ("step", "status", "model_version", "seed") if c in steps.columns]
@@ -279,7 +282,7 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
         for r in df.itertuples(index=False):
             said = (f"MOS {mos.loc[r.id, 'mos']:.2f} from ratings {mos.loc[r.id, 'text']}" if r.id in mos.index
                     else "not rated yet")
-            why = describe(r.reason, names) if r.reason else "n/a"
+            why = describe(r.reason, names, shown_as={target_i: cfg.target.name}) if r.reason else "n/a"
             reasons.append(f"{said}. Picked because: {why} (the sampler's #{int(r.rank) + 1})")
         # Numbered in the order shown (lowest MOS first), the sampler's own rank is in the text.
         picks = pd.DataFrame({"id": df["id"].astype(str), "score": df["score"].fillna(np.nan).astype(float),
@@ -288,7 +291,7 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
             blocks, _ = gallery_blocks(picks, scan_dir, out, target=target_i if target_i in manifest.get("models", {})
                                        else None, competitors=[g for g in comps if g in manifest.get("models", {})],
                                        max_side=max_side, score_label=f"{cfg.mining.strategy} score",
-                                       manifest=manifest)
+                                       display={target_i: cfg.target.name}, manifest=manifest)
             parts.extend(blocks)
         else:
             parts.append(table(["id", "why"], picks[["id", "reason"]].values.tolist()))
@@ -312,7 +315,7 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
     # --- S with human mask, before / after
     parts.append(f'<h2 class="section" id="s">S({i + 1}): human mask, target before and after fine-tuning</h2>')
     parts.append(f'<p class="note">S({i + 1}): the lowest-MOS candidates, labelled by people and used to fine-tune '
-                 f'the target; "before" is {esc(target_i)}, "after" the fine-tuned {esc(target_next)}.</p>')
+                 f'the target; "before" is {esc(cfg.target.name)} version {i}, "after" the fine-tuned version {i + 1}.</p>')
     s_ids = [str(x) for x in p.candidates(i, "S")["id"]]
     masks = p.masks_for_round(i)
     has_after = target_next in manifest.get("models", {})
@@ -330,8 +333,9 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
             else:
                 figs_s.append(Figure("image", None, f"image not readable: {why}"))
             human = p.load_mask(i, image_id) if image_id in set(masks["id"]) else None
-            layers = [("human mask", "_human", human), (f"before ({target_i})", target_i, _read_map(scan_dir, target_i, image_id)),
-                      (f"after ({target_next})", target_next, _read_map(scan_dir, target_next, image_id) if has_after else None)]
+            layers = [("human mask", "_human", human),
+                      (f"before ({cfg.target.name} version {i})", target_i, _read_map(scan_dir, target_i, image_id)),
+                      (f"after ({cfg.target.name} version {i + 1})", target_next, _read_map(scan_dir, target_next, image_id) if has_after else None)]
             for caption, folder, lab in layers:
                 if lab is None or small is None:
                     figs_s.append(Figure(caption, None, "not labelled yet" if folder == "_human" else "not scanned yet"))
@@ -362,13 +366,13 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
                      "–" if np.isnan(after[c] - before[c]) else f"{after[c] - before[c]:+.3f}"] for c in range(k)]
             f = figures.bars(names, np.nan_to_num(after - before), figs / "class_iou_change.png",
                              ylabel="IoU after - before", title=f"Per-class IoU change on {used} labelled images")
-            parts.append(table(["class", f"IoU {target_i}", f"IoU {target_next}", "change"], rows, {1, 2, 3}))
+            parts.append(table(["class", f"IoU version {i}", f"IoU version {i + 1}", "change"], rows, {1, 2, 3}))
             parts.append(f'<div class="figs">{figure_img(rel_url(f, out), "per-class IoU change")}</div>')
         else:
             parts.append('<p class="note">No labelled image has both maps at the mask\'s size.</p>')
     else:
         parts.append('<p class="note">Shown once the round\'s images are labelled and the fine-tuned target '
-                     f'({esc(target_next)}) has been scanned (the next round\'s scan).</p>')
+                     f'(version {i + 1}) has been scanned (the next round\'s scan).</p>')
     # --- sampler comparison: a project mines with one sampler; the comparison is a benchmark's output
     from blindspots.report.label_efficiency import sampler_comparison_section
 
