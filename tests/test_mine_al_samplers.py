@@ -2,7 +2,6 @@
 core-set distances, margin/BALD order, MAD+'s shared part."""
 from __future__ import annotations
 
-import itertools
 import json
 
 import numpy as np
