@@ -374,10 +374,9 @@ def write_round_report(project: Any, round: int | None = None, out_dir: str | Pa
         parts.append('<p class="note">Shown once the round\'s images are labelled and the fine-tuned target '
                      f'(version {i + 1}) has been scanned (the next round\'s scan).</p>')
     # --- sampler comparison: a project mines with one sampler; the comparison is a benchmark's output
-    parts.append('<h2 class="section" id="samplers">Sampler comparison</h2>')
-    parts.append(f'<p class="note">Not run: this project mines with one sampler ({esc(cfg.mining.strategy)}) and '
-                 'holds no comparison; MAD vs entropy vs random at equal budget is measured by '
-                 '<code>benchmarks/mining.py</code>, outside a project.</p>')
+    from blindspots.report.label_efficiency import sampler_comparison_section
+
+    parts.extend(sampler_comparison_section(p.reports_dir, out, cfg.mining.strategy))
     if scenarios is not None:
         parts.append('<h2 class="section" id="scenarios">Failure scenarios</h2>')
         parts.append(f'<p class="note"><code>blindspots report PROJECT --scenarios</code> also writes them as a vote '
