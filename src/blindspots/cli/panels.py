@@ -15,7 +15,7 @@ from blindspots.cli.errors import ErrorHandlingGroup
 PANELS: dict[str, tuple[str, ...]] = {
     "Start here": ("demo", "scan", "mine", "report"),
     "Your project": ("init", "config", "round", "status", "export", "masks", "ratings", "register", "leaderboard"),
-    "People": ("annotators", "serve", "labelstudio", "labelstudio-backend", "web"),
+    "People": ("annotators", "serve", "labelstudio", "labelstudio-backend", "fiftyone", "web"),
     "Engines": ("label-issues", "surprise", "defuse"),
     "Utilities": ("scenes", "zoo"),
 }
