@@ -41,7 +41,10 @@ The cluster is one in use: a tiny Ray Data job ran on it before (untimed), so Ra
 helper actors, made once per cluster, exist; --ray-cold times a fresh cluster's first job instead.
 The driver and the Ray actors keep freed memory (`blindspots.allocator`, as `blindspots scan` does).
 Start-up (pipeline start to first result) and the ratios after it are printed apart, as is the
-pool size at which the fixed cost would be 10% of a 1x1 scan. Use N = 2000 (`--ray 2000`): the
+pool size at which the fixed cost would be 10% of a 1x1 scan. From the 1- and 2-node medians (start-up,
+per-node throughput after start-up, the driver's CPU per image) `ray_model.RayModel` projects the
+speed-up on N nodes and the pool size from which the start-up is 5% of the scan (a model, printed
+as such; docs/ray.md). Use N = 2000 (`--ray 2000`): the
 pools the scan is for have 10^4-10^9 images, and at N = 400 the fixed cost (about 8 s on an idle
 2-core machine) was half of the Ray scan.
 All Ray traffic stays on 127.0.0.1 (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0).
@@ -64,6 +67,8 @@ from typing import Callable
 
 import numpy as np
 import torch
+
+from ray_model import RayModel  # noqa: E402 - benchmarks/ is on sys.path when this file runs
 
 from blindspots.allocator import keep_freed_memory
 from blindspots.data.pool import ImagePool
@@ -271,6 +276,13 @@ def load() -> str:
     return "load %.2f %.2f %.2f" % os.getloadavg()
 
 
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
 def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str], args: argparse.Namespace,
                out: Path) -> None:
     """Interleaved rounds: local engine (1 torch thread), Ray 1 node x 1 CPU, Ray 2 nodes x 1 CPU.
@@ -280,6 +292,7 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
     pipeline's start-up (worker processes, imports, models), every image, the last shard's write
     and disconnecting. Only the cluster's own start (`ray start`, here `Cluster`) is left out."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # before Ray starts: bind to 127.0.0.1
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no usage statistics
     import ray
     import ray.data as ray_data
     from ray.cluster_utils import Cluster
@@ -295,11 +308,15 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
     print(f"freed memory kept (blindspots.allocator) in this process and in the Ray actors: {kept}")
     quiet = {"logging_level": "WARNING", "log_to_driver": False}
 
+    driver_cpu: list[float] = []  # this process's CPU seconds during each Ray scan (the driver's share)
+
     def timed(folder: Path, **kw) -> float:
         shutil.rmtree(folder, ignore_errors=True)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         scan_pool(SubPool(pool, part), models, folder, target=target, batch_size=args.batch_size,
                   shard_size=args.ray_shard_size, progress=False, **kw)
+        if kw.get("engine") == "ray":
+            driver_cpu.append(time.process_time() - c)
         return time.perf_counter() - t
 
     class Startup(logging.Handler):
@@ -380,6 +397,11 @@ def ray_rounds(pool: ImagePool, models: dict[str, TorchSegmenter], ids: list[str
     print("(start-up = from the Ray pipeline's start to its first result: worker processes starting and importing "
           "ray.data, the actors importing torch and loading the models, the first batch's decode and forward; paid "
           "once per scan)")
+    model = RayModel.measured(f1, f2, med("w1"), med("w2"), n, float(np.median(driver_cpu)) / n)
+    for line in model.lines():
+        print(line)
+    print(f"(a model, not a measurement: nodes like these with their own cores; see benchmarks/ray_model.py; "
+          f"measured {load()} on {cpu_model()})")
 
 
 def main() -> None:

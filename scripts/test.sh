@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: creates .venv if needed, installs optional system data used by some tests
-# (Debian chromium for browser tests, mricron-data for the real MRI set, opencv-doc's photos) when run as root, then runs pytest.
+# (Debian chromium for browser tests, mricron-data for the real MRI set, opencv-doc's photos) when run as root,
+# datumaro and Label Studio into their own folders under .venv/, then runs pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -20,5 +21,16 @@ if [ ! -f .venv/datumaro/.ok ]; then
   (.venv/bin/python -m pip install -q --no-deps --target .venv/datumaro datumaro==1.13.12 attrs cachetools \
      imagesize json-stream json-stream-rs-tokenizer orjson pycocotools ruamel.yaml shapely opencv-python-headless \
      && touch .venv/datumaro/.ok) || echo "warning: could not install datumaro; its round-trip tests will be skipped"
+fi
+# Label Studio (a real server for tests/test_labelstudio_live.py): its pins (Django, numpy<2.3, ...) clash with ours,
+# so it gets its own virtualenv; one migrated template database saves each test server minutes of migrations.
+if [ ! -f .venv/labelstudio/.ok ]; then
+  ("${PYTHON:-python3.11}" -m venv .venv/labelstudio 2>/dev/null || python3 -m venv .venv/labelstudio) \
+    && .venv/labelstudio/bin/python -m pip install -q label-studio==1.23.2 && touch .venv/labelstudio/.ok \
+    || echo "warning: could not install label-studio into .venv/labelstudio; its live tests will be skipped"
+fi
+if [ -f .venv/labelstudio/.ok ] && [ ! -f .venv/labelstudio/template/label_studio.sqlite3 ]; then
+  PYTHONPATH=src .venv/bin/python tests/labelstudio_server.py \
+    || echo "warning: could not migrate Label Studio's template database; each live test session migrates its own"
 fi
 exec .venv/bin/python -m pytest "$@"

@@ -173,7 +173,8 @@ def test_labeling_config() -> None:
     from xml.etree import ElementTree
 
     root = ElementTree.fromstring(labeling_config(CLASSES))
-    assert [e.get("value") for e in root.iter("Label")] == list(CLASSES.names)
+    for tool in ("BrushLabels", "PolygonLabels"):  # both tools, one label per class
+        assert [e.get("value") for e in root.find(tool).iter("Label")] == list(CLASSES.names)
 
 
 def test_labelled_set_ids_without_extension_export_and_import(tmp_path) -> None:

@@ -129,3 +129,39 @@ def test_unreadable_shard_is_one_error_row_and_bad_arguments_name_themselves(tmp
 def test_brace_expansion():
     assert expand_braces("s-{000..002}.tar") == ["s-000.tar", "s-001.tar", "s-002.tar"]
     assert expand_braces("{a,b}/x{1..2}") == ["a/x1", "a/x2", "b/x1", "b/x2"]
+
+
+def test_a_new_kind_of_source_plugs_in(tmp_path, pools):
+    """What a FiftyOne (or any other) source does: subclass PoolSource, register a format and a URI scheme."""
+    from blindspots.data.sources import EXTRA_FORMATS, PoolSource, RawItem, register_format
+
+    items = pools["items"]
+
+    class Dict(PoolSource):
+        kind = "dict"
+
+        def __init__(self, pool, *, max_pixels, names):
+            super().__init__(pool, max_pixels=max_pixels)
+            self.names = names
+
+        def list_ids(self):
+            return pa.array(self.names, pa.string())
+
+        def read(self, ids):
+            for i in ids:
+                yield RawItem(i, items.get(i), None if i in items else "file not found")
+
+        def describe(self):
+            return {"pool": self.root, "format": "dict", "names": self.names}
+
+    register_format("dict", Dict, scheme="dict")
+    try:
+        src = open_pool("dict://mine", names=sorted(items)[:3] + ["gone.png"])
+        got = {it.id: it for it in src.iter_hashed_items()}
+        assert got["gone.png"].error == "file not found" and sum(it.ok for it in got.values()) == 3
+        again = open_pool(**src.describe())
+        assert again.ids == src.ids
+        with pytest.raises(ValueError, match="options: expected none"):
+            open_pool(pools["tmp"] / "folder", names=[])
+    finally:
+        EXTRA_FORMATS.pop("dict")

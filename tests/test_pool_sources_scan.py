@@ -59,6 +59,17 @@ def world(tmp_path_factory):
         yield {"tmp": tmp, "endpoint": endpoint, "items": items}
 
 
+@pytest.fixture(autouse=True)
+def fresh_s3_clients():
+    """s3fs caches its filesystems (and their credentials) by options: a test that removes the credentials
+    must not leave a credential-less client to the next one."""
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
 def _table(out: Path) -> pd.DataFrame:
     df = read_score_table(out)
     ok = df[df[schema.STATUS] == schema.STATUS_OK].sort_values(schema.CONTENT_HASH)
@@ -123,6 +134,12 @@ def test_cli_scan_of_an_s3_pool_and_its_errors(world, ckpt, tmp_path, monkeypatc
                      f"endpoint_url={ep}", "-t", f"t={ckpt}", "--out", tmp_path / "scan", "--no-progress")
     assert code == 0, out
     assert "scanned 43 images (3 with errors)" in out and "shard-000002.tar: unreadable shard" in out, out
+    # label-issues reads the same shards' images from the store, paired with masks named by the id rule
+    code, out = _cli("label-issues", "--model", ckpt, "--images", f"s3://{BUCKET}/wds/shard-{{000000..000001}}.tar",
+                     "--storage-option", f"endpoint_url={ep}", "--masks", tmp_path / "scan" / "maps" / "t",
+                     "--out", tmp_path / "issues", "--top", 0, "--no-progress")
+    assert code == 0, out
+    assert len(pd.read_csv(tmp_path / "issues" / "images.csv")) == 40  # every photo with a map (its own prediction)
     code, out = _cli("scan", f"s3://no-such-bucket/pool/?endpoint_url={ep}", "-t", f"t={ckpt}",
                      "--out", tmp_path / "x", "--no-progress")
     assert code == 2 and out.strip().startswith("error: pool: expected a readable 's3://no-such-bucket/pool/'"), out

@@ -19,12 +19,14 @@ import torch
 from PIL import Image
 
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # bind every Ray process to 127.0.0.1
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no usage statistics
 ray = pytest.importorskip("ray")
 
 from blindspots.data.pool import ImagePool  # noqa: E402
 from blindspots.models import load_model  # noqa: E402
 from blindspots.models.adapters import TorchSegmenter  # noqa: E402
 from blindspots.scan import read_score_table, scan_pool  # noqa: E402
+from blindspots.scan.engines import collect  # noqa: E402
 from blindspots.scan.engines import ray as ray_engine  # noqa: E402
 
 torch.set_num_threads(1)
@@ -82,9 +84,11 @@ def setup(tmp_path_factory) -> dict:
 
 @pytest.fixture
 def local_ray(setup):
-    """A local Ray with 2 CPUs (shared by the tests of this module), bound to 127.0.0.1."""
+    """A local Ray with 2 CPUs and one logical GPU (Ray counts it, no device is behind it: actors that ask
+    for GPUs are scheduled and their models, device=auto, stay on the CPU), bound to 127.0.0.1."""
     if not ray.is_initialized():
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+        ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, logging_level="WARNING",
+                 log_to_driver=False)
     assert [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]] == ["127.0.0.1"]
     return ray
 
@@ -124,7 +128,7 @@ def test_ray_engine_equals_local_engine(setup, local_ray, tmp_path):
 def test_ray_scan_stopped_midway_resumes_to_the_same_table(setup, local_ray, tmp_path, monkeypatch):
     out = tmp_path / "ray"
     written = []
-    real = ray_engine.finish_shard
+    real = collect.finish_shard
 
     def stop_after_one(plan, *a, **kw):
         if written:
@@ -132,7 +136,7 @@ def test_ray_scan_stopped_midway_resumes_to_the_same_table(setup, local_ray, tmp
         real(plan, *a, **kw)
         written.append(plan.k)
 
-    monkeypatch.setattr(ray_engine, "finish_shard", stop_after_one)
+    monkeypatch.setattr(collect, "finish_shard", stop_after_one)
     with pytest.raises(KeyboardInterrupt):
         scan_ray(setup, out)
     monkeypatch.undo()
@@ -158,6 +162,13 @@ def test_decode_tasks_per_actor_pool():
     assert [ray_engine.decode_tasks(n) for n in (1, 2, 3, 8)] == [1, 1, 2, 4]
 
 
+def test_default_actors_follow_cpus_or_gpus(setup, local_ray, tmp_path):
+    assert ray_engine.default_actors(ray) == 2  # one per CPU
+    assert ray_engine.default_actors(ray, 0.5) == 2 and ray_engine.default_actors(ray, 1) == 1  # GPUs / per actor
+    with pytest.raises(ValueError, match=r"gpus_per_actor: expected at most the GPUs of the Ray cluster \(1\), got 2"):
+        scan_ray(setup, tmp_path / "x", gpus_per_actor=2)  # more than the cluster has: an error, not a wait
+
+
 def test_cli_engine_ray(setup, local_ray, tmp_path):
     from typer.testing import CliRunner
 
@@ -167,7 +178,8 @@ def test_cli_engine_ray(setup, local_ray, tmp_path):
     res = CliRunner().invoke(app, [
         "scan", str(setup["pool"]), "--target", f"t={models['t'].info['spec']}",
         "--competitor", f"g2={models['g2'].info['spec']}", "--out", str(tmp_path / "cli"),
-        "--batch-size", "4", "--shard-size", "8", "--engine", "ray", "--actors", "1", "--no-progress"])
+        "--batch-size", "4", "--shard-size", "8", "--engine", "ray", "--actors", "1", "--gpus-per-actor", "0.5",
+        "--no-progress"])
     assert res.exit_code == 0, res.output
     cols = [c for c in table(setup["local"]).columns if "g1" not in c]
     pd.testing.assert_frame_equal(table(setup["local"])[cols], table(tmp_path / "cli")[cols], check_exact=True)
@@ -178,6 +190,9 @@ def test_bad_engine_and_actors_are_value_errors(setup, tmp_path):
         scan_pool(ImagePool(setup["pool"]), setup["models"], tmp_path / "x", target="t", engine="spark")
     with pytest.raises(ValueError, match="actors"):
         scan_pool(ImagePool(setup["pool"]), setup["models"], tmp_path / "x", target="t", engine="ray", actors=0)
+    with pytest.raises(ValueError, match="gpus_per_actor"):
+        scan_pool(ImagePool(setup["pool"]), setup["models"], tmp_path / "x", target="t", engine="ray",
+                  gpus_per_actor=0)
     assert not (tmp_path / "x").exists()
 
 
@@ -212,7 +227,7 @@ def test_scan_that_loses_its_worker_node_goes_on_and_resumes_to_the_same_table(s
     if ray.is_initialized():
         ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    real = ray_engine.finish_shard
+    real = collect.finish_shard
     written: list[int] = []
     try:
         worker = cluster.add_node(num_cpus=1)
@@ -226,13 +241,13 @@ def test_scan_that_loses_its_worker_node_goes_on_and_resumes_to_the_same_table(s
             elif len(written) == 3:
                 raise KeyboardInterrupt("driver stopped")
 
-        monkeypatch.setattr(ray_engine, "finish_shard", lose_worker_then_stop)
+        monkeypatch.setattr(collect, "finish_shard", lose_worker_then_stop)
         out = tmp_path / "lost"
         with pytest.raises(KeyboardInterrupt):
             scan_ray(setup, out)  # 2 actors: one per node
         assert [n["Alive"] for n in ray.nodes()].count(True) == 1
         assert len(list((out / "meta").glob("*.parquet"))) == 3  # two of them after the node was lost
-        monkeypatch.setattr(ray_engine, "finish_shard", real)
+        monkeypatch.setattr(collect, "finish_shard", real)
         scan_ray(setup, out)  # the node left: one actor, the last shard
         assert_same_scan(setup["local"], out)
     finally:

@@ -27,6 +27,7 @@ COMMAND_GROUPS: list[str] = [
     "defuse",
     "demo",
     "labels",
+    "labelstudio",
     "loop",
     "mine",
     "report",

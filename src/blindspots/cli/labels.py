@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from blindspots.cli.pool_options import storage_option_option
+
 _LAYOUT_HELP = ("Label layout: index (default: --images/--masks, or DATA/images + DATA/masks), voc (VOC2012: "
                 "JPEGImages, SegmentationClass, --ids train|val|FILE), cityscapes (leftImg8bit + gtFine labelIds "
                 "or labelTrainIds), ade20k (reduce-zero-label).")
@@ -21,10 +23,30 @@ def _read_ids(ids: Optional[str]) -> Optional[list[str]]:
     return [s.strip() for s in path.read_text().splitlines() if s.strip()]
 
 
+def _is_source(images: str) -> bool:
+    """True when --images is a pool source other than a plain folder (a URI, a shard pattern or file, a
+    Hugging Face save_to_disk folder)."""
+    p = Path(images)
+    return "://" in images or any(c in images for c in "*?[{") or p.is_file() or (p / "state.json").is_file()
+
+
+def _source_set(images: str, masks: Path, classes: Optional[Path], ids: Optional[str], storage_option: list[str]):  # noqa: ANN202
+    from blindspots.cli.pool_options import open_cli_pool
+    from blindspots.data.classfile import read_classes
+    from blindspots.data.sources.labelled import SourceSegmentationSet
+
+    subset = _read_ids(ids) if ids else None
+    return SourceSegmentationSet(open_cli_pool(images, storage_option=storage_option), masks,
+                                 classes=read_classes(classes) if classes else None, ids=subset)
+
+
 def label_issues(
     data: Optional[Path] = typer.Option(None, "--data", help="Dataset root for --layout (with --model)."),
     layout: str = typer.Option("index", "--layout", help=_LAYOUT_HELP),
-    images: Optional[Path] = typer.Option(None, "--images", help="Folder of images (with --masks and --model)."),
+    images: Optional[str] = typer.Option(None, "--images", help="Folder of images (with --masks and --model), or any "
+                                         "pool source: an s3:// / gs:// prefix, Parquet or WebDataset shards, a "
+                                         "Hugging Face folder (docs/pools.md); masks are then <id stem>.png."),
+    storage_option: list[str] = storage_option_option(),
     masks: Optional[Path] = typer.Option(None, "--masks", help="Folder of masks paired with --images by the id rule "
                                          "(a.jpg <-> a.png; a scan's maps/<model> folder works)."),
     classes: Optional[Path] = typer.Option(None, "--classes", help="Classes file: names in id order, optional "
@@ -76,8 +98,11 @@ def label_issues(
         from blindspots.data.segsets import open_segset
         from blindspots.models.load import load_model
 
-        dataset = open_segset(data or Path("."), layout=layout, ids=ids, classes=classes, split=split,
-                              images=images, masks=masks)
+        if images is not None and masks is not None and _is_source(images):  # images from a store or shards
+            dataset = _source_set(images, masks, classes, ids, storage_option)
+        else:
+            dataset = open_segset(data or Path("."), layout=layout, ids=ids, classes=classes, split=split,
+                                  images=None if images is None else Path(images), masks=masks)
         seg_model = load_model(model)
         row_ids = list(dataset.ids)
     else:

@@ -94,6 +94,8 @@ def init(
         base_dir=Path.cwd(),
     )
     storage_options(storage_option)  # KEY=VALUE, checked before anything is read
+    if "://" not in pool and not any(c in pool for c in "*?[{") and not Path(pool).exists():
+        raise ValueError(f"--pool: expected an existing folder, list file or shard (or a URI), got {pool!r}")
     for key, p in [("--train-data", train_data), ("--val-data", val_data)]:
         if p is not None and not p.is_dir():
             raise ValueError(f"{key}: expected an existing folder, got {str(p)!r}")

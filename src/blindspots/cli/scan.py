@@ -43,6 +43,9 @@ def scan(
                                           "cluster node, or HOST:6379); default: a local Ray on this machine."),
     actors: Optional[int] = typer.Option(None, help="Model actors for --engine ray (each loads every model once); "
                                          "default: one per CPU of the cluster."),
+    gpus_per_actor: Optional[float] = typer.Option(None, help="GPUs each model actor asks Ray for with --engine ray "
+                                                   "(e.g. 1, or 0.5 for two actors per GPU); its models then run "
+                                                   "on that GPU (device=auto). Default: none (CPU)."),
 ) -> None:
     """Scan POOL with a target and competitors (MAD Algorithm 1, steps 2-4 and 7-9)."""
     from blindspots.models.load import load_model
@@ -68,7 +71,7 @@ def scan(
                                image_column=image_column, storage_option=storage_option)
     scan_pool(image_pool, models, out, target=t_name, competitors=competitors, batch_size=batch_size,
               shard_size=shard_size, save_maps=maps, resize=size, progress=progress, engine=engine,
-              ray_address=address, actors=actors)
+              ray_address=address, actors=actors, gpus_per_actor=gpus_per_actor)
     table = read_score_table(out)
     n_err = int((table[schema.STATUS] == schema.STATUS_ERROR).sum())
     # error rows: unreadable files, refused links, and images a model failed on (see the `error` column)

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from blindspots.data.classes import Classes
-from blindspots.data.pool import ImagePool
 from blindspots.data.segsets import SegmentationSet
 from blindspots.loop.models import finetune_blocker, is_path_spec, load_spec
 from blindspots.loop.project import Project, ProjectError
@@ -79,10 +78,8 @@ class LoopContext:
     # -- shared resources ----------------------------------------------------------------
     @property
     def pool(self) -> Any:
-        if "pool" not in self._cache:
-            c = self.cfg.pool
-            self._cache["pool"] = ImagePool(self.cfg.resolve(c.root),
-                                            list_file=None if c.list_file is None else self.cfg.resolve(c.list_file))
+        if "pool" not in self._cache:  # any pool source: a folder, an object store, shards
+            self._cache["pool"] = self.cfg.open_pool()
         return self._cache["pool"]
 
     def segmenter(self, name: str, version: int = 0) -> Any:

@@ -134,5 +134,5 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
     default = project.reports_dir / f"round-{i}-{'cvat.zip' if fmt == 'cvat' else 'labelstudio.json'}"
     where = {"image_url": image_url, "image_root": image_root, "document_root": document_root}
     if fmt == "labelstudio" and image_url is None and image_root is None:
-        where["image_root"] = ctx.cfg.resolve(ctx.cfg.pool.root)  # a folder Label Studio can serve
+        where["image_root"] = ctx.cfg.location(ctx.cfg.pool.root)  # a folder Label Studio can serve
     return export_annotation(ctx, i, fmt, Path(out) if out is not None else default, ids, preds, **where)

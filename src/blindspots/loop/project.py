@@ -135,7 +135,8 @@ def _absolute(cfg: Config) -> Config:
 
     return replace(
         cfg,
-        pool=replace(cfg.pool, root=ab(cfg.pool.root), list_file=ab(cfg.pool.list_file)),
+        pool=replace(cfg.pool, root=cfg.location(cfg.pool.root),  # a URI stays as written
+                     list_file=None if cfg.pool.list_file is None else cfg.location(cfg.pool.list_file)),
         target=replace(cfg.target, path=absolute_spec(cfg.target.path, cfg.base_dir)),
         competitors=[replace(c, path=absolute_spec(c.path, cfg.base_dir)) for c in cfg.competitors],
         data=replace(cfg.data, train=ab(cfg.data.train) or "", val=ab(cfg.data.val) or ""),

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from blindspots.config import Config
-from blindspots.data.pool import ImagePool
 from blindspots.data.segsets import SegmentationSet
 from blindspots.ids import check_unique_artifacts
 from blindspots.loop.models import absolute_spec, finetune_blocker, load_spec, probe_models
@@ -24,14 +23,11 @@ __all__ = ["first_pool_image", "check_models", "check_labelled_data", "check_con
 
 def first_pool_image(cfg: Config) -> tuple[str, Any]:
     """(id, uint8 [H, W, 3]) of the first readable pool image; ValueError if there is none."""
-    root = cfg.resolve(cfg.pool.root)
-    if not root.is_dir():
-        raise ValueError(f"pool.root: expected an existing folder, got {str(root)!r}")
-    lf = None if cfg.pool.list_file is None else cfg.resolve(cfg.pool.list_file)
-    pool = ImagePool(root, list_file=lf)
-    check_unique_artifacts(pool.ids, "pool.root")  # else the first scan stops on it, after init said yes
+    root = cfg.location(cfg.pool.root)
+    pool = cfg.open_pool()  # a folder, a list, an object store, shards: ValueError naming what is wrong
+    check_unique_artifacts(pool.id_array, "pool.root")  # else the first scan stops on it, after init said yes
     errors = []
-    for image_id in pool.ids[:20]:
+    for image_id in pool.id_array.slice(0, 20).to_pylist():
         try:
             return image_id, pool.load(image_id)
         except ValueError as e:  # unreadable file: try the next one

@@ -16,7 +16,9 @@ Kinds, in the order they are recognised:
 For these two kinds only, options the grammar does not know are keyword arguments, passed as
 strings: `pkg.mod:segment?path=x.tflite&size=256` calls segment(images, path="x.tflite", size="256").
 
-Options: output=probabilities|logits|labels · num_classes=C · batch_size=B · device=cpu|cuda ·
+Options: output=probabilities|logits|labels · num_classes=C · batch_size=B ·
+device=auto|cpu|cuda|cuda:N (default auto: CUDA when torch sees a GPU, else CPU; for ONNX, ONNX Runtime's
+CUDA provider when it is installed) · precision=fp32|fp16|bf16 (torch kinds; autocast, float32 output) ·
 resize=HxW (or resize=none) · pad=N · max_side=L · channels=rgb|bgr · mean=a,b,c · std=a,b,c ·
 scale=1/255 · classes=FILE (JSON or text, read by `blindspots.data.classfile`) · weights=FILE (factories) ·
 output_key=KEY.
@@ -46,21 +48,22 @@ from blindspots.models.adapters.inputs import (
     InputPolicy,
     TorchPreprocess,
 )
+from blindspots.models.devices import AUTO, PRECISIONS, check_precision
 from blindspots.models.probe import probe_model  # noqa: F401 - part of the loader's API
 from blindspots.models.protocol import OUTPUT_KINDS, short_reason
 from blindspots.models.spec_syntax import is_module_spec
 
-_OPTIONS = ("output", "num_classes", "batch_size", "device", "resize", "pad", "max_side", "channels", "mean",
-            "std", "scale", "classes", "weights", "output_key")
+_OPTIONS = ("output", "num_classes", "batch_size", "device", "precision", "resize", "pad", "max_side", "channels",
+            "mean", "std", "scale", "classes", "weights", "output_key")
 _POLICY = ("resize", "pad", "max_side", "channels")
 _NORM = ("mean", "std", "scale")
-_TORCH = ("output", "num_classes", "batch_size", "device", *_POLICY, *_NORM, "classes", "output_key")
+_TORCH = ("output", "num_classes", "batch_size", "device", "precision", *_POLICY, *_NORM, "classes", "output_key")
 KIND_OPTIONS: dict[str, tuple[str, ...]] = {
     "hf": _TORCH,
     "zoo": _TORCH,
     "torchscript": _TORCH,
     "factory": (*_TORCH, "weights"),
-    "onnx": ("output", "num_classes", "batch_size", *_POLICY, *_NORM, "classes", "output_key"),
+    "onnx": ("output", "num_classes", "batch_size", "device", *_POLICY, *_NORM, "classes", "output_key"),
     "callable": ("output", "num_classes", "batch_size", *_POLICY, "classes"),
     "precomputed": ("output", "num_classes", "classes"),
 }
@@ -85,6 +88,12 @@ def parse_option(key: str, value: Any, spec: str = "") -> Any:
         if text not in OUTPUT_KINDS:
             raise ValueError(f"spec: expected output to be one of {'|'.join(OUTPUT_KINDS)}, got {value!r}{where}")
         return text
+    if key == "precision":
+        try:
+            return check_precision(text)
+        except ValueError:
+            raise ValueError(f"spec: expected precision to be one of {'|'.join(PRECISIONS)}, got {value!r}{where}") \
+                from None
     if key == "channels":
         if text.lower() not in CHANNEL_ORDERS:
             raise ValueError(f"spec: expected channels to be one of {'|'.join(CHANNEL_ORDERS)}, got {value!r}{where}")
@@ -337,7 +346,8 @@ def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
     classes = _read_classes(opts["classes"]) if "classes" in opts else None
     common = {"num_classes": opts.get("num_classes"), "classes": classes, "info": {"kind": kind}}
     torch_kw = {**common, "output": opts.get("output", "logits"), "batch_size": opts.get("batch_size", 16),
-                "device": opts.get("device", "cpu"), "policy": _policy(opts), "output_key": opts.get("output_key"),
+                "device": opts.get("device", AUTO), "precision": opts.get("precision", "fp32"), "policy": _policy(opts),
+                "output_key": opts.get("output_key"),
                 "preprocess": _preprocess(opts)}
     if kind == "precomputed":
         return A.PrecomputedSegmenter(path, output=opts.get("output", "probabilities"), **common)
@@ -350,7 +360,8 @@ def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
         norm = _preprocess(opts) or TorchPreprocess()
         return A.OnnxSegmenter(path, opts.get("num_classes"), output=opts.get("output", "logits"),
                                batch_size=opts.get("batch_size", 16), mean=norm.mean, std=norm.std, scale=norm.scale,
-                               output_name=opts.get("output_key"), policy=_policy(opts), classes=classes,
+                               output_name=opts.get("output_key"), device=opts.get("device", AUTO),
+                               policy=_policy(opts), classes=classes,
                                info=common["info"])
     if kind == "torchscript":
         return A.TorchScriptSegmenter(path, **torch_kw)

@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
 from blindspots.models.protocol import reads_ids
+from blindspots.scan.engines.job import ScanJob, on_gpu
 from blindspots.scan.engines.local import run_local
 from blindspots.scan.engines.ray import import_ray, run_ray
 from blindspots.scan.fingerprint import model_fingerprint, model_settings
@@ -100,6 +101,7 @@ def scan_pool(
     engine: str = "local",
     ray_address: str | None = None,
     actors: int | None = None,
+    gpus_per_actor: float | None = None,
 ) -> Path:
     """Stream `pool` once through the target and its competitors; write the score table.
 
@@ -124,7 +126,9 @@ def scan_pool(
         `pip install 'blindspots[ray]'`, see docs/ray.md). Both write the same files.
     ray_address: the Ray cluster for engine="ray" ("auto", "host:6379", "ray://host:10001"); None:
         the Ray this process is connected to, or a new local one. actors: model actors for
-        engine="ray" (default: one per cluster CPU); each loads every model once.
+        engine="ray" (default: one per cluster CPU; with gpus_per_actor, as many as the cluster's GPUs
+        hold); each loads every model once. gpus_per_actor: GPUs each model actor asks Ray for (e.g. 1
+        or 0.5); the actors' models then load on their GPU (a spec's device=auto).
     classes: the label space recorded in scan.json (default: the target's `.classes` if any).
         Each model's own class names are recorded under models.<M>.classes.
     Returns out_dir. See `blindspots.scan.schema` for the columns and `read_score_table`.
@@ -133,6 +137,8 @@ def scan_pool(
         raise ValueError(f"engine: expected one of {ENGINES}, got {engine!r}")
     if actors is not None and (isinstance(actors, bool) or int(actors) < 1):
         raise ValueError(f"actors: expected a positive integer or None, got {actors!r}")
+    if gpus_per_actor is not None and (isinstance(gpus_per_actor, bool) or not float(gpus_per_actor) > 0):
+        raise ValueError(f"gpus_per_actor: expected a positive number or None, got {gpus_per_actor!r}")
     if engine == "ray":
         import_ray()  # before anything is written: say how to install it
     out = Path(out_dir)
@@ -173,12 +179,12 @@ def scan_pool(
     log.info("scan %s: %d of %d shards to do", out, len(todo), len(plans))
     with tqdm(total=len(ids), initial=done_images, unit="img", desc=f"scan {', '.join(running)}",
               disable=not progress) as bar:
+        job = ScanJob(pool, models, layout, target, num_classes, int(batch_size), resize, bool(save_maps),
+                      pin_memory=any(on_gpu(m) for m in models.values()))
         if engine == "ray":
             for p in todo:  # Ray Data carries each shard's ids as a plain list column
                 p.ids = list(p.ids)
-            run_ray(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps, bar,
-                    address=ray_address, actors=actors)
+            run_ray(job, todo, bar, address=ray_address, actors=actors, gpus_per_actor=gpus_per_actor)
         else:
-            run_local(pool, models, layout, todo, target, num_classes, int(batch_size), resize, save_maps,
-                      max(1, int(prefetch)), bar)
+            run_local(job, todo, bar, prefetch=max(1, int(prefetch)))
     return out

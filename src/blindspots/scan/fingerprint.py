@@ -54,4 +54,6 @@ def model_settings(model: Any) -> str | None:
     from blindspots.models.load import parse_spec
 
     opts = parse_spec(spec)[1]
+    if opts.get("precision") == "fp32":  # the default, written out: the same maps as without it
+        del opts["precision"]
     return "&".join(f"{k}={opts[k]}" for k in sorted(opts) if k not in _NEUTRAL_OPTIONS)

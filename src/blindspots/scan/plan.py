@@ -92,8 +92,8 @@ def scan_id_array(pool: Any) -> pa.Array:
     return ids.take(pc.sort_indices(ids))
 
 
-def plan_shards(layout: ScanLayout, ids: Sequence[str] | pa.Array, shard_size: int, models: Mapping[str, Any], target: str,
-                comps: list[str], n_shards: int, save_maps: bool) -> list[ShardPlan]:
+def plan_shards(layout: ScanLayout, ids: Sequence[str] | pa.Array, shard_size: int, models: Mapping[str, Any],
+                target: str, comps: list[str], n_shards: int, save_maps: bool) -> list[ShardPlan]:
     """One ShardPlan per shard (done ones included: `todo` is False for them).
 
     A pair against maps that are neither computed now nor saved needs its model run again;
@@ -102,7 +102,8 @@ def plan_shards(layout: ScanLayout, ids: Sequence[str] | pa.Array, shard_size: i
     plans = []
     arrow = isinstance(ids, pa.Array)
     for k in range(n_shards):
-        shard_ids = IdSlice(ids.slice(k * shard_size, shard_size)) if arrow else ids[k * shard_size:(k + 1) * shard_size]
+        start = k * shard_size
+        shard_ids = IdSlice(ids.slice(start, shard_size)) if arrow else ids[start:start + shard_size]
         run = [m for m in models if not layout.model_shard(m, k).exists()]
         pairs = [g for g in comps if not layout.pair_shard(target, g, k).exists()]
         for m in [target] + pairs if pairs else []:

@@ -36,7 +36,9 @@ from blindspots._validation import check_int, check_number
 from blindspots.metrics import evaluate
 from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
 from blindspots.models.checkpoints import TRAIN_STATE_FORMAT, save_checkpoint_dict
+from blindspots.models.devices import resolve_device
 from blindspots.training.loop import poly_lr, resume_state, run_epochs
+from blindspots.training.precision import MixedPrecision
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 log = logging.getLogger(__name__)
@@ -194,7 +196,9 @@ class ReplayFinetuner:
     flip: random horizontal flips (standard DeepLab practice; the paper does not say).
     seed: shuffling, flips and the replay subset; same seed -> same weights.
     work_dir: where per-epoch checkpoints go (None: no checkpoints, no resume).
-    device, preprocess, output_key, ignore_index: as `TorchSegmenter`.
+    device, preprocess, output_key, ignore_index: as `TorchSegmenter` ("auto": CUDA when present).
+    precision: "auto" (bf16/fp16 autocast on CUDA, fp32 on the CPU: CPU runs unchanged), "fp32",
+        "fp16" or "bf16" (`training.precision.MixedPrecision`).
 
     After `fit`: `model_` (the best run's module, eval mode), `lr_`, `val_miou_`, `runs_`
     (a GridRun per LR, grid order).
@@ -213,6 +217,7 @@ class ReplayFinetuner:
     seed: int = 0
     work_dir: str | Path | None = None
     device: str = "cpu"
+    precision: str = "auto"
     preprocess: Callable[..., torch.Tensor] | None = None
     output_key: str | None = None
     ignore_index: int = DEFAULT_IGNORE_INDEX
@@ -274,7 +279,8 @@ class ReplayFinetuner:
         done = work / _lr_tag(lr) / "result.json" if work is not None else None
         if done is not None and done.is_file():
             return float(json.loads(done.read_text())["val_miou"])
-        miou = evaluate_module(module, val, num_classes, ignore_index=self.ignore_index, device=self.device,
+        miou = evaluate_module(module, val, num_classes, ignore_index=self.ignore_index,
+                               device=resolve_device(self.device),
                                preprocess=self.preprocess, output_key=self.output_key)
         if done is not None:
             tmp = done.with_name("result.json.tmp")
@@ -283,7 +289,8 @@ class ReplayFinetuner:
         return miou
 
     def _train_one(self, model: nn.Module, train: PairSet, lr: float, work: Path | None) -> tuple[nn.Module, list[float]]:
-        device = torch.device(self.device)
+        amp = MixedPrecision(self.device, self.precision)
+        device = amp.device
         preprocess = self.preprocess or TorchPreprocess()
         module = copy.deepcopy(model).to(device)
         opt = torch.optim.SGD(module.parameters(), lr=lr, momentum=self.momentum, weight_decay=self.weight_decay)
@@ -323,14 +330,15 @@ class ReplayFinetuner:
                 items = [_check_pair(*train[int(i)], where=f"training item {int(i)}") for i in idx]
                 ims, mks = collate(items, self.image_size, flips[idx])
                 x = preprocess(ims, device)
-                y = select_output(module(x), self.output_key)
+                with amp.autocast():
+                    y = select_output(module(x), self.output_key)
+                y = y.float()  # the loss in float32 (a no-op at fp32)
                 if y.shape[-2:] != x.shape[-2:]:
                     y = F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
                 loss = F.cross_entropy(y, torch.from_numpy(mks).to(device), ignore_index=self.ignore_index)
                 opt.zero_grad(set_to_none=True)
                 if torch.isfinite(loss):  # an all-ignore batch gives NaN: skip it
-                    loss.backward()
-                    opt.step()
+                    amp.step(loss, opt)
                     run += float(loss.detach())
                 bar.update(1)
             return run / per_epoch

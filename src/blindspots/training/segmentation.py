@@ -34,6 +34,7 @@ from blindspots.metrics import ConfusionMatrix, per_image_miou
 from blindspots.models.adapters import TorchPreprocess
 from blindspots.models.zoo import read_checkpoint, save_checkpoint
 from blindspots.training.loop import poly_lambda, run_epochs
+from blindspots.training.precision import MixedPrecision
 
 logger = logging.getLogger(__name__)
 
@@ -98,13 +99,17 @@ def train_epoch(
     progress: bool = False,
     desc: str = "epoch",
     class_weights: torch.Tensor | None = None,
+    amp: MixedPrecision | None = None,
 ) -> float:
     """One pass over (images uint8 [N, H, W, 3], masks int [N, H, W]); returns the mean loss.
 
     scheduler: stepped after every optimizer step (e.g. a poly LambdaLR). augment: random
     horizontal flips. color_jitter: per-image brightness/contrast jitter amplitude (0 = off).
     Batches, flips and jitter come from `rng`. class_weights: float [C] cross-entropy weights.
+    amp: the run's device and precision (default: `device` at its training precision, fp32 on CPU).
     """
+    amp = amp or MixedPrecision(device)
+    device = amp.device
     if len(images) < 2:
         raise ValueError(f"images: expected at least 2 examples (BatchNorm), got {len(images)}")
     preprocess = preprocess or TorchPreprocess()
@@ -124,14 +129,14 @@ def train_epoch(
             b = torch.from_numpy(rng.uniform(-color_jitter, color_jitter, (len(idx), 1, 1, 1))).float()
             x = x * a.to(x.device) + b.to(x.device)
         y = torch.from_numpy(np.ascontiguousarray(y_np)).to(device)
-        logits = model(x)
+        with amp.autocast():
+            logits = model(x)
         if isinstance(logits, dict):
             logits = logits["out"]
         weight = None if class_weights is None else class_weights.to(logits.device)
-        loss = F.cross_entropy(logits, y, weight=weight, ignore_index=ignore_index)
+        loss = F.cross_entropy(logits.float(), y, weight=weight, ignore_index=ignore_index)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        amp.step(loss, optimizer)
         if scheduler is not None:
             scheduler.step()
         total += loss.item() * len(idx)
@@ -227,6 +232,7 @@ def fit_segmenter(
     progress: bool = True,
     on_epoch_end: Callable[[dict[str, float]], None] | None = None,
     class_weights: str | Sequence[float] | np.ndarray | None = None,
+    precision: str = "auto",
 ) -> TrainResult:
     """Train `model` in place with AdamW + poly decay and cross-entropy; checkpoint every epoch.
 
@@ -239,6 +245,8 @@ def fit_segmenter(
     on_epoch_end: called with each epoch's record after its checkpoint is written.
     class_weights: None (plain cross-entropy), "balanced" (`balanced_class_weights` of the
         training masks) or float [C].
+    device: "cpu" (default), "cuda", "cuda:N" or "auto". precision: "auto" (bf16/fp16 autocast on
+        CUDA, fp32 on the CPU), "fp32", "fp16" or "bf16" (`training.precision.MixedPrecision`).
     Returns a TrainResult (model, per-epoch history, epoch resumed from).
     Defaults (AdamW lr 2e-3, weight decay 1e-4, batch 16, poly 0.9) were picked to converge in a
     few CPU minutes at 64 px.
@@ -254,6 +262,8 @@ def fit_segmenter(
         raise ValueError(f"train_set: expected at least 2 examples, got {len(images)}")
     val = as_arrays(val_set, "val_set") if val_set is not None else None
     cw = _class_weights(class_weights, masks, _num_classes(model, classes), ignore_index)
+    amp = MixedPrecision(device, precision)  # one loss scaler for the whole run (fp16)
+    device = amp.device
     model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     steps_per_epoch = len(_batches(len(images), batch_size, np.random.default_rng(0)))
@@ -273,7 +283,7 @@ def fit_segmenter(
                            rng=np.random.default_rng([seed, epoch]), scheduler=scheduler, augment=augment,
                            color_jitter=color_jitter, ignore_index=ignore_index, device=device,
                            progress=progress, desc=f"{arch or 'model'} epoch {epoch + 1}/{epochs}",
-                           class_weights=None if cw is None else torch.from_numpy(cw))
+                           class_weights=None if cw is None else torch.from_numpy(cw), amp=amp)
         return loss, t0
 
     def end_epoch(epoch: int, out: tuple[float, float]) -> None:

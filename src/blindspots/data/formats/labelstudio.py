@@ -13,7 +13,7 @@ Public API (stable):
 - `encode_rle(values: uint8 [N]) -> list[int]`, `decode_rle(rle: list[int]) -> uint8 [N]`,
   `mask_to_rle(binary [H, W]) -> list[int]`, `rle_to_mask(rle, height, width) -> bool [H, W]`.
 - `labeling_config(classes, *, from_name="tag", to_name="image") -> str` (the XML to paste
-  into the Label Studio project).
+  into the Label Studio project; from `labelstudio_config`, brush and polygon tools).
 - `export_labelstudio(path, masks, classes, *, image_url=None, image_root=None, document_root=None,
   model_version="target") -> Path`: a JSON list of tasks, each with `data.image` (a URL Label Studio
   can serve, see `task_image_url`), `data.blindspots_id` and a `predictions` entry holding one brush
@@ -23,6 +23,8 @@ Public API (stable):
   covers get `fill_value` (default: classes.ignore_index); later results paint over earlier ones.
   Tasks created in Label Studio itself (no `data.blindspots_id`) are matched to `ids` by the image's
   path or file name.
+- `annotation_mask(results, classes, *, fill_value=None) -> uint8 [H, W] | None`: one annotation's brush
+  and polygon results painted into a class-id mask.
 
 Serving the images: Label Studio serves local files only from a Local Files storage whose path is a
 strict subfolder of `LABEL_STUDIO_LOCAL_FILES_DOCUMENT_ROOT`; a task's URL is then
@@ -43,6 +45,7 @@ import numpy as np
 
 from blindspots.data.classes import Classes
 from blindspots.data.classsets import IMAGE_EXTENSIONS
+from blindspots.data.formats.labelstudio_config import labeling_config  # noqa: F401 - re-exported
 from blindspots.data.formats.masks import check_mask
 
 log = logging.getLogger(__name__)
@@ -156,21 +159,6 @@ def rle_to_mask(rle: Sequence[int], height: int, width: int) -> np.ndarray:
     if flat.size != height * width * 4:
         raise ValueError(f"rle: expected {height}x{width}x4 = {height * width * 4} values, got {flat.size}")
     return flat.reshape(height, width, 4)[:, :, 3] > 0
-
-
-def _hex(c: np.ndarray) -> str:
-    return "#{:02x}{:02x}{:02x}".format(*(int(x) for x in c))
-
-
-def labeling_config(classes: Classes, *, from_name: str = "tag", to_name: str = "image") -> str:
-    """Label Studio labeling config (XML) with one brush label per class."""
-    from xml.sax.saxutils import quoteattr
-
-    labels = "\n".join(f"    <Label value={quoteattr(n)} background={quoteattr(_hex(classes.palette[k]))}/>"
-                       for k, n in enumerate(classes.names))
-    return (f"<View>\n  <Image name={quoteattr(to_name)} value=\"$image\" zoom=\"true\"/>\n"
-            f"  <BrushLabels name={quoteattr(from_name)} toName={quoteattr(to_name)}>\n{labels}\n"
-            f"  </BrushLabels>\n</View>\n")
 
 
 def brush_results(mask: np.ndarray, classes: Classes, *, from_name: str = "tag", to_name: str = "image",
@@ -408,11 +396,26 @@ def import_labelstudio(source: str | Path | Sequence[Mapping[str, Any]], classes
     return out
 
 
+def annotation_mask(results: Sequence[Mapping[str, Any]], classes: Classes, *, fill_value: int | None = None,
+                    where: str = "annotation") -> np.ndarray | None:
+    """The brush and polygon results of one Label Studio annotation -> uint8 [H, W] class ids, later
+    results painting over earlier ones; unpainted pixels get `fill_value` (default: ignore_index).
+    None when it holds no brush or polygon result. A label that is not a class is a ValueError."""
+    fill = classes.ignore_index if fill_value is None else int(fill_value)
+    if fill is None:
+        raise ValueError("fill_value: expected a value for unpainted pixels (classes have no ignore_index)")
+    return _paint(results, classes, fill, where)
+
+
 def _paint(results: Sequence[Mapping[str, Any]], classes: Classes, fill: int, where: str) -> np.ndarray | None:
     """Brush results of one annotation -> uint8 [H, W] (None when it holds no brush result)."""
     mask = None
     for r in results:
-        if str(r.get("type", "")).lower() != "brushlabels":
+        kind = str(r.get("type", "")).lower()
+        if kind == "polygonlabels":
+            mask = _paint_polygon(mask, r, classes, fill, where)
+            continue
+        if kind != "brushlabels":
             continue
         value = r.get("value") or {}
         rle = value.get("rle", r.get("rle"))
@@ -430,4 +433,30 @@ def _paint(results: Sequence[Mapping[str, Any]], classes: Classes, fill: int, wh
         elif mask.shape != (h, w):
             raise ValueError(f"source: {where}: expected one image size, got {mask.shape} and {(h, w)}")
         mask[rle_to_mask(rle, h, w)] = k
+    return mask
+
+
+def _paint_polygon(mask: np.ndarray | None, r: Mapping[str, Any], classes: Classes, fill: int,
+                   where: str) -> np.ndarray:
+    """Fill one polygonlabels result (points in percent of the image's width and height) into `mask`."""
+    from PIL import Image, ImageDraw
+
+    value = r.get("value") or {}
+    labels = value.get("polygonlabels") or []
+    points = value.get("points") or []
+    if len(labels) != 1:
+        raise ValueError(f"source: {where}: expected one polygon label per result, got {labels}")
+    if r.get("original_height") is None or r.get("original_width") is None:
+        raise ValueError(f"source: {where}: expected original_width and original_height in each polygon result")
+    k = classes.index(labels[0])
+    h, w = int(r["original_height"]), int(r["original_width"])
+    if mask is None:
+        mask = np.full((h, w), fill, dtype=np.uint8)
+    elif mask.shape != (h, w):
+        raise ValueError(f"source: {where}: expected one image size, got {mask.shape} and {(h, w)}")
+    if len(points) >= 3:
+        canvas = Image.new("L", (w, h), 0)
+        ImageDraw.Draw(canvas).polygon([(float(x) * w / 100.0, float(y) * h / 100.0) for x, y in points],
+                                       fill=1, outline=1)
+        mask[np.asarray(canvas) > 0] = k
     return mask

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import posixpath
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from blindspots.data.sources.base import PoolItem, PoolSource, RawItem, content_hash_of
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
@@ -31,9 +31,21 @@ from blindspots.data.sources.listfile import LIST_SUFFIXES, ListSource
 from blindspots.data.sources.prefix import PrefixSource
 
 __all__ = ["FORMATS", "ImageDecodeError", "ListSource", "PoolItem", "PoolSource", "PrefixSource", "RawItem",
-           "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option"]
+           "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option", "register_format"]
 
 FORMATS = ("folder", "images", "list", "parquet", "webdataset", "hf")
+#: More kinds of source (e.g. a FiftyOne dataset): format -> (factory, URI scheme or None); `register_format`.
+EXTRA_FORMATS: dict[str, tuple[Callable[..., PoolSource], str | None]] = {}
+
+
+def register_format(name: str, factory: Callable[..., PoolSource], *, scheme: str | None = None) -> None:
+    """Add a kind of pool source: `open_pool(pool, format=name, **options)` calls `factory(pool, max_pixels=...,
+    **options)`; with `scheme`, a pool written `<scheme>://...` picks it without `format`. The source's
+    `describe()` must return {"pool": ..., "format": name, **options} so that `open_pool(**describe())`
+    rebuilds it (a project keeps it that way)."""
+    if not isinstance(name, str) or not name or name in FORMATS:
+        raise ValueError(f"name: expected a new format name (not one of {FORMATS}), got {name!r}")
+    EXTRA_FORMATS[name] = (factory, scheme)
 _SHARD_SUFFIX = {".parquet": "parquet", ".tar": "webdataset", ".arrow": "hf"}
 
 
@@ -68,7 +80,7 @@ def _shard_format_of(fs: Any, path: str) -> str | None:
 def open_pool(pool: str | os.PathLike, *, list_file: str | os.PathLike | None = None, list_column: str | None = None,
               format: str | None = None, image_column: str | None = None,
               storage_options: Mapping[str, Any] | None = None, extensions: Iterable[str] | None = None,
-              max_pixels: int = DEFAULT_MAX_PIXELS) -> PoolSource:
+              max_pixels: int = DEFAULT_MAX_PIXELS, **options: Any) -> PoolSource:
     """The pool source for `pool` (see the module docstring). ValueError naming the argument otherwise.
 
     pool: a local folder or file, a glob / brace pattern, or a URI (`?key=value` after it: storage options).
@@ -76,11 +88,19 @@ def open_pool(pool: str | os.PathLike, *, list_file: str | os.PathLike | None = 
     format: one of FORMATS to skip the guess. image_column: the Parquet / Arrow image column (default: the
     one image-like column). storage_options: fsspec options for every URI read. extensions: image
     extensions kept when listing a folder or prefix. max_pixels: the per-image pixel limit.
+    options: for a format added by `register_format` (refused by the built-in ones).
     """
     from blindspots.data.pool import ImagePool
 
+    scheme = str(pool).split("://", 1)[0] if "://" in str(pool) else None
+    by_scheme = [n for n, (_, s) in EXTRA_FORMATS.items() if s is not None and s == scheme]
+    if format in EXTRA_FORMATS or (format is None and by_scheme):
+        factory = EXTRA_FORMATS[format or by_scheme[0]][0]
+        return factory(str(pool), max_pixels=max_pixels, **options)
+    if options:
+        raise ValueError(f"options: expected none for the {format or 'guessed'} format, got {sorted(options)}")
     if format is not None and format not in FORMATS:
-        raise ValueError(f"format: expected one of {FORMATS}, got {format!r}")
+        raise ValueError(f"format: expected one of {FORMATS + tuple(EXTRA_FORMATS)}, got {format!r}")
     spec, opts = split_uri_options(str(pool))
     opts.update(storage_options or {})
     common = {"max_pixels": max_pixels}

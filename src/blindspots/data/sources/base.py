@@ -136,6 +136,11 @@ class PoolSource:
         """A URL a labelling tool can fetch the item from (an object's s3://, gs://, ... URL), or None."""
         return None
 
+    def urls(self, ids: Iterable[str]) -> dict[str, str] | None:
+        """id -> `url(id)` when every id has one (an object-store pool), else None (e.g. items inside shards)."""
+        out = {i: self.url(i) for i in ids}
+        return None if any(u is None for u in out.values()) else out  # type: ignore[misc]
+
     # -- the listing --
 
     @property

@@ -47,7 +47,8 @@ def parse_storage_option(text: str) -> tuple[str, Any]:
     """'endpoint_url=http://127.0.0.1:9000' -> ('endpoint_url', 'http://...'); ValueError naming the option."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise ValueError(f"--storage-option: expected KEY=VALUE (e.g. endpoint_url=http://127.0.0.1:9000), got {text!r}")
+        raise ValueError(f"--storage-option: expected KEY=VALUE (e.g. endpoint_url=http://127.0.0.1:9000), "
+                         f"got {text!r}")
     return key.strip(), _value(value)
 
 

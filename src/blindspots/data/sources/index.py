@@ -25,7 +25,8 @@ READ_GROUP = 1024  # ids grouped by shard per read: a few row groups / one tar s
 
 
 def read_by_shard(ids: Sequence[str], shard: np.ndarray,
-                  read_run: Callable[[int, np.ndarray], Iterator[RawItem]], group: int = READ_GROUP) -> Iterator[RawItem]:
+                  read_run: Callable[[int, np.ndarray], Iterator[RawItem]],
+                  group: int = READ_GROUP) -> Iterator[RawItem]:
     """RawItems of `ids` in the order asked. Each block of `group` ids is read shard by shard (read_run(k,
     positions) gets the positions in `ids` of shard k's ids), so ids that alternate between shards (sorted
     image paths of a dataset written round-robin) still cost one read per shard and row group, not per id."""

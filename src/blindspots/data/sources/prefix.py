@@ -61,6 +61,7 @@ class PrefixSource(PoolSource):
             if os.path.splitext(rel)[1].lower() in self.extensions:
                 ids.append(rel)
         del paths
+        self.fs.invalidate_cache()  # s3fs / gcsfs keep every listed entry (a dict each): 10^6 of them otherwise
         return pa.array(ids, pa.string())
 
     def read(self, ids: Sequence[str]) -> Iterator[RawItem]:

@@ -65,9 +65,11 @@ def find_image_column(schema: pa.Schema, name: str | None, where: str, *, requir
     if not required:
         return None
     if not candidates:
-        raise ImageColumnError(f"pool: expected an image column (binary, or Hugging Face's {{bytes, path}}) in {where}, "
+        raise ImageColumnError(f"pool: expected an image column (binary, or Hugging Face's {{bytes, path}}) in "
+                               f"{where}, "
                          f"got columns {schema.names}")
-    raise ImageColumnError(f"--image-column: expected one of {candidates} for {where} (several image columns), got none")
+    raise ImageColumnError(f"--image-column: expected one of {candidates} for {where} (several image columns), "
+                           "got none")
 
 
 def row_ids(shard_name: str, n_rows: int) -> pa.Array:
@@ -148,7 +150,8 @@ class TableSource(PoolSource):
     def shard_name(self, s: int) -> str:
         self.fs
         p = self._shards[s]
-        return p[len(self._shard_root) + 1:] if self._shard_root and p.startswith(self._shard_root + "/") else posixpath.basename(p)
+        root = self._shard_root
+        return p[len(root) + 1:] if root and p.startswith(root + "/") else posixpath.basename(p)
 
     def list_ids(self) -> pa.Array:
         self.fs  # lists the shards

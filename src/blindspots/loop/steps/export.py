@@ -54,7 +54,7 @@ class ExportStep(Step):
             # `?d=<id>` URL is right only when a document root's subfolder path equals the ids)
             try:
                 export_annotation(ctx, i, "labelstudio", out / "labelstudio.json", ids, preds,
-                                  image_root=ctx.cfg.resolve(ctx.cfg.pool.root))
+                                  image_root=ctx.cfg.location(ctx.cfg.pool.root))
             except ValueError as e:  # e.g. the pool is the document root itself
                 log.warning("round %d: labelstudio.json gets bare ?d=<id> image URLs (%s); see "
                             "`blindspots export --image-root/--image-url`", i, e)
@@ -78,5 +78,6 @@ def export_annotation(ctx: LoopContext, i: int, fmt: str, path: Path, ids: list[
     """
     if fmt == "cvat":
         return export_cvat(path, preds, ctx.classes, images={x: ctx.pool.load(x) for x in ids})
+    urls = None if image_location.get("image_url") else ctx.pool.urls(ids)  # an object store: the objects' URLs
     return export_labelstudio(path, preds, ctx.classes, model_version=target_column(ctx.project, i),
-                              **image_location)
+                              image_urls=urls, **image_location)

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from blindspots.models.devices import to_device
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 UNIT_SCALE = 1.0 / 255.0
@@ -151,7 +153,8 @@ class TorchPreprocess:
         return (self.mean[:c], self.std[:c]) if c > 1 else (self.mean[:1], self.std[:1])
 
     def __call__(self, batch: np.ndarray, device: torch.device | str = "cpu") -> torch.Tensor:
-        x = uint8_tensor(batch).to(device).permute(0, 3, 1, 2).float()
+        # to a GPU: from pinned memory, without blocking (models.devices); to the CPU: no copy
+        x = to_device(uint8_tensor(batch), torch.device(device)).permute(0, 3, 1, 2).float()
         x = x.div_(255.0) if self.scale == UNIT_SCALE else x.mul_(self.scale)  # div: same bits as before
         mean, std = self._stats(x.shape[1])
         return (x - torch.tensor(mean, device=x.device).view(1, -1, 1, 1)) / \

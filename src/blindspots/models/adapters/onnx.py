@@ -1,4 +1,8 @@
-"""ONNX models: export a torch module to an .onnx file and run one with onnxruntime (CPU).
+"""ONNX models: export a torch module to an .onnx file and run one with onnxruntime.
+
+`device` picks ONNX Runtime's execution provider (`providers`): "auto" (what a spec without
+`device` gets) uses the CUDA provider when onnxruntime has it (the onnxruntime-gpu build) and torch
+sees a GPU, else the CPU provider; "cuda" requires it; "cpu" (the Python default) never uses it.
 
 `OnnxSegmenter` / `OnnxClassifier` follow the Segmenter / Classifier protocols
 (`blindspots.models.protocol`): uint8 [N, H, W, 3] in, float32 probabilities out. A graph with a
@@ -47,6 +51,28 @@ def export_onnx(
     return path
 
 
+CUDA_PROVIDER = "CUDAExecutionProvider"
+CPU_PROVIDER = "CPUExecutionProvider"
+
+
+def providers(device: str, available: Sequence[str]) -> list[Any]:
+    """ONNX Runtime's execution providers for `device` ("auto", "cpu", "cuda", "cuda:N"), given the
+    providers this onnxruntime build has. The CUDA provider comes first with the CPU provider behind
+    it (ONNX Runtime runs there the nodes CUDA has no kernel for)."""
+    text = str(device).strip().lower()
+    kind, _, index = text.partition(":")
+    if kind not in ("auto", "cpu", "cuda") or (index and (kind != "cuda" or not index.isdigit())):
+        raise ValueError(f"device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    has_cuda = CUDA_PROVIDER in available
+    if kind == "cuda" and not has_cuda:
+        raise ValueError(f"device: expected an onnxruntime with the {CUDA_PROVIDER} for {device!r} "
+                         f"(pip install onnxruntime-gpu), got providers {list(available)}")
+    # auto: the CUDA provider only where a GPU is present too (onnxruntime-gpu lists it on any machine)
+    if kind == "cuda" or (kind == "auto" and has_cuda and torch.cuda.is_available()):
+        return [(CUDA_PROVIDER, {"device_id": int(index or 0)}), CPU_PROVIDER]
+    return [CPU_PROVIDER]
+
+
 class _SelectOutput(torch.nn.Module):
     """Wrap a module so that its export has exactly one tensor output."""
 
@@ -82,6 +108,7 @@ class _OnnxAdapter(BaseAdapter):
         input_name: str | None = None,
         output_name: str | None = None,
         intra_op_threads: int = 0,
+        device: str = "cpu",
         policy: InputPolicy | None = None,
         classes: Classes | None = None,
         info: dict[str, Any] | None = None,
@@ -96,8 +123,9 @@ class _OnnxAdapter(BaseAdapter):
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = int(intra_op_threads)  # 0 = onnxruntime's default
         opts.log_severity_level = 4  # fatal only: a failed run is reported by the ValueError below
+        self.providers = providers(device, ort.get_available_providers())
         try:
-            self.session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(str(self.path), opts, providers=self.providers)
         except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
             raise ValueError(f"path: expected a valid ONNX model, got {str(self.path)!r}: {short_reason(e)}") from None
         inputs = {i.name: i for i in self.session.get_inputs()}
@@ -180,7 +208,7 @@ class _OnnxAdapter(BaseAdapter):
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.session.get_session_options().intra_op_num_threads
         opts.log_severity_level = 4
-        cache[layer] = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        cache[layer] = ort.InferenceSession(model.SerializeToString(), opts, providers=self.providers)
         return cache[layer]
 
     def forward_features(self, chunk: np.ndarray, layer: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -229,7 +257,7 @@ class _OnnxAdapter(BaseAdapter):
 
 
 class OnnxSegmenter(_OnnxAdapter):
-    """An .onnx file run with onnxruntime (CPU) as a Segmenter.
+    """An .onnx file run with onnxruntime (CPU, or CUDA with `device`) as a Segmenter.
 
     The graph maps float [N, 3, H, W] (ImageNet-normalised, as TorchPreprocess) to [N, C, h, w]
     scores; `output` says whether they are "logits" (default; softmaxed) or "probabilities".

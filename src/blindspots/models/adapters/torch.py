@@ -15,6 +15,7 @@ from blindspots.data.classes import Classes
 from blindspots.models.adapters.base import BaseAdapter
 from blindspots.models.adapters.inputs import InputPolicy, TorchPreprocess
 from blindspots.models.adapters.outputs import select_output
+from blindspots.models.devices import autocast, check_precision, resolve_device
 from blindspots.models.protocol import as_image_batch
 
 
@@ -24,6 +25,10 @@ class _TorchAdapter(BaseAdapter):
     num_classes: C, or None to read it from one forward on a blank image (a one-channel
         output is a binary model, C = 2). output: "logits" (default) or "probabilities".
     output_key: the dict key of the output (default "out"). preprocess: uint8 -> float tensor.
+    device: "cpu" (default), "cuda", "cuda:N" or "auto" (CUDA when present, else CPU; what a spec
+        without `device` gets). precision: "fp32" (default), "fp16" or "bf16": the forward runs under
+        torch.autocast and its output is cast back to float32, so probabilities stay float32
+        (`blindspots.models.devices`).
     policy: the input policy (native by default). classes: class names (default class_0..).
     info: where the model came from (kind, spec, arch, meta, ...).
     """
@@ -38,6 +43,7 @@ class _TorchAdapter(BaseAdapter):
         preprocess: Callable[..., torch.Tensor] | None = None,
         batch_size: int = 16,
         device: str | torch.device = "cpu",
+        precision: str = "fp32",
         policy: InputPolicy | None = None,
         classes: Classes | None = None,
         info: dict[str, Any] | None = None,
@@ -49,11 +55,8 @@ class _TorchAdapter(BaseAdapter):
         self.module = module
         self.output_key = output_key
         self.preprocess = preprocess or TorchPreprocess()
-        try:
-            self.device = torch.device(device)
-        except (RuntimeError, TypeError) as e:
-            raise ValueError(f"device: expected a torch device such as 'cpu' or 'cuda', got {device!r} ({e})") \
-                from None
+        self.device = resolve_device(device)
+        self.precision = check_precision(precision)
         if isinstance(module, torch.nn.Module):
             module.to(self.device).eval()
         self._set_classes(num_classes, classes)
@@ -62,7 +65,10 @@ class _TorchAdapter(BaseAdapter):
     def forward_tensor(self, batch: np.ndarray) -> torch.Tensor:
         """Raw selected model output for one uint8 [n, H, W, C] chunk (no policy, no validation)."""
         x = self.preprocess(batch, self.device)
-        return select_output(self.module(x), self.output_key)
+        with autocast(self.device, self.precision):
+            y = select_output(self.module(x), self.output_key)
+        # autocast's half-precision output back to float32: softmax, entropies, statistics in float32
+        return y.float() if y.is_floating_point() and y.dtype != torch.float32 else y
 
     def _raw(self, chunk: np.ndarray) -> torch.Tensor:
         return self.forward_tensor(chunk)
@@ -135,7 +141,8 @@ class _TorchAdapter(BaseAdapter):
                 else target.register_forward_hook(lambda _m, _i, o: grab(o)))
         try:
             x = self.preprocess(chunk, self.device)
-            y = select_output(self.module(x), self.output_key).float()
+            with autocast(self.device, self.precision):
+                y = select_output(self.module(x), self.output_key).float()
         finally:
             hook.remove()
         if not store or not isinstance(store[-1], torch.Tensor):

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from blindspots.models.adapters.torch import TorchClassifier, TorchSegmenter
+from blindspots.models.devices import resolve_device
 from blindspots.models.protocol import short_reason
 
 
@@ -19,7 +20,7 @@ def load_torchscript(path: str | Path, device: str | torch.device = "cpu") -> to
     try:
         with warnings.catch_warnings():  # torch 2.14's deprecation notice, printed on every command a user runs
             warnings.filterwarnings("ignore", message=r".*torch\.jit\.load.* is deprecated", category=FutureWarning)
-            return torch.jit.load(str(path), map_location=torch.device(device))
+            return torch.jit.load(str(path), map_location=resolve_device(device))
     except RuntimeError as e:  # torch raises RuntimeError for non-TorchScript archives
         raise ValueError(f"path: expected a TorchScript file (torch.jit.save), got {str(path)!r}: "
                          f"{short_reason(e)}") from None

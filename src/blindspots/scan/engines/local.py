@@ -23,13 +23,13 @@ import logging
 import queue
 import sys
 import threading
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator
 
-from blindspots.scan.engines.forward import ALL_FAIL_MIN, MAX_ERROR_CHARS, Health, batch_result, forward
+from blindspots.scan.engines.collect import ShardCollector, call
+from blindspots.scan.engines.forward import ALL_FAIL_MIN, MAX_ERROR_CHARS, batch_result, forward
+from blindspots.scan.engines.job import ScanJob
 from blindspots.scan.engines.pipeline import (DONE, Batch, Errors, Worker, read_batches, run_jobs, shard_messages,
                                               submit)
-from blindspots.scan.engines.rows import ShardRows, add_batch, add_errors, finish_shard
-from blindspots.scan.layout import ScanLayout
 from blindspots.scan.plan import ShardPlan
 
 __all__ = ["ALL_FAIL_MIN", "MAX_ERROR_CHARS", "SCAN_SWITCH_INTERVAL_S", "run_local"]
@@ -43,32 +43,32 @@ log = logging.getLogger(__name__)
 SCAN_SWITCH_INTERVAL_S = 5e-5
 
 
-def run_local(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[ShardPlan], target: str,
-              num_classes: int, batch_size: int, resize: tuple[int, int] | None, save_maps: bool, prefetch: int,
-              bar: Any, inline: bool = False) -> None:
+def run_local(job: ScanJob, plans: list[ShardPlan], bar: Any, *, prefetch: int = 4, inline: bool = False) -> None:
     """Run the planned shards (plans with `todo`). With threads: main thread forward passes only; the
     writer thread gets each batch's probabilities and computes the statistics, saves the maps and
-    writes finished shards, in order. inline: every step on the calling thread, in the same order
-    (same files; no threads, e.g. where threads are unwelcome)."""
+    writes finished shards, in order. prefetch: decoded batches the reader keeps ready. inline: every
+    step on the calling thread, in the same order (same files; no threads, e.g. where threads are
+    unwelcome)."""
     plans = [p for p in plans if p.todo]
     if not plans:
         return
     if inline:
-        messages = (m for p in plans for m in shard_messages(pool, p, batch_size, resize))
-        _drive(messages, lambda job: job(), models, layout, plans, target, num_classes, save_maps, bar)
+        messages = (m for p in plans for m in shard_messages(job.pool, p, job.batch_size, job.resize))
+        _drive(messages, ShardCollector(job, plans, call), job, bar)
         return
     stop = threading.Event()
     batches: queue.Queue = queue.Queue(maxsize=prefetch)
     jobs: queue.Queue = queue.Queue(maxsize=2)  # a job holds a batch's probabilities: keep few in flight
-    reader = Worker(lambda: read_batches(pool, plans, batch_size, resize, batches, stop), "blindspots-scan-reader")
+    stage = _pinned if job.pin_memory else None
+    reader = Worker(lambda: read_batches(job.pool, plans, job.batch_size, job.resize, batches, stop, stage),
+                    "blindspots-scan-reader")
     writer = Worker(lambda: run_jobs(jobs), "blindspots-scan-writer")
     reader.start()
     writer.start()
     old_interval = sys.getswitchinterval()
     sys.setswitchinterval(min(old_interval, SCAN_SWITCH_INTERVAL_S))
     try:
-        _drive(_from_reader(batches, reader), lambda job: submit(jobs, job, writer), models, layout, plans, target,
-               num_classes, save_maps, bar)
+        _drive(_from_reader(batches, reader), ShardCollector(job, plans, lambda w: submit(jobs, w, writer)), job, bar)
     finally:
         stop.set()  # the reader stops early if we were interrupted
         # Let the writer finish what is queued (whole shards and their maps), then end it.
@@ -83,6 +83,17 @@ def run_local(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: l
         sys.setswitchinterval(old_interval)
     if writer.error:
         raise writer.error
+
+
+def _pinned(msg: Any) -> Any:
+    """Reader side: a batch's pixels copied into pinned memory (`models.devices.pin_array`; unchanged
+    where pinning is not available), so that the main thread's transfer to the GPU does not block
+    while the reader decodes the next batch."""
+    from blindspots.models.devices import pin_array  # torch: only a scan with a model on a GPU gets here
+
+    if isinstance(msg, Batch) and msg.images is not None:
+        msg.images = pin_array(msg.images)
+    return msg
 
 
 def _from_reader(batches: queue.Queue, reader: Worker) -> Iterator[Any]:
@@ -101,38 +112,21 @@ def _from_reader(batches: queue.Queue, reader: Worker) -> Iterator[Any]:
         yield msg
 
 
-def _drive(messages: Iterator[Any], run: Callable[[Callable[[], None]], None], models: Mapping[str, Any],
-           layout: ScanLayout, plans: list[ShardPlan], target: str, num_classes: int, save_maps: bool,
-           bar: Any) -> None:
-    """Forward each Batch message here; hand statistics, map and shard writes to `run` (the writer
-    thread's queue, or a plain call), in message order."""
-    by_k = {p.k: p for p in plans}
-    rows: dict[int, ShardRows] = {}  # touched by the jobs only (one thread)
-    health = Health()
-    planned = {m: sum(len(p.ids) for p in plans if m in p.run) for m in models}
-    deferred: list[Callable[[], None]] = []  # shard writes held back while a model has only failed
+def _drive(messages: Iterator[Any], collector: ShardCollector, job: ScanJob, bar: Any) -> None:
+    """Forward each Batch message here; feed the collector (whose writes go to the writer thread's
+    queue, or run at once), in message order."""
     for msg in messages:
-        plan = by_k[msg.k]
-        shard = rows.setdefault(msg.k, ShardRows())
         if isinstance(msg, Errors):
-            run(lambda msg=msg, shard=shard: add_errors(msg, shard))
+            collector.errors(msg)
             bar.update(len(msg.items))
         elif isinstance(msg, Batch):
-            outputs, errors = forward(msg, plan.run, models, num_classes)
-            health.add(plan.run, {m: len(o.pos) for m, o in outputs.items()}, errors)
-            run(lambda msg=msg, plan=plan, shard=shard, outputs=outputs, errors=errors: add_batch(
-                batch_result(msg, plan, outputs, errors, target, num_classes), plan, shard, layout, target,
-                num_classes, save_maps))
+            plan = collector.plans[msg.k]
+            outputs, errors = forward(msg, plan.run, job.models, job.num_classes)
+            collector.batch(msg.k, {m: len(o.pos) for m, o in outputs.items()}, errors,
+                            lambda msg=msg, plan=plan, outputs=outputs, errors=errors: batch_result(
+                                msg, plan, outputs, errors, job.target, job.num_classes))
             del outputs  # inline: the probabilities go as soon as their statistics are taken
             bar.update(len(msg.ids))
         else:  # EndShard
-            health.check(planned, final=False)
-            deferred.append(lambda plan=plan, shard=rows.pop(msg.k): finish_shard(
-                plan, shard, layout, target, num_classes))
-            if not health.undecided():
-                for job in deferred:
-                    run(job)
-                deferred.clear()
-    health.check(planned, final=True)
-    for job in deferred:
-        run(job)
+            collector.end_shard(msg.k)
+    collector.close()

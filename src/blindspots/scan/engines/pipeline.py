@@ -69,10 +69,13 @@ def put_until_stopped(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
 
 
 def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple[int, int] | None,
-                 q: queue.Queue, stop: threading.Event) -> None:
-    """Reader thread: put each planned shard's messages (`shard_messages`), then DONE."""
+                 q: queue.Queue, stop: threading.Event, stage: Callable[[Any], Any] | None = None) -> None:
+    """Reader thread: put each planned shard's messages (`shard_messages`), then DONE. stage: applied
+    to each message here, on this thread, before it is queued (e.g. pinning a batch's pixels)."""
     for plan in plans:
         for msg in shard_messages(pool, plan, batch_size, resize):
+            if stage is not None:
+                msg = stage(msg)
             if stop.is_set() or not put_until_stopped(q, msg, stop):
                 return
     put_until_stopped(q, DONE, stop)

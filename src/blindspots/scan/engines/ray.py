@@ -13,8 +13,11 @@ its driver) resumes from the finished shards with either engine.
 
 Models travel to the actors as their spec (`model.info["spec"]`, made absolute with
 `models.absolute_spec`, loaded once per actor with `models.load_model`), or pickled when they
-have no spec (models built in Python). Every node needs blindspots, the model files and the pool
-at the same paths (or shared storage); the out folder is only written by the driver.
+have no spec (models built in Python). The decode tasks read the pool through its source's own
+picklable reader (`blindspots.data.sources`), on whichever node they run: a pool in object storage
+needs no shared filesystem, only the store's credentials on the nodes; a local folder pool needs
+the same path on every node. Every node needs blindspots and the model files at the same paths;
+the out folder is only written by the driver. Model actors ask Ray for `gpus_per_actor` GPUs.
 
 CPU requests are fractional (ACTOR_CPUS, DECODE_CPUS) so that on a node with one CPU an actor and
 decode tasks fit side by side: with whole-CPU requests the actors take every CPU and the decode
@@ -37,10 +40,10 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from blindspots.scan.engines.forward import Health, batch_result, forward
+from blindspots.scan.engines.collect import ShardCollector
+from blindspots.scan.engines.forward import batch_result, forward
+from blindspots.scan.engines.job import ScanJob, on_gpu
 from blindspots.scan.engines.pipeline import Batch, Errors, shard_messages
-from blindspots.scan.engines.rows import ShardRows, add_batch, add_errors, finish_shard
-from blindspots.scan.layout import ScanLayout
 from blindspots.scan.plan import ShardPlan
 
 log = logging.getLogger(__name__)
@@ -117,6 +120,7 @@ class ModelActor:
 
         keep_freed_memory()  # the actor's process is ours: the forwards reuse freed memory (blindspots.allocator)
         self.models = {name: load_model(ref) if kind == "spec" else ref for name, (kind, ref) in refs.items()}
+        self.pin = any(on_gpu(m) for m in self.models.values())  # models on this actor's GPU
         self.target, self.num_classes, self.save_maps = target, num_classes, save_maps
         self.lock = threading.Lock()
 
@@ -126,6 +130,10 @@ class ModelActor:
         out = []
         for head, msg in _unpack(batch["item"]):
             if isinstance(msg, Batch):
+                if self.pin and msg.images is not None:  # pinned outside the lock: the transfer does not block
+                    from blindspots.models.devices import pin_array
+
+                    msg.images = pin_array(msg.images)
                 with self.lock:
                     outputs, errors = forward(msg, head.run, self.models, self.num_classes)
                 res = batch_result(msg, head, outputs, errors, self.target, self.num_classes)
@@ -152,9 +160,12 @@ def connect(ray: Any, address: str | None) -> bool:
     return True
 
 
-def default_actors(ray: Any) -> int:
-    """One model actor per CPU of the cluster (at least 1)."""
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+def default_actors(ray: Any, gpus_per_actor: float | None = None) -> int:
+    """One model actor per CPU of the cluster, or with gpus_per_actor as many as its GPUs hold (at least 1)."""
+    resources = ray.cluster_resources()
+    if gpus_per_actor:
+        return max(1, int(resources.get("GPU", 0) // float(gpus_per_actor)))
+    return max(1, int(resources.get("CPU", 1)))
 
 
 def decode_tasks(n_actors: int) -> int:
@@ -162,13 +173,14 @@ def decode_tasks(n_actors: int) -> int:
     return max(1, math.ceil(n_actors / ACTORS_PER_DECODE_TASK))
 
 
-def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: list[ShardPlan], target: str,
-            num_classes: int, batch_size: int, resize: tuple[int, int] | None, save_maps: bool, bar: Any,
-            *, address: str | None = None, actors: int | None = None) -> None:
+def run_ray(job: ScanJob, plans: list[ShardPlan], bar: Any, *, address: str | None = None,
+            actors: int | None = None, gpus_per_actor: float | None = None) -> None:
     """Run the planned shards (plans with `todo`) on Ray: see the module docstring.
 
     address: a Ray cluster ("auto", "ray://host:10001", "host:6379"); None: the Ray this process
-    is connected to, or a new local one. actors: model actors (default: one per cluster CPU).
+    is connected to, or a new local one. actors: model actors (default: one per cluster CPU, or with
+    gpus_per_actor as many as the cluster's GPUs hold). gpus_per_actor: GPUs each actor asks for
+    (`num_gpus`; Ray then shows it only its own GPU, on which the models load with device=auto).
     Shards that need no images (only pairs against saved maps) run on the local engine here.
     """
     from blindspots.scan.engines.local import run_local
@@ -177,17 +189,21 @@ def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: lis
     mapless = [p for p in plans if not p.needs_images]
     plans = [p for p in plans if p.needs_images]
     if mapless:
-        run_local(pool, models, layout, mapless, target, num_classes, batch_size, resize, save_maps, 2, bar)
+        run_local(job, mapless, bar, prefetch=2)
     if not plans:
         return
     ray = import_ray()
-    refs = model_refs(models)
+    refs = model_refs(job.models)
     started = connect(ray, address)
     ctx = ray.data.DataContext.get_current()
     bars = ctx.enable_progress_bars
     ctx.enable_progress_bars = False  # the scan has its own tqdm bar
     try:
-        n_actors = int(actors) if actors else default_actors(ray)
+        gpus = float(ray.cluster_resources().get("GPU", 0))
+        if gpus_per_actor and gpus < float(gpus_per_actor):  # Ray would wait for GPUs forever
+            raise ValueError(f"gpus_per_actor: expected at most the GPUs of the Ray cluster ({gpus:g}), "
+                             f"got {gpus_per_actor}")
+        n_actors = int(actors) if actors else default_actors(ray, gpus_per_actor)
         if n_actors < 1:
             raise ValueError(f"actors: expected a positive integer, got {actors}")
         ds = ray.data.from_items(
@@ -200,64 +216,50 @@ def run_ray(pool: Any, models: Mapping[str, Any], layout: ScanLayout, plans: lis
             ds = ds.map_batches(_decode, batch_size=1, batch_format="numpy", num_cpus=DECODE_CPUS,
                                 compute=ray.data.TaskPoolStrategy(size=decode_tasks(n_actors)),
                                 scheduling_strategy="DEFAULT",  # see DECODE_SCHEDULING
-                                fn_kwargs={"pool": pool, "batch_size": batch_size, "resize": resize})
-        ds = ds.map_batches(ModelActor, batch_size=1, batch_format="numpy", num_cpus=ACTOR_CPUS,
+                                fn_kwargs={"pool": job.pool, "batch_size": job.batch_size, "resize": job.resize})
+        gpus = {"num_gpus": float(gpus_per_actor)} if gpus_per_actor else {}
+        ds = ds.map_batches(ModelActor, batch_size=1, batch_format="numpy", num_cpus=ACTOR_CPUS, **gpus,
                             compute=ray.data.ActorPoolStrategy(size=n_actors,
                                                                max_concurrent_calls_per_actor=CALLS_PER_ACTOR,
                                                                enable_true_multi_threading=True),
-                            fn_constructor_kwargs={"refs": refs, "target": target, "num_classes": num_classes,
-                                                   "save_maps": save_maps})
-        _drain(ds, plans, models, layout, target, num_classes, save_maps, bar)
+                            fn_constructor_kwargs={"refs": refs, "target": job.target,
+                                                   "num_classes": job.num_classes, "save_maps": job.save_maps})
+        _drain(ds, ShardCollector(job, plans), bar)
     finally:
         ctx.enable_progress_bars = bars
         if started:
             ray.shutdown()
 
 
-def _drain(ds: Any, plans: list[ShardPlan], models: Mapping[str, Any], layout: ScanLayout, target: str,
-           num_classes: int, save_maps: bool, bar: Any) -> None:
-    """Driver: fold the actors' results into shard rows; write each shard once all its ids are back.
-
-    Shards with a model that has failed on every image so far are held back (as in the local
-    engine) until the model succeeds once or the scan stops with a ValueError naming it."""
-    by_k = {p.k: p for p in plans}
-    rows: dict[int, ShardRows] = {}
+def _drain(ds: Any, collector: ShardCollector, bar: Any) -> None:
+    """Driver: feed the actors' results to the collector, which writes each shard on this thread once
+    all its ids are back (and holds shards back, as in the local engine, while a model has failed on
+    every image so far)."""
+    plans = collector.plans
     seen: dict[int, int] = {}
-    health = Health()
-    planned = {m: sum(len(p.ids) for p in plans if m in p.run) for m in models}
-    deferred: list[tuple[ShardPlan, ShardRows]] = []
     t0 = time.perf_counter()
     first: float | None = None
     for row in ds.iter_rows():
         if first is None:
             first = time.perf_counter()
         _, item = pickle.loads(row["item"])
-        plan = by_k[item.k]
-        shard = rows.setdefault(plan.k, ShardRows())
+        plan = plans[item.k]
         if isinstance(item, Errors):
-            add_errors(item, shard)
+            collector.errors(item)
             n = len(item.items)
         else:
-            health.add(plan.run, {m: len(r.ids) for m, r in item.models.items()}, item.errors)
-            add_batch(item, plan, shard, layout, target, num_classes, save_maps)
+            collector.batch(plan.k, {m: len(r.ids) for m, r in item.models.items()}, item.errors,
+                            lambda item=item: item)
             n = len(item.ids)
         bar.update(n)
         seen[plan.k] = seen.get(plan.k, 0) + n
-        if seen[plan.k] < len(plan.ids):
-            continue
-        health.check(planned, final=False)
-        deferred.append((plan, rows.pop(plan.k)))
-        if not health.undecided():
-            for p, s in deferred:
-                finish_shard(p, s, layout, target, num_classes)
-            deferred.clear()
-    health.check(planned, final=True)
-    for p, s in deferred:
-        finish_shard(p, s, layout, target, num_classes)
+        if seen[plan.k] == len(plan.ids):
+            collector.end_shard(plan.k)
+    collector.close()
     end = time.perf_counter()
     if first is not None:  # start-up (actor processes importing torch, loading models) vs the rest
         log.info("ray scan: first result after %.2f s, then %d images in %.2f s",
                  first - t0, sum(seen.values()), end - first)
-    missing = [p.k for p in plans if seen.get(p.k, 0) < len(p.ids)]
+    missing = [k for k, p in plans.items() if seen.get(k, 0) < len(p.ids)]
     if missing:
         raise RuntimeError(f"scan: the Ray pipeline ended without every row of shards {missing[:5]}")

@@ -14,6 +14,7 @@ import numpy as np
 from blindspots.scan import maps as map_files
 from blindspots.scan import schema
 from blindspots.scan.engines.forward import BatchResult, distances
+from blindspots.scan.engines.job import ScanJob
 from blindspots.scan.engines.pipeline import Errors
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.plan import ShardPlan
@@ -37,12 +38,12 @@ def add_errors(msg: Errors, shard: ShardRows) -> None:
         shard.status[image_id] = (schema.STATUS_ERROR, reason, None, None, None)
 
 
-def add_batch(res: BatchResult, plan: ShardPlan, shard: ShardRows, layout: ScanLayout, target: str,
-              num_classes: int, save_maps: bool) -> None:
+def add_batch(res: BatchResult, plan: ShardPlan, shard: ShardRows, job: ScanJob) -> None:
     """A batch's statistics, maps and pair distances into its shard's rows; saves the maps.
 
     Pairs that `forward.batch_result` left out (one map saved by an earlier run) are computed
     here from the saved maps."""
+    layout, target, num_classes = job.layout, job.target, job.num_classes
     ids = res.ids
     if res.decoded:
         for image_id, (h, w), digest in zip(ids, res.sizes, res.hashes):
@@ -53,7 +54,7 @@ def add_batch(res: BatchResult, plan: ShardPlan, shard: ShardRows, layout: ScanL
         table = shard.models.setdefault(name, {})
         for j, image_id in enumerate(mr.ids):
             table[image_id] = (mr.frac[j], float(mr.entropy[j]), float(mr.maxprob[j]))
-        if save_maps and not layout.model_shard(name, plan.k).exists():
+        if job.save_maps and not layout.model_shard(name, plan.k).exists():
             if mr.pngs is not None:
                 map_files.write_pngs(layout, name, mr.ids, mr.pngs)
             else:
@@ -97,8 +98,9 @@ def _saved(layout: ScanLayout, shard: ShardRows, model: str, k: int) -> set[str]
     return shard.disk[model]
 
 
-def finish_shard(plan: ShardPlan, shard: ShardRows, layout: ScanLayout, target: str, num_classes: int) -> None:
+def finish_shard(plan: ShardPlan, shard: ShardRows, job: ScanJob) -> None:
     """Write the shard's Parquet files (its maps were saved by `add_batch` before)."""
+    layout, target, num_classes = job.layout, job.target, job.num_classes
     ids = plan.ids
     if plan.need_meta:
         missing = [i for i in ids if i not in shard.status]

@@ -1,0 +1,200 @@
+"""`pull`: finished Label Studio annotations into the project's masks (or ratings), so `round` goes on.
+
+Everything is read and checked first (every page of tasks, every mask decoded and sized, every label a
+class, every image one the round awaits); only then is anything stored, so a bad annotation or a server
+that stops answering half-way leaves the project as it was. Per task the latest submitted annotation
+wins (an edited annotation replaces the mask stored from its older version); a task whose stored
+annotation is unchanged is not written again (re-pulling is idempotent). Tasks skipped (cancelled) in
+Label Studio and pushed tasks deleted there are reported, never dropped in silence.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from blindspots.data.formats.labelstudio import annotation_mask, image_path_of
+from blindspots.data.formats.labelstudio_config import RATING_CHOICES
+from blindspots.integrations.labelstudio.connection import KINDS, load_connection, save_connection
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PullReport:
+    kind: str
+    ls_project: int
+    stored: list[str] = field(default_factory=list)      # masks / ratings stored (new or edited)
+    unchanged: int = 0
+    waiting: list[str] = field(default_factory=list)     # tasks without a submitted annotation yet
+    skipped: list[str] = field(default_factory=list)     # tasks skipped (cancelled) or submitted empty
+    deleted: list[str] = field(default_factory=list)     # pushed tasks deleted in Label Studio
+    ignored: list[str] = field(default_factory=list)     # annotated tasks of images the round does not await
+    next: str = ""
+
+    def lines(self) -> list[str]:
+        out = [f"pulled {len(self.stored)} {self.kind} answer(s) from Label Studio project {self.ls_project} "
+               f"({self.unchanged} unchanged, {len(self.waiting)} task(s) not annotated yet)"]
+        if self.skipped:
+            out.append(f"skipped or empty in Label Studio ({len(self.skipped)}): {', '.join(self.skipped[:10])}")
+        if self.deleted:
+            out.append(f"deleted in Label Studio ({len(self.deleted)}; `blindspots labelstudio push` pushes them "
+                       f"again): {', '.join(self.deleted[:10])}")
+        if self.ignored:
+            out.append(f"annotations on images the round does not await, ignored ({len(self.ignored)}): "
+                       f"{', '.join(self.ignored[:10])}")
+        if self.next:
+            out.append(self.next)
+        return out
+
+
+def _when(ann: dict) -> tuple[str, int]:
+    return (str(ann.get("updated_at") or ann.get("created_at") or ""), int(ann.get("id") or 0))
+
+
+def _author(ann: dict, users: dict[int, str]) -> str:
+    who = ann.get("completed_by")
+    if isinstance(who, dict):
+        return str(who.get("email") or who.get("id"))
+    return users.get(int(who), f"labelstudio-user-{who}") if who is not None else "labelstudio"
+
+
+def _image_of(task: dict, conn_rec: dict | None, awaited: dict[int, list[str]]) -> tuple[int | None, str | None]:
+    """(round, image id) of a task: our ledger, else the task's blindspots_id and round, else (tasks made
+    in Label Studio itself) an awaited id whose path the image URL ends with."""
+    if conn_rec is not None:
+        return int(conn_rec["round"]), str(conn_rec["id"])
+    data = task.get("data") or {}
+    if data.get("blindspots_id") is not None and data.get("round") is not None:
+        return int(data["round"]), str(data["blindspots_id"])
+    path = image_path_of(str(data.get("image") or ""))
+    for i, ids in awaited.items():
+        hits = [x for x in ids if path == x or path.endswith("/" + x)]
+        if len(hits) == 1:
+            return i, hits[0]
+    return None, None
+
+
+def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_size: int = 100) -> PullReport:
+    """Read the `kind` ("masks" or "ratings") project's annotations into `project`; see the module docstring.
+
+    ignore_other: annotations on images that no round awaits are reported instead of being an error.
+    """
+    from blindspots.loop import LoopContext, masks_needed
+
+    if kind not in KINDS:
+        raise ValueError(f"kind: expected one of {list(KINDS)}, got {kind!r}")
+    conn = load_connection(project.path)
+    client = conn.client()
+    pid = conn.ls_project(kind)
+    # 1. read everything (a server lost here leaves the project untouched)
+    tasks = list(client.tasks(pid, page_size=page_size))
+    users = client.users()
+    loop = LoopContext(project, simulate=False, progress=False)
+    rounds = range(project.config.project.rounds + 1)
+    awaited = {i: (masks_needed(project, i) if kind == "masks" else [str(x) for x in project.candidates(i, "M")["id"]])
+               for i in rounds}
+    awaited = {i: ids for i, ids in awaited.items() if ids}
+    pushed = conn.pushed(kind)
+    report = PullReport(kind, pid)
+    other: list[str] = []
+    writes: list[tuple[int, str, Any, str, str, str]] = []  # round, id, mask or score, author, ledger key, signature
+    for task in tasks:
+        tid = int(task["id"])
+        i, image_id = _image_of(task, pushed.get(tid), awaited)
+        label = f"task {tid}" + (f" ({image_id})" if image_id else "")
+        anns = [a for a in task.get("annotations") or []]
+        done = [a for a in anns if not (a.get("was_cancelled") or a.get("skipped"))]
+        if i is None or image_id not in awaited.get(i, []):
+            if done:
+                other.append(f"task {tid} ({(task.get('data') or {}).get('image')})")
+            continue
+        if not done:
+            (report.skipped if anns else report.waiting).append(label + (" skipped" if anns else ""))
+            continue
+        if kind == "masks":
+            ann = max(done, key=_when)
+            sig = f"{ann.get('id')}@{_when(ann)[0]}"
+            key = f"{pid}:{tid}"
+            if conn.pulled.get(key) == sig and project.stored_mask_path(i, image_id) is not None:
+                report.unchanged += 1
+                continue
+            mask = _mask(loop, ann, label, i, image_id)
+            if mask is None:
+                report.skipped.append(label + " submitted empty")
+                continue
+            writes.append((i, image_id, mask, _author(ann, users), key, sig))
+        else:
+            for ann in done:
+                key, sig = f"{pid}:{tid}:{ann.get('id')}", _when(ann)[0]
+                if conn.pulled.get(key) == sig:
+                    report.unchanged += 1
+                    continue
+                score = _rating(ann, label)
+                if score is None:
+                    report.skipped.append(label + " without a rating")
+                    continue
+                writes.append((i, image_id, score, _author(ann, users), key, sig))
+    if other and not ignore_other:
+        raise ValueError(f"labelstudio: expected annotations on images a round awaits ({kind}: "
+                         f"{'S ∪ T' if kind == 'masks' else 'M'}), got {len(other)} annotated task(s) on other images "
+                         f"in Label Studio project {pid}: {', '.join(other[:5])}; nothing was stored (delete those "
+                         "tasks there, or pass --ignore-other)")
+    report.ignored = other
+    live = {int(t["id"]) for t in tasks}
+    report.deleted = [f"task {tid} ({rec['id']}, round {rec['round']})" for tid, rec in sorted(pushed.items())
+                      if tid not in live]
+    # 2. store (every answer checked above)
+    if kind == "masks":
+        for i, image_id, mask, who, key, sig in writes:
+            project.add_mask(i, image_id, mask, source="labelstudio", annotator=who)
+    elif writes:
+        project.add_ratings([(i, x, who, score) for i, x, score, who, _, _ in writes])
+    for i, image_id, _, _, key, sig in writes:
+        conn.pulled[key] = sig
+        report.stored.append(image_id)
+    save_connection(project.path, conn)
+    project.log_event("labelstudio-pull", {"kind": kind, "ls_project": pid, "stored": len(writes),
+                                           "skipped": len(report.skipped), "deleted": len(report.deleted)},
+                      step=kind)
+    report.next = _next(project, kind, sorted({w[0] for w in writes}))
+    return report
+
+
+def _mask(loop: Any, ann: dict, label: str, i: int, image_id: str) -> np.ndarray | None:
+    classes = loop.classes
+    try:
+        mask = annotation_mask(ann.get("result") or [], classes, where=label)
+    except ValueError as e:
+        raise ValueError(f"labelstudio: {label}, annotation {ann.get('id')}: {e}; nothing was stored") from None
+    if mask is None:  # submitted without a region: reported, not stored as an all-ignore mask
+        return None
+    shape = loop.pool.load(image_id).shape[:2]
+    if mask.shape != shape:
+        raise ValueError(f"labelstudio: {label}: expected a {shape[0]}x{shape[1]} mask like the image, got "
+                         f"{mask.shape[0]}x{mask.shape[1]}; nothing was stored")
+    return mask
+
+
+def _rating(ann: dict, label: str) -> int | str | None:
+    for r in ann.get("result") or []:
+        if str(r.get("type", "")).lower() == "choices":
+            values = (r.get("value") or {}).get("choices") or []
+            if len(values) != 1 or values[0] not in RATING_CHOICES:
+                raise ValueError(f"labelstudio: {label}, annotation {ann.get('id')}: expected one of "
+                                 f"{list(RATING_CHOICES)}, got {values}; nothing was stored")
+            return "ood" if values[0] == RATING_CHOICES[-1] else int(values[0])
+    return None
+
+
+def _next(project: Any, kind: str, rounds: list[int]) -> str:
+    from blindspots.loop import after_masks_import
+
+    if kind == "masks":
+        try:
+            return after_masks_import(project, rounds[-1] if rounds else None)
+        except ValueError:
+            return ""
+    return f"run `blindspots round {project.path}` to continue once every candidate has its ratings"
