@@ -209,8 +209,11 @@ def throughput(root: Path, endpoint: str | None, rounds: int) -> None:
 
 # ----------------------------------------------------------------------------- 2./3. plan and resume at 10^6
 
+# Peak memory of a child: VmHWM (this process's own high-water mark; ru_maxrss keeps the parent's across exec)
+HWM = "int([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]) / 1024"
+
 PLAN_CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 t0 = time.perf_counter()
 from blindspots.data.sources import open_pool
 from blindspots.ids import check_unique_artifacts
@@ -218,7 +221,7 @@ from blindspots.scan.layout import ScanLayout
 from blindspots.scan.manifest import ids_digest, save_ids, save_manifest
 from blindspots.scan.plan import num_shards, plan_shards, scan_id_array
 spec, out, opts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-base_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+base_mb = HWM
 t1 = time.perf_counter()
 src = open_pool(spec, storage_options=opts)
 ids = scan_id_array(src)
@@ -232,11 +235,11 @@ plans = plan_shards(ScanLayout(out), ids, 256, {"t": None}, "t", [], n, True)
 t2 = time.perf_counter()
 print(json.dumps({"ids": len(ids), "shards": len(plans), "todo": sum(p.todo for p in plans), "plan_s": t2 - t1,
                   "imports_s": t1 - t0, "base_rss_mb": base_mb,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": HWM}))
 """
 
 RESUME_CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 import torch
 from blindspots.data.sources import open_pool
 from blindspots.models.adapters import TorchSegmenter
@@ -244,19 +247,20 @@ from blindspots.scan import scan_pool
 spec, out = sys.argv[1], sys.argv[2]
 torch.manual_seed(0)
 model = TorchSegmenter(torch.nn.Conv2d(3, 2, 1), 2)
-base_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+base_mb = HWM
 t0 = time.perf_counter()
 scan_pool(open_pool(spec), {"t": model}, out, target="t", shard_size=256, progress=False)
 t1 = time.perf_counter()
 print(json.dumps({"resume_s": t1 - t0, "base_rss_mb": base_mb,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": HWM}))
 """
 
 
 def child(code: str, *args: str) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1] / "src"),
                                                          os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+    res = subprocess.run([sys.executable, "-c", code.replace("HWM", HWM), *args], capture_output=True, text=True,
+                         env=env)
     if res.returncode != 0:
         raise RuntimeError(res.stderr[-2000:])
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -309,7 +313,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=400, help="photos per source in part 1")
     ap.add_argument("--size", type=int, default=256, help="side of each photo crop")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ids", type=int, default=1_000_000, help="ids in parts 2 and 3")
     ap.add_argument("--s3-objects", type=int, default=0, help="also list this many objects from the S3 server")
     ap.add_argument("--no-s3", action="store_true", help="skip the local S3 server rows")

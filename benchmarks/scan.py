@@ -25,6 +25,9 @@ around two seeded zoo small_fcn nets, returning probabilities, so the scan valid
 interleaved rounds against a bare loop of the same raw callables on the same same-size batches,
 torch on --threads threads like the uniform row (printed with the row).
 
+Peak memory: the last line is this process's peak RSS; `benchmarks/scan_memory.py` measures a
+user's `blindspots scan` of photos in fresh processes, pixel budget against image count.
+
 --also-inline also times the local engine run inline (`run_local(..., inline=True)`: decode,
 forward, statistics and writes one after the other on the main thread) beside the default
 reader/writer threads.
@@ -507,6 +510,11 @@ def main() -> None:
               f"wall, {np.median([a[1] for a in alt]):.3f} CPU   [{load()}]")
     print(f"statistics alone (stats + 2 pair distances, estimated on a sample) = "
           f"{stats:.2f} s = {stats / bare:.3f} of the bare forward")
+    import resource
+
+    # the whole benchmark's peak (every scan and bare forward above, in this process); a user's scan
+    # of photos, budget against image count, side by side in fresh processes: benchmarks/scan_memory.py
+    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
 if __name__ == "__main__":

@@ -257,6 +257,7 @@ def main() -> None:
         "agreement": ev.agreement.to_dict("records"), "judge_test_acc": acc_j, "classifier_test_acc": acc_f,
         "reconstruction_acc": recon, "identify": s, "preset": preset.as_dict(), "distill": scenarios.fit,
         "times_s": times, "args": {k2: str(v) for k2, v in vars(args).items()}}, indent=2, default=float))
+    print(f"\nnext: blindspots report {out}     # the run as an offline HTML page (figures, scenarios, agreement)")
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ from PIL import Image
 
 HERE = Path(__file__).resolve().parent
 # RapidOCR's detector input: sides multiples of 32 (padded), longest side <= 960, x/255 then
-# (x - 0.5) / 0.5; the output is one sigmoid channel p(text), read as [1 - p, p]
-TEXT_OPTIONS = "output=probabilities&pad=32&max_side=960&mean=0.5&std=0.5"
+# (x - 0.5) / 0.5, channels in OpenCV's BGR order; the output is one sigmoid channel p(text), read as [1 - p, p]
+TEXT_OPTIONS = "output=probabilities&pad=32&max_side=960&mean=0.5&std=0.5&channels=bgr"
 
 
 def task_specs(task: str, models: Path) -> tuple[str, str]:
@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         prepare_models(models_dir, args.wheels or work / "wheels", names=TASK_FILES[task])
     print(f"models: {sorted(p.name for p in models_dir.iterdir())} in {models_dir}")
     if args.prepare:
+        print("next: " + next_command(tasks[0], work, models_dir, pool, scan_only=True))
         return
     env = cli_env(models_dir)
     for task in tasks:
@@ -173,6 +174,23 @@ def main(argv: list[str] | None = None) -> None:
             paths = write_sheets(pool, out / "scan", p, out / "judge" / strategy,
                                  (spec_name(target), spec_name(competitor)))
             print(f"{task} {strategy}: {len(paths)} sheets in {out / 'judge' / strategy}")
+    print("next: " + next_command(tasks[-1], work, models_dir, pool, scan_only=False))
+
+
+def next_command(task: str, work: Path, models_dir: Path, pool: Path, *, scan_only: bool) -> str:
+    """The command a person runs next (printed last): the scan of the README, or a project on that scan."""
+    target, competitor = task_specs(task, models_dir)
+    q = shlex.quote
+    # the MediaPipe callables import from examples/ and find their files through OWN_MODELS_DIR
+    where = f"cd {HERE.name} && OWN_MODELS_DIR={q(str(models_dir.resolve()))} " if task == "person" else ""
+    # after --prepare the README scans into WORK/scan; a full run of this script scans into WORK/<task dir>/scan
+    scan = work.resolve() / "scan" if scan_only else work.resolve() / TASK_DIRS[task] / "scan"
+    if scan_only:
+        return f"{where}blindspots scan {q(str(pool.resolve()))} -t {q(target)} -c {q(competitor)} --out {q(str(scan))}"
+    # a callable has no weights to check, so only file models hand their scan to the project (--scan)
+    reuse = f" --scan {q(str(scan))}" if task == "text" else ""
+    return (f"{where}blindspots init {q(str(work.resolve() / TASK_DIRS[task] / 'project'))} --pool "
+            f"{q(str(pool.resolve()))} -t {q(target)} -c {q(competitor)} --raters 1{reuse}")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ def main(path: str) -> None:
         print(f"\nscenario {s.index}: {len(s.members)} failures")
         print(f"  sets it apart: {s.description}")
         print(f"  most typical: {', '.join(s.typical)}")
+    print(f"\nnext: blindspots report {path} --scenarios     # the same scenarios on the round page, as a vote set")
 
 
 if __name__ == "__main__":

@@ -121,6 +121,7 @@ def main() -> None:
     (out / "summary.json").write_text(json.dumps({"table3": table.to_dict(orient="records"),
                                                   "class_lsa_mdsa_rho": rhos}, indent=1, default=float))
     print(f"\nwrote {out}/table3.csv, figure9.png, figure6_*.png, summary.json")
+    print(f"next: blindspots report {out}     # these results as an offline HTML page")
 
 
 if __name__ == "__main__":

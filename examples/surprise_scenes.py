@@ -153,6 +153,7 @@ def main() -> None:
                "class_lsa_mdsa_rho": {n: r for n, _, r in rows}, "table3": table.to_dict(orient="records")}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
     print(f"\nwrote {out}/table3.csv, figure9.png, surprise.mp4, figure6_top*.png, summary.json")
+    print(f"next: blindspots report {out}     # these results as an offline HTML page")
 
 
 def retrain(args, model, mdsa, ex, train_imgs, train_masks, test):

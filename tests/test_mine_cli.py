@@ -58,7 +58,8 @@ def test_mine_writes_picks_and_an_offline_gallery(scanned, tmp_path, strategy):
     assert not {"im 1.jpg", "copy.jpg"} <= set(csv["id"])  # exact duplicates: picked once
     assert csv["content_hash"].is_unique
     if strategy == "mad":
-        assert csv["reason"].str.contains(r"red vs green disagree on \d+% of pixels \(class_\d\)").all()
+        assert csv["reason"].str.contains(r"red and green label (<1|\d+)% of pixels differently "
+                                          r"\(ranked among the images where (red|green) shows class_\d\)").all()
     html = (out / "index.html").read_text()
     assert "http" not in html.lower() and "//" not in re.sub(r"<!DOCTYPE[^>]*>", "", html)
     srcs = [unquote(s) for s in re.findall(r'src="([^"]+)"', html)]
@@ -106,7 +107,7 @@ def test_mine_an_earlier_target(scanned, tmp_path):
     assert res.exit_code == 0, res.output
     html = (out / "index.html").read_text()
     assert "red (target)" in html and "thumbs/green/" in html and "thumbs/blue/" not in html
-    assert pd.read_csv(out / "picks.csv")["reason"].str.startswith("red vs green").all()
+    assert pd.read_csv(out / "picks.csv")["reason"].str.startswith("red and green").all()
 
 
 def test_mine_surprise_columns(scanned, tmp_path):

@@ -11,7 +11,7 @@ from blindspots.mine import (
     EntropySampler, MADSampler, RandomSampler, SurpriseSampler, make_sampler, sampler_names, sampler_settings,
 )
 from blindspots.mine.mad import class_area_ranges, class_area_ranges_from_table
-from blindspots.mine.reasons import describe
+from blindspots.mine.reasons import describe, percent
 
 
 def test_registry_lists_and_builds_every_strategy():
@@ -75,13 +75,19 @@ def test_ranges_from_predictions_match_the_mask_quartiles():
 def test_reasons_read_like_sentences():
     mad = json.dumps({"distance": "dpa", "target": "target", "picks": [
         {"competitor": "deeplab", "class": 1, "by": "target", "d": 0.38, "rank": 0}]})
-    assert describe(mad, ["background", "person"]) == "target vs deeplab disagree on 38% of pixels (person)"
+    assert describe(mad, ["background", "person"]) == \
+        "target and deeplab label 38% of pixels differently (ranked among the images where target shows person)"
     assert "mIoU distance 0.38" in describe(mad.replace('"dpa"', '"dmiou"'), ["background", "person"])
+    # a small share is not rounded to nothing; the class names whose map it is
+    small = mad.replace('"d": 0.38', '"d": 0.004').replace('"by": "target"', '"by": "competitor"')
+    assert describe(small, ["background", "person"]) == \
+        "target and deeplab label <1% of pixels differently (ranked among the images where deeplab shows person)"
     assert describe(json.dumps({"strategy": "entropy", "target": "t", "value": 0.4123})).startswith(
         "t's mean per-pixel entropy is 0.412")
     assert describe(json.dumps({"strategy": "random", "seed": 4})) == "random pick (seed 4)"
     assert "MDSA" in describe(json.dumps({"strategy": "surprise", "kind": "mdsa", "target": "t", "sa": 2.0}))
     assert describe("not json") == "not json"
+    assert [percent(x) for x in (0.0, 0.004, 0.01, 0.38, 0.996, 1.0)] == ["0%", "<1%", "1%", "38%", ">99%", "100%"]
 
 
 def test_project_strategies_are_the_registry():

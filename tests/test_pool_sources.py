@@ -165,3 +165,34 @@ def test_a_new_kind_of_source_plugs_in(tmp_path, pools):
             open_pool(pools["tmp"] / "folder", names=[])
     finally:
         EXTRA_FORMATS.pop("dict")
+
+
+def test_a_resumed_scan_of_an_unchanged_list_reads_no_listing(tmp_path, pools, monkeypatch):
+    """scan.json + ids.parquet + the finished shards' names are all a resume reads; a changed list is listed again."""
+    import torch
+
+    from blindspots.models.adapters import TorchSegmenter
+    from blindspots.scan import read_score_table, scan_pool
+    from blindspots.scan.layout import ScanLayout
+    from blindspots.scan.plan import IdSlice, plan_shards
+
+    folder = pools["tmp"] / "folder"
+    lst = tmp_path / "pool.txt"
+    lst.write_text("\n".join(f"{folder}/{n}" for n in sorted(pools["items"])[:10]))
+    torch.manual_seed(0)
+    models = {"t": TorchSegmenter(torch.nn.Conv2d(3, 2, 1), 2)}
+    out = scan_pool(open_pool(lst), models, tmp_path / "scan", target="t", shard_size=4, progress=False)
+    assert (out / "ids.parquet").is_file() and len(read_score_table(out)) == 10
+
+    def no_listing(self):
+        raise AssertionError("the pool was listed")
+
+    monkeypatch.setattr(ListSource, "list_ids", no_listing)
+    scan_pool(open_pool(lst), models, out, target="t", shard_size=4, progress=False)  # nothing to do, nothing listed
+    lst.write_text(lst.read_text() + f"\n{folder}/{sorted(pools['items'])[10]}")
+    with pytest.raises(AssertionError, match="the pool was listed"):  # changed: listed again (and refused)
+        scan_pool(open_pool(lst), models, out, target="t", shard_size=4, progress=False)
+    plans = plan_shards(ScanLayout(tmp_path / "fresh"), pa.array([f"{i:03d}.png" for i in range(10)]), 4, models,
+                        "t", [], 3, True)
+    assert isinstance(plans[1].ids, IdSlice) and list(plans[1].ids) == ["004.png", "005.png", "006.png", "007.png"]
+    assert pickle.loads(pickle.dumps(plans[2].ids)) == ["008.png", "009.png"]

@@ -49,3 +49,28 @@ def test_gallery_shows_what_exists(tmp_path):
     assert Image.open(tmp_path / "g" / "thumbs" / "_image" / "b.jpg").size == (200, 300)  # never enlarged
     assert "http" not in html
     assert isinstance(index, Path)
+
+
+def test_binary_overlay_leaves_the_background_clear_and_every_picture_enlarges(tmp_path):
+    root = tmp_path / "pool"
+    root.mkdir()
+    rng = np.random.default_rng(1)
+    Image.fromarray(rng.integers(0, 256, (600, 900, 3), dtype=np.uint8)).save(root / "a.png")
+    seg = CallableSegmenter(lambda b: (b[..., 0] > 200).astype(np.int64), 2, output="labels")
+    scan = scan_pool(ImagePool(root), {"t": seg}, tmp_path / "scan", target="t", progress=False)
+    picks = pd.DataFrame({"id": ["a.png"], "score": [0.1], "reason": ["r"]})
+    html = write_gallery(picks, scan, tmp_path / "g", score_label=None, intro="in the order drawn").read_text()
+    assert "score" not in html.split("<body>")[1] and "in the order drawn" in html
+    links = [unquote(h) for h in re.findall(r'<a href="([^"]+)"', html)]
+    assert links == ["full/_image/a.jpg", "full/t/a.jpg"]
+    assert Image.open(tmp_path / "g" / links[0]).size == (900, 600)  # full size (under FULL_SIDE)
+    photo = np.asarray(Image.open(tmp_path / "g" / links[0])).astype(int)
+    drawn = np.asarray(Image.open(tmp_path / "g" / links[1])).astype(int)
+    background = np.asarray(Image.open(root / "a.png"))[..., 0] <= 200
+    # class 0 of a binary model is not painted: the photo shows through (up to JPEG noise) ...
+    assert np.abs(drawn[background] - photo[background]).mean() < 15  # painted at 50%: about 64
+    # ... class 1 is
+    assert np.abs(drawn[~background] - photo[~background]).mean() > 30
+    image = np.full((4, 4, 3), 100, np.uint8)
+    out = overlay(image, np.array([[0, 1], [1, 0]]), np.array([[0, 0, 0], [255, 0, 0]], np.uint8), clear=(0,))
+    assert tuple(out[0, 0]) == (100, 100, 100) and tuple(out[0, 3]) == (178, 50, 50)

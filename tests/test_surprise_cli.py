@@ -83,10 +83,15 @@ def test_fit_score_analyze_view(workspace):
     assert (out / "figure9.png").stat().st_size > 1000
 
     r = runner.invoke(app, ["surprise", "view", str(root / "images"), "-e", str(est), "-o", str(root / "views"),
-                            "--masks", str(root / "masks"), "--video", str(root / "views" / "v.mp4"), "--limit", "3"])
+                            "--masks", str(root / "masks"), "--video", str(root / "views" / "v.mp4"), "--limit", "3",
+                            "--maps", str(root / "sa_maps")])
     assert r.exit_code == 0, r.output
     pngs = sorted((root / "views").glob("*.png"))
     assert len(pngs) == 3 and Image.open(pngs[0]).size == (96, 64)
+    sa_maps = sorted((root / "sa_maps").glob("*.npy"))  # the raw SA per pixel, for `blindspots fiftyone`
+    assert [p.stem for p in sa_maps] == [p.stem for p in pngs]
+    sa = np.load(sa_maps[0])
+    assert sa.dtype == np.float32 and sa.shape == (32, 32) and np.isfinite(sa).any()
     assert (root / "views" / "v.mp4").stat().st_size > 0
 
 

@@ -10,10 +10,11 @@ import logging
 import typer
 
 from blindspots.allocator import keep_freed_memory
-from blindspots.cli.errors import VERBOSE_KEY, ErrorHandlingGroup
+from blindspots.cli.errors import VERBOSE_KEY
+from blindspots.cli.panels import PanelGroup, apply_panels
 
 app = typer.Typer(
-    cls=ErrorHandlingGroup,  # ValueError / OSError / sqlite3 errors -> `error: ...`, exit code 2
+    cls=PanelGroup,  # ValueError / OSError / sqlite3 errors -> `error: ...`, exit code 2; --help in panels
     name="blindspots",
     help="Find, explain and fix the failures of segmentation and classification models "
     "with the fewest human labels.",
@@ -26,6 +27,7 @@ COMMAND_GROUPS: list[str] = [
     "web",
     "defuse",
     "demo",
+    "fiftyone",
     "labels",
     "labelstudio",
     "loop",
@@ -33,6 +35,7 @@ COMMAND_GROUPS: list[str] = [
     "report",
     "scan",
     "scenes",
+    "settings",
     "surprise",
     "zoo",
 ]
@@ -54,3 +57,4 @@ def _main(ctx: typer.Context,
 
 for _name in COMMAND_GROUPS:
     importlib.import_module(f"blindspots.cli.{_name}").register(app)
+apply_panels(app)  # --help: Start here · Your project · People · Engines · Utilities (cli/panels.py)

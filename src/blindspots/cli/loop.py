@@ -68,6 +68,9 @@ def init(
     epochs: int = typer.Option(80, "--epochs", help="Fine-tuning epochs (paper: 80)."),
     batch_size: int = typer.Option(2, "--batch-size", help="Fine-tuning mini-batch size (paper: 2)."),
     lrs: str = typer.Option("1e-5,5e-5,1e-4", "--lrs", help="Initial learning rates to grid-search on T0, comma separated."),
+    scan: Optional[Path] = typer.Option(None, "--scan", help="A scan you already made of this pool with these "
+                                        "models (`blindspots scan`, same names, specs and options): the project "
+                                        "takes it instead of scanning again; any other scan is refused with the reason."),
 ) -> None:
     """Create a project folder: blindspots.toml, the SQLite store, scans/, masks/, checkpoints/, reports/.
 
@@ -103,9 +106,32 @@ def init(
         raise ValueError(f"project: expected a folder without a project, got {str(project)!r} "
                          f"(it already holds {STORE_FILE})")
     check_config(cfg)  # every model loads and runs on one pool image; S0/T0 hold images with masks
+    if scan is not None:
+        _check_scan(cfg, scan)  # before the folder exists: a refused scan leaves nothing behind
     proj = Project.create(project, cfg)
+    if scan is not None:
+        from blindspots.loop import target_column
+        from blindspots.loop.scan_reuse import adopt_scan
+
+        adopt_scan(scan, proj.scan_dir, tname, target_column(proj, 0))
+        typer.echo(f"  scan: {scan} taken as round 0's scan (same pool, same models); `round` will not scan again")
     typer.echo(f"created project {proj.path}\n  settings: {proj.path / 'blindspots.toml'}\n"
-               f"  next: blindspots round {project}")
+               f"  ratings: {raters} per candidate image (`blindspots config {project} --raters N` changes it; "
+               f"one person rating alone: 1)\n  next: blindspots round {project}")
+
+
+def _check_scan(cfg, scan: Path) -> None:  # noqa: ANN001 - Config
+    """`init --scan`: the scan fits the new project (loop/scan_reuse.py), else ValueError with the reason."""
+    from blindspots.data.pool import ImagePool
+    from blindspots.loop.models import absolute_spec, load_spec
+    from blindspots.loop.scan_reuse import check_scan_fits
+
+    here = str(Path(cfg.base_dir).resolve())
+    specs = {cfg.target.name: cfg.target.path, **{c.name: c.path for c in cfg.competitors}}
+    models = {n: load_spec(absolute_spec(s, cfg.base_dir), import_dir=here) for n, s in specs.items()}
+    lf = None if cfg.pool.list_file is None else cfg.resolve(cfg.pool.list_file)
+    check_scan_fits(scan, ImagePool(cfg.resolve(cfg.pool.root), list_file=lf), models, cfg.target.name,
+                    cfg.scan.shard_size)
 
 
 def round_(
@@ -118,7 +144,14 @@ def round_(
 
     from blindspots.cli.report import write_round_pages
 
-    st = advance(open_project(project), simulate=simulate, max_steps=max_steps)
+    from blindspots.loop.progress import activity_since_last_round, last_event_id, steps_ran
+
+    proj = open_project(project)
+    before, since = last_event_id(proj), activity_since_last_round(proj)
+    st = advance(proj, simulate=simulate, max_steps=max_steps)
+    for line in since + steps_ran(proj, before):  # what people did since the last `round`, and what ran now
+        typer.echo(f"  {line}")
+    proj.log_event("round-run", {"state": st.state, "round": st.round, "step": st.step})
     typer.echo(st.message)
     if st.state == "finished":
         leaderboard(project)
@@ -143,7 +176,26 @@ def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
         when = done_at if isinstance(done_at, str) and done_at else f"started {r['started_at']}"
         typer.echo(f"round {r['round']}  {r['step']:<9} {state:<8} model v{r['model_version']}  "
                    f"seed {r['seed']}  {when}")
-    typer.echo(loop_status(proj).message)
+    from blindspots.loop.progress import activity_since_last_round
+
+    since = activity_since_last_round(proj)
+    if since:
+        typer.echo("since the last `blindspots round`:")
+        for line in since:
+            typer.echo(f"  {line}")
+    st = loop_status(proj)
+    typer.echo(st.message)
+    refresh_round_page(project, st.round)
+
+
+def refresh_round_page(project: Path, round: int) -> None:
+    """Rewrite the round's report page, so that it shows the state `status` just printed."""
+    from blindspots.report.round_page import write_round_report
+
+    try:
+        write_round_report(project, round)
+    except Exception as e:  # noqa: BLE001 - the page is a view; a failure must not fail `status`
+        typer.echo(f"warning: could not refresh the round report: {type(e).__name__}: {e}", err=True)
 
 
 def leaderboard(project: Path = typer.Argument(..., help="Project folder.")) -> None:
@@ -170,12 +222,18 @@ def export(
         None, "--image-url", help="labelstudio: image URL template with {id} or an http(s)/s3/gs base URL "
         "(beats --image-root)."),
 ) -> None:
-    """Export the images awaiting masks with the target's prediction as a pre-annotation."""
+    """Export the images awaiting masks with the target's prediction as a pre-annotation (labelstudio: and
+    the labelling config beside the tasks); `--round N` exports a past round's S ∪ T again."""
     from blindspots.loop import export_for_annotation
 
     path = export_for_annotation(open_project(project), format, out, round=round, image_url=image_url,
                                  image_root=image_root, document_root=document_root)
     typer.echo(f"wrote {path}")
+    if format == "labelstudio":
+        from blindspots.loop.steps.export import labelstudio_config_path
+
+        typer.echo(f"wrote {labelstudio_config_path(path)} (paste it into the Label Studio project's Settings → "
+                   "Labeling Interface, then import the tasks; docs/annotation_tools.md)")
 
 
 @ratings_app.command("import")

@@ -38,8 +38,24 @@ def mine(
     if gallery:
         from blindspots.report.gallery import write_gallery
 
-        index = write_gallery(picks, scan_dir, out, pool_root=pool, title=f"{strategy}: {len(picks)} picks")
+        label, intro = _score_words(strategy, distance, kind, seed)
+        index = write_gallery(picks, scan_dir, out, pool_root=pool, title=f"{strategy}: {len(picks)} picks",
+                              score_label=label, intro=intro)
         typer.echo(f"gallery: {index}")
+
+
+def _score_words(strategy: str, distance: str, kind: str, seed: int) -> tuple[str | None, str]:
+    """(what the gallery calls each pick's score, or None to show none; one sentence on the order)."""
+    if strategy == "random":  # the score is the draw's uniform key: meaningless to a reader
+        return None, f"Random picks in the order drawn (seed {seed}): the control at the same budget; no score."
+    if strategy == "mad":
+        what = "share of pixels labelled differently" if distance == "pixel" else "1 - mIoU of the two maps"
+        return f"MAD distance ({what})", "Ordered by MAD: the best rank in any (competitor, class) list first."
+    if strategy == "entropy":
+        return "mean per-pixel entropy (nats)", "Ordered by the target's mean entropy, most uncertain first."
+    if strategy == "surprise":
+        return f"{kind.upper()} surprise", "Ordered by surprise, most surprising first."
+    return "score", ""
 
 
 def _check_scan_fits(scan_dir: Path, strategy: str, kind: str) -> None:

@@ -12,7 +12,8 @@ import typer
 
 POOL_HELP = ("The pool: a folder, a list file (.txt/.csv/.parquet of paths or URIs), a URI prefix (s3://bucket/pool/, "
              "gs://, az://, file://), Parquet shards with an image column, WebDataset shards "
-             "(shard-{000000..000099}.tar), or a Hugging Face save_to_disk folder.")
+             "(shard-{000000..000099}.tar), a Hugging Face save_to_disk folder, or a FiftyOne dataset "
+             "(fiftyone://NAME, fiftyone://NAME?view=SAVED_VIEW).")
 
 
 def list_file_option() -> Any:

@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from blindspots.batches import DEFAULT_MAX_PIXELS
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, open_cli_pool, storage_option_option)
 
@@ -26,7 +27,10 @@ def scan(
     competitor: list[str] = typer.Option([], "--competitor", "-c", help="A competing model as NAME=SPEC; repeat "
                                          "for several. NAME alone reuses a competitor already scanned into --out."),
     out: Path = typer.Option(..., "--out", "-o", help="Scan folder (created; an existing scan there is resumed)."),
-    batch_size: int = typer.Option(16, help="Images per forward pass."),
+    batch_size: int = typer.Option(16, help="At most this many images per forward pass."),
+    max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, help="At most this many pixels per forward pass (images "
+                                   "of one size are batched up to it; a larger image goes alone): bounds the "
+                                   "scan's memory on large photos. 0: no pixel budget."),
     shard_size: int = typer.Option(256, help="Images per Parquet shard (the unit of resuming)."),
     maps: bool = typer.Option(True, "--maps/--no-maps", help="Save each model's argmax map as an index PNG."),
     resize: Optional[str] = typer.Option(None, help="Resize every image to HxW (e.g. 128x128) before inference; "
@@ -70,8 +74,8 @@ def scan(
     image_pool = open_cli_pool(pool, list_file=list_file, list_column=list_column, pool_format=pool_format,
                                image_column=image_column, storage_option=storage_option)
     scan_pool(image_pool, models, out, target=t_name, competitors=competitors, batch_size=batch_size,
-              shard_size=shard_size, save_maps=maps, resize=size, progress=progress, engine=engine,
-              ray_address=address, actors=actors, gpus_per_actor=gpus_per_actor)
+              max_pixels=max_pixels or None, shard_size=shard_size, save_maps=maps, resize=size, progress=progress,
+              engine=engine, ray_address=address, actors=actors, gpus_per_actor=gpus_per_actor)
     table = read_score_table(out)
     n_err = int((table[schema.STATUS] == schema.STATUS_ERROR).sum())
     # error rows: unreadable files, refused links, and images a model failed on (see the `error` column)

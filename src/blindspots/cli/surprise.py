@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import typer
 
+from blindspots.batches import size_batches
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, open_cli_pool, storage_option_option)
 
@@ -241,25 +242,20 @@ def score(
         return
     rows: list[pd.DataFrame] = []
     n_ok, n_bad = 0, 0
-    group_ids: dict[tuple, list[str]] = {}
-    group_imgs: dict[tuple, list[np.ndarray]] = {}
 
-    def flush(shape: tuple) -> None:
-        ids, imgs = group_ids.pop(shape), group_imgs.pop(shape)
-        rows.append(pd.DataFrame({"id": ids, "status": "ok", **compute(np.stack(imgs), ids)}))
+    def readable() -> Iterator[tuple[str, np.ndarray]]:
+        nonlocal n_ok, n_bad
+        for it in image_pool.iter_items(progress=True):  # streamed: batches of one size in memory
+            if it.image is None:
+                rows.append(pd.DataFrame({"id": [it.id], "status": "error"}))
+                n_bad += 1
+                continue
+            n_ok += 1
+            yield it.id, it.image
 
-    for it in image_pool.iter_items(progress=True):  # streamed: a batch per image size in memory
-        if it.image is None:
-            rows.append(pd.DataFrame({"id": [it.id], "status": "error"}))
-            n_bad += 1
-            continue
-        n_ok += 1
-        group_ids.setdefault(it.image.shape, []).append(it.id)
-        group_imgs.setdefault(it.image.shape, []).append(it.image)
-        if len(group_ids[it.image.shape]) == batch_size:
-            flush(it.image.shape)
-    for shape in list(group_ids):
-        flush(shape)
+    for group in size_batches(readable(), lambda g: g[1].shape, max_images=batch_size):
+        ids = [g[0] for g in group]
+        rows.append(pd.DataFrame({"id": ids, "status": "ok", **compute(np.stack([g[1] for g in group]), ids)}))
     if not rows:
         raise ValueError(f"pool: expected images in {str(pool)!r}, got none")
     table = pd.concat(rows, ignore_index=True).sort_values("id").reset_index(drop=True)
@@ -326,6 +322,9 @@ def view(
     out: Path = typer.Option(..., "--out", "-o", help="Folder for one PNG panel per image (Figure 6)."),
     masks: Optional[Path] = typer.Option(None, help="Folder of label masks (adds label and difference tiles)."),
     video: Optional[Path] = typer.Option(None, help="Also write the panels as an MP4 video to this file."),
+    maps: Optional[Path] = typer.Option(None, "--maps", help="Also save each image's per-pixel SA as MAPS/<id>.npy "
+                                        "(float32 [H, W], NaN where the predicted class has no model; "
+                                        "`blindspots fiftyone --surprise-maps` shows them)."),
     model: Optional[str] = typer.Option(None, help="Model spec (default: the one recorded at fit)."),
     features: Optional[str] = typer.Option(None, help="Feature source (default: the one recorded at fit)."),
     threshold: Optional[float] = typer.Option(None, help="SA threshold for the 'above' tile (default: 90th pct)."),
@@ -368,12 +367,22 @@ def view(
             raise ValueError(f"images: expected readable images in {str(images)!r}, got none ({len(bad)} unreadable)")
         labels = None
     sa, pred = surprise_heatmaps(ex, est, imgs, progress=True, ids=list(ids))
+    if maps is not None:
+        import numpy as np
+
+        from blindspots.ids import artifact_path
+
+        for i, m in zip(ids, sa):
+            path = artifact_path(maps, i, ".npy")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, np.asarray(m, dtype=np.float32))
     frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
     for i, frame in zip(ids, frames):
         save_png(frame, out / (Path(i).with_suffix(".png")))
     if video is not None:
         write_video(pad_frames(frames), video, fps=fps)  # panels of different sizes: centred on one canvas
-    typer.echo(f"wrote {len(frames)} panels -> {out}" + (f" and {video}" if video else ""))
+    typer.echo(f"wrote {len(frames)} panels -> {out}" + (f" and {video}" if video else "")
+               + (f"; SA maps -> {maps}" if maps is not None else ""))
 
 
 def register(app: typer.Typer) -> None:

@@ -34,12 +34,21 @@ def serve(
     from blindspots.app.warmup import prepare
 
     web = create_app(project, secure_cookies=secure_cookies, allowed_hosts=allowed_host or None)
+    _refresh_round_page(project)
     prepare(web)  # the first annotators do not pay for lazy set-up; the collector skips start-up objects
     typer.echo(f"serving {project} on http://{host}:{port}/  (sign-in links: `blindspots annotators add`)")
     # Keep idle connections 75 s (uvicorn's default is 5 s): an annotator looking at an image for
     # longer than that would reconnect for the next answer. uvicorn picks uvloop and httptools
     # when they are installed (about a quarter less CPU per request).
     uvicorn.run(web, host=host, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)
+
+
+def _refresh_round_page(project: Path) -> None:
+    """The round report page as of now (it is a file: without this it shows the last `round`'s state)."""
+    from blindspots.cli.loop import refresh_round_page
+    from blindspots.loop import status
+
+    refresh_round_page(project, status(open_project(project)).round)
 
 
 @annotators_app.command("add")
@@ -62,6 +71,11 @@ def annotators_add(
     AppStore(proj).end_sessions_of(name)
     typer.echo(f"{name} ({'admin' if admin else 'annotator'}): {url.rstrip('/')}/signin#token={token}")
     typer.echo("the token is shown only now; run `add` again to replace it")
+    people, quota = len(proj.annotators()), int(proj.config.ratings.raters)
+    if people < quota:  # e.g. one person on a project made with the default quota of 3
+        typer.echo(f"note: each candidate needs {quota} ratings and {people} "
+                   f"{'person' if people == 1 else 'people'} can rate; one person alone: "
+                   f"`blindspots config {project} --raters {people}`")
 
 
 @annotators_app.command("list")

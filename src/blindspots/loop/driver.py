@@ -36,10 +36,20 @@ def _stopped(project: Project) -> Status:
     done = [i for i in range(last + 1) if (project.step(i, "export") or {}).get("status") == "done"]
     i = done[-1] if done else 0
     r = (project.step(i, "export") or {}).get("result") or {}
-    return Status("exported", i, "done",
-                  f"round {i}: S({i + 1}) ({r.get('n_S', 0)} images) and T({i + 1}) ({r.get('n_T', 0)}) exported "
-                  f"for pixel labelling to {r.get('folder', export_dir(project, i))} (images, predictions, "
-                  f"cvat.zip, labelstudio.json); the loop stops here: {blocker}")
+    from blindspots.loop.progress import masks_line
+
+    need = masks_needed(project, i)
+    n_s, n_t = r.get("n_S", 0), r.get("n_T", 0)
+    both = f", {n_s + n_t - len(need)} in both" if n_s + n_t > len(need) else ""
+    head = (f"round {i}: S({i + 1}) ∪ T({i + 1}), {len(need)} images ({n_s} in S({i + 1}), {n_t} in T({i + 1}){both}), "
+            f"exported for pixel labelling to {r.get('folder', export_dir(project, i))} (images, predictions, "
+            f"cvat.zip, labelstudio.json and its labelling config); {masks_line(project, i, need)}")
+    if (project.step(i, "evaluate") or {}).get("status") == "done":
+        p = project.path
+        return Status("exported", i, "done", f"{head}; every model was scored on T({i + 1}) (`blindspots "
+                      f"leaderboard {p}`). Next: retrain the target on S({i + 1}) in your own stack, then "
+                      f"`blindspots register {p} SPEC` and `blindspots round {p}` ({blocker})")
+    return Status("exported", i, "done", f"{head}; the loop stops here: {blocker}")
 
 
 def _one_line(e: BaseException) -> str:
@@ -132,9 +142,15 @@ def status(project: Project) -> Status:
         return Status("failed", i, step, f"round {i}: step {step!r} failed: {err}; fix the cause and run "
                       f"`blindspots round {project.path}` to retry")
     if step == "ratings" and st is not None:
+        from blindspots.loop.progress import rating_progress
+
         missing, have, total = ratings_progress(ctx, i)
-        return Status("awaiting_ratings", i, step, f"round {i}: waiting for ratings ({have}/{total} answers in)",
-                      missing, have, total)
+        prog = rating_progress(project, i)
+        if not prog.missing:  # every answer is in; the loop goes on at the next `round`
+            return Status("ready", i, step, f"round {i}: ratings complete ({prog.counts()}); run "
+                          f"`blindspots round {project.path}` to go on", missing, have, total)
+        return Status("awaiting_ratings", i, step, f"round {i}: waiting for ratings: {prog.counts()}"
+                      + (f"; {prog.advice()}" if prog.unreachable else ""), missing, have, total)
     if step == "masks" and st is not None:
         need = masks_needed(project, i)
         have = set(project.masks_for_round(i)["id"])

@@ -118,7 +118,9 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
                           round: int | None = None, image_url: str | None = None,
                           image_root: str | Path | None = None, document_root: str | Path | None = None) -> Path:
     """Export round `round`'s S ∪ T (images without a stored mask) with the target's prediction
-    as a pre-annotation: fmt "cvat" (zip with the images) or "labelstudio" (JSON tasks).
+    as a pre-annotation: fmt "cvat" (zip with the images) or "labelstudio" (JSON tasks, and the
+    labelling config beside them, `<name>_config.xml`). A round given by number whose images all
+    have masks (a past round) is exported whole, with the stored masks as the pre-annotation.
 
     image_url / image_root / document_root: where Label Studio loads each task's image from
     (`blindspots.data.formats.labelstudio.task_image_url`); image_root defaults to the pool folder."""
@@ -128,9 +130,13 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
     ctx = LoopContext(project, simulate=False, progress=False)
     have = set(project.masks_for_round(i)["id"])
     ids = [x for x in masks_needed(project, i) if x not in have]
+    if not ids and round is not None:  # a past round asked for by number: all of its S ∪ T again
+        ids = masks_needed(project, i)
     if not ids:
-        raise ValueError(f"round: expected images awaiting masks in round {i}, got none")
-    preds = {x: target_map(ctx, i, x) for x in ids}
+        raise ValueError(f"round: expected images awaiting masks in round {i}, got none (every image of its "
+                         f"S ∪ T has a mask; `--round {i}` exports them again, with the stored masks)")
+    # the pre-annotation: the stored mask where people drew one (a re-export), else the target's prediction
+    preds = {x: project.load_mask(i, x) if x in have else target_map(ctx, i, x) for x in ids}
     default = project.reports_dir / f"round-{i}-{'cvat.zip' if fmt == 'cvat' else 'labelstudio.json'}"
     where = {"image_url": image_url, "image_root": image_root, "document_root": document_root}
     if fmt == "labelstudio" and image_url is None and image_root is None:

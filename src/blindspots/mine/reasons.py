@@ -1,12 +1,13 @@
 """Plain-language reasons: turn a sampler's JSON `reason` into one sentence for people.
 
-e.g. MAD: "target vs deeplab disagree on 38% of pixels (person)"; entropy: "target's mean
-per-pixel entropy is 0.412 nats"; random: "random pick (seed 0)".
+e.g. MAD: "target and deeplab label 38% of pixels differently (ranked among the images where target
+shows person)"; entropy: "target's mean per-pixel entropy is 0.412 nats"; random: "random pick
+(seed 0)". Percentages round honestly: a share above 0 never reads "0%" (it reads "<1%").
 """
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 
 def _class(k: Any, names: Sequence[str] | None, given: str | None = None) -> str:
@@ -17,23 +18,44 @@ def _class(k: Any, names: Sequence[str] | None, given: str | None = None) -> str
     return f"class {k}"
 
 
-def _mad(r: dict, names: Sequence[str] | None) -> str:
+def percent(share: float) -> str:
+    """A share in [0, 1] as a whole percentage that never hides a difference: 0.004 -> "<1%",
+    0.996 -> ">99%", 0 -> "0%", 0.38 -> "38%"."""
+    if share != share:  # NaN
+        return "?%"
+    if 0 < share < 0.01:
+        return "<1%"
+    if 0.99 < share < 1:
+        return ">99%"
+    return f"{share:.0%}"
+
+
+def _mad(r: dict, names: Sequence[str] | None, shown_as: Mapping[str, str]) -> str:
     picks = r.get("picks") or []
     if not picks:
         return "MAD pick"
     best = max(picks, key=lambda p: (p.get("d", 0.0), -p.get("rank", 0)))
     target, comp, d = r.get("target", "target"), best.get("competitor", "?"), float(best.get("d", float("nan")))
+    target, comp = shown_as.get(target, target), shown_as.get(comp, comp)
     cls = _class(best.get("class"), names, best.get("class_name"))
+    # the class is not what went wrong: MAD ranks the images where one model's map shows it (at a usual size)
+    by = comp if best.get("by") == "competitor" else target
+    where = f"ranked among the images where {by} shows {cls}"
     if r.get("distance") == "dmiou":
-        text = f"{target} vs {comp}: mIoU distance {d:.2f} ({cls})"
+        text = f"{target} vs {comp}: mIoU distance {d:.2f} (1 - mIoU of their maps; {where})"
     else:
-        text = f"{target} vs {comp} disagree on {d:.0%} of pixels ({cls})"
+        text = f"{target} and {comp} label {percent(d)} of pixels differently ({where})"
     others = {(p.get("competitor"), p.get("class")) for p in picks} - {(best.get("competitor"), best.get("class"))}
     return text + (f"; also picked for {len(others)} other competitor/class pair(s)" if others else "")
 
 
-def describe(reason: str, class_names: Sequence[str] | None = None) -> str:
-    """One sentence for a sampler's `reason` (JSON); the text itself when it is not JSON."""
+def describe(reason: str, class_names: Sequence[str] | None = None,
+             shown_as: Mapping[str, str] | None = None) -> str:
+    """One sentence for a sampler's `reason` (JSON); the text itself when it is not JSON.
+
+    shown_as: model names as the reader knows them, e.g. {"ocr4_v0": "ocr4"} (a project's scan names
+    each target version `<target>_v<i>`; a page about one round shows the target's own name)."""
+    shown_as = dict(shown_as or {})
     try:
         r = json.loads(reason)
     except (TypeError, ValueError):
@@ -41,8 +63,9 @@ def describe(reason: str, class_names: Sequence[str] | None = None) -> str:
     if not isinstance(r, dict):
         return str(reason)
     if "picks" in r:
-        return _mad(r, class_names)
+        return _mad(r, class_names, shown_as)
     strategy, target = r.get("strategy"), r.get("target", "target")
+    target = shown_as.get(target, target)
     if strategy == "entropy":
         return f"{target}'s mean per-pixel entropy is {float(r.get('value', float('nan'))):.3f} nats"
     if strategy == "maxprob":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import pandas as pd
 
@@ -28,10 +28,12 @@ PICK_COLUMNS = ("rank", "id", "score", "reason", "details", "content_hash")
 
 
 def mine_scan(scan_dir: str | Path, strategy: str = "mad", n: int | None = 20, *, target: str | None = None,
-              seed: int = 0, **settings: Any) -> pd.DataFrame:
+              seed: int = 0, ids: Iterable[str] | None = None, **settings: Any) -> pd.DataFrame:
     """Pick at most `n` images of a scan folder with `strategy` (`blindspots.mine.sampler_names()`).
 
     target: the scanned model under test (default: the scan's last target).
+    ids: mine only these images of the scan (e.g. a FiftyOne view of it); MAD's class-size ranges
+        then come from them too. An id that is not in the scan is a ValueError.
     settings: the strategy's own settings (e.g. n3, distance for MAD; kind for surprise). MAD
         without `ranges` uses `class_area_ranges_from_table` on the target's predictions.
     Returns a DataFrame in pick order with columns rank (1-based), id, score, reason (one
@@ -46,6 +48,13 @@ def mine_scan(scan_dir: str | Path, strategy: str = "mad", n: int | None = 20, *
         raise ValueError(f"target: expected one of the scanned models {sorted(manifest.get('models', {}))}, "
                          f"got {target!r}")
     table = read_score_table(scan_dir, target=target)
+    if ids is not None:
+        keep = set(ids)
+        missing = keep - set(table[schema.ID])
+        if missing:
+            raise ValueError(f"ids: expected ids of the scan in {str(scan_dir)!r}, got {len(missing)} others "
+                             f"(first: {sorted(missing)[0]!r})")
+        table = table[table[schema.ID].isin(keep)].reset_index(drop=True)
     # surprise columns carry the name given to `blindspots surprise score`: inferred unless asked
     explicit = target is not None or strategy != "surprise"
     target = target or manifest["target"]

@@ -15,6 +15,7 @@ from typing import Literal, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from blindspots.batches import DEFAULT_MAX_PIXELS, size_batches
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX, Classes
 
 PROBA_TOLERANCE = 1e-3
@@ -138,25 +139,22 @@ def as_image_batch(images: np.ndarray | Sequence[np.ndarray], name: str = "image
     return batch
 
 
-def predict_proba_each(segmenter: Segmenter, images: Sequence[np.ndarray], batch_size: int = 16
-                       ) -> list[np.ndarray]:
+def predict_proba_each(segmenter: Segmenter, images: Sequence[np.ndarray], batch_size: int = 16,
+                       max_pixels: int | None = DEFAULT_MAX_PIXELS) -> list[np.ndarray]:
     """Run `segmenter` on images of mixed sizes: one float32 [C, H_i, W_i] per image, in order.
 
-    Images of one size are batched together (at most `batch_size` per call).
+    Images of one size are batched together (at most `batch_size` images and `max_pixels` pixels
+    per call, `blindspots.batches.size_batches`).
     """
     seq = [np.asarray(im) for im in images]
-    if batch_size < 1:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size: expected a positive integer, got {batch_size}")
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for i, im in enumerate(seq):
-        groups.setdefault(im.shape, []).append(i)
     out: list[np.ndarray | None] = [None] * len(seq)
-    for idx in groups.values():
-        for start in range(0, len(idx), batch_size):
-            part = idx[start:start + batch_size]
-            proba = segmenter.predict_proba(np.stack([seq[i] for i in part]))
-            for i, p in zip(part, proba):
-                out[i] = p
+    for part in size_batches(range(len(seq)), lambda i: seq[i].shape, max_images=int(batch_size),
+                             max_pixels=max_pixels):
+        proba = segmenter.predict_proba(np.stack([seq[i] for i in part]))
+        for i, p in zip(part, proba):
+            out[i] = p
     return out  # type: ignore[return-value]  # every slot is filled above
 
 

@@ -5,6 +5,8 @@ have another size than the image (a scan with `resize`): they are scaled with ne
 """
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 from PIL import Image
 
@@ -45,16 +47,28 @@ def colorize(labels: np.ndarray, palette: np.ndarray) -> np.ndarray:
     return out
 
 
-def overlay(image: np.ndarray, labels: np.ndarray, palette: np.ndarray, alpha: float = 0.5) -> np.ndarray:
+def overlay(image: np.ndarray, labels: np.ndarray, palette: np.ndarray, alpha: float = 0.5,
+            clear: Iterable[int] = ()) -> np.ndarray:
     """The class map drawn over the image: uint8 [H, W, 3] = (1 - alpha) * image + alpha * colour.
 
     labels: int [h, w] (scaled to H x W if needed); palette: uint8 [C, 3]; alpha in [0, 1].
+    clear: classes left undrawn (the image shows through unchanged), e.g. the background of a
+    binary model, so that the photo stays readable around the few pixels of the other class.
     """
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha: expected a value in [0, 1], got {alpha}")
-    colour = colorize(resize_labels(labels, image.shape[:2]), palette).astype(np.float32)
-    mixed = (1.0 - alpha) * image.astype(np.float32) + alpha * colour
-    return np.clip(mixed + 0.5, 0, 255).astype(np.uint8)
+    labels = resize_labels(labels, image.shape[:2])
+    colour = colorize(labels, palette).astype(np.float32)
+    mixed = np.clip((1.0 - alpha) * image.astype(np.float32) + alpha * colour + 0.5, 0, 255).astype(np.uint8)
+    keep = np.isin(labels, list(clear))
+    if keep.any():
+        mixed[keep] = image[keep]
+    return mixed
+
+
+def clear_classes(num_classes: int) -> tuple[int, ...]:
+    """Classes an overlay leaves clear: class 0 (background) of a binary model, else none."""
+    return (0,) if int(num_classes) == 2 else ()
 
 
 def hex_colour(rgb: np.ndarray) -> str:

@@ -17,7 +17,8 @@ from PIL import Image
 
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
-from blindspots.loop import Project, leaderboard_frame, target_column
+from blindspots.loop import Project, leaderboard_frame, masks_needed, target_column
+from blindspots.loop.progress import rating_progress
 from blindspots.metrics import confusion_matrix, iou_per_class
 from blindspots.mine.reasons import describe
 from blindspots.report import figures
@@ -159,9 +160,9 @@ def _agreement(ratings: pd.DataFrame, mos: pd.DataFrame, figs: Path, out: Path) 
              "table": Table(["id", "scores", "span", "mean |difference|", "ratings"], rows, {1, 2, 3})}, summ)
 
 
-def _stage(i: int, steps: pd.DataFrame, n_cands: int, n_rated: int, n_labelled: int, n_st: int
-           ) -> list[tuple[str, bool]]:
-    """Where round i stands (what the loop waits for, or that it is finished), as (text, is_code) parts."""
+def _stage(i: int, steps: pd.DataFrame, rated: str, n_labelled: int, n_st: int) -> list[tuple[str, bool]]:
+    """Where round i stands (what the loop waits for, or that it is finished), as (text, is_code) parts.
+    rated: the ratings' progress in words (`loop.progress.rating_progress`)."""
     go_on = [("then ", False), ("blindspots round PROJECT", True), (" goes on.", False)]
     if not len(steps):
         return [(f"Round {i} has not started: ", False), ("blindspots round PROJECT", True),
@@ -178,8 +179,8 @@ def _stage(i: int, steps: pd.DataFrame, n_cands: int, n_rated: int, n_labelled: 
         return [(f"Step {step} failed (", False), ("blindspots status PROJECT", True), (" says why); ", False),
                 ("blindspots round PROJECT", True), (" runs it again.", False)]
     if step == "ratings":
-        return [(f"Waiting for ratings: {n_rated} of {n_cands} candidates rated so far (the app's rate page, or ",
-                 False), ("blindspots ratings import", True), ("); ", False)] + go_on
+        return [(f"Waiting for ratings: {rated} (the app's rate page, or ", False), ("blindspots ratings import", True),
+                ("); ", False)] + go_on
     if step == "masks":
         return [(f"Waiting for masks: {n_labelled} of the {n_st} images of S and T labelled so far (the app's label "
                  "page, or ", False), ("blindspots masks import", True), ("); ", False)] + go_on
@@ -221,7 +222,7 @@ def _candidates(p: Project, i: int, mos: pd.DataFrame, names: list[str], manifes
     for r in df.itertuples(index=False):
         said = (f"MOS {mos.loc[r.id, 'mos']:.2f} from ratings {mos.loc[r.id, 'text']}" if r.id in mos.index
                 else "not rated yet")
-        why = describe(r.reason, names) if r.reason else "n/a"
+        why = describe(r.reason, names, shown_as={target_i: p.config.target.name}) if r.reason else "n/a"
         reasons.append(f"{said}. Picked because: {why} (the sampler's #{int(r.rank) + 1})")
     # Numbered in the order shown (lowest MOS first), the sampler's own rank is in the text.
     picks = pd.DataFrame({"id": df["id"].astype(str), "score": df["score"].fillna(np.nan).astype(float),
@@ -231,7 +232,8 @@ def _candidates(p: Project, i: int, mos: pd.DataFrame, names: list[str], manifes
     scanned = manifest.get("models", {})
     blocks, _ = gallery_blocks(picks, scan_dir, out, target=target_i if target_i in scanned else None,
                                competitors=[g for g in comps if g in scanned], max_side=max_side,
-                               score_label=f"{p.config.mining.strategy} score", manifest=manifest)
+                               score_label=f"{p.config.mining.strategy} score",
+                               display={target_i: p.config.target.name}, manifest=manifest)
     return blocks, None
 
 
@@ -259,9 +261,9 @@ def _s_items(p: Project, i: int, mos: pd.DataFrame, manifest: dict, classes: Cla
             figs_s.append(Figure("image", None, f"image not readable: {why}"))
         human = p.load_mask(i, image_id) if image_id in have_masks else None
         layers = [("human mask", "_human", human),
-                  (f"before ({target_i})", target_i, _read_map(scan_dir, target_i, image_id)),
-                  (f"after ({target_next})", target_next, _read_map(scan_dir, target_next, image_id) if has_after
-                   else None)]
+                  (f"before ({cfg.target.name} version {i})", target_i, _read_map(scan_dir, target_i, image_id)),
+                  (f"after ({cfg.target.name} version {i + 1})", target_next,
+                   _read_map(scan_dir, target_next, image_id) if has_after else None)]
         for caption, folder, lab in layers:
             if lab is None or small is None:
                 figs_s.append(Figure(caption, None, "not labelled yet" if folder == "_human" else "not scanned yet"))
@@ -294,7 +296,7 @@ def _class_iou(p: Project, i: int, manifest: dict, classes: Classes | None, scan
     f = figures.bars(names, np.nan_to_num(after - before), out / "figures" / "class_iou_change.png",
                      ylabel="IoU after - before", title=f"Per-class IoU change on {used} labelled images")
     return {"ready": True, "figure": rel_url(f, out),
-            "table": Table(["class", f"IoU {target_i}", f"IoU {target_next}", "change"], rows, {1, 2, 3})}
+            "table": Table(["class", f"IoU version {i}", f"IoU version {i + 1}", "change"], rows, {1, 2, 3})}
 
 
 def build_round_view(p: Project, i: int, out: Path, manifest: dict, *, n_gallery: int, max_side: int) -> RoundView:
@@ -310,9 +312,11 @@ def build_round_view(p: Project, i: int, out: Path, manifest: dict, *, n_gallery
     steps = p.steps()
     steps = steps[steps["round"] == i] if "round" in steps.columns else steps.iloc[0:0]
     ratings = p.ratings_for_round(i)
-    n_st = len(p.candidates(i, "S")) + len(p.candidates(i, "T"))
+    prog = rating_progress(p, i)  # the same count as `status`, `round` and the rating page
+    rated = prog.counts() + (f"; {prog.advice()}" if prog.unreachable else "")
+    n_st = len(masks_needed(p, i))  # S ∪ T: an image in both is labelled once
     n_cands, n_masks = len(p.candidates(i, "M")), len(p.masks_for_round(i))
-    stage = _stage(i, steps, n_cands, int(ratings["id"].nunique()), n_masks, n_st)
+    stage = _stage(i, steps, rated, n_masks, n_st)
     cols = [c for c in ("step", "status", "model_version", "seed") if c in steps.columns]
     steps_table = Table(cols, steps[cols].astype(str).values.tolist()) if len(steps) else None
 

@@ -25,6 +25,7 @@ class Figure:
     caption: str
     src: str | None  # relative URL, or None when there is nothing to show
     note: str = ""
+    full: str | None = None  # relative URL of the large view a click opens (galleries)
 
 
 def read_image(pool_root: Any, image_id: str) -> tuple[np.ndarray | None, str]:
@@ -55,4 +56,6 @@ def figure_html(f: Figure) -> str:
         body = f'<div class="missing">{esc(f.note or "not available")}</div>'
     else:
         body = f'<img src="{esc(f.src)}" alt="{esc(f.caption)}" loading="lazy">'
+        if f.full is not None:
+            body = f'<a href="{esc(f.full)}" title="full size">{body}</a>'
     return f"<figure>{body}<figcaption>{esc(f.caption)}</figcaption></figure>"

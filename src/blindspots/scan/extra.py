@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
+from blindspots.batches import size_batches
 from blindspots.scan.engines.pipeline import resize_image
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.manifest import ids_digest, load_manifest
@@ -142,7 +143,6 @@ def _shard_values(pool: Any, shard_ids: list[str], compute: Compute, batch_size:
     column names; (None, None) when no image is readable and no columns are known yet."""
     pos = {image_id: i for i, image_id in enumerate(shard_ids)}
     values: dict[str, np.ndarray] = {}
-    pending: dict[tuple[int, ...], list[tuple[str, np.ndarray]]] = {}
 
     def flush(group: list[tuple[str, np.ndarray]]) -> None:
         nonlocal columns
@@ -164,19 +164,18 @@ def _shard_values(pool: Any, shard_ids: list[str], compute: Compute, batch_size:
             col[[pos[g[0]] for g in group]] = v
         bar.update(len(group))
 
-    for item in pool.iter_items(shard_ids):
-        if item.image is None:
-            bar.update(1)
-            continue
-        image = item.image
-        if resize is not None and tuple(image.shape[:2]) != resize:
-            image = resize_image(image, resize)
-        group = pending.setdefault(image.shape, [])
-        group.append((item.id, image))
-        if len(group) == batch_size:
-            flush(pending.pop(image.shape))
-    for shape in sorted(pending):
-        flush(pending[shape])
+    def readable() -> Iterator[tuple[str, np.ndarray]]:
+        for item in pool.iter_items(shard_ids):
+            if item.image is None:
+                bar.update(1)
+                continue
+            image = item.image
+            if resize is not None and tuple(image.shape[:2]) != resize:
+                image = resize_image(image, resize)
+            yield item.id, image
+
+    for group in size_batches(readable(), lambda g: g[1].shape, max_images=batch_size):
+        flush(group)
     if columns is None:  # not one readable image in this shard, and none computed before
         return None, None
     for c in columns:

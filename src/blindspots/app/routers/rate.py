@@ -55,7 +55,18 @@ def rating_queue(request: Request, who: Principal = Depends(require_user)) -> di
     answer (or null), done / total, and the label space for the overlay legend."""
     out = deps.view(request).rate_queue(who.name)
     out["classes"] = deps.view(request).classes_json() if out["round"] is not None else None
+    out["progress"] = _round_progress(request, out["round"])
     return out
+
+
+def _round_progress(request: Request, round: int | None) -> dict | None:
+    """The round's count for everyone (`loop.progress`): images rated by enough people, answers in
+    hand, and, when fewer people than the quota can rate, what to do."""
+    if round is None:
+        return None
+    from blindspots.loop.progress import rating_progress
+
+    return rating_progress(deps.view(request).project, round).to_dict()
 
 
 @router.post("/api/ratings", tags=["ratings"])
@@ -67,7 +78,8 @@ async def submit_rating(body: RatingIn, request: Request, who: Principal = Depen
     # event loop, so the hot path holds no worker thread.
     await deps.writer(request).commit((body.round, body.image_id, who.name, body.score))
     done = deps.view(request).rating_count(body.round, who.name)
-    return {"ok": True, "round": body.round, "image_id": body.image_id, "score": body.score, "done": done}
+    return {"ok": True, "round": body.round, "image_id": body.image_id, "score": body.score, "done": done,
+            "progress": _round_progress(request, body.round)}
 
 
 @router.post("/api/ratings/undo", tags=["ratings"])

@@ -5,7 +5,7 @@
 "use strict";
 (() => {
   BS.outbox.hold();
-  let items = [], round = null, idx = -1, zoom = 1, overlayOn = true, opacity = 55;
+  let items = [], round = null, idx = -1, zoom = 1, overlayOn = true, opacity = 55, roundProgress = null;
   const byId = new Map();
   const $ = (id) => document.getElementById(id);
   const img = (kind, id) => kind === "pool" ? `/api/images/pool?${BS.q({ id })}`
@@ -30,11 +30,18 @@
   }
   function progress() {
     $("progress").textContent = `${done()} / ${items.length}`;
+    const p = roundProgress;
+    // The round's count (everyone): the same words as `blindspots status` and `round`.
+    $("round-progress").textContent = p ? `round ${p.round}: ${p.counts}` : "";
+    $("quota-warning").hidden = !(p && p.unreachable);
+    $("quota-warning").textContent = p && p.unreachable ? `This round cannot finish as it is: ${p.advice}.` : "";
     const unsent = BS.outbox.pending("rating").length;
     if (finished()) {
-      $("finished-text").textContent = `All ${items.length} images of round ${round} are rated. ` +
+      const left = p && p.complete < p.images;
+      $("finished-text").textContent = `All ${items.length} images of round ${round} are rated by you. ` +
         (unsent ? `${unsent} answer(s) are not saved yet; they are sent as soon as the server takes them.`
-          : "Every answer is saved. Thank you!");
+          : "Every answer is saved. Thank you!") +
+        (left ? ` The round still needs answers from others: ${p.counts}.` : "");
     }
   }
   function history() {
@@ -70,6 +77,8 @@
       el.src = src;
     }
     $("overlay").hidden = !overlayOn;
+    $("full-image").href = img("pool", it.id);
+    $("full-pred").href = img("pred", it.id);
     $("image-id").textContent = `#${idx + 1} ${it.id}`;
     // An image that already has an answer: say so, so a key press is a deliberate change.
     $("changing").hidden = it.score === null;
@@ -129,6 +138,7 @@
     if (!it) return;
     it.unsent = Math.max(0, (it.unsent || 0) - 1);
     it.confirmed = e.url.endsWith("/undo") ? null : e.body.score;
+    if (r && r.progress) roundProgress = r.progress;
     $("saved").textContent = `${e.url.endsWith("/undo") ? "withdrawn" : "saved"} ${e.body.image_id}`;
     progress(); history();
   });
@@ -162,6 +172,7 @@
     else if (k === "+" || k === "=") setZoom(zoom * 1.25);
     else if (k === "-") setZoom(zoom / 1.25);
     else if (k === "0") setZoom(1);
+    else if ((k === "f" || k === "F") && idx >= 0 && items.length) window.open(img("pool", items[idx].id), "_blank");
   });
   // Drag to pan a zoomed image; both frames scroll together.
   function panning() {
@@ -202,7 +213,7 @@
       error(`The queue could not be loaded (${err.message}). Reload the page to try again.`);
       BS.outbox.flush(); return;
     }
-    items = q.items; round = q.round;
+    items = q.items; round = q.round; roundProgress = q.progress || null;
     items.forEach((x) => { x.confirmed = x.score; x.unsent = 0; byId.set(x.id, x); });
     // Answers an earlier visit left unsent are still answers: show them, then send them.
     for (const e of BS.outbox.pending("rating")) {

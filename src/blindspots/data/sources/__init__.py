@@ -11,6 +11,7 @@
 | Parquet shards with an image column (a file, a glob, a brace pattern, or a folder/prefix of them) | `ParquetSource` | the image path column, else `<shard>#<row>` |
 | WebDataset tar shards (`shard-{000000..000099}.tar`, a glob, a folder/prefix of them) | `TarSource` | `<shard>#<key>` |
 | a Hugging Face `datasets` `save_to_disk` folder with an `Image` feature | `HFDiskSource` | the image path, else `<file>#<row>` |
+| `fiftyone://DATASET` or `fiftyone://DATASET?view=SAVED_VIEW` (FiftyOne, `pip install 'blindspots[fiftyone]'`; added with `register_format`) | `FiftyOneSource` | its filepaths (`file:///data/a.jpg`) |
 
 `format=` forces one ('folder', 'images', 'list', 'parquet', 'webdataset', 'hf'). Storage options
 (`endpoint_url` for an S3-compatible store, `anon`, ...) go to fsspec; credentials come from each
@@ -210,3 +211,12 @@ def load_or_reason(pool: PoolSource | str | os.PathLike, image_id: str) -> tuple
         return None, exc.reason
     except OSError as exc:
         return None, str(exc)
+
+
+def _fiftyone(pool: str, **options: Any) -> PoolSource:
+    from blindspots.data.sources.fiftyone import open_fiftyone  # FiftyOne itself is imported only to list ids
+
+    return open_fiftyone(pool, **options)
+
+
+register_format("fiftyone", _fiftyone, scheme="fiftyone")

@@ -71,6 +71,3 @@ class HFDiskSource(TableSource):
 
     def _read_columns(self, s: int, columns: list[str], rows: np.ndarray) -> tuple[pa.Table, np.ndarray]:
         return self._table(s).select(columns), np.asarray(rows)
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "format": "hf"}

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from blindspots.data.sources.fs import get_fs, storage_error
 
-__all__ = ["expand_braces", "list_shards", "shards_fingerprint"]
+__all__ = ["ShardFiles", "expand_braces", "list_shards", "shards_fingerprint"]
 
 _BRACE = re.compile(r"\{([^{}]*)\}")
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
@@ -79,3 +79,37 @@ def shards_fingerprint(fs: Any, shards: list[str]) -> str | None:
             return None
         parts.append(f"{p}|{info.get('size')}|{info.get('ETag') or info.get('mtime') or info.get('LastModified')}")
     return "\n".join(parts)
+
+
+class ShardFiles:
+    """For sources made of shard files (Parquet, tar, Arrow): the filesystem and shard list, listed once from
+    `root` by `_shard_paths()` (fs, root path, shard paths); after unpickling only the filesystem is opened
+    again (the list travels). Uses the source's `root`, `storage_options`, `_fs`, `_shard_root`, `_shards`."""
+
+    root: str
+    storage_options: dict
+    _fs: Any
+    _shard_root: str
+    _shards: list[str]
+
+    def _shard_paths(self) -> tuple[Any, str, list[str]]:
+        raise NotImplementedError
+
+    @property
+    def fs(self) -> Any:
+        if self._fs is None:
+            if self._shards:  # unpickled: the shard list travelled, only the filesystem is opened again
+                self._fs = get_fs(self.root, self.storage_options)[0]
+            else:
+                self._fs, self._shard_root, self._shards = self._shard_paths()
+        return self._fs
+
+    def shard_name(self, s: int) -> str:
+        """Shard s's path relative to the pattern's folder ('train-00000-of-00002.parquet', 'wds/shard-000003.tar')."""
+        self.fs
+        p, root = self._shards[s], self._shard_root
+        return p[len(root) + 1:] if root and p.startswith(root + "/") else posixpath.basename(p)
+
+    def fingerprint(self) -> str | None:
+        self.fs
+        return shards_fingerprint(self.fs, self._shards)

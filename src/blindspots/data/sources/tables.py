@@ -13,7 +13,6 @@ Reads go shard by shard, one Parquet row group (or one Arrow file) at a time.
 from __future__ import annotations
 
 import logging
-import posixpath
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -22,9 +21,9 @@ import pyarrow.compute as pc
 
 from blindspots.data.sources.base import PoolSource, RawItem
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS
-from blindspots.data.sources.fs import get_fs, join, public_options
+from blindspots.data.sources.fs import public_options
 from blindspots.data.sources.index import lookup, read_by_shard, source_index
-from blindspots.data.sources.patterns import shards_fingerprint
+from blindspots.data.sources.patterns import ShardFiles
 from blindspots.ids import check_image_id
 
 log = logging.getLogger(__name__)
@@ -100,7 +99,7 @@ def _bytes(col: pa.Array) -> pa.Array:
     return col.field("bytes") if pa.types.is_struct(col.type) else col
 
 
-class TableSource(PoolSource):
+class TableSource(ShardFiles, PoolSource):
     """Shared by `ParquetSource` and `HFDiskSource`: subclasses give the shard list and how to read a shard."""
 
     reads_need_listing = True
@@ -137,21 +136,6 @@ class TableSource(PoolSource):
         return find_image_column(self._schema(s), self.image_column, self.shard_name(s))
 
     # -- common --
-
-    @property
-    def fs(self) -> Any:
-        if self._fs is None:
-            if self._shards:  # unpickled: the shard list travelled, only the filesystem is opened again
-                self._fs = get_fs(self.root, self.storage_options)[0]
-            else:
-                self._fs, self._shard_root, self._shards = self._shard_paths()
-        return self._fs
-
-    def shard_name(self, s: int) -> str:
-        self.fs
-        p = self._shards[s]
-        root = self._shard_root
-        return p[len(root) + 1:] if root and p.startswith(root + "/") else posixpath.basename(p)
 
     def list_ids(self) -> pa.Array:
         self.fs  # lists the shards
@@ -209,16 +193,9 @@ class TableSource(PoolSource):
             else:
                 yield RawItem(image_id, data)
 
-    def fingerprint(self) -> str | None:
-        self.fs
-        return shards_fingerprint(self.fs, self._shards)
-
     def describe(self) -> dict[str, Any]:
         return {"pool": self.root, "format": self.kind, "image_column": self.image_column,
                 "storage_options": public_options(self.storage_options)}
-
-    def shard_url(self, s: int) -> str:
-        return join(self.root.rstrip("/"), self.shard_name(s))
 
 
 def _all_relative(paths: pa.Array) -> bool:

@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 
 from blindspots.data.sources.base import PoolSource, RawItem
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS, pillow_extensions
-from blindspots.data.sources.fs import get_fs, public_options
+from blindspots.data.sources.fs import public_options
 from blindspots.data.sources.index import lookup, read_by_shard, source_index
-from blindspots.data.sources.patterns import list_shards, shards_fingerprint
+from blindspots.data.sources.patterns import ShardFiles, list_shards
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def split_key(name: str) -> tuple[str, str]:
     return (posixpath.join(folder, stem) if folder else stem), ext.lower()
 
 
-class TarSource(PoolSource):
+class TarSource(ShardFiles, PoolSource):
     """WebDataset tar shards (module docstring). storage_options: fsspec options for the store."""
 
     kind = "webdataset"
@@ -58,20 +58,8 @@ class TarSource(PoolSource):
         self._index: pa.Table | None = None  # id, shard, offset, size: sorted by id
         self._image_exts = frozenset(e.lstrip(".") for e in pillow_extensions())
 
-    @property
-    def fs(self) -> Any:
-        if self._fs is None:
-            if self._shards:
-                self._fs = get_fs(self.root, self.storage_options)[0]
-            else:
-                self._fs, self._shard_root, self._shards = list_shards(self.root, ".tar", self.storage_options)
-        return self._fs
-
-    def shard_name(self, s: int) -> str:
-        self.fs
-        p = self._shards[s]
-        root = self._shard_root
-        return p[len(root) + 1:] if root and p.startswith(root + "/") else posixpath.basename(p)
+    def _shard_paths(self) -> tuple[Any, str, list[str]]:
+        return list_shards(self.root, ".tar", self.storage_options)
 
     def _members(self, s: int) -> tuple[list[tuple[str, int, int]], str | None]:
         """(key, data offset, size) of each sample's image in shard s, and the error that ended the walk."""
@@ -148,10 +136,6 @@ class TarSource(PoolSource):
                 yield RawItem(image_id, None, "empty file (0 bytes)")
             else:
                 yield RawItem(image_id, bytes(data))
-
-    def fingerprint(self) -> str | None:
-        self.fs
-        return shards_fingerprint(self.fs, self._shards)
 
     def describe(self) -> dict[str, Any]:
         return {"pool": self.root, "format": "webdataset", "storage_options": public_options(self.storage_options)}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from blindspots.batches import size_batches
 from blindspots._validation import check_int
 from blindspots.models.protocol import predict_segmenter, reads_ids
 
@@ -390,12 +391,9 @@ class ModelBatches(IterableBatches):
         for s in range(start, n, self.model_batch):
             items = [(np.asarray(im), np.asarray(m)) for im, m in
                      (self.dataset[i] for i in range(s, min(s + self.model_batch, n)))]
-            # images of mixed sizes: one forward pass per size in this window ...
-            by_size: dict[tuple[int, ...], list[int]] = {}
-            for j, (im, _) in enumerate(items):
-                by_size.setdefault(im.shape, []).append(j)
+            # images of mixed sizes: forward passes per size in this window (pixel budget: memory) ...
             probs: list[np.ndarray | None] = [None] * len(items)
-            for group in by_size.values():
+            for group in size_batches(range(len(items)), lambda j: items[j][0].shape, max_images=self.model_batch):
                 pp = self._predict([items[j][0] for j in group], [items[j][1] for j in group],
                                    [s + j for j in group])
                 for j, p in zip(group, pp):

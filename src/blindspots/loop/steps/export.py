@@ -59,7 +59,7 @@ class ExportStep(Step):
                 log.warning("round %d: labelstudio.json gets bare ?d=<id> image URLs (%s); see "
                             "`blindspots export --image-root/--image-url`", i, e)
                 export_annotation(ctx, i, "labelstudio", out / "labelstudio.json", ids, preds)
-            files += ["cvat.zip", "labelstudio.json"]
+            files += ["cvat.zip", "labelstudio.json", labelstudio_config_path(out / "labelstudio.json").name]
         return {"folder": str(out), "files": files, "n_S": int(len(p.candidates(i, "S"))),
                 "n_T": int(len(p.candidates(i, "T")))}
 
@@ -79,5 +79,22 @@ def export_annotation(ctx: LoopContext, i: int, fmt: str, path: Path, ids: list[
     if fmt == "cvat":
         return export_cvat(path, preds, ctx.classes, images={x: ctx.pool.load(x) for x in ids})
     urls = None if image_location.get("image_url") else ctx.pool.urls(ids)  # an object store: the objects' URLs
-    return export_labelstudio(path, preds, ctx.classes, model_version=target_column(ctx.project, i),
-                              image_urls=urls, **image_location)
+    out = export_labelstudio(path, preds, ctx.classes, model_version=target_column(ctx.project, i),
+                             image_urls=urls, **image_location)
+    write_labelstudio_config(Path(path), ctx.classes)
+    return out
+
+
+def labelstudio_config_path(tasks: Path) -> Path:
+    """Where the labelling config of a Label Studio task file goes: `<name>_config.xml` beside it."""
+    return Path(tasks).with_name(Path(tasks).stem + "_config.xml")
+
+
+def write_labelstudio_config(tasks: Path, classes: Any) -> Path:
+    """Label Studio's labelling config (one brush label per class, in the class colours) beside the
+    tasks, to paste into the project's Settings → Labeling Interface before importing them."""
+    from blindspots.data.formats.labelstudio import labeling_config
+
+    path = labelstudio_config_path(tasks)
+    path.write_text(labeling_config(classes), encoding="utf-8")
+    return path

@@ -29,13 +29,15 @@ class RatingsStep(Step):
             simulate_ratings(ctx, i, missing, seed)
             missing, have, total = ratings_progress(ctx, i)
         if missing:
+            from blindspots.loop.progress import rating_progress
+
+            prog, p = rating_progress(ctx.project, i), ctx.project.path
+            todo = (f"Rate in the web app (`blindspots serve {p}`) or import a CSV with `blindspots ratings "
+                    f"import {p} FILE.csv`, then run `blindspots round {p}` again."
+                    + (f" This round cannot finish as it is: {prog.advice()}." if prog.unreachable else ""))
             return Status("awaiting_ratings", i, "ratings",
-                          f"round {i}: waiting for ratings of M({i + 1}): {len(missing)} of "
-                          f"{len(ctx.project.candidates(i, 'M'))} candidates still need answers "
-                          f"({have}/{total} in; {ctx.cfg.ratings.raters} raters each, 1-5 or out-of-domain). "
-                          f"Import them with `blindspots ratings import {ctx.project.path} FILE.csv` "
-                          "or use the web app, then run `blindspots round` again.",
-                          missing, have, total)
+                          f"round {i}: waiting for ratings of M({i + 1}) (1-5 or out-of-domain): {prog.counts()}. "
+                          + todo, missing, have, total)
         r = ctx.project.ratings_for_round(i)
         return {"n_ratings": int(len(r)), "n_raters": int(r["annotator"].nunique()) if len(r) else 0,
                 "n_out_of_domain": int(r.loc[r["out_of_domain"], "id"].nunique()) if len(r) else 0}

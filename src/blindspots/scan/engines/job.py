@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from blindspots.batches import BatchLimits
 from blindspots.scan.layout import ScanLayout
 
 
@@ -18,7 +19,8 @@ class ScanJob:
 
     pool: the ImagePool (or any pool source: `.ids`, `.iter_items(ids)`); models: name ->
     Segmenter; layout: the scan folder; target: the model under test; num_classes: C of every
-    model; batch_size: images per forward; resize: (H, W) every image is resized to, or None;
+    model; batch_size: images per forward (a `blindspots.batches.BatchLimits`: images and pixels, or an
+    image count with the default pixel budget); resize: (H, W) every image is resized to, or None;
     save_maps: write each model's argmax maps as index PNGs. pin_memory: decoded batches are copied
     into pinned host memory on the reader side (a model runs on a GPU: its transfer then overlaps
     the decoding of the next batch, `models.devices.to_device`).
@@ -29,7 +31,7 @@ class ScanJob:
     layout: ScanLayout
     target: str
     num_classes: int
-    batch_size: int
+    batch_size: int | BatchLimits
     resize: tuple[int, int] | None
     save_maps: bool
     pin_memory: bool = False

@@ -12,6 +12,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 from PIL import Image
 
+from blindspots.batches import BatchLimits, size_batches
+
 
 @dataclass
 class Batch:
@@ -68,7 +70,7 @@ def put_until_stopped(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
     return False
 
 
-def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple[int, int] | None,
+def read_batches(pool: Any, plans: Sequence[Any], batch_size: int | BatchLimits, resize: tuple[int, int] | None,
                  q: queue.Queue, stop: threading.Event, stage: Callable[[Any], Any] | None = None) -> None:
     """Reader thread: put each planned shard's messages (`shard_messages`), then DONE. stage: applied
     to each message here, on this thread, before it is queued (e.g. pinning a batch's pixels)."""
@@ -81,7 +83,7 @@ def read_batches(pool: Any, plans: Sequence[Any], batch_size: int, resize: tuple
     put_until_stopped(q, DONE, stop)
 
 
-def shard_messages(pool: Any, plan: Any, batch_size: int,
+def shard_messages(pool: Any, plan: Any, batch_size: int | BatchLimits,
                    resize: tuple[int, int] | None) -> Iterator[Batch | Errors | EndShard]:
     """One shard's messages, in order: same-size Batch messages, then the shard's Errors
     (undecodable ids, if any), then EndShard. Both engines batch through here, so a shard's
@@ -89,20 +91,35 @@ def shard_messages(pool: Any, plan: Any, batch_size: int,
 
     plan: an object with .k, .ids and .needs_images; a shard that needs no images gives Batch
     messages without pixels (images=None). resize: (H, W) to resize to (bilinear), or None.
+    batch_size: a `BatchLimits` (images and pixels per batch, `blindspots.batches.size_batches`), or
+    an image count with the default pixel budget.
     Each decoded image's file is hashed here too, so exact duplicates are known without a second
     pass: from the same read as the decode when the pool has `iter_hashed_items` (`ImagePool`),
     else by `pool.content_hash(id)`, when the pool has it.
     """
+    limits = BatchLimits.of(batch_size)
     if not plan.needs_images:  # only pair shards missing: the maps are read back, no decoding
-        for s in range(0, len(plan.ids), batch_size):
-            yield Batch(plan.k, plan.ids[s:s + batch_size], None, [])
+        step = limits.max_images or 16
+        for s in range(0, len(plan.ids), step):
+            yield Batch(plan.k, plan.ids[s:s + step], None, [])
         yield EndShard(plan.k)
         return
+    errors: list[tuple[str, str]] = []
+    decoded = _decoded(pool, plan.ids, resize, errors)
+    for group in size_batches(decoded, lambda g: g[1].shape, max_images=limits.max_images,
+                              max_pixels=limits.max_pixels):
+        yield make_batch(plan.k, group)
+    if errors:
+        yield Errors(plan.k, errors)
+    yield EndShard(plan.k)
+
+
+def _decoded(pool: Any, ids: Sequence[str], resize: tuple[int, int] | None, errors: list[tuple[str, str]]
+             ) -> Iterator[tuple[str, np.ndarray, tuple[int, int], str | None]]:
+    """(id, image, size before resize, content hash) per readable image; the others go to `errors`."""
     hashed = getattr(pool, "iter_hashed_items", None)
     hash_of = None if hashed is not None else getattr(pool, "content_hash", None)
-    pending: dict[tuple[int, int], list[tuple[str, np.ndarray, tuple[int, int], str | None]]] = {}
-    errors: list[tuple[str, str]] = []
-    for item in (hashed or pool.iter_items)(plan.ids):
+    for item in (hashed or pool.iter_items)(ids):
         if item.image is None:
             errors.append((item.id, str(item.error)))
             continue
@@ -110,16 +127,7 @@ def shard_messages(pool: Any, plan: Any, batch_size: int,
         size = image.shape[:2]
         if resize is not None and tuple(size) != tuple(resize):
             image = resize_image(image, resize)
-        group = pending.setdefault(image.shape[:2], [])
-        group.append((item.id, image, size, item.content_hash if hashed else _hash(hash_of, item.id)))
-        if len(group) == batch_size:
-            del pending[image.shape[:2]]
-            yield make_batch(plan.k, group)
-    for shape in sorted(pending):
-        yield make_batch(plan.k, pending[shape])
-    if errors:
-        yield Errors(plan.k, errors)
-    yield EndShard(plan.k)
+        yield item.id, image, size, item.content_hash if hashed else _hash(hash_of, item.id)
 
 
 def resize_image(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:

@@ -1,0 +1,159 @@
+"""One count of a round's answers, said the same way by `round`, `status`, the round page and the
+rating page: images rated by enough people (the quota: `ratings.raters` answers, or one
+out-of-domain flag) and answers in hand, both labelled; and when the quota can never be reached
+(fewer people than raters), what to do about it.
+
+Why one place: the rating page counted images, `status` counted answers and the round page counted
+images with any answer, so one person saw "76 / 76", "76/228" and "0 of 76" for the same state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["RatingProgress", "rating_progress", "set_raters"]
+
+
+@dataclass(frozen=True)
+class RatingProgress:
+    """Where the ratings of round i's candidates M(i+1) stand.
+
+    images: candidates in M; complete: images rated by enough people (or flagged out-of-domain);
+    answers: answers in hand (each person's latest per image); needed: answers the quota asks for
+    (raters x images, an out-of-domain flag counting as the whole quota of its image); raters: the
+    quota; people: names who can answer (annotators of the app and anyone whose ratings were
+    imported); missing: ids still short of the quota.
+    """
+
+    round: int
+    images: int
+    complete: int
+    answers: int
+    needed: int
+    raters: int
+    people: tuple[str, ...]
+    missing: tuple[str, ...]
+    project: str = "PROJECT"
+
+    @property
+    def unreachable(self) -> bool:
+        """True when the people who can answer are fewer than the quota: some images can never be done.
+        Nobody known yet (no annotator, no rating) is not a verdict: ratings may come by CSV."""
+        return bool(self.missing) and 0 < len(self.people) < self.raters
+
+    def counts(self) -> str:
+        """'12 of 76 images rated by enough people (3 each), 40 of 228 answers in'."""
+        return (f"{self.complete} of {self.images} images rated by enough people ({self.raters} each), "
+                f"{self.answers} of {self.needed} answers in")
+
+    def advice(self) -> str:
+        """What to do when the quota cannot be reached ('' when it can)."""
+        if not self.unreachable:
+            return ""
+        who = ", ".join(self.people) if self.people else "nobody yet"
+        n = max(1, len(self.people))
+        return (f"each image needs {self.raters} ratings but only {len(self.people)} "
+                f"{'person' if len(self.people) == 1 else 'people'} can rate ({who}): lower the quota with "
+                f"`blindspots config {self.project} --raters {n}`, or add people with "
+                f"`blindspots annotators add {self.project} NAME`")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"round": self.round, "images": self.images, "complete": self.complete, "answers": self.answers,
+                "needed": self.needed, "raters": self.raters, "people": list(self.people),
+                "unreachable": self.unreachable, "counts": self.counts(), "advice": self.advice()}
+
+
+def rating_progress(project: Any, round: int) -> RatingProgress:
+    """The `RatingProgress` of round `round` of `project` (a `Project`)."""
+    ids = [str(x) for x in project.candidates(round, "M")["id"]]
+    r = project.ratings_for_round(round)
+    need = int(project.config.ratings.raters)
+    counts = r.groupby("id").size() if len(r) else pd.Series(dtype=int)
+    ood = set(r.loc[r["out_of_domain"], "id"]) if len(r) else set()
+    missing = tuple(x for x in ids if x not in ood and int(counts.get(x, 0)) < need)
+    answers = sum(need if x in ood else min(int(counts.get(x, 0)), need) for x in ids)
+    people = set(project.annotators()["name"]) | (set(r["annotator"]) if len(r) else set())
+    return RatingProgress(int(round), len(ids), len(ids) - len(missing), int(answers), need * len(ids), need,
+                          tuple(sorted(people)), missing, str(project.path))
+
+
+def set_raters(project: Any, raters: int) -> tuple[int, int]:
+    """Change the project's quota (`ratings.raters`) in blindspots.toml; returns (old, new).
+
+    Takes effect for every round whose S is not formed yet (the ratings in hand are kept: a lower
+    quota may complete images at once, a higher one waits for more answers)."""
+    from dataclasses import replace
+
+    from blindspots.config import CONFIG_FILE, save_config
+
+    if isinstance(raters, bool) or not isinstance(raters, int) or raters < 1:
+        raise ValueError(f"--raters: expected an integer >= 1 (answers needed per image), got {raters!r}")
+    cfg = project.config
+    old = int(cfg.ratings.raters)
+    new_cfg = replace(cfg, ratings=replace(cfg.ratings, raters=raters))
+    save_config(new_cfg, Path(project.path) / CONFIG_FILE)
+    project.config = new_cfg
+    project.log_event("config", {"ratings.raters": {"old": old, "new": raters}})
+    return old, raters
+
+
+#: events a person causes between two `blindspots round` calls, in words
+_SAID = {
+    "masks-import": lambda d: f"{d.get('n', '?')} masks imported ({d.get('kind', '?')}: {d.get('source', '?')})",
+    "ratings-import": lambda d: f"{d.get('n', '?')} ratings imported from {d.get('path', '?')}",
+    "register": lambda d: f"version {d.get('version', '?')} of {d.get('name', '?')} registered",
+    "config": lambda d: "settings changed: " + ", ".join(f"{k} {v.get('old')} -> {v.get('new')}"
+                                                         for k, v in d.items() if isinstance(v, dict)),
+    "step-done": None,  # said by the step's own line below
+}
+
+
+def activity_since_last_round(project: Any) -> list[str]:
+    """What happened since the last `blindspots round` ended (imports, settings, versions): one line
+    each, oldest first, with the round and time. Empty before the first `round`."""
+    import json
+
+    ev = project.events()
+    if not len(ev):
+        return []
+    marks = ev.index[ev["kind"] == "round-run"]
+    after = ev.loc[marks[-1] + 1:] if len(marks) else ev.iloc[0:0]
+    out = []
+    for r in after.itertuples(index=False):
+        say = _SAID.get(r.kind)
+        if say is None:
+            continue
+        d = json.loads(r.details) if isinstance(r.details, str) and r.details else {}
+        where = "" if r.round is None or pd.isna(r.round) else f"round {int(r.round)}: "
+        out.append(f"{where}{say(d)} at {r.time}")
+    return out
+
+
+def steps_ran(project: Any, after_event: int) -> list[str]:
+    """'round 0: scan done', ... for the steps that finished after event id `after_event`."""
+    ev = project.events()
+    done = ev[(ev["id"] > after_event) & (ev["kind"] == "step-done")]
+    return [f"round {int(r.round)}: {r.step} done" for r in done.itertuples(index=False)]
+
+
+def last_event_id(project: Any) -> int:
+    ev = project.events()
+    return int(ev["id"].max()) if len(ev) else 0
+
+
+def masks_line(project: Any, round: int, needed: list[str]) -> str:
+    """'9 of 9 masks of S(1) ∪ T(1) in (last import: labelstudio, 2026-...)' for round `round`."""
+    have = set(project.masks_for_round(round)["id"])
+    n_in = sum(x in have for x in needed)
+    ev = project.events()
+    imp = ev[(ev["kind"] == "masks-import") & (ev["round"] == round)] if len(ev) else ev
+    last = ""
+    if len(imp):
+        import json
+
+        d = json.loads(imp["details"].iloc[-1] or "{}")
+        last = f" (last import: {d.get('n', '?')} masks, {d.get('kind', '?')}, {imp['time'].iloc[-1]})"
+    return f"{n_in} of {len(needed)} masks of S({round + 1}) ∪ T({round + 1}) in{last}"
