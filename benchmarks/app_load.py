@@ -1,6 +1,6 @@
 """Load on the web app: 20 simulated annotators submit 5,000 ratings over HTTP in bursts.
 
-A sample project (`blindspots.app.sample`: procedural scenes, untrained zoo models, the real
+A sample project (`blindspots.app.services.make_sample_project`: procedural scenes, untrained zoo models, the real
 loop run until it waits for ratings, 250 candidates mined with the "random" strategy) is
 served by `blindspots serve` (uvicorn, one process) on loopback. Each of 20 annotators rates
 every candidate with a bearer token; 5 % of the answers are sent twice (a double click / a
@@ -30,9 +30,18 @@ the time measured is the server's and not the client's; "httpx" is 20 `httpx.Cli
 one process (how this benchmark measured before; on a 2-core machine their own GIL contention
 adds to every latency).
 
+Durability (``--kills K``): instead of the load figures, K trials of `kill -9` mid-burst. Each
+takes a fresh copy of the project and a fresh server; every annotator sends all its answers in
+one burst (raw client), and the server process gets SIGKILL once a share of the answers has
+been acknowledged (shares spread evenly from 5 % to 95 % over the trials), with the other
+annotators' requests in flight. Then the store is checked: acknowledged answers lost (missing)
+or changed (another score), `PRAGMA integrity_check`; and the server is started again on the
+same store and the seconds to its first answer printed. Lost and changed must be 0, the
+integrity check "ok". `tests/test_app_durability.py` runs one such trial, small.
+
 Run: ``.venv/bin/python benchmarks/app_load.py [--annotators 20] [--ratings 5000] [--bursts 4]
-[--idle 11] [--repeat 3] [--client raw|httpx] [--workdir DIR]``. Prints; asserts nothing about
-time. The 1-minute load average is printed beside every figure: on a machine shared with other
+[--idle 11] [--repeat 3] [--client raw|httpx] [--workdir DIR] [--kills 8]``. Prints; asserts
+nothing about time. The 1-minute load average is printed beside every figure: on a machine shared with other
 jobs, times are noisy; compare the ratio, which is measured side by side.
 """
 from __future__ import annotations
@@ -42,7 +51,9 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -50,6 +61,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -126,9 +138,11 @@ def cpu_seconds(pid: int) -> float:
 # ---- clients ---------------------------------------------------------------------------------
 
 async def _raw_annotator(port: int, token: str, requests: list[tuple[str, int]], round_: int,
-                         start: asyncio.Event, out: list[float]) -> int:
+                         start: asyncio.Event, out: list[float],
+                         on_reply: Callable[[str, int, int], None] | None = None) -> int:
     """One annotator on its own connection (opened when the burst starts: counted in the first
-    request's time, as a browser reconnecting after a pause pays it). Returns the non-200 count."""
+    request's time, as a browser reconnecting after a pause pays it). Returns the non-200 count.
+    on_reply(image_id, score, status): called on each answer as it arrives."""
     head = (f"POST /api/ratings HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
             "Content-Type: application/json\r\nAccept: application/json\r\n").encode()
     bodies = [json.dumps({"round": round_, "image_id": i, "score": s}).encode() for i, s in requests]
@@ -137,7 +151,7 @@ async def _raw_annotator(port: int, token: str, requests: list[tuple[str, int]],
     t = time.perf_counter()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        for body in bodies:
+        for (image_id, score), body in zip(requests, bodies):
             writer.write(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
             status_headers = await reader.readuntil(b"\r\n\r\n")
             lines = status_headers.split(b"\r\n")
@@ -148,6 +162,8 @@ async def _raw_annotator(port: int, token: str, requests: list[tuple[str, int]],
             out.append(now - t)
             t = now
             failures += status != 200
+            if on_reply is not None:
+                on_reply(image_id, score, status)
     finally:
         writer.close()
     return failures
@@ -249,23 +265,30 @@ def check(project_path: Path, answers: dict, round_: int) -> tuple[int, int]:
     return lost, duplicated
 
 
-def serve_and_measure(project: Path, tokens: dict[str, str], answers: dict, a: argparse.Namespace) -> Run:
-    """A fresh `blindspots serve` on `project`; the bursts against it; the store checked after."""
+def start_server(project: Path, port: int, log: Path | None = None) -> subprocess.Popen:
+    """`blindspots serve PROJECT` on 127.0.0.1:port (one uvicorn process), returned once it answers."""
     import httpx
 
+    cmd = [sys.executable, "-m", "blindspots", "serve", str(project), "--port", str(port)]
+    out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - the child keeps it
+    server = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    for _ in range(1200):
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode} before answering")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/signin", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    server.kill()
+    raise SystemExit("the server did not start")
+
+
+def serve_and_measure(project: Path, tokens: dict[str, str], answers: dict, a: argparse.Namespace) -> Run:
+    """A fresh `blindspots serve` on `project`; the bursts against it; the store checked after."""
     port = free_port()
-    exe = Path(sys.executable).with_name("blindspots")
-    server = subprocess.Popen([str(exe), "serve", str(project), "--port", str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    server = start_server(project, port)
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/signin", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise SystemExit("the server did not start")
         cpu0 = cpu_seconds(server.pid)
         run = Run(run_http(f"http://127.0.0.1:{port}", tokens, answers, 0, dup_share=a.dup_share, seed=a.seed,
                            bursts=a.bursts, idle=a.idle, client=a.client), load=os.getloadavg()[0])
@@ -275,6 +298,118 @@ def serve_and_measure(project: Path, tokens: dict[str, str], answers: dict, a: a
         server.wait(timeout=30)
     run.lost, run.duplicated = check(project, answers, 0)
     return run
+
+
+# ---- durability: kill -9 mid-burst -------------------------------------------------------------
+
+@dataclass
+class Kill:
+    """One kill trial: what was acknowledged before the SIGKILL, and when it came."""
+
+    acked: dict[tuple[str, str], int]  # (annotator, image id) -> acknowledged score
+    sent: int  # answers the burst would have sent
+    killed_after_s: float | None  # seconds into the burst (None: the burst ended first)
+
+
+def kill_mid_burst(server: subprocess.Popen, port: int, tokens: dict[str, str], requests: dict[str, list],
+                   round_: int, kill_after: int) -> Kill:
+    """Every annotator's `requests` in one burst (raw client); SIGKILL to `server` as soon as
+    `kill_after` answers are acknowledged (200), the other requests still in flight."""
+    acked: dict[tuple[str, str], int] = {}
+    t0 = [0.0]
+    killed: list[float | None] = [None]
+
+    def reply(name: str) -> Callable[[str, int, int], None]:
+        def on(image_id: str, score: int, status: int) -> None:
+            if status == 200:
+                acked[(name, image_id)] = score
+            if len(acked) >= kill_after and killed[0] is None:
+                os.kill(server.pid, signal.SIGKILL)
+                killed[0] = time.perf_counter() - t0[0]
+        return on
+
+    async def go() -> None:
+        start = asyncio.Event()
+        lat: list[list[float]] = [[] for _ in tokens]
+        tasks = [asyncio.create_task(_raw_annotator(port, tokens[n], requests[n], round_, start, lat[k], reply(n)))
+                 for k, n in enumerate(tokens)]
+        await asyncio.sleep(0)
+        t0[0] = time.perf_counter()
+        start.set()
+        await asyncio.gather(*tasks, return_exceptions=True)  # the killed server's connections break
+
+    asyncio.run(go())
+    if killed[0] is None:  # the burst ended first: kill it now (nothing was in flight)
+        os.kill(server.pid, signal.SIGKILL)
+    server.wait(timeout=30)
+    return Kill(acked, sum(len(x) for x in requests.values()), killed[0])
+
+
+def check_acked(project_path: Path, acked: dict[tuple[str, str], int], round_: int) -> tuple[int, int]:
+    """(lost, changed): acknowledged answers missing from the store, or stored with another score.
+    Read with plain sqlite3 (as after a crash, before anything of the app opens the store)."""
+    with sqlite3.connect(project_path / "store.sqlite") as db:
+        stored = {(a, i): s for a, i, s in db.execute("SELECT annotator, image_id, score FROM ratings WHERE round=?",
+                                                       (round_,))}
+    lost = sum(1 for k in acked if k not in stored)
+    changed = sum(1 for k, s in acked.items() if k in stored and stored[k] != s)
+    return lost, changed
+
+
+def integrity(project_path: Path) -> str:
+    """SQLite's `PRAGMA integrity_check` of the project's store ("ok" when sound)."""
+    with sqlite3.connect(project_path / "store.sqlite") as db:
+        return "; ".join(r[0] for r in db.execute("PRAGMA integrity_check"))
+
+
+def kill_trials(sample: Path, work: Path, tokens: dict[str, str], answers: dict, a: argparse.Namespace) -> None:
+    """`--kills` trials (module docstring); prints one line each and a summary."""
+    n = sum(len(x) for x in answers.values())
+    shares = np.linspace(0.05, 0.95, a.kills) if a.kills > 1 else np.array([0.5])
+    totals = {"lost": 0, "changed": 0, "bad": 0}
+    for k, share in enumerate(shares):
+        dst = work / f"project-kill{k}"
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(sample / "project", dst)
+        add_annotators(dst, tokens)
+        port = free_port()
+        server = start_server(dst, port)
+        kill = kill_mid_burst(server, port, tokens, answers, 0, max(1, int(share * n)))
+        lost, changed = check_acked(dst, kill.acked, 0)
+        ok = integrity(dst)
+        t = time.perf_counter()
+        again = start_server(dst, port)
+        restart = time.perf_counter() - t
+        again.terminate()
+        again.wait(timeout=30)
+        totals["lost"] += lost
+        totals["changed"] += changed
+        totals["bad"] += ok != "ok"
+        when = "after the end of" if kill.killed_after_s is None else f"{kill.killed_after_s:.2f} s into"
+        print(f"  kill {k + 1}: SIGKILL {when} a burst of {kill.sent} answers, after "
+              f"{len(kill.acked)} acknowledged; lost {lost}, changed {changed}; integrity_check {ok}; restart "
+              f"{restart:.1f} s (to the first answer); exit status {server.returncode}; load {os.getloadavg()[0]:.1f}")
+    print(f"  kills: {len(shares)}; acknowledged answers lost {totals['lost']}, changed {totals['changed']}; "
+          f"integrity_check failures {totals['bad']}")
+
+
+def add_annotators(project_path: Path, tokens: dict[str, str]) -> None:
+    from blindspots.loop.project import Project
+
+    p = Project.open(project_path)
+    for name, tok in tokens.items():
+        p.add_annotator(name, tok)
+    p.close()
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} x {os.cpu_count()}"
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs"
 
 
 def stats(ms: np.ndarray) -> str:
@@ -293,13 +428,15 @@ def main() -> None:
     ap.add_argument("--client", choices=sorted(CLIENTS), default="raw")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kills", type=int, default=0, help="Instead of the load figures: this many kill -9 "
+                    "trials mid-burst (module docstring).")
     a = ap.parse_args()
     if a.bursts < 1 or a.repeat < 1:
         raise SystemExit("--bursts and --repeat: expected >= 1")
     import torch
 
     torch.set_num_threads(1)
-    from blindspots.app.sample import make_sample_project
+    from blindspots.app.services import make_sample_project
 
     per = a.ratings // a.annotators
     work = a.workdir or Path(tempfile.mkdtemp(prefix="app_load_"))
@@ -319,18 +456,20 @@ def main() -> None:
     answers = plan(ids, names, per, a.seed)
     tokens = {n: f"token-{n}-{a.seed:06d}" for n in names}
     n = sum(len(x) for x in answers.values())
+    if a.kills:
+        print(f"app_load --kills {a.kills}: {a.annotators} annotators, {n} answers in one burst per trial, 1 uvicorn "
+              f"process on loopback, raw client; CPU {cpu_model()}; load average at start {os.getloadavg()[0]:.1f}")
+        kill_trials(sample, work, tokens, answers, a)
+        return
     print(f"app_load: {a.annotators} annotators, {n} ratings (+{a.dup_share:.0%} sent twice) in {a.bursts} "
-          f"bursts {a.idle:g} s apart, 1 uvicorn process on loopback, {a.client} client; "
+          f"bursts {a.idle:g} s apart, 1 uvicorn process on loopback, {a.client} client; CPU {cpu_model()}; "
           f"load average at start {os.getloadavg()[0]:.1f}")
     runs = []
     for r in range(a.repeat):
         dst = work / f"project-app{r}"
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(sample / "project", dst)
-        p = Project.open(dst)
-        for name, tok in tokens.items():
-            p.add_annotator(name, tok)
-        p.close()
+        add_annotators(dst, tokens)
         run = serve_and_measure(dst, tokens, answers, a)
         runs.append(run)
         print(f"  run {r + 1}: {n / run.seconds:6.1f} ratings/s; all {len(run.all_ms)} requests {stats(run.all_ms)}; "

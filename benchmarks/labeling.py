@@ -71,7 +71,7 @@ def train_models(data: Path, size: int, seed: int, epochs: int) -> None:
 
 def make_project(root: Path, n: int, size: int, seed: int, token: str, epochs: int):  # noqa: ANN201
     """A sample project whose round 0 waits for masks of at least `n` images (S has n)."""
-    from blindspots.app.sample import make_sample_project
+    from blindspots.app.services import make_sample_project
     from blindspots.config import CONFIG_FILE, load_config, save_config
     from blindspots import loop
     from blindspots.loop.project import Project

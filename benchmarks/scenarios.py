@@ -17,6 +17,8 @@
 
     .venv/bin/python benchmarks/scenarios.py                 # everything (CPU: minutes once cached)
     .venv/bin/python benchmarks/scenarios.py --prepare-only  # just scenes, models and the scan
+    .venv/bin/python benchmarks/scenarios.py --seeds 0-7     # also round 1 over 8 seeds: which conditions
+                                                             # got a pure scenario, per seed and in total
 """
 from __future__ import annotations
 
@@ -167,24 +169,46 @@ def run(args: argparse.Namespace, prep: dict) -> dict:
         print(res.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     out = {"ari": ari, "ari_factor": ari_factor, "covered_factor": covered_f, "purity": pur.drop(columns=["mix"]).to_dict(orient="records"), "covered": covered,
            "round2": res.drop(columns=["conditions"]).to_dict(orient="records"), "n_confirmed": len(confirmed)}
-    if args.repeats > 1:
-        out["repeats"] = repeats(args, ids, fail, truth, feats, acts)
+    seeds = args.seeds if args.seeds else (
+        list(range(args.seed, args.seed + args.repeats)) if args.repeats > 1 else [])
+    if seeds:
+        out["seeds"] = across_seeds(args, seeds, ids, fail, truth, feats, acts)
     (work / "result.json").write_text(json.dumps(out, indent=2, default=str))
     return out
 
 
-def repeats(args: argparse.Namespace, ids: list[str], fail: dict, truth: dict, feats: pd.DataFrame,
-            acts: np.ndarray | None) -> list[dict]:
-    """Round 1 again with other seeds (the round-1 batch and the DP-GMM's): how often every true
-    condition with >= 10 failures has a scenario of purity >= 0.7, and the ARI's spread. One seed's
-    result can be luck: the clustering of a few dozen failures depends on both draws."""
+def parse_seeds(text: str) -> list[int]:
+    """'0-7' -> [0..7]; '0,3,5' -> [0, 3, 5]; '4' -> [4]."""
+    out: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                lo, hi = part.split("-", 1)
+                out.extend(range(int(lo), int(hi) + 1))
+            elif part:
+                out.append(int(part))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a range like 0-7 or a list like 0,3,5, got {text!r}")
+    if not out:
+        raise argparse.ArgumentTypeError(f"expected at least one seed, got {text!r}")
+    return out
+
+
+def across_seeds(args: argparse.Namespace, seeds: list[int], ids: list[str], fail: dict, truth: dict,
+                 feats: pd.DataFrame, acts: np.ndarray | None) -> list[dict]:
+    """Round 1 again for each seed (the seed draws the round-1 batch and initialises the DP-GMM; the
+    pool, models and scan stay those of --seed): per seed, which true condition with >= 10 failures
+    got a scenario of purity >= 0.7 (its best purity, and the share of its failures in its largest
+    pure scenario), and in total how many seeds met it per
+    condition and for every condition at once. One seed's result can be luck: the clustering of a
+    few dozen failures depends on both draws."""
     from sklearn.metrics import adjusted_rand_score
 
     from blindspots.scenarios.segmentation import find_scenarios
 
     rows = []
-    for r in range(args.repeats):
-        seed = args.seed + r
+    for seed in seeds:
         rng = np.random.default_rng(seed)
         seen = set(rng.choice(ids, size=min(args.round1, len(ids)), replace=False).tolist())
         confirmed = [i for i in ids if i in seen and fail[i]]
@@ -193,18 +217,37 @@ def repeats(args: argparse.Namespace, ids: list[str], fail: dict, truth: dict, f
                                select_moment=args.select_moment)
         labels_truth = [truth[i] for i in confirmed]
         pur = purity_table(labels_truth, found.labels)
+        counts = Counter(labels_truth)
         best = {c: float(pur.loc[pur["majority"] == c, "purity"].max()) if (pur["majority"] == c).any() else 0.0
-                for c, n in Counter(labels_truth).items() if n >= 10}
+                for c, n in sorted(counts.items()) if n >= 10}
+        # share of the condition's failures in its largest pure scenario: many tiny scenarios would
+        # be pure without being useful, so this shows whether a pure scenario holds the condition
+        pure = pur[pur["purity"] >= 0.7]
+        cover = {c: max([m["mix"].get(c, 0) / counts[c] for m in pure.to_dict("records") if m["majority"] == c],
+                        default=0.0) for c in best}
         rows.append({"seed": seed, "n_confirmed": len(confirmed), "n_scenarios": len(found),
                      "ari": adjusted_rand_score(labels_truth, found.labels),
-                     "all_met": all(v >= 0.7 for v in best.values()), "best_purity": best})
+                     "all_met": all(v >= 0.7 for v in best.values()), "best_purity": best, "coverage": cover})
     df = pd.DataFrame(rows)
-    print(f"\n== round 1 with {args.repeats} seeds ({args.seed}..{args.seed + args.repeats - 1}): ARI mean "
-          f"{df['ari'].mean():.3f} (min {df['ari'].min():.3f}, max {df['ari'].max():.3f}); target met in "
-          f"{int(df['all_met'].sum())} of {len(df)} ==")
-    with pd.option_context("display.width", 250, "display.max_colwidth", 200):
-        print(df.assign(best_purity=[{k: round(v, 2) for k, v in b.items()} for b in df["best_purity"]])
-              .to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    conds = sorted({c for b in df["best_purity"] for c in b})
+    table = pd.DataFrame({"seed": df["seed"], "n_confirmed": df["n_confirmed"], "scenarios": df["n_scenarios"],
+                          "ari": df["ari"].round(3)})
+    for c in conds:  # best purity of a scenario whose majority is c (share of c in the largest pure one)
+        table[c] = [f"{b[c]:.2f}{'*' if b[c] >= 0.7 else ''} ({v[c]:.2f})" if c in b else "-"
+                    for b, v in zip(df["best_purity"], df["coverage"])]
+    table["all_met"] = df["all_met"]
+    print(f"\n== round 1 over seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}): best purity per true condition with "
+          f">= 10 failures (* = a scenario of purity >= 0.7; in brackets the share of the condition's failures in "
+          f"its largest pure scenario) ==")
+    with pd.option_context("display.width", 250, "display.max_columns", 40):
+        print(table.to_string(index=False))
+    totals = {c: f"{sum(b.get(c, 0.0) >= 0.7 for b in df['best_purity'])} of "
+                 f"{sum(c in b for b in df['best_purity'])}" for c in conds}
+    print("seeds with a pure scenario, per condition:", totals)
+    print("mean share of a condition's failures in its largest pure scenario:",
+          {c: round(float(np.mean([v.get(c, 0.0) for v in df["coverage"] if c in v])), 2) for c in conds})
+    print(f"ARI mean {df['ari'].mean():.3f} (min {df['ari'].min():.3f}, max {df['ari'].max():.3f}); every "
+          f"condition met in {int(df['all_met'].sum())} of {len(df)} seeds (target: >= 7 of 8)")
     return rows
 
 
@@ -241,12 +284,14 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=100, help="round-2 budget per sampler")
     ap.add_argument("--activations", action="store_true", help="add the target's pooled activations")
     ap.add_argument("--covariance", default="spherical", help="DP-GMM covariance type")
-    ap.add_argument("--weight-threshold", type=float, default=0.1)
+    ap.add_argument("--weight-threshold", type=float, default=0.01, help="DP-GMM weight threshold (Defuse's ε)")
     ap.add_argument("--max-scenarios", type=int, default=10)
     ap.add_argument("--select-moment", type=float, default=1.15)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=1, help="also rerun round 1 with this many seeds (seed, "
-                    "seed+1, ...) and report how often the purity target is met")
+                    "seed+1, ...) and report how often the purity target is met (same as --seeds seed-(seed+N-1))")
+    ap.add_argument("--seeds", type=parse_seeds, default=None, help="also rerun round 1 for these seeds (e.g. 0-7 or 0,3,5): the "
+                    "round-1 draw and the DP-GMM's initialisation; pool, models and scan stay those of --seed")
     ap.add_argument("--prepare-only", action="store_true")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from PIL import Image
 
 from blindspots.app import create_app
-from blindspots.app.sample import make_sample_project
+from blindspots.app.services import make_sample_project
 from blindspots.ids import find_artifact
 from blindspots import loop
 from blindspots.loop.project import Project

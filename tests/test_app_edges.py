@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from app_project_helpers import minimal_project
 from blindspots.app import create_app
-from blindspots.app.throttle import SignInThrottle
+from blindspots.app.security import SignInThrottle
 
 torch.set_num_threads(1)
 TOKEN, ADMIN = "edges-annotator-token", "edges-admin-token"
@@ -56,31 +56,37 @@ def test_sign_in_form_needs_its_token_and_own_origin(client: TestClient) -> None
 
 
 def test_sign_in_throttled_per_address_and_logged(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="blindspots.app.throttle"):
+    with caplog.at_level(logging.WARNING, logger="blindspots.app.security.throttle"):
         for _ in range(3):
             assert client.post("/api/signin", json={"token": "wrong-token-x"}).status_code == 401
     fails = [r for r in caplog.records if "failed sign-in from testclient" in r.getMessage()]
     assert len(fails) == 3
-    r = client.post("/api/signin", json={"token": TOKEN})  # even a good token waits now
+    r = client.post("/api/signin", json={"token": "wrong-token-y"})  # failed attempts are refused now
     assert r.status_code == 429 and 1 <= int(r.headers["Retry-After"]) <= 60
     csrf = form_token(client)
-    held = client.post("/signin", data={"token": TOKEN, "csrf": csrf}, follow_redirects=False)
+    held = client.post("/signin", data={"token": "wrong-token-z", "csrf": csrf}, follow_redirects=False)
     # the form's answer is the sign-in page again (a person reads it), with the wait in words and header
     assert held.status_code == 429 and held.headers["content-type"].startswith("text/html")
     assert 1 <= int(held.headers["Retry-After"]) <= 60 and "too many failed sign-ins" in held.text
     assert f"try again in {held.headers['Retry-After']} s" in held.text and 'name="token"' in held.text
-    other = TestClient(client.app, client=("10.1.2.3", 5000))  # another address is not held back
-    assert other.post("/api/signin", json={"token": TOKEN}).status_code == 200
+    # a colleague behind the same address signs in all the same (issue 30: no lock-out by a neighbour)
+    assert client.post("/api/signin", json={"token": TOKEN}).status_code == 200
+    r = client.post("/signin", data={"token": TOKEN, "csrf": csrf}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/" and "bs_session" in r.cookies
+    other = TestClient(client.app, client=("10.1.2.3", 5000))  # another address has its own count
+    assert other.post("/api/signin", json={"token": "wrong-token-x"}).status_code == 401
 
 
 def test_unknown_bearer_tokens_are_throttled_too(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="blindspots.app.throttle"):
+    with caplog.at_level(logging.WARNING, logger="blindspots.app.security.throttle"):
         for _ in range(3):
             assert client.get("/api/me", headers={"Authorization": "Bearer guess-guess"}).status_code == 401
     assert sum("failed sign-in" in r.getMessage() for r in caplog.records) == 3
-    r = client.get("/api/me", headers={"Authorization": f"Bearer {TOKEN}"})
+    r = client.get("/api/me", headers={"Authorization": "Bearer guess-guess"})
     assert r.status_code == 429 and "Retry-After" in r.headers
-    assert client.post("/api/signin", json={"token": TOKEN}).status_code == 429  # one budget per address
+    assert client.post("/api/signin", json={"token": "guess-guess"}).status_code == 429  # one budget per address
+    r = client.get("/api/me", headers={"Authorization": f"Bearer {TOKEN}"})  # a valid token is served
+    assert r.status_code == 200 and r.json()["name"] == "ann"
 
 
 def test_throttle_window_slides() -> None:

@@ -22,8 +22,8 @@ ANN = "label-edges-ann-token"
 def awaiting_masks(root: Path, token: str, *, size: int = 32, n_pool: int = 16):  # noqa: ANN201
     """A sample project (annotator 'ann' with `token`) whose round 0 waits for masks: every
     candidate rated 1 by a helper rater, then the loop advanced."""
-    from blindspots.app.sample import make_sample_project
     from blindspots import loop
+    from blindspots.app.services import make_sample_project
     from blindspots.loop.project import Project
 
     p = make_sample_project(root / "sample", n_pool=n_pool, size=size, n_candidates=6,
@@ -118,8 +118,8 @@ def test_oversized_is_413(world: dict) -> None:
     assert world["client"].post("/api/labels", json=body, headers=auth()).status_code == 413
 
 
-@pytest.mark.skipif(importlib.util.find_spec("blindspots.app.guard") is None,
-                    reason="413 for streamed bodies is app/guard.py's (appsafe); FastAPI answers 400 without it")
+@pytest.mark.skipif(importlib.util.find_spec("blindspots.app.security") is None,
+                    reason="413 for streamed bodies is app/security/guard.py's (appsafe); FastAPI answers 400 without it")
 def test_streamed_oversized_is_413(world: dict) -> None:
     def chunks():  # a streamed body with no Content-Length
         for _ in range(100):
@@ -143,7 +143,7 @@ def test_mask_files_are_named_by_stem(world: dict) -> None:
 
 
 def test_superpixels_and_competitors(world: dict) -> None:
-    from blindspots.app.label_regions import component_at
+    from blindspots.app.services import component_at
     from blindspots.ids import find_artifact
 
     c, p, image_id = world["client"], world["project"], world["need"][0]

@@ -70,7 +70,7 @@ def test_label_api_on_big_non_square_photos(project: dict) -> None:
     from fastapi.testclient import TestClient
 
     from blindspots.app import create_app
-    from blindspots.app.superpixels import MAX_SEGMENTS
+    from blindspots.app.services.superpixels import MAX_SEGMENTS
 
     c = TestClient(create_app(project["path"]))
     items = c.get("/api/labels/queue", headers=AUTH).json()["items"]

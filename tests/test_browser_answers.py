@@ -25,7 +25,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     from blindspots.app import create_app
-    from blindspots.app.sample import make_sample_project
+    from blindspots.app.services import make_sample_project
 
     root = tmp_path_factory.mktemp("answers")
     project = make_sample_project(root / "sample", n_pool=12, size=32, n_candidates=N, annotators=PEOPLE,

@@ -44,7 +44,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     from blindspots.app import create_app
-    from blindspots.app.sample import make_sample_project
+    from blindspots.app.services import make_sample_project
 
     root = tmp_path_factory.mktemp("browser")
     project = make_sample_project(root / "sample", n_pool=24, size=48, n_candidates=12,

@@ -80,7 +80,7 @@ def open_editor(served: dict, browser, size: tuple[int, int], image_id: str):  #
 
 
 def test_each_tool_changes_the_mask_as_expected(served: dict, browser) -> None:  # noqa: ANN001, F811
-    from blindspots.app.label_regions import component_at
+    from blindspots.app.services import component_at
     from blindspots.ids import find_artifact
     from PIL import Image
 

@@ -39,6 +39,11 @@ def score_table(n: int = 30, seed: int = 0) -> pd.DataFrame:
         "dpa__t__g": rng.random(n),
         "dmiou__t__g": rng.random(n),
         "surprise_mdsa__t": rng.random(n).astype(np.float32),
+        "entropy__g": rng.random(n).astype(np.float32),
+        "al_margin__t": rng.random(n).astype(np.float32),  # acquisition columns (mine.acquisition)
+        "al_bald__t": rng.random(n).astype(np.float32),
+        "al_feat__t__0": rng.normal(size=n).astype(np.float32),
+        "al_feat__t__1": rng.normal(size=n).astype(np.float32),
         "content_hash": [f"h{i:03d}" for i in range(n)],
     })
 
@@ -55,6 +60,11 @@ def scenarios_for(table: pd.DataFrame) -> Any:
 #: strategy -> settings builder (from the table); every registered strategy needs a case here
 SAMPLER_CASES: dict[str, Callable[[pd.DataFrame], dict[str, Any]]] = {
     "mad": lambda t: {"target": "t", "ranges": [[0.0, 1.0]], "n3": 10},
+    "madplus": lambda t: {"target": "t", "ranges": [[0.0, 1.0]], "n3": 10},
+    "margin": lambda t: {"target": "t"},
+    "bald": lambda t: {"target": "t"},
+    "powerbald": lambda t: {"target": "t"},
+    "coreset": lambda t: {"target": "t"},
     "entropy": lambda t: {"target": "t"},
     "surprise": lambda t: {"kind": "mdsa"},
     "random": lambda t: {},

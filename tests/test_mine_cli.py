@@ -79,7 +79,7 @@ def test_mine_without_gallery_and_with_bad_input(scanned, tmp_path):
     res = CliRunner().invoke(app, ["mine", str(scanned), "-n", "3", "--out", str(out), "--no-gallery"])
     assert res.exit_code == 0, res.output
     assert (out / "picks.csv").is_file() and not (out / "index.html").exists()
-    res = CliRunner().invoke(app, ["mine", str(scanned), "--strategy", "coreset", "--out", str(out)])
+    res = CliRunner().invoke(app, ["mine", str(scanned), "--strategy", "nope", "--out", str(out)])
     assert res.exit_code == 2 and "strategy: expected one of" in res.output
     res = CliRunner().invoke(app, ["mine", str(tmp_path / "nothing"), "--out", str(out)])
     assert res.exit_code == 2 and "scan_dir: expected a scan folder" in res.output

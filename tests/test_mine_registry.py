@@ -24,7 +24,7 @@ def test_registry_lists_and_builds_every_strategy():
     assert isinstance(make_sampler("random"), RandomSampler)
     assert "n3" in sampler_settings("mad") and sampler_settings("random") == ()
     with pytest.raises(ValueError, match=r"strategy: expected one of \['mad'"):
-        make_sampler("coreset")
+        make_sampler("nope")
     with pytest.raises(ValueError, match=r"settings: .*'random'.*\['n3'\]"):
         make_sampler("random", n3=3)
 

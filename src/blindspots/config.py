@@ -38,7 +38,8 @@ from typing import Any
 
 CONFIG_FILE = "blindspots.toml"
 MODEL_NAME = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*$")  # scan contract, no "__"
-STRATEGIES = ("mad", "entropy", "surprise", "random", "scenario")  # = mine.registry.sampler_names() (a test checks)
+STRATEGIES = ("mad", "madplus", "entropy", "margin", "bald", "powerbald", "coreset", "surprise", "random",
+              "scenario")  # = mine.registry.sampler_names() (a test checks)
 DISTANCES = ("dmiou", "dpa")
 
 
@@ -103,6 +104,8 @@ class MiningSettings:
     (paper: 25); distance: "dmiou" (1 - mIoU) or "dpa" (1 - pixel accuracy); quantiles: [p, q]
     quantiles of each class's area over S0 masks for the content constraint (paper: first and
     third quartiles; without S0, over the target's own predictions on the pool, docs/loop.md); n: budget for entropy/random (None: the size MAD would pick, or 2*m*c*n3).
+    dropout: bald/powerbald on a target without dropout layers: dropout p on its classifier layer's input
+    during the MC passes (None: such a target is refused); mc_passes: T (Gal et al. 2017: 20).
     """
 
     strategy: str = "mad"
@@ -110,6 +113,8 @@ class MiningSettings:
     distance: str = "dpa"
     quantiles: list[float] = field(default_factory=lambda: [0.25, 0.75])
     n: int | None = None
+    dropout: float | None = None
+    mc_passes: int = 20
 
 
 @dataclass
@@ -281,6 +286,10 @@ def validate(cfg: Config) -> None:
           and all(_num(q) for q in m.quantiles) and 0 <= m.quantiles[0] <= m.quantiles[1] <= 1,
           "mining.quantiles", "two numbers 0 <= p <= q <= 1", m.quantiles)
     _need(m.n is None or (_int(m.n) and m.n >= 1), "mining.n", "an integer >= 1 (or absent)", m.n)
+    _need(m.dropout is None or (isinstance(m.dropout, (int, float)) and not isinstance(m.dropout, bool)
+                                and 0 < m.dropout < 1), "mining.dropout", "a probability in (0, 1) (or absent)",
+          m.dropout)
+    _need(_int(m.mc_passes) and m.mc_passes >= 2, "mining.mc_passes", "an integer >= 2", m.mc_passes)
     _need(_int(cfg.ratings.n4) and cfg.ratings.n4 >= 1, "ratings.n4", "an integer >= 1", cfg.ratings.n4)
     _need(_int(cfg.ratings.raters) and cfg.ratings.raters >= 1, "ratings.raters", "an integer >= 1",
           cfg.ratings.raters)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from blindspots.app.quote import quote
 from blindspots.app.store import AppStore
 from blindspots.data.classes import Classes
 from blindspots.ids import artifact_name, find_artifact, legacy_artifact_name
@@ -191,11 +192,11 @@ class ProjectView:
         """uint8 [H, W, 3] of a pool image; NotFound for an id the pool does not list."""
         pool = self.pool
         if not isinstance(image_id, str) or image_id not in pool:
-            raise NotFound(f"id: expected an image id of the pool, got {image_id!r}")
+            raise NotFound(f"id: expected an image id of the pool, got {quote(image_id)}")
         try:
             return pool.load(image_id)
         except ValueError as e:  # includes ImageDecodeError and links that now leave the root
-            raise NotFound(f"id: image {image_id!r} cannot be read ({e})") from None
+            raise NotFound(f"id: image {quote(image_id)} cannot be read ({e})") from None
 
     def pool_encoded(self, image_id: str) -> tuple[bytes, str]:
         """(bytes, media type) of a pool image for the browser: JPEG when the file is a JPEG (already lossy:
@@ -213,7 +214,7 @@ class ProjectView:
         from blindspots.loop import target_column
 
         if image_id not in self.pool:
-            raise NotFound(f"id: expected an image id of the pool, got {image_id!r}")
+            raise NotFound(f"id: expected an image id of the pool, got {quote(image_id)}")
         root = self.project.scan_dir / "maps" / target_column(self.project, round)
         path = find_artifact(root, image_id)  # the id -> file-name rule (legacy id + ".png" too)
         if path is None or not inside(path, self.project.scan_dir):
@@ -224,7 +225,7 @@ class ProjectView:
         def make() -> bytes:
             m = self.prediction(round, image_id)
             if m is None:
-                raise NotFound(f"id: no saved prediction of round {round} for {image_id!r} (scan with save_maps)")
+                raise NotFound(f"id: no saved prediction of round {round} for {quote(image_id)} (scan with save_maps)")
             return png_bytes(overlay_rgba(m, self.classes))
         return self._cache.get(("pred", round, image_id), make)
 
@@ -245,7 +246,7 @@ class ProjectView:
         for s in self.store.sets("vote"):
             if s["name"] == name:
                 return s
-        raise NotFound(f"set: expected an attached vote set, got {name!r}")
+        raise NotFound(f"set: expected an attached vote set, got {quote(name)}")
 
     def vote_items(self, name: str) -> pd.DataFrame:
         """items.csv of a vote set: item_id, scenario, prediction (hidden from annotators)."""
@@ -273,10 +274,10 @@ class ProjectView:
     def vote_png(self, name: str, item_id: str) -> bytes:
         s = self.vote_set(name)
         if item_id not in set(self.vote_items(name)["item_id"]):
-            raise NotFound(f"id: expected an item of vote set {name!r}, got {item_id!r}")
+            raise NotFound(f"id: expected an item of vote set {quote(name)}, got {quote(item_id)}")
         path = s["path"] / "images" / f"{item_id}.png"
         if not path.is_file() or not inside(path, s["path"]):
-            raise NotFound(f"id: the image of item {item_id!r} is missing or leaves its set folder")
+            raise NotFound(f"id: the image of item {quote(item_id)} is missing or leaves its set folder")
 
         def make() -> bytes:
             from blindspots.data.pool import decode_image
@@ -289,7 +290,7 @@ class ProjectView:
         for s in self.store.sets("review"):
             if s["name"] == name:
                 return s
-        raise NotFound(f"set: expected an attached review set, got {name!r}")
+        raise NotFound(f"set: expected an attached review set, got {quote(name)}")
 
     def review_regions(self, name: str) -> pd.DataFrame:
         """regions.csv of a `blindspots label-issues` output (id, region, kind, bbox, score...)."""
@@ -308,7 +309,7 @@ class ProjectView:
         """The file of one layer ("image", "given", "pred") of a review image, checked by id."""
         s = self.review_set(name)
         if image_id not in set(self.review_images(name)):
-            raise NotFound(f"id: expected an image of review set {name!r}, got {image_id!r}")
+            raise NotFound(f"id: expected an image of review set {quote(name)}, got {quote(image_id)}")
         meta = s["meta"]
         key = {"image": "images", "given": "masks", "pred": "predictions"}.get(layer)
         if key is None:
@@ -322,7 +323,7 @@ class ProjectView:
         for p in cands:
             if p.is_file() and inside(p, root):
                 return p
-        raise NotFound(f"id: no {layer} file for {image_id!r} in review set {name!r}")
+        raise NotFound(f"id: no {layer} file for {quote(image_id)} in review set {quote(name)}")
 
     def review_layer(self, name: str, image_id: str, layer: str) -> np.ndarray:
         from blindspots.data.formats.masks import read_mask

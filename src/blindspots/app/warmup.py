@@ -11,9 +11,12 @@ rating in 20-100 ms and a burst of 20 first ratings in 120-140 ms, against 3-10 
   request in flight. `gc.freeze()` moves what exists after start-up out of the collector's way,
   so later full collections walk only request garbage (a few ms).
 
-`prepare(app)` does these once: anonymous in-process requests through the whole middleware and
+`warm_up(app)` does these once: anonymous in-process requests through the whole middleware and
 router stack (each refused or a public page: nothing is written and no sign-in is attempted),
-the writer started, then one collection and a freeze.
+the writer started, then one collection and a freeze. The app's lifespan runs it before the
+server takes its first connection when `create_app(warm_up=True)` (as `blindspots serve` does),
+and unfreezes at shutdown; it is off by default, since freezing is process-wide (an app embedded
+in a bigger program, or built per test, should not decide that for its host).
 """
 from __future__ import annotations
 
@@ -70,15 +73,20 @@ async def _warm_requests(app: FastAPI) -> list[int]:
     return out
 
 
-def prepare(app: FastAPI) -> None:
-    """Warm `app` (a `create_app` result) before serving it, then freeze the heap for the collector.
+async def warm_up(app: FastAPI) -> None:
+    """Warm `app` (a `create_app` result) before it serves, then freeze the heap for the collector.
 
-    Call it once, outside any running event loop, right before the server starts.
+    Awaited by the app's lifespan on start-up (the running event loop answers the warm requests).
     """
     t = time.perf_counter()
-    statuses = asyncio.run(_warm_requests(app))
+    statuses = await _warm_requests(app)
     app.state.writer.start()
     gc.collect()
     gc.freeze()
     log.info("app warmed in %.0f ms (statuses %s); %d objects frozen", (time.perf_counter() - t) * 1000,
              statuses, gc.get_freeze_count())
+
+
+def cool_down() -> None:
+    """Undo `warm_up`'s freeze (at shutdown: what was frozen may be collected again)."""
+    gc.unfreeze()

@@ -59,8 +59,12 @@ def init(
     ground_truth: Optional[Path] = typer.Option(None, "--ground-truth", help="True masks of the pool (only for --simulate)."),
     rounds: int = typer.Option(2, "--rounds", help="Fine-tuning rounds r (paper: 2)."),
     seed: int = typer.Option(0, "--seed", help="Seed of every random choice (same seed, same selections)."),
-    strategy: str = typer.Option("mad", "--strategy", help="Mining strategy: mad, entropy, surprise "
-                                 "(needs `surprise score --scan` columns) or random."),
+    strategy: str = typer.Option("mad", "--strategy", help="Mining strategy: mad, madplus (MAD plus a share for "
+                                 "failures every model shares), entropy, margin, bald, powerbald, coreset (these "
+                                 "three run the target once more over the pool), surprise (needs `surprise score "
+                                 "--scan` columns) or random."),
+    dropout: Optional[float] = typer.Option(None, "--dropout", help="bald, powerbald: dropout p on the classifier "
+                                            "layer's input of a target without dropout layers (default: refuse)."),
     n3: int = typer.Option(25, "--n3", help="MAD: images per (competitor, class, direction) (paper: 25)."),
     n4: int = typer.Option(100, "--n4", help="Size of S per round, lowest MOS (paper: 100)."),
     raters: int = typer.Option(3, "--raters", help="Ratings needed per candidate (paper: 3)."),
@@ -89,7 +93,7 @@ def init(
         target=ModelSettings(tname, tpath), competitors=comps,
         data=DataSettings(train=str(train_data) if train_data else "", val=str(val_data) if val_data else ""),
         project=ProjectSettings(name=project.name, seed=seed, rounds=rounds),
-        mining=MiningSettings(strategy=strategy, n3=n3), ratings=RatingSettings(n4=n4, raters=raters),
+        mining=MiningSettings(strategy=strategy, n3=n3, dropout=dropout), ratings=RatingSettings(n4=n4, raters=raters),
         testset=TestSetSettings(size=test_size),
         finetune=FinetuneSettings(lrs=[float(x) for x in lrs.split(",") if x.strip()], epochs=epochs,
                                   batch_size=batch_size),

@@ -68,22 +68,12 @@ def _claim_part(scan: Path, part: str, estimator: Path, model: Optional[str], fe
     runs) are not checked."""
     import hashlib
 
+    from blindspots.scan.extra import claim_part
+
     settings = {"estimator_sha256": hashlib.sha256(estimator.read_bytes()).hexdigest(),
                 "model": model or _sidecar(estimator).get("model", ""),
                 "features": features or _sidecar(estimator).get("features"), "per_class": per_class, "seed": seed}
-    folder = scan / "extra" / part
-    record = folder / "surprise.json"
-    if record.is_file():
-        old = json.loads(record.read_text())
-        if old != settings:
-            diff = {k: (old.get(k), v) for k, v in settings.items() if old.get(k) != v}
-            raise ValueError(f"--name: expected the estimator and settings that filled {str(folder)!r} to resume "
-                             f"it, got others {diff} (old, new); pass another --name or delete that folder")
-        return
-    if folder.is_dir() and any(folder.glob("*.parquet")):
-        return  # written before the record existed: not checked
-    folder.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(settings, indent=1))
+    claim_part(scan / "extra" / part, settings, "surprise.json", "--name")
 
 
 class _ScoreColumns:

@@ -31,11 +31,10 @@ def serve(
     import uvicorn
 
     from blindspots.app import create_app
-    from blindspots.app.warmup import prepare
 
-    web = create_app(project, secure_cookies=secure_cookies, allowed_hosts=allowed_host or None)
+    # warm_up: the first annotators do not pay for lazy set-up; the collector skips start-up objects
+    web = create_app(project, secure_cookies=secure_cookies, allowed_hosts=allowed_host or None, warm_up=True)
     _refresh_round_page(project)
-    prepare(web)  # the first annotators do not pay for lazy set-up; the collector skips start-up objects
     typer.echo(f"serving {project} on http://{host}:{port}/  (sign-in links: `blindspots annotators add`)")
     # Keep idle connections 75 s (uvicorn's default is 5 s): an annotator looking at an image for
     # longer than that would reconnect for the next answer. uvicorn picks uvloop and httptools
@@ -165,7 +164,7 @@ def sample(
     candidates: int = typer.Option(12, "--candidates", help="Candidates M to rate."),
 ) -> None:
     """Build a small sample project (scenes, untrained models, a vote set, a review set) waiting for ratings."""
-    from blindspots.app.sample import make_sample_project
+    from blindspots.app.services import make_sample_project
 
     token = secrets.token_urlsafe(24)
     p = make_sample_project(out, n_pool=n_pool, size=size, seed=seed, n_candidates=candidates,

@@ -1,12 +1,19 @@
-"""Selection strategies over the score table: MAD, entropy, surprise, random (`mine.registry`
-holds the one list), and unbiased test sets."""
+"""Selection strategies over the score table: MAD, MAD+, entropy, margin, BALD, PowerBALD, core-set,
+surprise, random (`mine.registry` holds the one list; `mine.acquisition` adds the columns the model-based
+ones read, and imports torch only there), and unbiased test sets."""
+from blindspots.mine.bald import BALDSampler, PowerBALDSampler
 from blindspots.mine.base import Sampler
+from blindspots.mine.coreset import CoreSetSampler, k_center_greedy
 from blindspots.mine.entropy import EntropySampler
 from blindspots.mine.mad import MADSampler, class_area_ranges
+from blindspots.mine.madplus import MADPlusSampler
+from blindspots.mine.margin import MarginSampler
 from blindspots.mine.random import RandomSampler
 from blindspots.mine.run import mine_scan, write_picks
-from blindspots.mine.registry import SAMPLERS, make_sampler, sampler_names, sampler_settings
+from blindspots.mine.registry import SAMPLERS, make_sampler, needs_model, sampler_names, sampler_settings
 from blindspots.mine.surprise import SurpriseSampler
 
-__all__ = ["EntropySampler", "MADSampler", "RandomSampler", "SAMPLERS", "Sampler", "SurpriseSampler",
-           "class_area_ranges", "make_sampler", "mine_scan", "sampler_names", "sampler_settings", "write_picks"]
+__all__ = ["BALDSampler", "CoreSetSampler", "EntropySampler", "MADPlusSampler", "MADSampler", "MarginSampler",
+           "PowerBALDSampler", "RandomSampler", "SAMPLERS", "Sampler", "SurpriseSampler", 
+           "class_area_ranges", "k_center_greedy", "make_sampler", "mine_scan", "needs_model", "sampler_names",
+           "sampler_settings", "write_picks"]

@@ -63,13 +63,28 @@ def describe(reason: str, class_names: Sequence[str] | None = None,
     if not isinstance(r, dict):
         return str(reason)
     if "picks" in r:
-        return _mad(r, class_names, shown_as)
+        return ("MAD part of MAD+: " if r.get("part") == "mad" else "") + _mad(r, class_names, shown_as)
     strategy, target = r.get("strategy"), r.get("target", "target")
     target = shown_as.get(target, target)
     if strategy == "entropy":
         return f"{target}'s mean per-pixel entropy is {float(r.get('value', float('nan'))):.3f} nats"
     if strategy == "maxprob":
         return f"{target}'s mean top-class probability is only {float(r.get('value', float('nan'))):.3f}"
+    if strategy == "margin":
+        return f"{target}'s top two classes are only {float(r.get('margin', float('nan'))):.3f} apart on average"
+    if strategy in ("bald", "powerbald"):
+        how = "" if strategy == "bald" else " (drawn by PowerBALD)"
+        return f"{target}'s MC-dropout passes disagree: BALD {float(r.get('bald', float('nan'))):.4f} nats{how}"
+    if strategy == "coreset":
+        if r.get("distance") is None:
+            return f"core-set: first pick, drawn at random (no labelled image yet; {target}'s features)"
+        return (f"far from every labelled image in {target}'s features (distance "
+                f"{float(r.get('distance', float('nan'))):.3f}; core-set)")
+    if strategy == "madplus" and r.get("part") == "shared":
+        sa = next((f"; {k.upper()} {float(r[k]):.3f}" for k in ("mdsa", "lsa", "dsa") if k in r), "")
+        return (f"shared doubt (MAD+): the models agree (disagreement at most "
+                f"{float(r.get('max_disagreement', r.get('max_miou_distance', float('nan')))):.0%}) but even the "
+                f"surest is unsure (entropy {float(r.get('min_entropy', float('nan'))):.3f} nats){sa}")
     if strategy == "random":
         return f"random pick (seed {r.get('seed')})"
     if strategy == "surprise":

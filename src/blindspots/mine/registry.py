@@ -9,16 +9,25 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from blindspots.mine.bald import BALDSampler, PowerBALDSampler
 from blindspots.mine.base import Sampler
+from blindspots.mine.coreset import CoreSetSampler
 from blindspots.mine.entropy import EntropySampler
 from blindspots.mine.mad import MADSampler
+from blindspots.mine.madplus import MADPlusSampler
+from blindspots.mine.margin import MarginSampler
 from blindspots.mine.random import RandomSampler
 from blindspots.mine.scenario import ScenarioSampler
 from blindspots.mine.surprise import SurpriseSampler
 
 SAMPLERS: dict[str, type[Sampler]] = {
     "mad": MADSampler,  # the paper's MAD competition (default)
+    "madplus": MADPlusSampler,  # MAD plus a share for failures every model shares (agree, but unsure/surprised)
     "entropy": EntropySampler,  # highest mean target entropy (paper Appendix A baseline)
+    "margin": MarginSampler,  # smallest mean best-minus-second-best margin (Scheffer et al. 2001)
+    "bald": BALDSampler,  # MC-dropout BALD (Houlsby et al. 2011; Gal et al. 2017)
+    "powerbald": PowerBALDSampler,  # stochastic batch BALD (Kirsch et al. 2021)
+    "coreset": CoreSetSampler,  # k-center greedy on pooled features (Sener & Savarese 2018)
     "surprise": SurpriseSampler,  # surprise adequacy columns (Kim et al. 2023)
     "random": RandomSampler,  # uniform control
     "scenario": ScenarioSampler,  # pool images nearest confirmed failure scenarios (needs scenarios=)
@@ -28,6 +37,17 @@ SAMPLERS: dict[str, type[Sampler]] = {
 def sampler_names() -> tuple[str, ...]:
     """The registered strategy names, in registry order ("mad" first)."""
     return tuple(SAMPLERS)
+
+
+def needs_model(name: str) -> tuple[str, ...]:
+    """The acquisition columns (`blindspots.mine.acquisition.KINDS`) strategy `name` reads: computed
+    with the model once per pool; () for strategies that read the scan's own columns."""
+    _lookup(name)
+    return MODEL_COLUMNS.get(name, ())
+
+
+MODEL_COLUMNS: dict[str, tuple[str, ...]] = {"margin": ("margin",), "bald": ("bald",), "powerbald": ("bald",),
+                                             "coreset": ("features",)}
 
 
 def sampler_settings(name: str) -> tuple[str, ...]:

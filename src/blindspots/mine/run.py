@@ -34,8 +34,8 @@ def mine_scan(scan_dir: str | Path, strategy: str = "mad", n: int | None = 20, *
     target: the scanned model under test (default: the scan's last target).
     ids: mine only these images of the scan (e.g. a FiftyOne view of it); MAD's class-size ranges
         then come from them too. An id that is not in the scan is a ValueError.
-    settings: the strategy's own settings (e.g. n3, distance for MAD; kind for surprise). MAD
-        without `ranges` uses `class_area_ranges_from_table` on the target's predictions.
+    settings: the strategy's own settings (e.g. n3, distance for MAD; kind for surprise). MAD and MAD+
+        without `ranges` use `class_area_ranges_from_table` on the target's predictions.
     Returns a DataFrame in pick order with columns rank (1-based), id, score, reason (one
     sentence), details (the sampler's JSON reason), content_hash, then the strategy's extras.
     Exact duplicates (same content_hash) are picked once.
@@ -65,7 +65,7 @@ def mine_scan(scan_dir: str | Path, strategy: str = "mad", n: int | None = 20, *
         given.setdefault("target", target)
     if "classes" in accepted and classes is not None:
         given.setdefault("classes", classes)
-    if strategy == "mad" and given.get("ranges") is None:
+    if strategy in ("mad", "madplus") and given.get("ranges") is None:
         given["ranges"] = class_area_ranges_from_table(table, target)
         log.info("MAD class-size ranges from %s's predictions on the pool: %s", target, given["ranges"].tolist())
     sampler = make_sampler(strategy, **given)

@@ -22,6 +22,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from blindspots.loop import Project
 from blindspots.report.engine_sections import engine_sections
 from blindspots.report.html import output_folder, write_index
+from blindspots.report.label_efficiency import sampler_comparison_section
 from blindspots.report.round_view import RoundView, build_round_view, class_iou_before_after
 from blindspots.report.scenario_section import scenario_section
 from blindspots.report.scenario_votes import scenario_names, vote_prefix
@@ -72,7 +73,8 @@ def write_round_report(project: Project | str | Path, round: int | None = None, 
         pool = scan_pool_source(manifest) if "pool_root" in manifest else cfg.resolve(cfg.pool.root)
         scenario_html = scenario_section(scenarios, out, pool, names=scenario_names(p.votes(), vote_prefix(i)))
     body = _TEMPLATES.get_template("round.html").render(
-        v=view, engines=engines, engine_links=engine_links, scenarios=scenario_html, vote_prefix=vote_prefix(i))
+        v=view, engines=engines, engine_links=engine_links, scenarios=scenario_html, vote_prefix=vote_prefix(i),
+        samplers=sampler_comparison_section(p.reports_dir, out, cfg.mining.strategy))
     summary = {"round": i, "n_candidates": view.n_candidates, "n_rated": view.n_rated,
                "n_S": len(p.candidates(i, "S")), "n_masks": view.n_masks, "table1": bool(len(view.board)),
                "ranking_stability": view.stability_rows, "rater_agreement": view.agreement_summary,

@@ -91,6 +91,29 @@ def add_columns(out_dir: str | Path, pool: Any, part: str, compute: Compute, *, 
     return list(columns or [])
 
 
+def claim_part(folder: Path, settings: dict, record: str, argument: str) -> None:
+    """Record in `folder/record` (JSON) what fills an extra part, or check it against the record there.
+
+    `add_columns` resumes a part by its name only, so filling it with another model or other settings
+    would keep the old shards beside new ones: a ValueError naming `argument` and the settings that
+    differ (old, new). A part written before records existed (shards, no record) is not checked.
+    """
+    import json
+
+    path = Path(folder) / record
+    if path.is_file():
+        old = json.loads(path.read_text())
+        if old != settings:
+            diff = {k: (old.get(k), v) for k, v in settings.items() if old.get(k) != v}
+            raise ValueError(f"{argument}: expected the settings that filled {str(folder)!r} to resume it, got "
+                             f"others {diff} (old, new); pass another {argument} or delete that folder")
+        return
+    if Path(folder).is_dir() and any(Path(folder).glob("*.parquet")):
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=1))
+
+
 class _NoBar:
     def update(self, n: int) -> None:
         pass

@@ -155,7 +155,7 @@ def _describe(effects: pd.DataFrame, n_terms: int, min_d: float) -> str:
 
 
 def find_scenarios(features: pd.DataFrame, failures: Sequence[str], *, activations: np.ndarray | None = None,
-                   n_activation_dims: int = 8, max_scenarios: int = 10, weight_threshold: float = 0.1,
+                   n_activation_dims: int = 8, max_scenarios: int = 10, weight_threshold: float = 0.01,
                    covariance_type: str = "spherical", select_moment: float = 1.15, n_typical: int = 6, n_terms: int = 3, min_d: float = 0.5,
                    random_state: int = 0) -> SegmentationScenarios:
     """Group confirmed failures into scenarios and describe each.
@@ -166,7 +166,10 @@ def find_scenarios(features: pd.DataFrame, failures: Sequence[str], *, activatio
     activations: optional float [N, D], the target's pooled activations for features' rows in
         order; reduced to `n_activation_dims` principal components fitted on the pool.
     max_scenarios: DP-GMM truncation K (at most the number of failures); weight_threshold: a
-        component is a scenario when its weight exceeds it (Defuse's ε, larger here: few failures).
+        component is a scenario when its weight exceeds it (Defuse's ε, the paper's 0.01). Why not
+        larger: with a few dozen failures a real failure mode of 5-10 of them weighs under 0.1, and
+        a dropped component's failures go to the broadest kept one (on the procedural scenes
+        ε = 0.1 merged the two directions of a hue rotation into one scenario in most round-1 draws).
     select_moment: cluster on the columns whose second moment over the failures (standardised on the
         pool, where it is 1) reaches this: the failures stand out there; descriptions use every column.
     n_typical: typical images per scenario; n_terms, min_d: the description names up to n_terms

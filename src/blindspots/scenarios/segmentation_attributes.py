@@ -1,8 +1,10 @@
 """Simple image attributes for segmentation failure scenarios: what a person can name.
 
 Per image: brightness, contrast, saturation, sharpness, colour balance (red-blue, green-magenta),
-the hue of the whole image and of its top third (with the top third's CIELAB a*, b*) and size; per predicted map: object count and sizes; per scan row: the target's predicted class
-mix (`frac__T__k`). One row per image id, one float column per attribute, so that scenarios can be
+the hue of the whole image and of its top third (with the top third's CIELAB a*, b*) and size; per
+predicted map: object count and sizes, and the colour cast measured region by region against the
+pool's usual colour of each predicted class (`region_cast`); per scan row: the target's predicted
+class mix (`frac__T__k`). One row per image id, one float column per attribute, so that scenarios can be
 described by the attributes that set them apart (`segmentation.find_scenarios`).
 """
 from __future__ import annotations
@@ -97,20 +99,27 @@ def map_attributes(labels: np.ndarray, background: Sequence[int] = ()) -> dict[s
 
 def scan_attributes(scan_dir: str | Path, *, ids: Iterable[str] | None = None, pool_root: str | Path | None = None,
                     background: Sequence[int] = (), progress: bool = False,
-                    manifest: dict | None = None) -> pd.DataFrame:
+                    manifest: dict | None = None, cast_models: Sequence[str] | None = None) -> pd.DataFrame:
     """The attribute table of a scan's ok images: index id, columns IMAGE_ATTRIBUTES, MAP_ATTRIBUTES
-    (from the target's saved maps; NaN without maps) and `class_<name>` (the target's class mix).
+    and REGION_ATTRIBUTES (`cast_cos`, `cast_sin`: the colour cast relative to the scanned pool's usual
+    colour of each class, regions taken from the saved maps of `cast_models`; NaN without maps) and
+    `class_<name>` (the target's class mix).
 
     Reads the scan through `blindspots.scan` (score table, manifest, saved maps) and decodes each
     image once. ids: a subset (default: every ok row). background: class ids not counted as
     objects (e.g. sky, road). Images that no longer decode get NaN image attributes. manifest: the
-    scan's scan.json when the caller has read it already (read here otherwise).
+    scan's scan.json when the caller has read it already (read here otherwise). cast_models: whose
+    maps delimit the regions of the colour cast (default: the scan's competitors, or the target
+    without any). Why not the target's: on its failures its map is wrong by definition (a sky it
+    calls vegetation hides the cast); on the procedural scenes the cast from the target's maps got
+    the direction of a hue rotation of its failures right 58% of the time, from a competitor's 98%.
     """
     from PIL import Image
 
     from blindspots.data.sources import load_or_reason
     from blindspots.scan import find_map, read_score_table, schema
     from blindspots.scan.manifest import load_manifest, scan_pool_source
+    from blindspots.scenarios.region_cast import RegionCast
 
     manifest = load_manifest(scan_dir) if manifest is None else manifest
     if manifest is None:
@@ -128,7 +137,10 @@ def scan_attributes(scan_dir: str | Path, *, ids: Iterable[str] | None = None, p
     root = scan_pool_source(manifest, pool_root)  # a folder, or the scan's object-store / shard source
     names = manifest.get("models", {}).get(target, {}).get("classes") or manifest.get("classes", {}).get("names", [])
     rows = []
-    for image_id in tqdm(table.index, desc="attributes", disable=not progress):
+    if cast_models is None:
+        cast_models = [m for m in manifest.get("competitors", []) if m != target] or [target]
+    cast = RegionCast(len(table), max(len(names), int(manifest.get("num_classes") or 0), 1), list(cast_models))
+    for n, image_id in enumerate(tqdm(table.index, desc="attributes", disable=not progress)):
         row: dict[str, float] = {}
         image, why = load_or_reason(root, image_id)
         if image is not None:
@@ -139,11 +151,20 @@ def scan_attributes(scan_dir: str | Path, *, ids: Iterable[str] | None = None, p
         path = find_map(scan_dir, target, image_id)
         if path is not None:
             with Image.open(path) as im:
-                row.update(map_attributes(np.asarray(im), background))
+                labels = np.asarray(im)
+            row.update(map_attributes(labels, background))
         else:
             row.update({a: np.nan for a in MAP_ATTRIBUTES})
+        if image is not None:
+            for model in cast.models:
+                cast_path = path if model == target else find_map(scan_dir, model, image_id)
+                if cast_path is not None:
+                    with Image.open(cast_path) as im:
+                        cast.add(n, model, image, np.asarray(im))
         rows.append(row)
     out = pd.DataFrame(rows, index=pd.Index(table.index, name="id"))
+    for name, values in cast.attributes().items():
+        out[name] = values
     for k in schema.frac_models(table.columns).get(target, []):
         name = names[k] if k < len(names) else f"{k}"
         out[f"class_{name}"] = table[schema.frac(target, k)].to_numpy(np.float64, na_value=np.nan)

@@ -1,1 +1,2 @@
-"""Small routers, one per page, each with its JSON endpoints under /api."""
+"""Small routers, one per page, each with its JSON endpoints under /api; `bodies.Body` is the base of
+their JSON bodies."""

@@ -9,32 +9,22 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from blindspots.app.auth import SESSION_COOKIE, Principal, identify, require_admin, require_user
 from blindspots.app import deps
 from blindspots.app.deps import page
-from blindspots.app.throttle import throttle_of
+from blindspots.app.quote import quote
+from blindspots.app.routers.bodies import Body
+from blindspots.app.security import (SESSION_COOKIE, Principal, client_address, identify, refuse_unknown_token,
+                                     require_admin, require_user)
 
 router = APIRouter()
 log = logging.getLogger(__name__)
 LOGIN_COOKIE = "bs_login"  # the pre-session CSRF token of the sign-in form
 
 
-class SignIn(BaseModel):
+class SignIn(Body):
     token: str = Field(min_length=8, max_length=256, description="The personal token of the sign-in link.")
-
-
-def _client(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
-
-
-def _check_throttle(request: Request) -> None:
-    wait = throttle_of(request).retry_after(_client(request))
-    if wait:
-        raise HTTPException(429, f"sign-in: expected at most {throttle_of(request).limit} failed sign-ins a "
-                            f"minute from one address, got more; try again in {wait} s",
-                            headers={"Retry-After": str(wait)})
 
 
 def _check_origin(request: Request) -> None:
@@ -43,16 +33,14 @@ def _check_origin(request: Request) -> None:
     if origin is None:  # not a browser form/fetch (scripts); the form's token still guards /signin
         return
     if urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower():
-        log.warning("refused cross-site sign-in from %s (Origin %r)", _client(request), origin[:100])
-        raise HTTPException(403, f"Origin: expected this site's own origin for a sign-in, got {origin[:100]!r}")
+        log.warning("refused cross-site sign-in from %s (Origin %s)", client_address(request), quote(origin))
+        raise HTTPException(403, f"Origin: expected this site's own origin for a sign-in, got {quote(origin)}")
 
 
 def _start_session(request: Request, token: str, response: Response) -> dict:
-    _check_throttle(request)
     who = deps.project(request).annotator_for_token(token)
     if who is None:
-        throttle_of(request).failed(_client(request))
-        raise HTTPException(401, "token: expected a valid annotator token, got an unknown one")
+        refuse_unknown_token(request, "token", bearer=False)
     sid, csrf = deps.store(request).create_session(who["name"])
     response.set_cookie(SESSION_COOKIE, sid, httponly=True, samesite="strict", secure=deps.secure_cookies(request),
                         max_age=12 * 3600, path="/")
@@ -78,7 +66,7 @@ def signin_form(request: Request, token: str = Form(..., min_length=1, max_lengt
     expected = request.cookies.get(LOGIN_COOKIE, "")
     if not (csrf and expected and hmac.compare_digest(csrf, expected)):
         # Refused (no session); back to a fresh form, since a person's form may just have expired.
-        log.warning("refused sign-in without the form's token from %s", _client(request))
+        log.warning("refused sign-in without the form's token from %s", client_address(request))
         return RedirectResponse("/signin?error=the+sign-in+form+had+expired%2C+please+sign+in+again", status_code=303)
     resp = RedirectResponse("/", status_code=303)
     try:
@@ -96,8 +84,9 @@ def signin_form(request: Request, token: str = Form(..., min_length=1, max_lengt
 
 @router.post("/api/signin", tags=["auth"])
 def api_signin(body: SignIn, request: Request, response: Response) -> dict:
-    """Exchange a personal token for a cookie session; returns the session's CSRF token.
-    429 (Retry-After) after 10 failed sign-ins a minute from one address."""
+    """Exchange a personal token for a cookie session; returns the session's CSRF token. An unknown
+    token is 401, or 429 (Retry-After) once its address had 10 failures in a minute; a valid token
+    is served whatever its address did."""
     _check_origin(request)
     return _start_session(request, body.token, response)
 
@@ -129,7 +118,7 @@ def me(who: Principal = Depends(require_user)) -> dict:
 
 # ---- annotators (admin) ---------------------------------------------------------------------------
 
-class NewAnnotator(BaseModel):
+class NewAnnotator(Body):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@-]+$")
     role: Literal["annotator", "admin"] = "annotator"
 
@@ -158,7 +147,7 @@ def remove_annotator(name: str, request: Request, who: Principal = Depends(requi
     with deps.store(request).write_lock:
         removed = deps.project(request).remove_annotator(name)
     if not removed:
-        raise HTTPException(404, f"name: expected a registered annotator, got {name!r}")
+        raise HTTPException(404, f"name: expected a registered annotator, got {quote(name)}")
     deps.store(request).end_sessions_of(name)
     return {"removed": name}
 

@@ -7,10 +7,10 @@ import math
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from blindspots.app.auth import Principal, page_admin, require_admin
-from blindspots.app.routers.images import figure_files
 from blindspots.app import deps
 from blindspots.app.deps import page
+from blindspots.app.routers.images import figure_files
+from blindspots.app.security import Principal, page_admin, require_admin
 
 router = APIRouter()
 

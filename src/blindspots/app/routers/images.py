@@ -8,7 +8,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, Response
 
 from blindspots.app import deps
-from blindspots.app.auth import Principal, require_admin, require_user
+from blindspots.app.quote import quote
+from blindspots.app.security import Principal, require_admin, require_user
 from blindspots.app.sources import NotFound, overlay_rgba, png_bytes
 
 router = APIRouter(tags=["images"])
@@ -41,7 +42,7 @@ def stored_mask(request: Request, round: int = Query(ge=0), image_id: str = ID,
     view = deps.view(request)
     m = view.stored_mask(round, image_id)
     if m is None:
-        raise NotFound(f"id: expected an image with a stored mask in round {round}, got {image_id!r}")
+        raise NotFound(f"id: expected an image with a stored mask in round {round}, got {quote(image_id)}")
     return Response(png_bytes(overlay_rgba(m, view.classes)), media_type="image/png",
                     headers={"Cache-Control": "no-store"})
 
@@ -85,6 +86,6 @@ def figure(name: str, request: Request, who: Principal = Depends(require_admin))
     """One report file, by its name in the listing."""
     files = figure_files(request)
     if name not in files:
-        raise NotFound(f"name: expected a file listed by /api/figures, got {name!r}")
+        raise NotFound(f"name: expected a file listed by /api/figures, got {quote(name)}")
     p = files[name]
     return FileResponse(p, media_type=FIGURE_TYPES[p.suffix.lower()])

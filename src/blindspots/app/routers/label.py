@@ -10,21 +10,25 @@ from typing import Literal
 import numpy as np
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from blindspots.app.auth import Principal, page_user, require_user
 from blindspots.app import deps
 from blindspots.app.deps import page
-from blindspots.app.superpixels import SegmentCache
+from blindspots.app.quote import quote
+from blindspots.app.routers.bodies import Body
+from blindspots.app.security import Principal, page_user, require_user
+from blindspots.app.services import SegmentCache
 
 router = APIRouter()
 _SEGMENTS = SegmentCache()  # superpixels per image, shared by the app's request threads
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
+# The routes whose bodies are masks (the app's large body limit); every other route takes a few KiB.
+LARGE_BODY_PATHS = ("/api/labels", "/api/labels/upload")
 UPLOAD_MODES = ("L", "P", "RGB")  # 8-bit index, palette or colour-coded; not 16-bit, RGBA or 1-bit
 COMPRESS = Query(False, description="zlib-compress the arrays before base64 (`encoding`: 'deflate').")
 
 
-class MaskIn(BaseModel):
+class MaskIn(Body):
     kind: Literal["round", "fix"] = Field(description="'round': S ∪ T of the loop; 'fix': a confirmed label error.")
     ref: str = Field(min_length=1, max_length=64, description="The round number, or the review set's name.")
     image_id: str = Field(min_length=1, max_length=1024)
@@ -40,16 +44,16 @@ def _target(request: Request, kind: str, ref: str, image_id: str) -> tuple[int, 
         try:
             rnd = int(ref)
         except ValueError:
-            raise HTTPException(400, f"ref: expected a round number for kind 'round', got {ref!r}") from None
+            raise HTTPException(400, f"ref: expected a round number for kind 'round', got {quote(ref)}") from None
         if view.mask_round() != rnd:
             raise HTTPException(409, f"ref: expected the round now taking masks ({view.mask_round()}), got {rnd}")
         if image_id not in view.masks_needed(rnd):
-            raise HTTPException(404, f"image_id: expected an image of S ∪ T of round {rnd}, got {image_id!r}")
+            raise HTTPException(404, f"image_id: expected an image of S ∪ T of round {rnd}, got {quote(image_id)}")
         return view.pool_image(image_id).shape[:2]
     if kind == "fix":
         if (ref, image_id) not in set(view.confirmed_errors()):
-            raise HTTPException(404, f"image_id: expected an image with a confirmed label error in set {ref!r}, "
-                                f"got {image_id!r}")
+            raise HTTPException(404, f"image_id: expected an image with a confirmed label error in set {quote(ref)}, "
+                                f"got {quote(image_id)}")
         return view.review_layer(ref, image_id, "image").shape[:2]
     raise HTTPException(400, f"kind: expected 'round' or 'fix', got {kind!r}")
 
@@ -167,7 +171,7 @@ def superpixels(request: Request, kind: Literal["round", "fix"], ref: str = Quer
     """SLIC superpixels of the image (regions that snap to its edges) for the superpixel brush, at
     `level` (coarse ~8x8 px, fine ~4x4 px): `labels` is base64 of uint16 little-endian
     [height, width] segment ids 0..n-1. Computed once per image and level (cached)."""
-    from blindspots.app.superpixels import slic_segments
+    from blindspots.app.services import slic_segments
 
     h, w = _target(request, kind, ref, image_id)
     key = (str(deps.project(request).path), kind, ref if kind == "fix" else "", image_id, level)
@@ -189,7 +193,7 @@ def competitors(request: Request, kind: Literal["round", "fix"], ref: str = Quer
     """The other models' argmax maps of the image, to adopt a region from with one click: the
     competitors' (round; the one disagreeing most with the target first) or the review set's
     prediction (fix). Each `mask` is base64 uint8 [height, width]."""
-    from blindspots.app.label_regions import competitor_maps, review_prediction
+    from blindspots.app.services import competitor_maps, review_prediction
 
     h, w = _target(request, kind, ref, image_id)
     view = deps.view(request)

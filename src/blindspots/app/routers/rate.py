@@ -5,32 +5,37 @@ from typing import Union
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import BaseModel, Field, StrictInt, field_validator
+from pydantic import Field, StrictInt, field_validator
 
-from blindspots.app.auth import Principal, page_user, require_user
 from blindspots.app import deps
 from blindspots.app.deps import page
+from blindspots.app.quote import json_type, quote
+from blindspots.app.routers.bodies import Body
+from blindspots.app.security import Principal, page_user, require_user
 from blindspots.human.ratings import ACR_LABELS
 from blindspots.human.scores import OOD_WORDS, rating_answer
 
 router = APIRouter()
 
 
-class RatingIn(BaseModel):
+class RatingIn(Body):
     round: int = Field(ge=0, description="The loop round i whose candidates M(i+1) are rated.")
     image_id: str = Field(min_length=1, max_length=1024)
     score: Union[StrictInt, str] = Field(description="1..5 (bad, poor, fair, good, excellent) or 'ood'.")
 
-    @field_validator("score")
+    @field_validator("score", mode="before")  # before the union: one error naming the field, not one per type
     @classmethod
-    def _score(cls, v: int | str) -> int | str:
-        # JSON has numbers: text is only an out-of-domain answer here (a CSV's "3" is text, a form's is not)
-        if isinstance(v, str) and v.strip().lower() not in OOD_WORDS:
-            raise ValueError(f"expected an integer 1..5 or 'ood', got {v!r}")
-        return rating_answer(v)  # the one rule (and synonyms) every rating entry point reads
+    def _score(cls, v: object) -> int | str:
+        # JSON has numbers: text is only an out-of-domain answer here, and no other type is converted
+        if (isinstance(v, str) and v.strip().lower() in OOD_WORDS) or (isinstance(v, int) and not isinstance(v, bool)):
+            try:
+                return rating_answer(v)  # the one rule (and synonyms) every rating entry point reads
+            except ValueError:
+                pass
+        raise ValueError(f"expected an integer 1..5 or 'ood', got {quote(v)} ({json_type(v)})")
 
 
-class RatingKey(BaseModel):
+class RatingKey(Body):
     round: int = Field(ge=0)
     image_id: str = Field(min_length=1, max_length=1024)
 
@@ -41,7 +46,7 @@ def _check_open(request: Request, round: int, image_id: str) -> None:
     if open_round is None or round != open_round:
         raise HTTPException(409, f"round: expected the round now taking ratings ({open_round}), got {round}")
     if not view.is_candidate(round, image_id):
-        raise HTTPException(404, f"image_id: expected a candidate of M({round + 1}), got {image_id!r}")
+        raise HTTPException(404, f"image_id: expected a candidate of M({round + 1}), got {quote(image_id)}")
 
 
 @router.get("/rate", response_class=HTMLResponse, include_in_schema=False)

@@ -7,16 +7,18 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from blindspots.app.auth import Principal, page_user, require_user
 from blindspots.app import deps
 from blindspots.app.deps import page
+from blindspots.app.quote import quote
+from blindspots.app.routers.bodies import Body
+from blindspots.app.security import Principal, page_user, require_user
 
 router = APIRouter()
 
 
-class ReviewIn(BaseModel):
+class ReviewIn(Body):
     set: str = Field(min_length=1, max_length=64)
     image_id: str = Field(min_length=1, max_length=1024)
     region: str = Field(min_length=1, max_length=32, description="The region number from regions.csv.")
@@ -43,9 +45,11 @@ def submit_review(body: ReviewIn, request: Request, who: Principal = Depends(req
     view = deps.view(request)
     view.review_set(body.set)
     if body.image_id not in set(view.review_images(body.set)):
-        raise HTTPException(404, f"image_id: expected an image of review set {body.set!r}, got {body.image_id!r}")
+        raise HTTPException(404, f"image_id: expected an image of review set {quote(body.set)}, "
+                            f"got {quote(body.image_id)}")
     if not view.has_region(body.set, body.image_id, body.region):
-        raise HTTPException(404, f"region: expected a flagged region of {body.image_id!r}, got {body.region!r}")
+        raise HTTPException(404, f"region: expected a flagged region of {quote(body.image_id)}, "
+                            f"got {quote(body.region)}")
     with deps.store(request).write_lock:
         deps.project(request).add_review(f"{body.set}/{body.image_id}", body.region, body.verdict, who.name)
     out = {"ok": True, "set": body.set, "image_id": body.image_id, "region": body.region, "verdict": body.verdict}

@@ -12,11 +12,13 @@ import re
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from blindspots.app.auth import Principal, page_user, require_user
 from blindspots.app import deps
 from blindspots.app.deps import page
+from blindspots.app.quote import quote
+from blindspots.app.routers.bodies import Body
+from blindspots.app.security import Principal, page_user, require_user
 from blindspots.app.sources import ProjectView
 
 router = APIRouter()
@@ -24,7 +26,7 @@ NONE_LABEL = "none"
 MAX_NAME = 128
 
 
-class VoteIn(BaseModel):
+class VoteIn(Body):
     set: str = Field(min_length=1, max_length=64, description="The attached vote set.")
     item_id: str = Field(min_length=1, max_length=256)
     label: str = Field(min_length=1, max_length=MAX_NAME, description="A class name of the set, 'none' (none "
@@ -65,15 +67,15 @@ def submit_vote(body: VoteIn, request: Request, who: Principal = Depends(require
     view = deps.view(request)
     names = view.vote_class_names(body.set)
     if body.item_id not in set(view.vote_items(body.set)["item_id"]):
-        raise HTTPException(404, f"item_id: expected an item of vote set {body.set!r}, got {body.item_id!r}")
+        raise HTTPException(404, f"item_id: expected an item of vote set {quote(body.set)}, got {quote(body.item_id)}")
     label = body.label
     if label != NONE_LABEL and label not in names:
         if not _free_text(view, body.set):
-            raise HTTPException(422, f"label: expected one of {names} or 'none', got {label!r}")
+            raise HTTPException(422, f"label: expected one of {names} or 'none', got {quote(label)}")
         label = clean_name(label)
         if not label or label.lower() == NONE_LABEL:
             raise HTTPException(422, f"label: expected a name with letters (or 'none' for none of the above), "
-                                f"got {body.label!r}")
+                                f"got {quote(body.label)}")
     with deps.store(request).write_lock:
         deps.project(request).add_vote(body.item_id, who.name, None if label == NONE_LABEL else label)
     q = view.vote_queue(who.name)

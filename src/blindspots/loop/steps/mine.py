@@ -1,7 +1,8 @@
 """Step ``mine``: the candidates M(i+1) from the score table, with a sampler from `mine.registry`.
 
-MAD by default (Eq. 2); "entropy", "surprise", "random" or "scenario" as baselines, with MAD's
-budget unless `mining.n`. MAD's content constraint [p_k, q_k] comes from S0's masks (the paper)
+MAD by default (Eq. 2); "madplus", or "entropy", "margin", "bald", "powerbald", "coreset", "surprise",
+"random" or "scenario" as baselines, with MAD's budget unless `mining.n` (margin, BALD and core-set first
+run the round's target once more over the pool for their columns, `mine.acquisition`). MAD's content constraint [p_k, q_k] comes from S0's masks (the paper)
 or, without S0, from the target's predictions on the pool (`class_ranges`).
 
 Imports inside functions: the scenario clustering (torch, scikit-learn) only when used.
@@ -39,6 +40,7 @@ class MineStep(Step):
                 "n": m.n}
 
     def run(self, ctx: LoopContext, i: int, seed: int) -> dict:
+        _add_model_columns(ctx, i)
         table = ctx.score_table(i)
         if ctx.cfg.mining.strategy == "surprise":
             _check_surprise_columns(ctx, i, table)
@@ -70,6 +72,7 @@ def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
         "competitors": lambda: [g.name for g in ctx.cfg.competitors],
         "distance": lambda: m.distance, "n3": lambda: m.n3,
         "ranges": lambda: class_ranges(ctx), "classes": lambda: ctx.classes,
+        "labelled": lambda: sorted({str(x) for r in range(i) for x in ctx.project.candidates(r, "S")["id"]}),
     }
     if strategy == "scenario":
         found = _scenarios(ctx, i)
@@ -78,6 +81,23 @@ def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
         offered.update({"scenarios": lambda: found[0], "features": lambda: found[1]})
     wanted = sampler_settings(strategy)
     return registered_sampler(strategy, **{k: get() for k, get in offered.items() if k in wanted})
+
+
+def _add_model_columns(ctx: LoopContext, i: int) -> None:
+    """margin, bald, powerbald, coreset: the target f_t^(i) runs once more over the pool for the columns
+    they read (`mine.acquisition`; kept in the scan folder, resumable)."""
+    from blindspots.mine.acquisition import add_acquisition_columns
+    from blindspots.mine.columns import missing_kinds
+    from blindspots.mine.registry import needs_model
+
+    m, name = ctx.cfg.mining, target_column(ctx.project, i)
+    missing = missing_kinds(ctx.project.scan_dir, name, needs_model(m.strategy))
+    if missing:
+        try:
+            add_acquisition_columns(ctx.project.scan_dir, ctx.pool, ctx.segmenter(ctx.cfg.target.name, i), name,
+                                    kinds=missing, mc_passes=m.mc_passes, dropout=m.dropout, progress=ctx.progress)
+        except ValueError as e:  # e.g. BALD on a target without dropout layers: the setting to change
+            raise ProjectError(f"mining.{'dropout' if str(e).startswith('dropout') else 'strategy'}: {e}") from None
 
 
 def _scenarios(ctx: LoopContext, i: int) -> tuple[Any, pd.DataFrame] | None:

@@ -1,4 +1,4 @@
-"""The app's outer ASGI layer: allowed hosts, body size limit, security headers.
+"""The app's outer ASGI layer: allowed hosts, per-route body limits, security headers.
 
 One pure ASGI middleware (cheaper than `@app.middleware`) so every response, errors included,
 carries the same headers:
@@ -7,11 +7,14 @@ carries the same headers:
   names and the address the server socket is bound to (`scope["server"]`), plus any extra names
   given to `create_app(allowed_hosts=...)` or in `BLINDSPOTS_ALLOWED_HOSTS` (comma-separated).
   "*" allows any host. 400 otherwise.
-- 413 for a body over `limit` bytes, whether declared (Content-Length) or streamed (chunked
-  transfer, no Content-Length). A streamed body is read here first (up to `limit` bytes, which
-  the app would read anyway) so it is refused even where a route never reads it; a declared one is
-  still counted as it arrives, and once over the limit whatever the app answers (its body parser
-  may turn the aborted read into a 400) is replaced by the 413.
+- 413 for a body over the route's limit, whether declared (Content-Length) or streamed (chunked
+  transfer, no Content-Length). Limits are per route: the paths in `large` (mask and file uploads)
+  take up to `limit` bytes, every other route `small` (a rating is ~100 bytes; a few KiB leaves
+  room for the longest ids, and a 10 MB field in a rating is refused before it is read). A
+  streamed body is read here first (up to the limit, which the app would read anyway) so it is
+  refused even where a route never reads it; a declared one is still counted as it arrives, and
+  once over the limit whatever the app answers (its body parser may turn the aborted read into a
+  400) is replaced by the 413. The 413's body is a few dozen bytes.
 """
 from __future__ import annotations
 
@@ -58,11 +61,21 @@ def host_set(extra: Iterable[str] | None) -> frozenset[str]:
 
 
 class Guard:
-    """ASGI middleware: allowed hosts (400), body limit (413), security headers on every response."""
+    """ASGI middleware: allowed hosts (400), per-route body limits (413), security headers on every
+    response. limit: bytes for the paths in `large`; small: bytes for every other route."""
 
-    def __init__(self, app, limit: int, hosts: frozenset[str]) -> None:  # noqa: ANN001 - ASGI app
-        self.app, self.limit, self.hosts = app, limit, hosts
+    def __init__(self, app, limit: int, hosts: frozenset[str], *, small: int | None = None,  # noqa: ANN001
+                 large: Iterable[str] = ()) -> None:
+        self.app, self.hosts = app, hosts
+        self.large_limit, self.small_limit, self.large = limit, min(limit, small or limit), frozenset(large)
         self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+    def limit_for(self, scope: dict) -> int:
+        """The body limit of the route `scope` asks for (by exact path, before routing)."""
+        path, root = scope.get("path", ""), scope.get("root_path", "")
+        if root and path.startswith(root):  # served under a prefix (uvicorn --root-path behind a proxy)
+            path = path[len(root):]
+        return self.large_limit if path in self.large else self.small_limit
 
     def host_ok(self, scope: dict) -> bool:
         if "*" in self.hosts:
@@ -84,20 +97,21 @@ class Guard:
             log.warning("refused Host header from %s", (scope.get("client") or ("?",))[0])
             return await self._reply(send, 400, b'{"detail":"Host: expected an allowed host name (see '
                                      b'BLINDSPOTS_ALLOWED_HOSTS), got another"}')
+        limit = self.limit_for(scope)
         declared = False
         for k, v in scope.get("headers", []):
             if k == b"content-length":
                 declared = True
                 try:
-                    too_big = int(v) > self.limit
+                    too_big = int(v) > limit
                 except ValueError:
                     too_big = True
                 if too_big:
-                    return await self._too_large(send)
+                    return await self._too_large(send, limit)
         if not declared and scope.get("method") in BODY_METHODS:
-            receive = await self._buffered(receive)
+            receive = await self._buffered(receive, limit)
             if receive is None:
-                return await self._too_large(send)
+                return await self._too_large(send, limit)
         seen, started, over = 0, False, False
 
         async def limited():  # noqa: ANN202
@@ -105,7 +119,7 @@ class Guard:
             msg = await receive()
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
-                if seen > self.limit:
+                if seen > limit:
                     over = True
                     raise _TooLarge()
             return msg
@@ -115,7 +129,7 @@ class Guard:
             if over:  # the app answered an aborted read (400/422/500): answer 413 instead, once
                 if not started:
                     started = True
-                    await self._too_large(send)
+                    await self._too_large(send, limit)
                 return
             if msg["type"] == "http.response.start":
                 started = True
@@ -128,10 +142,10 @@ class Guard:
         except _TooLarge:
             if not started:
                 started = True
-                await self._too_large(send)
+                await self._too_large(send, limit)
 
-    async def _buffered(self, receive):  # noqa: ANN001, ANN202
-        """Read a streamed body whole (None when it passes the limit); a receive that replays it."""
+    async def _buffered(self, receive, limit: int):  # noqa: ANN001, ANN202
+        """Read a streamed body whole (None when it passes `limit`); a receive that replays it."""
         parts, n = [], 0
         while True:
             msg = await receive()
@@ -140,7 +154,7 @@ class Guard:
                 break
             parts.append(msg.get("body", b""))
             n += len(parts[-1])
-            if n > self.limit:
+            if n > limit:
                 return None
             if not msg.get("more_body", False):
                 first = {"type": "http.request", "body": b"".join(parts), "more_body": False}
@@ -156,9 +170,9 @@ class Guard:
 
         return replay
 
-    async def _too_large(self, send) -> None:  # noqa: ANN001
-        await self._reply(send, 413, b'{"detail":"body: expected at most %d bytes, got more (upload too large)"}'
-                          % self.limit)
+    async def _too_large(self, send, limit: int) -> None:  # noqa: ANN001
+        await self._reply(send, 413, b'{"detail":"body: expected at most %d bytes for this route, got more '
+                          b'(too large)"}' % limit)
 
     async def _reply(self, send, status: int, body: bytes) -> None:  # noqa: ANN001
         await send({"type": "http.response.start", "status": status,

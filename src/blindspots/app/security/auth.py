@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
+from typing import NoReturn
 
 from fastapi import HTTPException, Request
 
@@ -48,27 +49,38 @@ def _bearer(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
+def client_address(request: Request) -> str:
+    """The address the request came from (the proxy's, behind one: the throttle counts per this)."""
+    return request.client.host if request.client else "unknown"
+
+
+def refuse_unknown_token(request: Request, field: str, *, bearer: bool) -> NoReturn:
+    """Count an unknown token against its address (security/throttle.py) and refuse it: 401, or 429 with
+    Retry-After once the address had too many failures. field: where the token came from ("token",
+    "Authorization")."""
+    throttle = request.app.state.throttle
+    wait = throttle.failed(client_address(request))
+    if wait:
+        raise HTTPException(429, f"{field}: expected a valid annotator token, got an unknown one, and more than "
+                            f"{throttle.limit} a minute from this address; its failed attempts are refused for "
+                            f"{wait} s (valid tokens are served)", headers={"Retry-After": str(wait)})
+    raise HTTPException(401, f"{field}: expected a valid annotator token, got an unknown one",
+                        headers={"WWW-Authenticate": "Bearer"} if bearer else None)
+
+
 def identify(request: Request) -> Principal | None:
     """The principal of a request (checking CSRF for cookie sessions), or None if anonymous.
 
-    Raises HTTPException 401 for a bad bearer token (429 once the address had too many, see
-    app/throttle.py) and 403 for a missing/wrong CSRF token.
+    Raises HTTPException 401 for an unknown bearer token (429 once the address had too many, see
+    security/throttle.py; a valid token is served whatever its address did) and 403 for a missing/wrong
+    CSRF token.
     """
     app = request.app.state
     token = _bearer(request)
     if token is not None:
-        # A bearer header is a sign-in too: guesses here count against the same throttle.
-        throttle, client = app.throttle, request.client.host if request.client else "unknown"
-        wait = throttle.retry_after(client)
-        if wait:
-            raise HTTPException(429, f"Authorization: expected at most {throttle.limit} unknown tokens a minute "
-                                f"from one address, got more; try again in {wait} s",
-                                headers={"Retry-After": str(wait)})
         who = app.project.annotator_for_token(token)
-        if who is None:
-            throttle.failed(client)
-            raise HTTPException(401, "Authorization: expected a valid annotator token, got an unknown one",
-                                headers={"WWW-Authenticate": "Bearer"})
+        if who is None:  # a bearer header is a sign-in too: counted against the same throttle
+            refuse_unknown_token(request, "Authorization", bearer=True)
         return Principal(who["name"], who["role"], "token")
     sid = request.cookies.get(SESSION_COOKIE)
     if not sid:

@@ -1,0 +1,426 @@
+"""Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes.
+
+For each sampler of `blindspots.mine` (random, entropy, margin, BALD, PowerBALD, core-set, MAD, MAD+) and
+each seed, `--rounds` rounds of: pick from the unlabeled pool -> simulated people (MAD, MAD+: 3 raters
+rate the n_M candidates, the n4 lowest-MOS images get masks; the active-learning baselines: every pick
+gets a mask) -> fine-tune the target on everything labelled so far with replay of its training set S0
+(`blindspots.training.replay.ReplayFinetuner`) -> mIoU on a fixed hard test set and on T0. The x axis is
+human cost in label-editor actions (`blindspots.human.cost.LabelCost`: a rating 1 action, a mask 31.6).
+Each round the baselines get as many masks as MAD's round costs (ratings + masks) buys.
+
+The pool is the "pool" distribution (95% inside the target's training slice, 5% hard) plus a planted
+*shared blind spot* (8%): in-slice scenes whose cars and people are camouflaged in the colour of the street
+around them, which every model misses the same way, so their maps agree and MAD's disagreement does not
+see it. The hard test set holds the same share of it. Per planted
+condition, the table counts how many of its pool images each sampler had labelled (recall).
+
+Sizes fit a shared 2-core CPU: 64 px scenes, a 240-image pool, three zoo models trained once (cached in
+--work), one fine-tuning learning rate (the paper's grid picks one of three on T0), 2 epochs, 48 replayed
+S0 images; MAD rates 24 candidates a round (3 raters) and labels the 8 of lowest MOS. Every
+sampler uses its published settings: BALD T = 20 MC-dropout passes (Gal et al. 2017), PowerBALD
+beta = 1 (Kirsch et al. 2021), core-set k-Center-Greedy on the classifier layer's input with S0 and the
+labelled images as centres (Sener & Savarese 2018), margin and entropy means over pixels, MAD n3 = 25
+with S0's quartile class ranges (the paper). The target (the zoo's tiny U-Net) has no dropout layer, so
+BALD puts dropout p = 0.25 (Gal et al.'s conv-layer rate) on its classifier layer's input during the MC
+passes only.
+
+    PYTHONPATH=src python benchmarks/label_efficiency.py --work /tmp/label_efficiency \
+        --figure docs/img/label_efficiency.png
+
+Prints the table (mean and standard deviation over seeds per round), the per-condition recall, the MAD+
+share sweep, CPU model and os.getloadavg(); writes results.json under --work and the figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+SAMPLERS = ("random", "entropy", "margin", "bald", "powerbald", "coreset", "mad", "madplus")
+RATED = ("mad", "madplus")  # samplers whose candidates people rate before masks are drawn
+# The planted shared blind spot: scenes inside the target's slice whose cars and people are camouflaged,
+# painted in the median colour of the road, sidewalk and buildings around them. Every model misses them the
+# same way (it paints them as street): mIoU drops for all three zoo models while their maps agree as much as
+# on ordinary scenes, so MAD's disagreement cannot see it. (Conditions outside the competitors' range, e.g.
+# a camera roll of 35-45 degrees, made the models fail *differently*: MAD picked those images.)
+PLANTED_CLASSES = ("vehicle", "person")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+class ArrayPairs:
+    """A PairSet over arrays: images uint8 [N, H, W, 3], masks uint8 [N, H, W]."""
+
+    def __init__(self, images: np.ndarray, masks: np.ndarray) -> None:
+        self.images, self.masks = images, masks
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.images[i], self.masks[i]
+
+
+# ----------------------------------------------------------------------------- data
+
+def planted_scenes(n: int, seed: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """n scenes of the target's slice with cars and people camouflaged (the shared blind spot)."""
+    from blindspots.data.scenes import BUILDING, PERSON, ROAD, SIDEWALK, VEHICLE, render_scene_arrays
+
+    imgs, masks, _ = render_scene_arrays(n, seed=seed, distribution="train", size=size)
+    imgs = imgs.copy()
+    for i in range(n):
+        hide = np.isin(masks[i], [VEHICLE, PERSON])
+        street = ~hide & np.isin(masks[i], [ROAD, SIDEWALK, BUILDING])
+        if hide.any() and street.any():
+            imgs[i][hide] = np.median(imgs[i][street], axis=0).astype(np.uint8)
+    return imgs, masks
+
+
+def condition_label(c) -> str:
+    """'in slice', or the factor(s) outside the slice ('factor:low|high', 'lighting:night')."""
+    from blindspots.data.scenes import TRAIN_SLICE
+
+    out = []
+    for f in c.hard_factors:
+        if f == "lighting":
+            out.append(f"lighting:{c.lighting}")
+        else:
+            out.append(f"{f}:{'low' if getattr(c, f) < TRAIN_SLICE[f][0] else 'high'}")
+    return "+".join(out) or "in slice"
+
+
+def make_world(args: argparse.Namespace) -> dict:
+    from blindspots.data.scenes import render_scene_arrays
+    from blindspots.training.zoo import train_zoo
+
+    zoo = train_zoo(args.work / "zoo", target="tiny_unet", competitors=tuple(args.competitors.split(",")),
+                    n_train=args.n_train, n_val=100, size=args.size, epochs=args.epochs, seed=0, progress=True)
+    s0 = render_scene_arrays(args.n_train, seed=0, distribution="train", size=args.size)  # the target's S0
+    t0 = render_scene_arrays(args.n_t0, seed=7, distribution="train", size=args.size)
+    hi, hm, _ = render_scene_arrays(args.n_hard, seed=8, distribution="hard", size=args.size)
+    n_pt = int(round(args.planted_share * args.n_hard / (1 - args.planted_share)))
+    pi, pm = planted_scenes(n_pt, 9, args.size)
+    hard = (np.concatenate([hi, pi]), np.concatenate([hm, pm]), np.r_[np.zeros(len(hi), bool), np.ones(n_pt, bool)])
+    return {"zoo": zoo, "S0": s0[:2], "T0": t0[:2], "hard": hard}
+
+
+def make_pool(args: argparse.Namespace, seed: int):
+    from blindspots.data.scenes import render_scene_arrays
+
+    n_planted = int(round(args.pool * args.planted_share))
+    pi, pm, pc = render_scene_arrays(args.pool - n_planted, seed=5000 + seed, distribution="pool", size=args.size)
+    qi, qm = planted_scenes(n_planted, 6000 + seed, args.size)
+    perm = np.random.default_rng([seed, 3]).permutation(args.pool)  # planted scenes spread over the ids
+    labels = [condition_label(c) for c in pc] + ["planted"] * n_planted
+    imgs, masks = np.concatenate([pi, qi])[perm], np.concatenate([pm, qm])[perm]
+    ids = [f"scene_{i:05d}.png" for i in range(args.pool)]
+    return ids, imgs, masks, [labels[i] for i in perm]
+
+
+# ----------------------------------------------------------------------------- score table
+
+def predict(seg, images: np.ndarray, batch: int = 64) -> np.ndarray:
+    return np.concatenate([seg.predict_proba(images[s:s + batch]) for s in range(0, len(images), batch)])
+
+
+def model_columns(name: str, proba: np.ndarray, k: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The scan's per-model columns (frac, entropy, maxprob) from probabilities [N, C, H, W], and the argmax."""
+    from blindspots.scan import model_stats
+
+    st = model_stats(proba)
+    cols = {f"frac__{name}__{c}": st.frac[:, c] for c in range(k)}
+    cols[f"entropy__{name}"], cols[f"maxprob__{name}"] = st.entropy, st.maxprob
+    return cols, st.argmax
+
+
+def score_table(ids: list[str], target_cols: dict, target_map: np.ndarray, comps: dict, k: int) -> pd.DataFrame:
+    """The score table the scan would write (same columns), built in memory."""
+    from blindspots.scan import pair_distances
+
+    cols: dict = {"id": np.asarray(ids, dtype=object), "status": "ok", **target_cols}
+    for g, (gcols, gmap) in comps.items():
+        cols.update(gcols)
+        cols[f"dpa__target__{g}"], cols[f"dmiou__target__{g}"] = pair_distances(target_map, gmap, k)
+    return pd.DataFrame(cols)
+
+
+# ----------------------------------------------------------------------------- one loop
+
+def batched(compute, images: np.ndarray, size: int = 50) -> dict[str, np.ndarray]:
+    """An `add_columns`-style compute over all images, `size` at a time: {column: [N]}."""
+    parts = [compute(images[s:s + size]) for s in range(0, len(images), size)]
+    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+
+
+def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, args: argparse.Namespace,
+             shared: float | None = None) -> dict:
+    """`args.rounds` rounds of pick -> simulated people -> fine-tune with replay -> evaluate."""
+    import torch
+
+    from blindspots.data.scenes import SCENE_CLASSES
+    from blindspots.human.cost import LabelCost
+    from blindspots.human.simulate import SimulatedAnnotator, SimulatedRaters, image_miou
+    from blindspots.mine import make_sampler
+    from blindspots.mine.acquisition import AcquisitionColumns
+    from blindspots.mine.columns import feature_columns
+    from blindspots.mine.mad import class_area_ranges
+    from blindspots.models.adapters import TorchSegmenter
+    from blindspots.models.zoo import load_checkpoint
+    from blindspots.training.replay import ReplayFinetuner, evaluate_module
+
+    k = SCENE_CLASSES.num_classes
+    ids, images, masks, labels = pool
+    cost_model = LabelCost()
+    round_budget = args.raters * args.n_m * cost_model.c_rate + args.n4 * cost_model.c_mask
+    module, _ = load_checkpoint(args.work / "zoo" / "tiny_unet.pt")
+    s0, t0 = ArrayPairs(*world["S0"]), ArrayPairs(*world["T0"])
+    hard = ArrayPairs(world["hard"][0], world["hard"][1])
+    planted = world["hard"][2]
+    hard_p = ArrayPairs(world["hard"][0][planted], world["hard"][1][planted])
+    ranges = class_area_ranges(list(world["S0"][1]), k)
+    annotator = SimulatedAnnotator(seed=seed)
+    row_of = {i: n for n, i in enumerate(ids)}
+
+    def evaluate(m) -> dict:
+        return {"hard": evaluate_module(m, hard, k), "T0": evaluate_module(m, t0, k),
+                "planted": evaluate_module(m, hard_p, k)}
+
+    points = [{"round": 0, "cost": 0.0, "masks": 0, "ratings": 0, **evaluate(module)}]
+    labelled: list[str] = []
+    seen: set[str] = set()  # rated or labelled: not offered again
+    cost, n_ratings = 0.0, 0
+    for r in range(args.rounds):
+        seg = TorchSegmenter(module, k, batch_size=64)
+        proba = predict(seg, images)
+        tcols, tmap = model_columns("target", proba, k)
+        true_iou = image_miou(tmap, masks, k)
+        table = score_table(ids, tcols, tmap, comps, k)
+        needs = {"margin": ("margin",), "bald": ("bald",), "powerbald": ("bald",), "coreset": ("features",)}
+        if strategy in needs:
+            acq = AcquisitionColumns(seg, "target", kinds=needs[strategy], mc_passes=args.mc_passes,
+                                     dropout=args.dropout, seed=seed)
+            for c, v in batched(acq, images).items():
+                table[c] = v
+        table = table[~table["id"].isin(seen)].reset_index(drop=True)
+        settings: dict = {"target": "target"}
+        if strategy in RATED:
+            settings.update(ranges=ranges, n3=25, classes=SCENE_CLASSES)
+            if strategy == "madplus" and shared is not None:
+                settings["shared"] = shared
+        elif strategy == "random":
+            settings = {}
+        elif strategy == "coreset":
+            s0_feats = batched(AcquisitionColumns(seg, "s0", kinds=("features",)), world["S0"][0])
+            settings.update(labelled=labelled, centers=np.column_stack(
+                [s0_feats[c] for c in feature_columns(list(s0_feats), "s0")]))
+        sampler = make_sampler(strategy, **settings)
+        pick_seed = seed * 100 + r
+        if strategy in RATED:
+            m_ids = list(sampler.select(table, args.n_m, seed=pick_seed)["id"])
+            iou = np.array([true_iou[row_of[i]] for i in m_ids])
+            ratings = SimulatedRaters(args.raters, noise=0.5, bias_sd=0.3, seed=pick_seed).rate(m_ids, iou)
+            s_ids = list(ratings.select_worst(args.n4, candidates=m_ids)["image_id"])
+            n_ratings += args.raters * len(m_ids)
+            seen |= set(m_ids)
+        else:
+            s_ids = list(sampler.select(table, cost_model.masks_for(round_budget), seed=pick_seed)["id"])
+            seen |= set(s_ids)
+        labelled += s_ids
+        cost = cost_model.of(n_ratings, len(labelled))
+        pairs = ArrayPairs(images[[row_of[i] for i in labelled]],
+                           np.stack([annotator.annotate(i, masks[row_of[i]]) for i in labelled]))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            ft = ReplayFinetuner([args.ft_lr], epochs=args.ft_epochs, batch_size=8, max_replay=args.max_replay,
+                                 seed=seed, progress=False).fit(module, pairs, s0, t0, num_classes=k)
+        module = ft.model_
+        points.append({"round": r + 1, "cost": cost, "masks": len(labelled), "ratings": n_ratings, **evaluate(module)})
+    picked = pd.Series([labels[row_of[i]] for i in labelled]).value_counts().to_dict()
+    return {"strategy": strategy, "seed": seed, "points": points, "picked": picked}
+
+
+# ----------------------------------------------------------------------------- MAD+ share
+
+def share_sweep(world: dict, pool: tuple, comps: dict, args: argparse.Namespace, shares: list[float]) -> pd.DataFrame:
+    """Selection only, on the first round's table: planted (shared blind spot) and failing images among
+    S = the n4 lowest-MOS of M, for MAD and MAD+ at each share."""
+    from blindspots.data.scenes import SCENE_CLASSES
+    from blindspots.human.simulate import SimulatedRaters, image_miou
+    from blindspots.mine import make_sampler
+    from blindspots.mine.mad import class_area_ranges
+    from blindspots.models.adapters import TorchSegmenter
+    from blindspots.models.zoo import load_checkpoint
+
+    k = SCENE_CLASSES.num_classes
+    ids, images, masks, labels = pool
+    module, _ = load_checkpoint(args.work / "zoo" / "tiny_unet.pt")
+    tcols, tmap = model_columns("target", predict(TorchSegmenter(module, k, batch_size=64), images), k)
+    iou = pd.Series(image_miou(tmap, masks, k), index=ids)
+    lab = pd.Series(labels, index=ids)
+    table = score_table(ids, tcols, tmap, comps, k)
+    ranges = class_area_ranges(list(world["S0"][1]), k)
+    rows = []
+    for share in [0.0, *shares]:
+        m = list(make_sampler("madplus", target="target", ranges=ranges, n3=25, shared=share)
+                 .select(table, args.n_m)["id"])
+        ratings = SimulatedRaters(args.raters, noise=0.5, bias_sd=0.3, seed=0).rate(m, iou[m].to_numpy())
+        s = list(ratings.select_worst(args.n4, candidates=m)["image_id"])
+        rows.append({"shared": share, "planted_in_M": int((lab[m] == "planted").sum()),
+                     "planted_in_S": int((lab[s] == "planted").sum()), "failures_in_S": int((iou[s] < 0.5).sum()),
+                     "hard_in_S": int((lab[s] != "in slice").sum())})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- output
+
+def condition_groups(label: str) -> list[str]:
+    """'planted', 'in slice', or 'hard' plus each factor outside the slice ('hard', 'tilt', ...)."""
+    if label in ("planted", "in slice"):
+        return [label]
+    return ["hard", *sorted({part.split(":")[0] for part in label.split("+")})]
+
+
+def recall_table(runs: list[dict], pool_counts: dict) -> tuple[pd.DataFrame, pd.Series]:
+    """Images labelled per condition group, mean over seeds, and the pool's mean count per group."""
+    def grouped(counts: dict) -> dict:
+        out: dict = {}
+        for label, n in counts.items():
+            for g in condition_groups(label):
+                out[g] = out.get(g, 0) + n
+        return out
+
+    picked = pd.DataFrame([{"strategy": r["strategy"], **grouped(r["picked"])} for r in runs]).fillna(0)
+    recall = picked.groupby("strategy", sort=False).mean(numeric_only=True)
+    avail = pd.DataFrame([grouped(c) for c in pool_counts.values()]).fillna(0).mean()
+    cols = ["planted", "in slice", "hard", *sorted(c for c in avail.index if c not in ("planted", "in slice", "hard"))]
+    return recall.reindex(columns=cols, fill_value=0.0), avail.reindex(cols, fill_value=0.0)
+
+
+def print_tables(runs: list[dict], pool_counts: dict) -> pd.DataFrame:
+    """Print the cost table and the per-condition recall; returns the cost table."""
+    table = summarise(runs)
+    pd.set_option("display.width", 200)
+    print("\n== mIoU against human cost (mean and sd over seeds) ==")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    recall, avail = recall_table(runs, pool_counts)
+    print("\n== images labelled per condition, mean over seeds (an image outside the slice in two factors counts "
+          "in both) ==")
+    print(pd.concat([avail.rename("(pool)").to_frame().T, recall]).to_string(float_format=lambda v: f"{v:.1f}"))
+    return table
+
+
+def summarise(runs: list[dict]) -> pd.DataFrame:
+    rows = [{"strategy": r["strategy"], "seed": r["seed"], **p} for r in runs for p in r["points"]]
+    df = pd.DataFrame(rows)
+    g = df.groupby(["strategy", "round"], sort=False)
+    out = g[["cost", "masks", "ratings"]].mean()
+    for m in ("hard", "T0", "planted"):
+        out[f"{m}_mean"], out[f"{m}_sd"] = g[m].mean(), g[m].std(ddof=1)
+    return out.reset_index()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/label_efficiency"), help="cache folder (zoo, results)")
+    ap.add_argument("--figure", type=Path, default=None, help="PNG to write (default: WORK/label_efficiency.png)")
+    ap.add_argument("--project", type=Path, default=None, help="a project folder: also write the results to its "
+                    "reports/ for the round report's sampler comparison")
+    ap.add_argument("--samplers", default=",".join(SAMPLERS))
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--size", type=int, default=64)
+    ap.add_argument("--n-train", type=int, default=400, help="S0: the target's training scenes (also replayed)")
+    ap.add_argument("--epochs", type=int, default=8, help="zoo training epochs")
+    ap.add_argument("--competitors", default="small_fcn,pspnet_r18")
+    ap.add_argument("--pool", type=int, default=240)
+    ap.add_argument("--planted-share", type=float, default=0.08, help="share of pool and hard set in the planted "
+                    "shared blind spot")
+    ap.add_argument("--n-t0", type=int, default=60)
+    ap.add_argument("--n-hard", type=int, default=100, help="'hard' scenes of the hard test set (plus planted ones)")
+    ap.add_argument("--n-m", type=int, default=24, help="MAD: candidates rated per round")
+    ap.add_argument("--raters", type=int, default=3)
+    ap.add_argument("--n4", type=int, default=8, help="MAD: masks per round (lowest MOS of M)")
+    ap.add_argument("--mc-passes", type=int, default=20)
+    ap.add_argument("--dropout", type=float, default=0.25)
+    ap.add_argument("--ft-epochs", type=int, default=2)
+    ap.add_argument("--ft-lr", type=float, default=5e-3)
+    ap.add_argument("--max-replay", type=int, default=48)
+    ap.add_argument("--madplus-share", type=float, default=None, help="MAD+'s shared share in the loops "
+                    "(default: the sampler's default)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--shares", default="0.1,0.25,0.4", help="MAD+ shares for the selection sweep")
+    ap.add_argument("--report-only", action="store_true", help="print the tables of WORK/results.json again")
+    args = ap.parse_args()
+    if args.report_only:
+        saved = json.loads((args.work / "results.json").read_text())
+        print_tables(saved["runs"], saved["pool_counts"])
+        print(f"(measured on {saved['cpu']}, {saved['seconds']:.0f} s, loadavg at the end {saved['loadavg_end']})")
+        return
+    import torch
+
+    # one thread: under a loaded shared CPU, two OpenMP threads spin-wait (a tiny U-Net training step of 16
+    # images at 64 px took 17 s with two threads against 2 s with one, load average 20)
+    torch.set_num_threads(args.threads)
+    t_start = time.perf_counter()
+    print(f"CPU: {cpu_model()}, loadavg {os.getloadavg()}", flush=True)
+    args.work.mkdir(parents=True, exist_ok=True)
+    world = make_world(args)
+    from blindspots.data.scenes import SCENE_CLASSES
+    from blindspots.models.zoo import load_segmenter
+
+    k = SCENE_CLASSES.num_classes
+    comp_names = args.competitors.split(",")
+    runs: list[dict] = []
+    sweep = None
+    pool_counts: dict = {}
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        pool = make_pool(args, seed)
+        comps = {}
+        for g in comp_names:
+            proba = predict(load_segmenter(args.work / "zoo" / f"{g}.pt", batch_size=64), pool[1])
+            comps[g] = model_columns(g, proba, k)
+        pool_counts[seed] = pd.Series(pool[3]).value_counts().to_dict()
+        if sweep is None:
+            sweep = share_sweep(world, pool, comps, args, [float(s) for s in args.shares.split(",")])
+            print("\n== MAD+ share sweep (seed 0, first round, selection only) ==\n" + sweep.to_string(index=False),
+                  flush=True)
+        for strategy in args.samplers.split(","):
+            t = time.perf_counter()
+            runs.append(run_loop(strategy, seed, world, pool, comps, args, shared=args.madplus_share))
+            last = runs[-1]["points"][-1]
+            print(f"seed {seed} {strategy:9s}: hard {last['hard']:.4f} T0 {last['T0']:.4f} planted "
+                  f"{last['planted']:.4f} cost {last['cost']:.0f} ({time.perf_counter() - t:.0f} s, loadavg "
+                  f"{os.getloadavg()[0]:.1f})", flush=True)
+    table = print_tables(runs, pool_counts)
+    from blindspots.report.label_efficiency import RESULTS, label_efficiency_figure
+
+    fig = label_efficiency_figure(table, args.figure or args.work / "label_efficiency.png")
+    out = {"args": {k_: str(v) for k_, v in vars(args).items()}, "runs": runs, "table": table.to_dict("records"),
+           "pool_counts": {str(s): c for s, c in pool_counts.items()},
+           "share_sweep": sweep.to_dict("records") if sweep is not None else None, "cpu": cpu_model(),
+           "loadavg_end": os.getloadavg(), "seconds": time.perf_counter() - t_start}
+    (args.work / "results.json").write_text(json.dumps(out, indent=1, default=float))
+    if args.project is not None:  # the round report's "Sampler comparison" section draws it
+        (args.project / "reports").mkdir(parents=True, exist_ok=True)
+        (args.project / "reports" / RESULTS).write_text(json.dumps(out, indent=1, default=float))
+    print(f"\nfigure: {fig}; results: {args.work / 'results.json'}; {time.perf_counter() - t_start:.0f} s in all, "
+          f"CPU {cpu_model()}, loadavg {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""What people spend: human cost = ratings x c_rate + masks x c_mask, in label-editor actions.
+
+The unit is the action of the scripted annotator of `benchmarks/labeling.py`: a key press, a click, a
+brush stroke or a save each count one. The defaults are measured, not guessed:
+
+- `C_MASK_EDITOR = 31.6`: mean actions per mask to reach mean IoU >= 0.9 with the full label editor
+  (start from the target's prediction, superpixels, competitor regions), `benchmarks/labeling.py`,
+  20 MAD candidates of 64 x 64 street scenes, Chromium. `C_MASK_EMPTY = 222.7`: the same from an empty
+  canvas with the brush alone (a tool without a prediction start).
+- `C_RATE = 1.0`: the rating page takes one key press per image (1-5 or O) and moves on by itself
+  (`app/static/rate.js`); counted as the labelling benchmark counts a key press. Derived from the page,
+  not timed in a browser.
+
+MAD pays for the ratings of M and the masks of S; an active-learning baseline pays for masks of
+everything it picks (no rating step). Seconds per action differ by person and tool; the ratio
+c_mask / c_rate (31.6 with the editor) is what decides how much a rating step saves.
+
+Public API: `LabelCost(c_rate=C_RATE, c_mask=C_MASK_EDITOR, unit="actions")`, `.of(ratings, masks) -> float`,
+`.masks_for(budget, ratings=0) -> int`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from blindspots._validation import check_int, check_number
+
+C_RATE = 1.0
+C_MASK_EDITOR = 31.6
+C_MASK_EMPTY = 222.7
+
+
+@dataclass(frozen=True)
+class LabelCost:
+    """Human cost of ratings and masks.
+
+    c_rate: cost of one rating (one person rating one image). c_mask: cost of one pixel mask.
+    unit: what the costs count (default "actions" of the label editor).
+    """
+
+    c_rate: float = C_RATE
+    c_mask: float = C_MASK_EDITOR
+    unit: str = "actions"
+
+    def __post_init__(self) -> None:
+        check_number(self.c_rate, "c_rate", low=0)
+        check_number(self.c_mask, "c_mask", low=0)
+
+    def of(self, ratings: int, masks: int) -> float:
+        """ratings x c_rate + masks x c_mask (ratings: answers, i.e. images x raters)."""
+        return check_int(ratings, "ratings", minimum=0) * self.c_rate + check_int(masks, "masks", minimum=0) * self.c_mask
+
+    def masks_for(self, budget: float, ratings: int = 0) -> int:
+        """How many masks `budget` buys once `ratings` ratings are paid (0 when they cost it all)."""
+        check_number(budget, "budget", low=0)
+        if self.c_mask <= 0:
+            raise ValueError(f"c_mask: expected a positive cost to divide a budget by, got {self.c_mask}")
+        return max(0, int((budget - self.of(ratings, 0)) // self.c_mask))

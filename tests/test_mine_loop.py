@@ -1,0 +1,46 @@
+"""The baselines in a project: `init --strategy` values reach the loop; the model-based ones add their
+columns to the project's scan; BALD on a target without dropout layers names mining.dropout."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from blindspots import loop as bl
+from blindspots.loop.project import Project, ProjectError
+from test_rounds import make_config, world  # noqa: F401 - the module-scoped scenes and zoo models
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def test_bald_in_a_project(world: Path, tmp_path: Path) -> None:  # noqa: F811
+    cfg = make_config(world, strategy="bald")
+    p = Project.create(tmp_path / "refused", cfg)
+    with pytest.raises(ProjectError, match=r"mining.dropout: dropout: expected a model with dropout layers"):
+        bl.advance(p, simulate=True, progress=False)
+    cfg = replace(cfg, mining=replace(cfg.mining, dropout=0.25, mc_passes=3))
+    p = Project.create(tmp_path / "p", cfg)
+    st = bl.advance(p, simulate=True, progress=False)
+    assert st.finished, st.message
+    for i, name in ((0, "target_v0"), (1, "target_v1")):
+        m = p.candidates(i, "M")
+        assert len(m) and all(json.loads(r)["strategy"] == "bald" for r in m["reason"]), m.head()
+        assert (p.scan_dir / "extra" / f"al_bald__{name}").is_dir()
+
+
+def test_init_strategy_takes_every_registered_sampler(world: Path, tmp_path: Path) -> None:  # noqa: F811
+    from typer.testing import CliRunner
+
+    from blindspots.cli import app
+
+    args = ["init", str(tmp_path / "q"), "--pool", str(world / "pool" / "images"), "--target",
+            f"target={world / 'target.pt'}", "--competitor", f"comp_a={world / 'comp_a.pt'}",
+            "--strategy", "madplus"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert Project.open(tmp_path / "q").config.mining.strategy == "madplus"
+    args[1], args[-1] = str(tmp_path / "r"), "bald"
+    res = CliRunner().invoke(app, [*args, "--dropout", "1.5"])
+    assert res.exit_code == 2 and "mining.dropout" in res.output, res.output
