@@ -65,10 +65,10 @@ def advance(project: Project, *, simulate: bool = False, progress: bool = True,
     max_steps: stop after this many steps (None: no limit) — for tests and stepping by hand.
     Returns a Status; re-running after a crash continues with the unfinished step.
     """
-    loop = LoopContext(project, simulate=simulate, progress=progress)
+    ctx = LoopContext(project, simulate=simulate, progress=progress)
     seed = project.config.project.seed
     if plan(project) is LABEL_STEPS:
-        _evaluate_labelled_rounds(loop, seed)
+        _evaluate_labelled_rounds(ctx, seed)
     ran = 0
     while True:
         pos = current_position(project)
@@ -82,7 +82,7 @@ def advance(project: Project, *, simulate: bool = False, progress: bool = True,
         if project.target_version() < i:
             raise ProjectError(f"models.{project.config.target.name}: expected version {i} before round {i}, "
                                f"got version {project.target_version()} (the store is inconsistent)")
-        result = _run_step(loop, i, step, seed)
+        result = _run_step(ctx, i, step, seed)
         if isinstance(result, Status):
             project.log_event("awaiting", {"state": result.state, "missing": len(result.awaited)}, round=i, step=step)
             return result
@@ -92,15 +92,15 @@ def advance(project: Project, *, simulate: bool = False, progress: bool = True,
         ran += 1
 
 
-def _run_step(loop: LoopContext, i: int, step: str, seed: int) -> dict | Status:
+def _run_step(ctx: LoopContext, i: int, step: str, seed: int) -> dict | Status:
     """Run one step of round i, recorded (begin, end or failed) in the store."""
-    project = loop.project
+    project = ctx.project
     s = step_seed(seed, i, step)
     runner = STEP_REGISTRY[step]
-    project.begin_step(i, step, runner.settings(loop), model_version=i, seed=s)
+    project.begin_step(i, step, runner.settings(ctx), model_version=i, seed=s)
     log.info("round %d: %s", i, step)
     try:
-        return runner.run(loop, i, s)
+        return runner.run(ctx, i, s)
     except Exception as e:
         # Recorded, so `status` says "failed: <message>" (not running); the next `advance` runs it
         # again. Ctrl-C leaves it "running", as a crash does; it is run again too.
@@ -111,16 +111,16 @@ def _run_step(loop: LoopContext, i: int, step: str, seed: int) -> dict | Status:
         raise
 
 
-def _evaluate_labelled_rounds(loop: LoopContext, seed: int) -> None:
+def _evaluate_labelled_rounds(ctx: LoopContext, seed: int) -> None:
     """Label plan: once people have drawn the masks of an exported round's T(i+1), score every model
     of that round on it (the round's "evaluate" step, outside the plan: it never waits), so that
     `blindspots leaderboard` has Table 1's T(i+1) columns (T0 too when the project has one)."""
-    project = loop.project
+    project = ctx.project
     for i in range(project.config.project.rounds + 1):
         if (project.step(i, "evaluate") or {}).get("status") == "done" or not t_masks_complete(project, i):
             continue
         try:
-            result = _run_step(loop, i, "evaluate", seed)
+            result = _run_step(ctx, i, "evaluate", seed)
         except Exception as e:  # noqa: BLE001 - Table 1 is a side product: it must not stop the loop
             log.warning("round %d: could not score the models on T(%d) (%s); the next `round` tries again",
                         i, i + 1, _one_line(e))
@@ -135,7 +135,7 @@ def status(project: Project) -> Status:
         st = _stopped(project)
         return Status("finished", st.round, "done", "all rounds are done") if st.state == "finished" else st
     i, step = pos
-    loop = LoopContext(project, simulate=False, progress=False)
+    ctx = LoopContext(project, simulate=False, progress=False)
     st = project.step(i, step)
     err = project.step_failure(i, step) if st is not None and st["status"] != "done" else None
     if err is not None:
@@ -144,7 +144,7 @@ def status(project: Project) -> Status:
     if step == "ratings" and st is not None:
         from blindspots.loop.progress import rating_progress
 
-        missing, have, total = ratings_progress(loop, i)
+        missing, have, total = ratings_progress(ctx, i)
         prog = rating_progress(project, i)
         if not prog.missing:  # every answer is in; the loop goes on at the next `round`
             return Status("ready", i, step, f"round {i}: ratings complete ({prog.counts()}); run "

@@ -53,7 +53,7 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
     like the image ids, extension .png), a CVAT "Segmentation Mask 1.1" zip, or a Label Studio
     JSON export. Masks must match their image's size; returns how many were stored."""
     i = _round_arg(project, round)
-    loop = LoopContext(project, simulate=False, progress=False)
+    ctx = LoopContext(project, simulate=False, progress=False)
     need = masks_needed(project, i)
     if not need:
         raise ValueError(f"round: expected round {i} to have images awaiting masks (S and T), got none yet")
@@ -66,12 +66,12 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
                              f"{mask_filename(need[0])!r} for {need[0]!r}), got none of the {len(need)} in "
                              f"{str(src)!r} (" + (f"it holds {len(found)} other PNGs, e.g. {found[:3]})" if found
                                                   else "it holds no PNG)"))
-        masks, kind = read_masks(src, present, classes=loop.classes), "folder"
+        masks, kind = read_masks(src, present, classes=ctx.classes), "folder"
     elif src.suffix.lower() == ".zip":
-        masks, kind = import_cvat(src, loop.classes, ids=need), "cvat"
+        masks, kind = import_cvat(src, ctx.classes, ids=need), "cvat"
     elif src.suffix.lower() == ".json":
         # ids: tasks created in Label Studio itself (no blindspots_id) are matched by image file name
-        masks, kind = import_labelstudio(src, loop.classes, ids=need), "labelstudio"
+        masks, kind = import_labelstudio(src, ctx.classes, ids=need), "labelstudio"
     else:
         raise ValueError(f"source: expected a folder of PNG masks, a CVAT .zip or a Label Studio .json, "
                          f"got {str(source)!r}")
@@ -80,13 +80,15 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
         raise ValueError(f"source: expected masks for round {i}'s S ∪ T, got {len(unknown)} other ids "
                          f"(e.g. {unknown[:3]})")
     for image_id, mask in masks.items():
-        shape = loop.pool.load(image_id).shape[:2]
+        shape = ctx.pool.load(image_id).shape[:2]
         if mask.shape != shape:
             raise ValueError(f"source: expected the mask of {image_id!r} to be {shape[0]}x{shape[1]} like its "
                              f"image, got {mask.shape[0]}x{mask.shape[1]}")
-        bad = (mask >= loop.classes.num_classes) & (mask != (loop.classes.ignore_index or 255))
+        bad = mask >= ctx.classes.num_classes
+        if ctx.classes.ignore_index is not None:  # the project's own ignore value, whatever it is
+            bad &= mask != ctx.classes.ignore_index
         if bad.any():
-            raise ValueError(f"source: expected class ids 0..{loop.classes.num_classes - 1} or ignore in the mask "
+            raise ValueError(f"source: expected class ids 0..{ctx.classes.num_classes - 1} or ignore in the mask "
                              f"of {image_id!r}, got {int(mask[bad][0])}")
     for image_id, mask in masks.items():
         project.add_mask(i, image_id, mask, source=kind, annotator=annotator)
@@ -125,7 +127,7 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
     if fmt not in ("cvat", "labelstudio"):
         raise ValueError(f"format: expected 'cvat' or 'labelstudio', got {fmt!r}")
     i = _round_arg(project, round)
-    loop = LoopContext(project, simulate=False, progress=False)
+    ctx = LoopContext(project, simulate=False, progress=False)
     have = set(project.masks_for_round(i)["id"])
     ids = [x for x in masks_needed(project, i) if x not in have]
     if not ids and round is not None:  # a past round asked for by number: all of its S ∪ T again
@@ -134,9 +136,9 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
         raise ValueError(f"round: expected images awaiting masks in round {i}, got none (every image of its "
                          f"S ∪ T has a mask; `--round {i}` exports them again, with the stored masks)")
     # the pre-annotation: the stored mask where people drew one (a re-export), else the target's prediction
-    preds = {x: project.load_mask(i, x) if x in have else target_map(loop, i, x) for x in ids}
+    preds = {x: project.load_mask(i, x) if x in have else target_map(ctx, i, x) for x in ids}
     default = project.reports_dir / f"round-{i}-{'cvat.zip' if fmt == 'cvat' else 'labelstudio.json'}"
     where = {"image_url": image_url, "image_root": image_root, "document_root": document_root}
     if fmt == "labelstudio" and image_url is None and image_root is None:
-        where["image_root"] = loop.cfg.location(loop.cfg.pool.root)  # a folder Label Studio can serve
-    return export_annotation(loop, i, fmt, Path(out) if out is not None else default, ids, preds, **where)
+        where["image_root"] = ctx.cfg.location(ctx.cfg.pool.root)  # a folder Label Studio can serve
+    return export_annotation(ctx, i, fmt, Path(out) if out is not None else default, ids, preds, **where)
