@@ -203,7 +203,7 @@ def _bad(kind: str):
         p = np.full((n, C, h, w), 1.0 / C, dtype=np.float32)
         if kind == "rank":
             return p[:, :, 0]
-        if kind == "shape":  # a missing image (outputs at another h, w are resized since issue 13)
+        if kind == "shape":  # a missing image (outputs at another h, w are resized)
             return p[:-1]
         if kind == "classes":
             return p[:, :-1]

@@ -124,7 +124,7 @@ def test_cookie_session_needs_csrf(client: TestClient) -> None:
 
 
 def test_form_sign_in_and_pages(client: TestClient) -> None:
-    # The form carries the pre-session CSRF token of its page (issue 17: login CSRF).
+    # The form carries the pre-session CSRF token of its page (login CSRF).
     csrf = re.search(r'name="csrf" value="([^"]+)"', client.get("/signin").text).group(1)
     r = client.post("/signin", data={"token": "wrong-token", "csrf": csrf}, follow_redirects=False)
     assert r.status_code == 303 and "error" in r.headers["location"]
@@ -412,7 +412,7 @@ def test_ratings_then_masks_then_loop_continues(world: dict, client: TestClient)
     bad = paint.copy()
     bad[0, 0] = 200
     r = client.post("/api/labels", json={**body, "mask": base64.b64encode(bad.tobytes()).decode()}, headers=bearer(ANN))
-    assert r.status_code == 422 and "class ids" in r.json()["detail"]  # issue 17: 422 for every invalid value
+    assert r.status_code == 422 and "class ids" in r.json()["detail"]  # 422 for every invalid value
     assert client.post("/api/labels", json={**body, "ref": "5", "mask": short}, headers=bearer(ANN)).status_code == 409
     assert client.post("/api/labels", json={**body, "image_id": "nope.png", "mask": short},
                        headers=bearer(ANN)).status_code == 404

@@ -1,4 +1,4 @@
-"""`kill -9` of the server mid-burst loses no acknowledged answer (issue 30): 20 raters send a few
+"""`kill -9` of the server mid-burst loses no acknowledged answer: 20 raters send a few
 hundred ratings to a real `blindspots serve` on 127.0.0.1; the server process gets SIGKILL once
 150 are acknowledged, the rest in flight. Every acknowledged answer is in the store with its
 score, SQLite's integrity check is "ok", and the app opened on the store again serves them. The trial is the one

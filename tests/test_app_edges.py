@@ -1,4 +1,4 @@
-"""The app's edges over HTTP (issue 17 part 2): login CSRF, sign-in throttling, 413 for every
+"""The app's edges over HTTP: login CSRF, sign-in throttling, 413 for every
 oversized body (declared or streamed), allowed hosts, 422 for invalid values, offline docs,
 favicon and `[hidden]`."""
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_sign_in_throttled_per_address_and_logged(client: TestClient, caplog: py
     assert held.status_code == 429 and held.headers["content-type"].startswith("text/html")
     assert 1 <= int(held.headers["Retry-After"]) <= 60 and "too many failed sign-ins" in held.text
     assert f"try again in {held.headers['Retry-After']} s" in held.text and 'name="token"' in held.text
-    # a colleague behind the same address signs in all the same (issue 30: no lock-out by a neighbour)
+    # a colleague behind the same address signs in all the same (no lock-out by a neighbour)
     assert client.post("/api/signin", json={"token": TOKEN}).status_code == 200
     r = client.post("/signin", data={"token": TOKEN, "csrf": csrf}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/" and "bs_session" in r.cookies

@@ -1,4 +1,4 @@
-"""The app's three edges of issue 30, over HTTP: error bodies quote only a short piece of what came
+"""The app's three edges, over HTTP: error bodies quote only a short piece of what came
 (responses and logs), valid tokens are served while their address is throttled, and per-route
 body limits with unknown fields and converted types refused on write routes."""
 from __future__ import annotations

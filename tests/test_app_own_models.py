@@ -1,4 +1,4 @@
-"""Issue 13: a user's own models (ONNX, TorchScript, a callable, precomputed outputs, a zoo
+"""A user's own models (ONNX, TorchScript, a callable, precomputed outputs, a zoo
 checkpoint) and an unlabeled pool, carried through `init` (no train/val data) -> `round` (stops
 at ratings) -> the app's rating page -> ratings -> `round` (S exported for pixel labelling).
 Plus the failure paths: a bad spec fails at init in one line, a failed step shows as failed and

@@ -1,4 +1,4 @@
-"""Never lose an answer (issue 17), in a real browser (Playwright driving Debian's chromium).
+"""Never lose an answer, in a real browser (Playwright driving Debian's chromium).
 
 The network is cut with `page.route` (answer POSTs aborted, the page itself still loads), then
 restored: every answer must reach the store, the page must show what is unsaved meanwhile, a

@@ -90,7 +90,7 @@ def test_a_project_from_init_to_leaderboard(world: Path, tmp_path: Path) -> None
     assert code == 0 and "imported" in out, out
     code, out = invoke("round", proj, "--simulate")
     assert code == 0 and "all 1 rounds are done" in out, out
-    # every `round` ends by writing the round's report page (issue 15)
+    # every `round` ends by writing the round's report page
     assert "could not write the round report" not in out, out
     page = Path(out.split("report: ")[1].split()[0])
     assert page.name == "index.html" and page.is_file(), out

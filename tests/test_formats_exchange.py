@@ -1,4 +1,4 @@
-"""Issue 13: Label Studio task URLs it can serve, tasks made in Label Studio, JSON_MIN and unknown export
+"""Label Studio task URLs it can serve, tasks made in Label Studio, JSON_MIN and unknown export
 shapes; CVAT project labels that are not classes and colourless labelmaps (no tool needed)."""
 from __future__ import annotations
 

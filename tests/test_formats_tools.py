@@ -1,4 +1,4 @@
-"""Issue 13: the annotation tools' own code reads what we write and we read what it writes.
+"""The annotation tools' own code reads what we write and we read what it writes.
 
 Label Studio: `label_studio_converter` (its brush RLE, its image -> annotation import, its JSON_MIN and
 brush-to-numpy exports). CVAT: datumaro's `voc_segmentation` import/export (CVAT's dataset library).

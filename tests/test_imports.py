@@ -30,9 +30,9 @@ LAYERS: dict[str, int] = {
 
 #: (importer module, imported module) cycles' edges still to be removed.
 KNOWN_MODULE_CYCLE_EDGES: set[tuple[str, str]] = set()
-#: (importer module, imported module) upward imports still to be removed (issue 12)
+#: (importer module, imported module) upward imports still to be removed
 KNOWN_UPWARD: set[tuple[str, str]] = set()
-#: (importer package, imported package) package cycles' edges still to be removed (issue 12)
+#: (importer package, imported package) package cycles' edges still to be removed
 KNOWN_PACKAGE_CYCLE_EDGES: set[tuple[str, str]] = set()
 
 

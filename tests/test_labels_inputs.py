@@ -68,7 +68,7 @@ def test_bad_batches_and_model_args(good):
     labels, p = good
     with pytest.raises(ValueError, match="pair"):
         find_label_issues(iter([labels]), verbose=False)
-    with pytest.raises(ValueError, match="every batch"):  # sizes may differ (issue 13), classes may not
+    with pytest.raises(ValueError, match="every batch"):  # sizes may differ, classes may not
         two = np.concatenate([p[:, :2], p[:, 2:]], axis=1)[:, :2] / p[:, :2].sum(1, keepdims=True)
         find_label_issues(iter([(labels, p), (np.minimum(labels, 1), two)]), verbose=False)
     with pytest.raises(ValueError, match="at least one batch"):

@@ -1,4 +1,4 @@
-"""Images of mixed sizes (issue 13): iterables, model + dataset and the CLI group by size, never stack.
+"""Images of mixed sizes: iterables, model + dataset and the CLI group by size, never stack.
 
 The reference: the same images zero-padded to one size with the padding labelled ignore_index — the
 padding is excluded from thresholds, counts and ranking, so cropping the padded answer must give the

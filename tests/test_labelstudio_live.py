@@ -1,4 +1,4 @@
-"""Issue 26: a project live with a real Label Studio server (tests/labelstudio_server.py): connect, push the
+"""A project live with a real Label Studio server (tests/labelstudio_server.py): connect, push the
 candidates and S ∪ T with the target's prediction pre-annotated, annotate through Label Studio's API as an
 annotator would, pull, and `round` goes on; the ML backend called by Label Studio itself; a Chromium look at
 a task page; bad input as one line each with nothing written half-way."""

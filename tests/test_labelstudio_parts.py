@@ -1,4 +1,4 @@
-"""Issue 26, the parts that need no server: the generated configs read back, config checks, polygon fill,
+"""The parts that need no server: the generated configs read back, config checks, polygon fill,
 where the token comes from, and the brush pre-annotation written by Label Studio's own encoder."""
 from __future__ import annotations
 

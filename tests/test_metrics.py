@@ -238,7 +238,7 @@ def test_bad_input_raises_value_error(call, match):
         call()
 
 
-# --- merge, per-image confusion / mIoU, evaluate (one copy of each, issue 12) -------------------
+# --- merge, per-image confusion / mIoU, evaluate (one copy of each) -------------------
 
 @settings(max_examples=60, deadline=None)
 @given(label_pair(batch=True), st.integers(0, 3))

@@ -1,4 +1,4 @@
-"""Label layouts as presets (issue 13): index, VOC, Cityscapes, ADE20K, a classes file, scan maps as masks,
+"""Label layouts as presets: index, VOC, Cityscapes, ADE20K, a classes file, scan maps as masks,
 symlinked masks. Every sample dataset is built here with tiny images."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Surprise for any model (issue 16, item 4): ONNX intermediate outputs, callable and precomputed features give
+"""Surprise for any model: ONNX intermediate outputs, callable and precomputed features give
 the SAME traces and SA as the torch hook on the same model; binary one-channel models get real probabilities."""
 from __future__ import annotations
 

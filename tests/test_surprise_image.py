@@ -167,7 +167,7 @@ def test_image_sa_is_mean_z_over_present_classes(fitted):
 
 
 def test_mixed_image_sizes_are_grouped_by_size(fitted):
-    """Issue 13 item 5: images of different sizes run one size at a time; each image's numbers are those
+    """Images of different sizes run one size at a time; each image's numbers are those
     it gets in a batch of its own size (pixel samples keyed by its index, not by the grouping)."""
     from blindspots.surprise.analysis import sa_and_iou
 
