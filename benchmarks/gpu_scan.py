@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import platform
 import shutil
 import tempfile
 import time
@@ -44,21 +43,13 @@ from blindspots.data.pool import ImagePool
 from blindspots.models.devices import autocast
 from blindspots.models.load import load_model
 from blindspots.scan import scan_pool
+from blindspots.machine import cpu_model
 
 B2 = {"depths": [3, 4, 6, 3], "hidden_sizes": [64, 128, 320, 512], "decoder_hidden_size": 768,
       "num_attention_heads": [1, 2, 5, 8], "sr_ratios": [8, 4, 2, 1]}
 TINY = {"depths": [1, 1, 1, 1], "hidden_sizes": [8, 16, 32, 64], "decoder_hidden_size": 32,
         "num_attention_heads": [1, 1, 1, 1], "sr_ratios": [8, 4, 2, 1]}
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def load() -> str:

@@ -35,12 +35,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from blindspots.machine import cpu_model
 
 SAMPLERS = ("random", "entropy", "margin", "bald", "powerbald", "coreset", "mad", "madplus")
 RATED = ("mad", "madplus")  # samplers whose candidates people rate before masks are drawn
@@ -51,15 +52,6 @@ RATED = ("mad", "madplus")  # samplers whose candidates people rate before masks
 # a camera roll of 35-45 degrees, made the models fail *differently*: MAD picked those images.)
 PLANTED_CLASSES = ("vehicle", "person")
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 class ArrayPairs:

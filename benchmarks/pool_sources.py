@@ -23,7 +23,6 @@ import argparse
 import io
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -36,18 +35,14 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from blindspots.machine import cpu_model as machine_cpu_model
+
 S3_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
           "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip() + f" ({os.cpu_count()} CPUs)"
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    return f"{machine_cpu_model()} ({os.cpu_count()} CPUs)"
 
 
 def load() -> str:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from blindspots.machine import cpu_model
 
 #: runs the CLI and prints this process's peak RSS (KiB on Linux) to stderr when it exits
 _RUNNER = ("import atexit, resource, sys\n"
@@ -33,15 +34,6 @@ _RUNNER = ("import atexit, resource, sys\n"
            "sys.argv = ['blindspots'] + sys.argv[1:]\n"
            "app()\n")
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def scan_once(pool: str, target: str, competitor: str, budget: int, out: Path) -> tuple[float, float]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from blindspots.surprise import LSA, MDSA, TraceExtractor, surprise_heatmaps
 from blindspots.surprise._threads import run_split, split_threads
 from blindspots.surprise.estimators import mdsa_block_rows
 from blindspots.surprise.fused import fused_mdsa_map
+from blindspots.machine import cpu_model
 
 
 def best_time(fn, repeat: int = 3) -> float:
@@ -216,9 +216,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     n_ref = 10_000
     m = 200_000 if args.quick else 1_000_000
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?") \
-        if os.path.exists("/proc/cpuinfo") else platform.processor()
-    print(f"surprise benchmark: {n_ref} reference traces per class, torch threads {args.threads}, CPU {cpu}")
+    print(f"surprise benchmark: {n_ref} reference traces per class, torch threads {args.threads}, "
+          f"CPU {cpu_model()}")
     run = lambda group: args.only in (None, group)  # noqa: E731
     if run("mdsa"):
         for d in (64, 256):
