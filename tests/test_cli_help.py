@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from typer.main import get_command
 from typer.testing import CliRunner
@@ -21,3 +24,16 @@ def test_help_lists_every_command_in_its_panel_in_workflow_order() -> None:
     assert commands == set(ORDER), "a command missing from cli/panels.PANELS"
     assert listed.index("init") < listed.index("round") < listed.index("serve")
     assert PANELS["Start here"][:3] == ("demo", "scan", "mine")
+
+
+def test_help_starts_without_the_engines_heavy_packages():
+    # every command module is imported for --help; what they need from torch, pandas, matplotlib ... is imported
+    # inside the commands (tests/test_imports.py checks which function-level imports may stay)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    heavy = ("torch", "pandas", "scipy", "sklearn", "matplotlib", "fastapi", "uvicorn", "jinja2", "numba", "duckdb",
+             "ray", "transformers", "onnxruntime", "skimage")
+    code = (f"import sys; sys.path.insert(0, {src!r}); from typer.testing import CliRunner; "
+            f"from blindspots.cli import app; r = CliRunner().invoke(app, ['--help']); assert r.exit_code == 0; "
+            f"print(sorted(n for n in {heavy!r} if n in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

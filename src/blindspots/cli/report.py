@@ -10,6 +10,9 @@ from typing import Optional
 
 import typer
 
+# Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
+# them).
+
 
 def report(
     source: Path = typer.Argument(..., help="A project folder (`blindspots init`), a scan folder (with "

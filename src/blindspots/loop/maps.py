@@ -15,6 +15,7 @@ from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.models import predict_one
 from blindspots.loop.project import ProjectError
 from blindspots.metrics import ConfusionMatrix
+from blindspots.training.replay import PairList
 
 __all__ = ["ground_truth", "target_map", "model_map", "map_miou", "round_pairs"]
 
@@ -61,8 +62,6 @@ def map_miou(ctx: LoopContext, i: int, kind: str, name: str, version: int) -> fl
 def round_pairs(ctx: LoopContext, i: int, kind: str, rounds: range | None = None) -> Any:
     """Labelled pairs (pool image, stored mask) of candidates `kind` over `rounds` (default: i only),
     as a `blindspots.training.replay.PairList`."""
-    from blindspots.training.replay import PairList
-
     p = ctx.project
     ids: list[tuple[int, str]] = []
     for j in (rounds if rounds is not None else [i]):

@@ -33,6 +33,8 @@ import torch.nn.functional as F
 
 from blindspots.mine.columns import KINDS, bald_column, feature_column, margin_column, part_name
 from blindspots.scan import schema
+from blindspots.scan.extra import add_columns, claim_part
+from blindspots.scan.fingerprint import model_fingerprint
 
 MC_PASSES = 20  # Gal, Islam & Ghahramani 2017 draw T = 20 dropout samples per acquisition
 _DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout)
@@ -212,8 +214,6 @@ def add_acquisition_columns(scan_dir: str | Path, pool: Any, segmenter: Any, nam
 
     pool: the `ImagePool` that was scanned. Resumable (a shard already written is kept).
     """
-    from blindspots.scan.extra import add_columns
-
     compute = AcquisitionColumns(segmenter, name, kinds=kinds, mc_passes=mc_passes, dropout=dropout, layer=layer,
                                  seed=seed)
     part = part_name(name, compute.kinds)
@@ -224,9 +224,6 @@ def add_acquisition_columns(scan_dir: str | Path, pool: Any, segmenter: Any, nam
 def _claim_part(folder: Path, compute: AcquisitionColumns, segmenter: Any) -> None:
     """Record in `folder/acquisition.json` what fills the part (model fingerprint and settings); other MC
     passes, dropout or another model under the same name are a ValueError (`scan.extra.claim_part`)."""
-    from blindspots.scan.extra import claim_part
-    from blindspots.scan.fingerprint import model_fingerprint
-
     settings = {"model": model_fingerprint(segmenter), "kinds": list(compute.kinds), "layer": compute.layer,
                 "seed": compute.seed, **({"mc_passes": compute.mc_passes, "dropout": compute.dropout}
                                          if "bald" in compute.kinds else {})}

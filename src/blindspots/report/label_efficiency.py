@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from blindspots.report.html import esc, figure_img, rel_url, table
@@ -28,10 +30,7 @@ def label_efficiency_figure(rows: pd.DataFrame, path: Path) -> Path:
     rows: one row per (strategy, round) with columns strategy, cost, hard_mean, hard_sd, T0_mean, T0_sd.
     Writes a PNG at `path` (folders created) and returns it.
     """
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), dpi=90)
     for ax, metric, title in ((axes[0], "hard", "hard test set"), (axes[1], "T0", "T0 (in distribution)")):

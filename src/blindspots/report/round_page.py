@@ -27,6 +27,8 @@ from blindspots.report.round_view import RoundView, build_round_view, class_iou_
 from blindspots.report.scenario_section import scenario_section
 from blindspots.report.scenario_votes import scenario_names, vote_prefix
 from blindspots.scan.manifest import load_manifest, scan_pool_source
+from blindspots.scenarios.segmentation import find_scenarios
+from blindspots.scenarios.segmentation_attributes import scan_attributes
 
 __all__ = ["write_round_report", "default_round", "round_scenarios", "class_iou_before_after", "RoundView"]
 
@@ -91,9 +93,6 @@ def round_scenarios(project: Any, round: int | None = None, *, manifest: dict | 
     candidates), over `scan_attributes` of the project's scan; None with fewer than 2 failures.
     manifest: the scan's scan.json when the caller has read it ({} before any scan; read here when
     None). settings: passed to `find_scenarios`."""
-    from blindspots.scenarios.segmentation import find_scenarios
-    from blindspots.scenarios.segmentation_attributes import scan_attributes
-
     p = _open(project)
     last = default_round(p) if round is None else int(round)
     failures = sorted({str(x) for r in range(last + 1) for x in p.candidates(r, "S")["id"]})

@@ -7,6 +7,8 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 import numpy as np
+from PIL import Image
+from skimage.segmentation import slic
 
 # Pixels per segment at each level: "coarse" (~8x8 px) saves clicks on big regions, "fine" (~4x4 px)
 # follows thin objects and small parts; the editor switches with a key.
@@ -36,8 +38,6 @@ def slic_segments(image: np.ndarray, n_segments: int | None = None, compactness:
     a big photo costs about as much as a 400x400 one. Labels are relabelled to be consecutive from 0
     (SLIC may skip numbers after enforcing connectivity).
     """
-    from skimage.segmentation import slic
-
     img = np.asarray(image)
     if img.ndim == 2:
         img = np.repeat(img[..., None], 3, axis=-1)
@@ -63,7 +63,6 @@ def _shrink(img: np.ndarray, max_pixels: int) -> np.ndarray:
     h, w = img.shape[:2]
     if h * w <= max_pixels:
         return img
-    from PIL import Image
 
     k = (max_pixels / (h * w)) ** 0.5
     size = (max(1, int(w * k)), max(1, int(h * k)))

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import csv
 import logging
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -70,8 +72,6 @@ def _run_chunks(fn: Callable[..., list], chunks: list[list], args: tuple, n_jobs
             results.append(fn(ch, *args))
             bar.update(len(ch))
         return results
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     # forkserver: workers never inherit a parent's torch/BLAS thread pools mid-use
     with ProcessPoolExecutor(max_workers=n_jobs, mp_context=multiprocessing.get_context("forkserver")) as ex:
@@ -146,8 +146,6 @@ def generate_scene_set(
     (files are written atomically), so an interrupted run continues where it stopped.
     n_jobs: worker processes (-1: all cores); the files do not depend on it.
     """
-    from blindspots.data.segsets import SegmentationSet
-
     check_distribution(distribution)
     size = check_size(size)
     jobs = _check_jobs(n_jobs)

@@ -8,10 +8,14 @@ anything else is a local path. Storage options go to the filesystem's constructo
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import parse_qsl
+
+import fsspec
+from fsspec.asyn import sync
 
 __all__ = ["is_uri", "split_uri_options", "parse_storage_option", "public_options", "get_fs", "storage_error",
            "cat_many", "join", "tool_url"]
@@ -60,8 +64,6 @@ def public_options(options: Mapping[str, Any]) -> dict[str, Any]:
 def get_fs(uri: str, options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
     """(fsspec filesystem, path inside it) for a URI or a local path; ValueError when the protocol's
     package is missing (e.g. s3fs for s3://), naming what to install."""
-    import fsspec
-
     opts = dict(options or {})
     try:
         return fsspec.core.url_to_fs(uri, **opts) if is_uri(uri) else (fsspec.filesystem("file"), os.path.abspath(uri))
@@ -115,8 +117,6 @@ def _reason(exc: BaseException) -> str:
 
 
 async def _gather(fs: Any, paths: list[str]) -> list[Any]:
-    import asyncio
-
     return await asyncio.gather(*[fs._cat_file(p) for p in paths], return_exceptions=True)
 
 
@@ -127,8 +127,6 @@ def cat_many(fs: Any, paths: Sequence[str]) -> Iterator[tuple[bytes | None, str 
     for s in range(0, len(paths), READ_CHUNK):
         chunk = list(paths[s:s + READ_CHUNK])
         if concurrent and len(chunk) > 1:
-            from fsspec.asyn import sync
-
             try:
                 got: list[Any] = sync(fs.loop, _gather, fs, chunk)
             except Exception as exc:  # noqa: BLE001 - the whole call failed: every item says why

@@ -11,8 +11,9 @@ from blindspots.loop.context import LoopContext
 from blindspots.loop.leaderboard import write_leaderboard
 from blindspots.loop.maps import map_miou, round_pairs
 from blindspots.loop.project import Project
-from blindspots.models.protocol import reads_ids
 from blindspots.loop.steps.base import Step
+from blindspots.models.protocol import reads_ids
+from blindspots.training.replay import evaluate_segmenter
 
 __all__ = ["EvaluateStep", "t_masks_complete"]
 
@@ -26,8 +27,6 @@ class EvaluateStep(Step):
     name = "evaluate"
 
     def run(self, ctx: LoopContext, i: int, seed: int) -> dict:
-        from blindspots.training.replay import evaluate_segmenter
-
         p, c = ctx.project, ctx.cfg
         t0 = ctx.labelled_set("val") if c.data.val else None  # the label plan may have no T0
         ti = round_pairs(ctx, i, "T")

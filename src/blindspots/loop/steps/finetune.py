@@ -11,6 +11,10 @@ from blindspots.loop.context import LoopContext
 from blindspots.loop.maps import round_pairs
 from blindspots.loop.models import use_import_dir
 from blindspots.loop.steps.base import Step
+from blindspots.loop.versions import save_finetuned
+from blindspots.models.load import spec_kind
+from blindspots.models.zoo import load_checkpoint, save_checkpoint
+from blindspots.training.replay import ReplayFinetuner
 
 __all__ = ["FinetuneStep", "target_kind"]
 
@@ -29,9 +33,6 @@ class FinetuneStep(Step):
         return {k: getattr(ctx.cfg.finetune, k) for k in _RECORDED}
 
     def run(self, ctx: LoopContext, i: int, seed: int) -> dict:
-        from blindspots.models.zoo import load_checkpoint, save_checkpoint
-        from blindspots.training.replay import ReplayFinetuner
-
         p, c = ctx.project, ctx.cfg
         if i >= ctx.last_round():
             return {"skipped": "last round: evaluation only"}
@@ -59,8 +60,6 @@ class FinetuneStep(Step):
             save_checkpoint(path, ft.model_, arch=info["arch"], classes=ctx.classes, meta=meta)
             p.register_model(c.target.name, i + 1, "target", path, round=i, meta=meta)
         else:
-            from blindspots.loop.versions import save_finetuned
-
             spec = save_finetuned(kind, rec.spec, ft.model_, p.checkpoints_dir / f"{c.target.name}-v{i + 1}")
             path = spec  # type: ignore[assignment]  # reported as the new version's spec
             meta["import_dir"] = rec.meta.get("import_dir")  # a factory imports from where `init` ran
@@ -71,7 +70,5 @@ class FinetuneStep(Step):
 
 def target_kind(spec: str, import_dir: str | None) -> str:
     """The spec kind of a target version ("zoo", "factory", "hf", ...), loading no weights."""
-    from blindspots.models.load import spec_kind
-
     use_import_dir(spec, import_dir)
     return spec_kind(spec)

@@ -20,9 +20,13 @@ from blindspots.atomic import write_atomic
 from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.project import ProjectError
 from blindspots.loop.steps.base import Step
+from blindspots.mine.acquisition import add_acquisition_columns
+from blindspots.mine.columns import missing_kinds
 from blindspots.mine.mad import class_area_ranges
 from blindspots.mine.registry import make_sampler as registered_sampler
-from blindspots.mine.registry import sampler_settings
+from blindspots.mine.registry import needs_model, sampler_settings
+from blindspots.scenarios.segmentation import find_scenarios
+from blindspots.scenarios.segmentation_attributes import scan_attributes
 
 __all__ = ["MineStep", "make_sampler", "class_ranges", "pool_class_ranges"]
 
@@ -86,10 +90,6 @@ def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
 def _add_model_columns(ctx: LoopContext, i: int) -> None:
     """margin, bald, powerbald, coreset: the target f_t^(i) runs once more over the pool for the columns
     they read (`mine.acquisition`; kept in the scan folder, resumable)."""
-    from blindspots.mine.acquisition import add_acquisition_columns
-    from blindspots.mine.columns import missing_kinds
-    from blindspots.mine.registry import needs_model
-
     m, name = ctx.cfg.mining, target_column(ctx.project, i)
     missing = missing_kinds(ctx.project.scan_dir, name, needs_model(m.strategy))
     if missing:
@@ -103,9 +103,6 @@ def _add_model_columns(ctx: LoopContext, i: int) -> None:
 def _scenarios(ctx: LoopContext, i: int) -> tuple[Any, pd.DataFrame] | None:
     """(failure scenarios, per-image attributes) of the S of rounds 0..i-1; None before two failures
     exist."""
-    from blindspots.scenarios.segmentation import find_scenarios
-    from blindspots.scenarios.segmentation_attributes import scan_attributes
-
     feats = scan_attributes(ctx.project.scan_dir)
     fails = sorted({str(x) for r in range(i) for x in ctx.project.candidates(r, "S")["id"]} & set(feats.index))
     if len(fails) < 2:
