@@ -194,6 +194,15 @@ def test_no_private_names_cross_modules() -> None:
                                              "inside a package a plain name in that package's private module)")
 
 
+def _write_modules(folder: Path, files: dict[str, str]) -> dict[str, Path]:
+    """module name -> a file holding its text, for the checkers' own tests."""
+    mods = {}
+    for name, text in files.items():
+        mods[name] = folder / (name.replace(".", "_") + ".py")
+        mods[name].write_text(text)
+    return mods
+
+
 def test_private_imports_finds_private_names_and_modules(tmp_path: Path) -> None:
     files = {
         "blindspots.p.a": "def _helper(): ...\nX = 1\n",
@@ -204,11 +213,7 @@ def test_private_imports_finds_private_names_and_modules(tmp_path: Path) -> None
         "blindspots._v": "def check(): ...\n",
         "blindspots.q.f": "from blindspots._v import check\nfrom blindspots import _v\n",
     }
-    mods = {}
-    for name, text in files.items():
-        path = tmp_path / (name.replace(".", "_") + ".py")
-        path.write_text(text)
-        mods[name] = path
+    mods = _write_modules(tmp_path, files)
     assert private_imports(mods) == {("blindspots.p.b", "blindspots.p.a._helper"),
                                      ("blindspots.q.e", "blindspots.p._internal.c.shared"),
                                      ("blindspots.q.e", "blindspots.p._internal.c")}
@@ -375,11 +380,7 @@ def test_lazy_import_problems_finds_imports_that_defer_nothing(tmp_path: Path) -
         "blindspots.eng.b": "import torch\n\n\ndef g():\n    import json\n    import ray\n",
         "blindspots.eng.c": "def h():\n    import pandas\n    from blindspots.eng import b\n",
     }
-    mods = {}
-    for name, text in files.items():
-        path = tmp_path / (name.replace(".", "_") + ".py")
-        path.write_text(text)
-        mods[name] = path
+    mods = _write_modules(tmp_path, files)
     assert lazy_import_problems(mods, light_roots=("blindspots.cli.*",)) == [
         "blindspots.eng.b:5 imports json: move it to module level (it defers no heavy package)",
         "blindspots.eng.c:2 imports pandas: move it to module level (['pandas'] may be imported inside functions only "
