@@ -8,7 +8,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 from PIL import Image
@@ -17,9 +17,7 @@ from tqdm.auto import tqdm
 from blindspots.data.scenes.conditions import (SCENE_CLASSES, SceneConditions, check_distribution, check_seed,
                                                check_size, sample_conditions)
 from blindspots.data.scenes.render import render_scene
-
-if TYPE_CHECKING:  # imported lazily at run time (another module of the data package)
-    from blindspots.data.segsets import SegmentationSet
+from blindspots.data.segsets import SegmentationSet
 
 logger = logging.getLogger(__name__)
 
