@@ -261,7 +261,8 @@ CYCLE_BREAKS: dict[tuple[str, str], str] = {
 
 def _is_type_checking(node: ast.If) -> bool:
     t = node.test
-    return isinstance(t, ast.Name) and t.id == "TYPE_CHECKING" or isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (isinstance(t, ast.Attribute)
+                                                                    and t.attr == "TYPE_CHECKING")
 
 
 def _imports_of(name: str, path: Path, node: ast.Import | ast.ImportFrom, mods: dict[str, Path]) -> list[str]:
