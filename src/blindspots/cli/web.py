@@ -11,8 +11,8 @@ import typer
 
 from blindspots.cli.loop import open_project, refresh_round_page
 
-# Lazy imports: fastapi, matplotlib, pandas, scipy, skimage, sklearn, threadpoolctl, torch, uvicorn (`blindspots
-# --help` starts without them).
+# Lazy imports: fastapi, matplotlib, pandas, scipy, skimage, sklearn, threadpoolctl, torch, uvicorn
+# (`blindspots --help` starts without them).
 
 KEEP_ALIVE_S = 75  # seconds an idle HTTP connection stays open (uvicorn's default: 5)
 annotators_app = typer.Typer(help="People who answer in the web app (tokens are stored hashed).",

@@ -49,8 +49,8 @@ from blindspots.scan.engines.pipeline import Batch, Errors, shard_messages
 from blindspots.scan.maps import encode_maps
 from blindspots.scan.plan import ShardPlan
 
-# Lazy imports: torch (the scan, its Ray workers and the GPU image's model loader start without them); ray
-# (optional: only the call that uses it needs it).
+# Lazy imports: torch (the scan, its Ray workers and the GPU image's model loader start without them); ray (optional:
+# only the call that uses it needs it).
 
 log = logging.getLogger(__name__)
 
