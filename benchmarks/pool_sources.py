@@ -31,14 +31,15 @@ import sys
 import tarfile
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 from PIL import Image
 
 from blindspots.machine import cpu_model as machine_cpu_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from pool_sources_helpers import s3_server  # noqa: E402  - the tests' moto server on 127.0.0.1
 
 S3_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
           "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
@@ -324,21 +325,6 @@ def s3_listing(root: Path, endpoint: str, n_objects: int) -> None:
           f"{w['files']:,} names; plan / walk = {r['plan_s'] / w['walk_s']:.3f} ({load()})")
 
 
-@contextmanager
-def s3_server() -> Iterator[str]:
-    """A moto S3 server on 127.0.0.1 (this process), its endpoint URL while the block runs."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--images", type=int, default=400, help="photos per source in part 1")
@@ -349,6 +335,7 @@ def main() -> None:
     ap.add_argument("--no-s3", action="store_true", help="skip the local S3 server rows")
     ap.add_argument("--only-s3-listing", action="store_true", help="run part 2b alone (with --s3-objects)")
     a = ap.parse_args()
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the S3 server's one line per request
     print(f"CPU: {cpu_model()}; {load()}")
     os.environ.update(S3_ENV)
     with tempfile.TemporaryDirectory() as tmp:
