@@ -31,7 +31,7 @@ def test_help_starts_without_the_engines_heavy_packages():
     # inside the commands (tests/test_imports.py checks which function-level imports may stay)
     src = str(Path(__file__).resolve().parents[1] / "src")
     heavy = ("torch", "pandas", "scipy", "sklearn", "matplotlib", "fastapi", "uvicorn", "jinja2", "numba", "duckdb",
-             "ray", "transformers", "onnxruntime", "skimage")
+             "ray", "transformers", "onnxruntime", "skimage", "fsspec")
     code = (f"import sys; sys.path.insert(0, {src!r}); from typer.testing import CliRunner; "
             f"from blindspots.cli import app; r = CliRunner().invoke(app, ['--help']); assert r.exit_code == 0; "
             f"print(sorted(n for n in {heavy!r} if n in sys.modules))")

@@ -241,10 +241,11 @@ def test_cycle_edges_finds_cycles_only() -> None:
 OPTIONAL = frozenset({"ray", "fiftyone", "label_studio_sdk", "s3fs", "moto", "playwright", "transformers",
                       "onnxruntime", "onnx", "nibabel", "segmentation_models_pytorch", "torchvision",
                       "swagger_ui_bundle", "datasets", "numba"})
-#: Core packages slow to import (0.3-2 s each on 2 cores) or absent from the GPU image (tests/test_gpu_imports.py):
-#: imported inside a function only by modules that must start without them (LIGHT_START_ROOTS).
+#: Core packages (or modules) slow to import (0.3-2 s each on 2 busy cores; fsspec and pyarrow.parquet 0.1-0.4 s)
+#: or absent from the GPU image (tests/test_gpu_imports.py): imported inside a function only by modules that must
+#: start without them (LIGHT_START_ROOTS).
 SLOW = frozenset({"torch", "matplotlib", "scipy", "sklearn", "skimage", "pandas", "fastapi", "uvicorn", "httpx",
-                  "duckdb", "jinja2", "imageio", "threadpoolctl"})
+                  "duckdb", "jinja2", "imageio", "threadpoolctl", "fsspec", "pyarrow.parquet"})
 #: What must start without the SLOW packages (with what they import at module level): `blindspots --help` (every
 #: module under cli/, which imports each command group), the scan and its Ray workers (tests/test_scan_imports.py),
 #: the model loader on the GPU image (tests/test_gpu_imports.py).
@@ -322,8 +323,9 @@ def top_level_closure(top: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def _packages(names: set[str]) -> set[str]:
-    return {n.split(".")[0] for n in names if not n.startswith(ROOT)}
+def _listed(names: set[str], listed: frozenset[str]) -> set[str]:
+    """The entries of `listed` (packages, or modules such as pyarrow.parquet) that `names` import."""
+    return {e for e in listed for n in names if n == e or n.startswith(e + ".")}
 
 
 def lazy_import_problems(mods: dict[str, Path] | None = None,
@@ -343,11 +345,11 @@ def lazy_import_problems(mods: dict[str, Path] | None = None,
             deferred.setdefault(name, set())
             continue
         allowed = OPTIONAL | (SLOW if name in light else set())
-        mine = _packages(top_level_closure(top, name))
-        reached = _packages(top_level_closure(top, target)) if target.startswith(ROOT) else {target.split(".")[0]}
+        mine = _listed(top_level_closure(top, name), OPTIONAL | SLOW)
+        reached = _listed(top_level_closure(top, target) if target.startswith(ROOT) else {target}, OPTIONAL | SLOW)
         heavy = (reached & allowed) - mine
         if not heavy:
-            outside = sorted(reached & (OPTIONAL | SLOW))
+            outside = sorted(reached)
             why = ("it is imported at module level already" if reached & allowed else
                    f"{outside} may be imported inside functions only in {sorted(light_roots)} and what they "
                    "import at module level" if outside else "it defers no heavy package")

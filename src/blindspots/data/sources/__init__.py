@@ -25,20 +25,18 @@ import posixpath
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-import pyarrow.parquet as pq
-
 from blindspots.data.sources.base import PoolItem, PoolSource, RawItem, content_hash_of
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image, pillow_extensions
 from blindspots.data.sources.fiftyone import open_fiftyone
 from blindspots.data.sources.fs import get_fs, is_uri, parse_storage_option, split_uri_options
 from blindspots.data.sources.hf import HFDiskSource
 from blindspots.data.sources.listfile import LIST_SUFFIXES, ListSource
-from blindspots.data.sources.parquet import ParquetSource
 from blindspots.data.sources.prefix import PrefixSource
 from blindspots.data.sources.tables import find_image_column
 from blindspots.data.sources.webdataset import TarSource
 
-# Lazy imports: blindspots.data.pool (it imports this package's modules: a cycle).
+# Lazy imports: pyarrow.parquet, also through blindspots.data.sources.parquet (`blindspots --help` and a folder pool
+# start without it); blindspots.data.pool (it imports this package's modules: a cycle).
 
 __all__ = ["FORMATS", "ImageDecodeError", "ListSource", "PoolItem", "PoolSource", "PrefixSource", "RawItem",
            "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option", "register_format"]
@@ -142,6 +140,8 @@ def open_pool(pool: str | os.PathLike, *, list_file: str | os.PathLike | None = 
     if format == "list":
         return ListSource(spec, column=list_column, storage_options=opts, **common)
     if format == "parquet":
+        from blindspots.data.sources.parquet import ParquetSource
+
         return ParquetSource(spec, image_column=image_column, storage_options=opts, **common)
     if format == "webdataset":
         return TarSource(spec, storage_options=opts, **common)
@@ -184,6 +184,8 @@ def _guess(spec: str, opts: Mapping[str, Any]) -> str:
 
 
 def _has_image_column(spec: str, opts: Mapping[str, Any]) -> bool:
+    import pyarrow.parquet as pq
+
     fs, path = get_fs(spec, opts)
     try:
         with fs.open(path, "rb") as fh:

@@ -14,8 +14,8 @@ import re
 from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import parse_qsl
 
-import fsspec
-from fsspec.asyn import sync
+# Lazy imports: fsspec (the scan, its Ray workers and `blindspots --help` start without it: a local folder needs
+# none of it).
 
 __all__ = ["is_uri", "split_uri_options", "parse_storage_option", "public_options", "get_fs", "storage_error",
            "cat_many", "join", "tool_url"]
@@ -64,6 +64,8 @@ def public_options(options: Mapping[str, Any]) -> dict[str, Any]:
 def get_fs(uri: str, options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
     """(fsspec filesystem, path inside it) for a URI or a local path; ValueError when the protocol's
     package is missing (e.g. s3fs for s3://), naming what to install."""
+    import fsspec
+
     opts = dict(options or {})
     try:
         return fsspec.core.url_to_fs(uri, **opts) if is_uri(uri) else (fsspec.filesystem("file"), os.path.abspath(uri))
@@ -127,6 +129,8 @@ def cat_many(fs: Any, paths: Sequence[str]) -> Iterator[tuple[bytes | None, str 
     for s in range(0, len(paths), READ_CHUNK):
         chunk = list(paths[s:s + READ_CHUNK])
         if concurrent and len(chunk) > 1:
+            from fsspec.asyn import sync
+
             try:
                 got: list[Any] = sync(fs.loop, _gather, fs, chunk)
             except Exception as exc:  # noqa: BLE001 - the whole call failed: every item says why

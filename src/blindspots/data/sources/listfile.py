@@ -18,11 +18,12 @@ from typing import Any, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
-import pyarrow.parquet as pq
 
 from blindspots.data.sources.base import PoolSource, RawItem
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS
 from blindspots.data.sources.fs import cat_many, get_fs, is_uri, join, public_options, storage_error, tool_url
+
+# Lazy imports: pyarrow.parquet (`blindspots --help` and a folder pool start without it).
 
 __all__ = ["ListSource", "LIST_SUFFIXES", "read_list_column"]
 
@@ -49,6 +50,8 @@ def _pick_column(table: pa.Table, column: str | None, where: str) -> pa.Array:
 def read_list_column(data: bytes, suffix: str, column: str | None, where: str) -> pa.Array:
     """The entries of a list file's bytes as an Arrow string array (nulls and blanks dropped)."""
     if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
         arr = _pick_column(pq.read_table(io.BytesIO(data)), column, where)
     elif suffix in (".csv", ".tsv"):
         table = pcsv.read_csv(io.BytesIO(data), parse_options=pcsv.ParseOptions(delimiter="\t" if suffix == ".tsv"
