@@ -55,25 +55,33 @@ def _resolve(importer: str, is_package: bool, level: int, module: str | None) ->
     return ".".join(base + ([module] if module else []))
 
 
+def _imports_of(name: str, path: Path, node: ast.Import | ast.ImportFrom, mods: dict[str, Path]) -> list[str]:
+    """What an import statement imports: package modules by module name (`from pkg import sub` imports the module
+    pkg.sub when there is one, else a name of pkg; `import a.b.c` of a name inside a module: its module), other
+    packages by dotted name."""
+    if isinstance(node, ast.Import):
+        targets = [a.name for a in node.names]
+    else:
+        base = _resolve(name, path.name == "__init__.py", node.level, node.module)
+        targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+    out = []
+    for t in targets:
+        if t.startswith(ROOT + "."):
+            while t and t not in mods:
+                t = t.rpartition(".")[0]
+        out.append(t)
+    return out
+
+
 def import_graph() -> dict[str, set[str]]:
     """module -> the package modules it imports (anywhere in the file, function bodies included)."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
-        is_package = path.name == "__init__.py"
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(name, is_package, node.level, node.module)
-                # `from pkg import sub` imports the module pkg.sub when there is one, else a name of pkg
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
-            for t in targets:
-                while t and t not in mods:  # `import a.b.c` of a name inside a module: its module
-                    t = t.rpartition(".")[0]
-                if t.startswith(ROOT + ".") and t != name:
-                    graph[name].add(t)
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                graph[name] |= {t for t in _imports_of(name, path, node, mods)
+                                if t.startswith(ROOT + ".") and t != name}
     return graph
 
 
@@ -264,22 +272,6 @@ def _is_type_checking(node: ast.If) -> bool:
     t = node.test
     return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (isinstance(t, ast.Attribute)
                                                                     and t.attr == "TYPE_CHECKING")
-
-
-def _imports_of(name: str, path: Path, node: ast.Import | ast.ImportFrom, mods: dict[str, Path]) -> list[str]:
-    """What an import statement imports: package modules by module name, other packages by dotted name."""
-    if isinstance(node, ast.Import):
-        targets = [a.name for a in node.names]
-    else:
-        base = _resolve(name, path.name == "__init__.py", node.level, node.module)
-        targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
-    out = []
-    for t in targets:
-        if t.startswith(ROOT + "."):
-            while t and t not in mods:
-                t = t.rpartition(".")[0]
-        out.append(t)
-    return out
 
 
 def split_imports(mods: dict[str, Path] | None = None) -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
