@@ -86,8 +86,9 @@ class AcquisitionColumns:
         re-run pass gives the same columns.
     """
 
-    def __init__(self, segmenter: Any, name: str, *, kinds: Sequence[str] = DEFAULT_KINDS, mc_passes: int = MC_PASSES,
-                 dropout: float | None = None, layer: str | None = None, seed: int = 0) -> None:
+    def __init__(self, segmenter: Any, name: str, *, kinds: Sequence[str] = DEFAULT_KINDS,
+                 mc_passes: int = MC_PASSES, dropout: float | None = None, layer: str | None = None,
+                 seed: int = 0) -> None:
         bad = [k for k in kinds if k not in KINDS]
         if bad or not kinds:
             raise ValueError(f"kinds: expected a non-empty subset of {list(KINDS)}, got {list(kinds)}")
