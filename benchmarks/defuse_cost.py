@@ -91,7 +91,8 @@ def load(name: str, seed: int, judge_limit: int, n_test: int) -> Data:
     raise ValueError(f"--cost: expected data sets among 'mnist', 'fashion', got {name!r}")
 
 
-def one_by_one(images: np.ndarray, budget: int, judge, seed: int, k: int) -> tuple[np.ndarray, np.ndarray, int]:  # noqa: ANN001
+def one_by_one(images: np.ndarray, budget: int, judge, seed: int,  # noqa: ANN001
+               k: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Spend `budget` labels on `images` one image at a time: (images, majority labels, labels spent).
     budget <= len(images): the first `budget` images, one person each; more: every image, with
     min(5, budget // n) people each (majority vote). Images whose answer is "none" are dropped."""
@@ -171,7 +172,8 @@ def run_data(name: str, out: Path, args, seed: int) -> pd.DataFrame:  # noqa: AN
     def scored(method: str, module, r: int, budget: int, spent: int, n_extra: int, lam) -> dict:  # noqa: ANN001
         row = score_row(method, module, test=test, scenario_images=ev.test_images, scenario_labels=ev.test_labels,
                         judged=judged, lam=lam)
-        return {"data": d.title, "seed": seed, "r": r, "budget": budget, "method": method, "labels_spent": spent, "n_extra": n_extra,
+        return {"data": d.title, "seed": seed, "r": r, "budget": budget, "method": method, "labels_spent": spent,
+                "n_extra": n_extra,
                 "lambda": row["lambda"], "test_acc": row["test_acc"], "judge_acc": row["judge_acc"],
                 "scenario_acc": row["scenario_acc"]}
 
