@@ -9,18 +9,20 @@ brush stroke or a save each count one. The defaults are measured, not guessed:
   canvas with the brush alone (a tool without a prediction start).
 - `C_RATE = 1.0`: measured by `benchmarks/rating_cost.py`: the same scripted annotator rated the 24
   candidates of a sample project on the app's rating page in Chromium (headless, Playwright): 1.00
-  action per rating (one key press, 1-5 or O; the page moves on by itself, `app/static/rate.js`).
+  action per rating in both runs (seeds 0 and 1; one key press, 1-5 or O; the page moves on by itself,
+  `app/static/rate.js`).
 
-Seconds, the same run (AMD EPYC, 2 cores shared, 1-minute load average 7.5): `C_RATE_SECONDS = 0.038`
-per rating (image shown to next image shown; the next images are preloaded) and `C_MASK_SECONDS = 2.23`
-per mask with the full editor (10 masks of that project's S, 40.5 actions each). They are the tool's
-mechanical time with an annotator that decides at once: a person's time to look and decide is not in
-them, so `LabelCost.in_seconds()` is a lower bound that mostly says how light each page is.
+Seconds, the same two runs (AMD EPYC, 2 cores shared, 1-minute load average 7.5 and 9.4), means of the
+two: `C_RATE_SECONDS = 0.045` per rating (0.038, 0.051; image shown to next image shown, the next images
+preloaded) and `C_MASK_SECONDS = 2.78` per mask with the full editor (2.23, 3.33; 10 masks of each
+project's S, 40.5 and 59.4 actions each). They are the tool's mechanical time with an annotator that
+decides at once: a person's time to look and decide is not in them, so `LabelCost.in_seconds()` is a
+lower bound that mostly says how light each page is.
 
 MAD pays for the ratings of M and the masks of S; an active-learning baseline pays for masks of
 everything it picks (no rating step). Seconds per action differ by person and tool; the ratio
-c_mask / c_rate (31.6 with the editor; 40.5 and 58.5 in seconds in the rating run's side-by-side) is what
-decides how much a rating step saves.
+c_mask / c_rate (31.6 with the editor; 40.5-59.4 in actions and 58.5-65.3 in seconds in the rating runs'
+side-by-side) is what decides how much a rating step saves.
 
 Public API: `LabelCost(c_rate=C_RATE, c_mask=C_MASK_EDITOR, unit="actions")`, `LabelCost.in_seconds()`,
 `.of(ratings, masks) -> float`, `.masks_for(budget, ratings=0) -> int`.
@@ -34,8 +36,8 @@ from blindspots._validation import check_int, check_number
 C_RATE = 1.0
 C_MASK_EDITOR = 31.6
 C_MASK_EMPTY = 222.7
-C_RATE_SECONDS = 0.038
-C_MASK_SECONDS = 2.23
+C_RATE_SECONDS = 0.045
+C_MASK_SECONDS = 2.78
 
 
 @dataclass(frozen=True)
