@@ -341,10 +341,10 @@ def lazy_import_problems(mods: dict[str, Path] | None = None,
         reached = _listed(top_level_closure(top, target) if target.startswith(ROOT) else {target}, OPTIONAL | SLOW)
         heavy = (reached & allowed) - mine
         if not heavy:
-            outside = sorted(reached)
-            why = ("it is imported at module level already" if reached & allowed else
-                   f"{outside} may be imported inside functions only in {sorted(light_roots)} and what they "
-                   "import at module level" if outside else "it defers no heavy package")
+            why = ("it defers no heavy package" if not reached else
+                   "what it imports is imported at module level already" if reached <= mine else
+                   f"{sorted(reached - mine)} may be imported inside functions only in {sorted(light_roots)} and "
+                   "what they import at module level")
             problems.append(f"{where}: move it to module level ({why})")
         else:
             deferred.setdefault(name, set()).update(heavy)

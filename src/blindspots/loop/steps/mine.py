@@ -1,7 +1,7 @@
 """Step ``mine``: the candidates M(i+1) from the score table, with a sampler from `mine.registry`.
 
-MAD by default (Eq. 2); "madplus", or "entropy", "margin", "bald", "powerbald", "coreset", "surprise",
-"random" or "scenario" as baselines, with MAD's budget unless `mining.n` (margin, BALD and core-set first
+MAD by default (Eq. 2); "madplus", or "entropy", "margin", "bald", "powerbald", "coreset", "badge", "surprise",
+"random" or "scenario" as baselines, with MAD's budget unless `mining.n` (margin, BALD, core-set and BADGE first
 run the round's target once more over the pool for their columns, `mine.acquisition`). MAD's content constraint [p_k, q_k] comes from S0's masks (the paper)
 or, without S0, from the target's predictions on the pool (`class_ranges`).
 
@@ -96,7 +96,7 @@ def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
 
 
 def _add_model_columns(ctx: LoopContext, i: int) -> None:
-    """margin, bald, powerbald, coreset: the target f_t^(i) runs once more over the pool for the columns
+    """margin, bald, powerbald, coreset, badge: the target f_t^(i) runs once more over the pool for the columns
     they read (`mine.acquisition`; kept in the scan folder, resumable)."""
     m, name = ctx.cfg.mining, target_column(ctx.project, i)
     missing = missing_kinds(ctx.project.scan_dir, name, needs_model(m.strategy))
