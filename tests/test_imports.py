@@ -255,9 +255,11 @@ OPTIONAL = frozenset({"ray", "fiftyone", "label_studio_sdk", "s3fs", "moto", "pl
 SLOW = frozenset({"torch", "matplotlib", "scipy", "sklearn", "skimage", "pandas", "fastapi", "uvicorn", "httpx",
                   "duckdb", "jinja2", "imageio", "threadpoolctl", "fsspec", "pyarrow.parquet"})
 #: What must start without the SLOW packages (with what they import at module level): `blindspots --help` (every
-#: module under cli/, which imports each command group), the scan and its Ray workers (tests/test_scan_imports.py),
-#: the model loader on the GPU image (tests/test_gpu_imports.py).
-LIGHT_START_ROOTS = ("blindspots.cli.*", "blindspots.scan", "blindspots.scan.engines.local",
+#: module under cli/, which imports each command group), the loop's face (the bookkeeping commands: status,
+#: ratings, masks, export, ...), the web app, the Label Studio commands, the scan and its Ray workers
+#: (tests/test_scan_imports.py), the model loader on the GPU image (tests/test_gpu_imports.py).
+LIGHT_START_ROOTS = ("blindspots.cli.*", "blindspots.loop", "blindspots.app.main",
+                     "blindspots.integrations.labelstudio.*", "blindspots.scan", "blindspots.scan.engines.local",
                      "blindspots.scan.engines.ray", "blindspots.scan.engines.forward", "blindspots.scan.engines.rows",
                      "blindspots.scan.engines.pipeline", "blindspots.data.pool", "blindspots.models.load",
                      "blindspots.models.adapters.hf")

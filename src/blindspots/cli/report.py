@@ -1,7 +1,4 @@
 """`blindspots report`: write the offline HTML report of a project round or of a scan folder.
-
-Imports inside functions: `blindspots.report` imports torch (its engine pages), and every command
-of the CLI starts by importing this module.
 """
 from __future__ import annotations
 
@@ -10,8 +7,8 @@ from typing import Optional
 
 import typer
 
-# Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
-# them).
+# Lazy imports: `blindspots.report` imports torch (its engine pages), and every command of the CLI starts by importing
+# this module.
 
 
 def report(

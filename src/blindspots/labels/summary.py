@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib.patches import Patch
 
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX, voc_palette
 from blindspots.labels._internal.pixels import argmax_max
 from blindspots.metrics import ConfusionMatrix
+
+# Lazy imports: matplotlib (the loop's bookkeeping commands start without them).
 
 
 def _check(issues: Any, labels: Any, pred_probs: Any = None) -> tuple[np.ndarray, np.ndarray]:
@@ -171,6 +171,9 @@ def display_issues(issues: np.ndarray, *, labels: np.ndarray | None = None, pred
     call shows the figure once); show=False: the matplotlib Figure, not shown.
     palette: uint8 [K, 3] colours (default: VOC); ignored pixels are white.
     """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
     if _is_ragged(issues):  # images of mixed sizes: lists of per-image arrays
         issues, labels = _check_ragged(issues, labels, pred_probs)  # type: ignore[assignment]
         k_given = np.shape(pred_probs[0])[0] if pred_probs is not None else None

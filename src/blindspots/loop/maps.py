@@ -1,8 +1,6 @@
 """Pixels the steps read: a model's class map of a pool image (the scan's saved map, else a
 forward), the simulated humans' true masks, the labelled pairs of a round's S or T, and the
-mIoU of saved maps against stored masks.
-
-Imports inside functions: torch-backed training code only (the loop starts without torch)."""
+mIoU of saved maps against stored masks."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,7 +13,8 @@ from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.models import predict_one
 from blindspots.loop.project import ProjectError
 from blindspots.metrics import ConfusionMatrix
-from blindspots.training.replay import PairList
+
+# Lazy imports: torch-backed training code only (the loop starts without torch).
 
 __all__ = ["ground_truth", "target_map", "model_map", "map_miou", "round_pairs"]
 
@@ -62,6 +61,8 @@ def map_miou(ctx: LoopContext, i: int, kind: str, name: str, version: int) -> fl
 def round_pairs(ctx: LoopContext, i: int, kind: str, rounds: range | None = None) -> Any:
     """Labelled pairs (pool image, stored mask) of candidates `kind` over `rounds` (default: i only),
     as a `blindspots.training.replay.PairList`."""
+    from blindspots.training.replay import PairList
+
     p = ctx.project
     ids: list[tuple[int, str]] = []
     for j in (rounds if rounds is not None else [i]):

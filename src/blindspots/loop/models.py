@@ -5,9 +5,6 @@ A project stores each model as the same spec string the scan takes (`blindspots.
 a zoo checkpoint, a TorchScript or ONNX file, a folder of precomputed `.npy`, or
 `package.module:function`, with options after "?". The loop never special-cases a kind to load
 it; only fine-tuning needs to know whether the target is a torch module it can train (zoo, factory, HF).
-
-Imports inside functions: `blindspots.models.load` (it imports torch; the project store reads specs
-without it).
 """
 from __future__ import annotations
 
@@ -18,12 +15,11 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from blindspots.models.load import KIND_NAMES
-from blindspots.models.load import absolute_spec as models_absolute_spec
-from blindspots.models.load import load_model, spec_kind
 from blindspots.models.probe import probe_model
 from blindspots.models.protocol import predict_segmenter
 from blindspots.models.spec_syntax import is_module_spec
+
+# Lazy imports: `blindspots.models.load` (it imports torch; the project store reads specs without it).
 
 __all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "probe_models",
            "finetune_blocker", "LOOP_TRAINABLE_KINDS"]
@@ -47,6 +43,8 @@ def is_path_spec(spec: str, base_dir: str | Path = ".") -> bool:
 def absolute_spec(spec: str, base_dir: str | Path) -> str:
     """The spec with its relative paths (model, classes=, weights=) made absolute against `base_dir`
     (`blindspots.models.load.absolute_spec`; a `module:function` stays as is)."""
+    from blindspots.models.load import absolute_spec as models_absolute_spec
+
     return models_absolute_spec(spec, base_dir)
 
 
@@ -68,6 +66,8 @@ def load_spec(spec: str, *, import_dir: str | None = None, device: str | None = 
     own package need not be installed or on PYTHONPATH when `round` runs elsewhere).
     device: torch device for torch kinds (the project's `finetune.device`), None: the spec's own.
     """
+    from blindspots.models.load import load_model
+
     use_import_dir(spec, import_dir)
     return load_model(spec, device=device)  # device is ignored by kinds it does not apply to
 
@@ -114,6 +114,8 @@ def finetune_blocker(spec: str, target: str, data: Iterable[str], *, import_dir:
     It can with a trainable kind (LOOP_TRAINABLE_KINDS) and both S0 and T0 (`data`: the [data] train and val values).
     import_dir: where a `module:function` spec imports from (see `load_spec`).
     """
+    from blindspots.models.load import KIND_NAMES, spec_kind
+
     use_import_dir(spec, import_dir)
     kind = spec_kind(spec)
     if kind not in LOOP_TRAINABLE_KINDS:

@@ -24,10 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 from PIL import Image
-from sklearn.datasets import load_digits
-from sklearn.linear_model import LogisticRegression
 
 from blindspots.app.store import AppStore
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
@@ -36,8 +33,8 @@ from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
 from blindspots.labels.review import review_label_issues
 from blindspots.loop import advance as run
 from blindspots.loop.project import Project
-from blindspots.models.zoo import build_model, save_checkpoint
-from blindspots.scenarios.review import ReviewSet, export_review
+
+# Lazy imports: sklearn, threadpoolctl, torch (the web app starts without them).
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +48,10 @@ def make_sample_project(path: str | Path, *, n_pool: int = 40, size: int = 32, s
     since untrained models can leave MAD's content constraint with nothing to pick); raters:
     ratings needed per candidate (small, so a person can finish a round by hand).
     """
+    import torch
+
+    from blindspots.models.zoo import build_model, save_checkpoint
+
     root = Path(path)
     if root.exists() and any(root.iterdir()):
         raise ValueError(f"path: expected a new or empty folder, got {str(path)!r} (not empty)")
@@ -91,6 +92,11 @@ def make_sample_project(path: str | Path, *, n_pool: int = 40, size: int = 32, s
 
 def make_vote_set(out: Path, *, n_scenarios: int = 2, n_per: int = 5, seed: int = 0) -> Path:
     """A vote set in the `scenarios.export_review` layout from real 8x8 digits (upscaled to 28x28)."""
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+
+    from blindspots.scenarios.review import ReviewSet, export_review
+
     d = load_digits()
     x, y = d.data / 16.0, d.target
     clf = LogisticRegression(max_iter=300).fit(x[:1000], y[:1000])

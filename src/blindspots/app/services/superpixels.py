@@ -8,7 +8,8 @@ from typing import Any, Callable
 
 import numpy as np
 from PIL import Image
-from skimage.segmentation import slic
+
+# Lazy imports: skimage (the web app starts without them).
 
 # Pixels per segment at each level: "coarse" (~8x8 px) saves clicks on big regions, "fine" (~4x4 px)
 # follows thin objects and small parts; the editor switches with a key.
@@ -38,6 +39,8 @@ def slic_segments(image: np.ndarray, n_segments: int | None = None, compactness:
     a big photo costs about as much as a 400x400 one. Labels are relabelled to be consecutive from 0
     (SLIC may skip numbers after enforcing connectivity).
     """
+    from skimage.segmentation import slic
+
     img = np.asarray(image)
     if img.ndim == 2:
         img = np.repeat(img[..., None], 3, axis=-1)

@@ -15,18 +15,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-import httpx
 import numpy as np
-from fastapi import Body, FastAPI, HTTPException
 from PIL import Image
 
 from blindspots.data.formats.labelstudio_config import BRUSH_NAME, IMAGE_NAME, read_config
 from blindspots.integrations.labelstudio.client import read_token
 from blindspots.integrations.labelstudio.connection import connection_path, load_connection
 from blindspots.integrations.labelstudio.tasks import brush_prediction
-from blindspots.loop import LoopContext
-from blindspots.loop.maps import model_map
-from blindspots.loop.models import predict_one
+
+# Lazy imports: fastapi, httpx, pandas, pyarrow.parquet (the Label Studio commands start without them).
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +32,8 @@ class _Predictor:
     """The model and the ways to find a task's image."""
 
     def __init__(self, project: Any, model: str | None, version: int | None) -> None:
+        from blindspots.loop import LoopContext
+
         self.project = project
         self.loop = LoopContext(project, simulate=False, progress=False)
         self.name = model or project.config.target.name
@@ -77,6 +76,8 @@ class _Predictor:
         return url, self._fetch(url), False
 
     def _fetch(self, url: str) -> np.ndarray:
+        import httpx
+
         if self.conn is None:
             raise ValueError(f"image: expected a pool image or a Label Studio connection to fetch {url!r}, got neither")
 
@@ -87,6 +88,9 @@ class _Predictor:
         return _decode(r.content)
 
     def labels(self, key: str, image: np.ndarray, in_pool: bool) -> np.ndarray:
+        from blindspots.loop.maps import model_map
+        from blindspots.loop.models import predict_one
+
         if in_pool:
             return model_map(self.loop, self.name, self.version, key)
         proba = predict_one(self.loop.segmenter(self.name, self.version), key, image)
@@ -109,6 +113,8 @@ def _decode(content: bytes) -> np.ndarray:
 def create_backend(project: Any, *, model: str | None = None, version: int | None = None) -> Any:
     """FastAPI app speaking Label Studio's ML backend protocol for `project`'s model `model` (default: the
     target) at `version` (default: its latest). Bind it to 127.0.0.1 unless Label Studio runs elsewhere."""
+    from fastapi import Body, FastAPI, HTTPException
+
     predictor = _Predictor(project, model, version)
     app = FastAPI(title="blindspots Label Studio ML backend")
 

@@ -12,9 +12,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import httpx
-
-# Lazy imports: label_studio_sdk (optional: only the call that uses it needs it).
+# Lazy imports: httpx (the Label Studio commands start without them); label_studio_sdk (optional: only the call that
+# uses it needs it).
 
 #: the environment variable the SDK and Label Studio's docs use for the API token
 TOKEN_ENV = "LABEL_STUDIO_API_KEY"
@@ -66,6 +65,7 @@ class LabelStudio:
     # ---- errors ------------------------------------------------------------------------------
     def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """fn(*args, **kwargs) with the SDK's and httpx's errors as one-line ValueErrors."""
+        import httpx
         from label_studio_sdk.core.api_error import ApiError
 
         try:

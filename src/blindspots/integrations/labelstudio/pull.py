@@ -18,7 +18,8 @@ import numpy as np
 from blindspots.data.formats.labelstudio import annotation_mask, image_path_of
 from blindspots.data.formats.labelstudio_config import RATING_CHOICES
 from blindspots.integrations.labelstudio.connection import KINDS, load_connection, save_connection
-from blindspots.loop import LoopContext, after_masks_import, masks_needed
+
+# Lazy imports: pandas, pyarrow.parquet (the Label Studio commands start without them).
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
 
     ignore_other: annotations on images that no round awaits are reported instead of being an error.
     """
+    from blindspots.loop import LoopContext, masks_needed
+
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {list(KINDS)}, got {kind!r}")
     conn = load_connection(project.path)
@@ -189,6 +192,8 @@ def _rating(ann: dict, label: str) -> int | str | None:
 
 
 def _next(project: Any, kind: str, rounds: list[int]) -> str:
+    from blindspots.loop import after_masks_import
+
     if kind == "masks":
         try:
             return after_masks_import(project, rounds[-1] if rounds else None)

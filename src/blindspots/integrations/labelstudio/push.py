@@ -20,8 +20,8 @@ from blindspots.data.formats.labelstudio_config import read_config
 from blindspots.integrations.labelstudio.connect import check_config
 from blindspots.integrations.labelstudio.connection import KINDS, Connection, load_connection, save_connection
 from blindspots.integrations.labelstudio.tasks import brush_prediction, candidate_fields
-from blindspots.loop import LoopContext, masks_needed, target_column
-from blindspots.loop.maps import target_map
+
+# Lazy imports: pandas, pyarrow.parquet (the Label Studio commands start without them).
 
 log = logging.getLogger(__name__)
 _BATCH = 25
@@ -58,6 +58,8 @@ def _round(project: Any, round: int | None) -> int:
 
 
 def _ids_to_push(project: Any, i: int, kind: str) -> list[str]:
+    from blindspots.loop import masks_needed
+
     if kind == "ratings":
         return [str(x) for x in project.candidates(i, "M")["id"]]
     have = set(project.masks_for_round(i)["id"])
@@ -83,6 +85,9 @@ def _data(project: Any, i: int, image_id: str, url: str, names: list[str]) -> di
 
 def push(project: Any, *, round: int | None = None, kind: str = "masks", progress: bool = True) -> PushReport:
     """Push round `round`'s (default: the current one) images of `kind` ("masks" or "ratings")."""
+    from blindspots.loop import LoopContext, target_column
+    from blindspots.loop.maps import target_map
+
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {list(KINDS)}, got {kind!r}")
     conn = load_connection(project.path)

@@ -9,9 +9,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from blindspots.data.classes import Classes
-from blindspots.mine.reasons import describe
 
-# Lazy imports: label_studio_sdk (optional: only the call that uses it needs it).
+# Lazy imports: pandas, pyarrow.parquet (the Label Studio commands start without them); label_studio_sdk (optional:
+# only the call that uses it needs it).
 
 
 def brush_prediction(mask: np.ndarray, classes: Classes, *, from_name: str, to_name: str, model_version: str,
@@ -43,6 +43,8 @@ def brush_prediction(mask: np.ndarray, classes: Classes, *, from_name: str, to_n
 def candidate_fields(row: Mapping[str, Any] | None, prefix: str, class_names: list[str]) -> dict[str, Any]:
     """`rank`, `score` and `reason` of a candidate row (M: the mining pick; S: the MOS) as task data
     fields `<prefix>_rank`, ... (the Data Manager sorts and filters by them); the reason in words."""
+    from blindspots.mine.reasons import describe
+
     if row is None:
         return {}
     out: dict[str, Any] = {f"{prefix}_rank": int(row["rank"]) + 1}

@@ -12,11 +12,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fastapi import Body, FastAPI
-
 from blindspots.integrations.labelstudio.connection import load_connection, save_connection
 from blindspots.integrations.labelstudio.pull import pull
-from blindspots.loop.project import Project
+
+# Lazy imports: fastapi, pandas, pyarrow.parquet (the Label Studio commands start without them).
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +53,8 @@ class _Puller:
         threading.Thread(target=self._work, args=(kind,), daemon=True).start()
 
     def _work(self, kind: str) -> None:
+        from blindspots.loop.project import Project
+
         while True:
             with self.lock:
                 wait = self.due[kind] - time.monotonic()
@@ -77,6 +78,8 @@ class _Puller:
 
 def create_webhook_app(project_path: Path, *, ignore_other: bool = False, delay: float = 1.0) -> Any:
     """FastAPI app: POST /webhook (Label Studio's events), GET /health (pulls so far, last result, last error)."""
+    from fastapi import Body, FastAPI
+
     puller = _Puller(project_path, ignore_other=ignore_other, delay=delay)
     app = FastAPI(title="blindspots Label Studio webhook receiver")
 

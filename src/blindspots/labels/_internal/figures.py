@@ -4,14 +4,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
 from PIL import Image
 
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX, voc_palette
 from blindspots.labels._internal.inputs import as_readable, predict_images, read_rows
 from blindspots.labels._internal.pixels import argmax_max
+
+# Lazy imports: matplotlib (the loop's bookkeeping commands start without them).
 
 
 def _colour(mask: np.ndarray, palette: np.ndarray) -> np.ndarray:
@@ -31,7 +31,10 @@ def worst_images_figure(review: Any, *, top: int = 8, labels: Any = None, probs:
     "0", "1", ...). labels/probs: arrays or .npy paths (row index = image index), or
     dataset (dataset[i] -> (image, mask)) + model (a Segmenter) for the prediction.
     """
+    import matplotlib
+
     matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
 
     rows = review.images.head(top)
     lab_src = as_readable(labels, "labels") if labels is not None else None

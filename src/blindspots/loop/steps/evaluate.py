@@ -1,7 +1,5 @@
 """Step ``evaluate``: Table 1, round i — every model's mIoU on T0 (when the project has one) and
 on T(i+1).
-
-Imports inside functions: the torch evaluation loop (`training.replay`) only when a model runs.
 """
 from __future__ import annotations
 
@@ -13,7 +11,8 @@ from blindspots.loop.maps import map_miou, round_pairs
 from blindspots.loop.project import Project
 from blindspots.loop.steps.base import Step
 from blindspots.models.protocol import reads_ids
-from blindspots.training.replay import evaluate_segmenter
+
+# Lazy imports: the torch evaluation loop (`training.replay`) only when a model runs.
 
 __all__ = ["EvaluateStep", "t_masks_complete"]
 
@@ -27,6 +26,8 @@ class EvaluateStep(Step):
     name = "evaluate"
 
     def run(self, ctx: LoopContext, i: int, seed: int) -> dict:
+        from blindspots.training.replay import evaluate_segmenter
+
         p, c = ctx.project, ctx.cfg
         t0 = ctx.labelled_set("val") if c.data.val else None  # the label plan may have no T0
         ti = round_pairs(ctx, i, "T")

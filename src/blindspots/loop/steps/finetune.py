@@ -1,7 +1,5 @@
 """Step ``finetune``: f_t^(i+1) = f_t^(i) fine-tuned on S(1..i+1) ∪ S0, LR chosen on T0
 (`blindspots.training.replay`). Skipped in the last round.
-
-Imports inside functions: torch (training, checkpoints), which only this step needs.
 """
 from __future__ import annotations
 
@@ -11,10 +9,8 @@ from blindspots.loop.context import LoopContext
 from blindspots.loop.maps import round_pairs
 from blindspots.loop.models import use_import_dir
 from blindspots.loop.steps.base import Step
-from blindspots.loop.versions import save_finetuned
-from blindspots.models.load import spec_kind
-from blindspots.models.zoo import load_checkpoint, save_checkpoint
-from blindspots.training.replay import ReplayFinetuner
+
+# Lazy imports: torch (training, checkpoints), which only this step needs.
 
 __all__ = ["FinetuneStep", "target_kind"]
 
@@ -33,6 +29,9 @@ class FinetuneStep(Step):
         return {k: getattr(ctx.cfg.finetune, k) for k in _RECORDED}
 
     def run(self, ctx: LoopContext, i: int, seed: int) -> dict:
+        from blindspots.models.zoo import load_checkpoint, save_checkpoint
+        from blindspots.training.replay import ReplayFinetuner
+
         p, c = ctx.project, ctx.cfg
         if i >= ctx.last_round():
             return {"skipped": "last round: evaluation only"}
@@ -60,6 +59,8 @@ class FinetuneStep(Step):
             save_checkpoint(path, ft.model_, arch=info["arch"], classes=ctx.classes, meta=meta)
             p.register_model(c.target.name, i + 1, "target", path, round=i, meta=meta)
         else:
+            from blindspots.loop.versions import save_finetuned
+
             spec = save_finetuned(kind, rec.spec, ft.model_, p.checkpoints_dir / f"{c.target.name}-v{i + 1}")
             path = spec  # type: ignore[assignment]  # reported as the new version's spec
             meta["import_dir"] = rec.meta.get("import_dir")  # a factory imports from where `init` ran
@@ -70,5 +71,7 @@ class FinetuneStep(Step):
 
 def target_kind(spec: str, import_dir: str | None) -> str:
     """The spec kind of a target version ("zoo", "factory", "hf", ...), loading no weights."""
+    from blindspots.models.load import spec_kind
+
     use_import_dir(spec, import_dir)
     return spec_kind(spec)

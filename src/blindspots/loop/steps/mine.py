@@ -4,8 +4,6 @@ MAD by default (Eq. 2); "madplus", or "entropy", "margin", "bald", "powerbald", 
 "random" or "scenario" as baselines, with MAD's budget unless `mining.n` (margin, BALD, core-set and BADGE first
 run the round's target once more over the pool for their columns, `mine.acquisition`). MAD's content constraint [p_k, q_k] comes from S0's masks (the paper)
 or, without S0, from the target's predictions on the pool (`class_ranges`).
-
-Imports inside functions: the scenario clustering (torch, scikit-learn) only when used.
 """
 from __future__ import annotations
 
@@ -20,13 +18,12 @@ from blindspots.atomic import write_atomic
 from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.project import ProjectError
 from blindspots.loop.steps.base import Step
-from blindspots.mine.acquisition import add_acquisition_columns
 from blindspots.mine.columns import missing_kinds
 from blindspots.mine.mad import class_area_ranges
 from blindspots.mine.registry import make_sampler as registered_sampler
 from blindspots.mine.registry import needs_model, sampler_settings
-from blindspots.scenarios.segmentation import find_scenarios
-from blindspots.scenarios.segmentation_attributes import scan_attributes
+
+# Lazy imports: the scenario clustering (torch, scikit-learn) only when used.
 
 __all__ = ["MineStep", "labelled_before", "make_sampler", "class_ranges", "pool_class_ranges"]
 
@@ -98,6 +95,8 @@ def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
 def _add_model_columns(ctx: LoopContext, i: int) -> None:
     """margin, bald, powerbald, coreset, badge: the target f_t^(i) runs once more over the pool for the columns
     they read (`mine.acquisition`; kept in the scan folder, resumable)."""
+    from blindspots.mine.acquisition import add_acquisition_columns
+
     m, name = ctx.cfg.mining, target_column(ctx.project, i)
     missing = missing_kinds(ctx.project.scan_dir, name, needs_model(m.strategy))
     if missing:
@@ -111,6 +110,9 @@ def _add_model_columns(ctx: LoopContext, i: int) -> None:
 def _scenarios(ctx: LoopContext, i: int) -> tuple[Any, pd.DataFrame] | None:
     """(failure scenarios, per-image attributes) of the S of rounds 0..i-1; None before two failures
     exist."""
+    from blindspots.scenarios.segmentation import find_scenarios
+    from blindspots.scenarios.segmentation_attributes import scan_attributes
+
     feats = scan_attributes(ctx.project.scan_dir)
     fails = sorted({str(x) for r in range(i) for x in ctx.project.candidates(r, "S")["id"]} & set(feats.index))
     if len(fails) < 2:
