@@ -39,6 +39,7 @@ def test_starts_without_the_engines_heavy_packages(statement: str):
     src = str(Path(__file__).resolve().parents[1] / "src")
     heavy = ("torch", "sklearn", "matplotlib", "skimage", "numba", "duckdb", "ray", "transformers", "onnxruntime")
     heavy += ("pandas", "scipy", "fastapi", "uvicorn", "jinja2", "fsspec") if "--help" in statement else ()
-    code = f"import sys; sys.path.insert(0, {src!r}); {statement}; print(sorted(n for n in {heavy!r} if n in sys.modules))"
+    code = (f"import sys; sys.path.insert(0, {src!r}); {statement}; "
+            f"print(sorted(n for n in {heavy!r} if n in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
