@@ -69,6 +69,12 @@ def test_pack_names_the_bad_argument(arg, value, match):
         SCALE.pack(**a)
 
 
+def test_numpy_scalars_accepted():
+    a = arrays()
+    packed = SCALE.pack(**{**a, "shift": np.int32(-4), "negate": np.bool_(False)})
+    assert packed[10] == -4 and packed[11] == 0
+
+
 def test_pack_wants_every_argument_once():
     a = arrays()
     del a["by"]
@@ -129,3 +135,52 @@ def test_fused_kernel_pack_names_the_argument():
     with pytest.raises(ValueError, match=r"mark_image: mark: expected a C-contiguous uint8 array \[K, n, h0, w0\], "
                                          r"got int64"):
         k.MARK.pack(**{**good, "mark": np.zeros((3, n, 2, 2), np.int64)})
+
+
+SIGNATURE_V1 = '''
+from blindspots.surprise._signature import Array, KernelSignature
+SIG = KernelSignature("double", "n", x=Array("float32", "n"), out=Array("float32", "n"))
+'''
+KERNEL = '''
+import numba
+from blindspots.surprise._signature import trampoline
+from sig_module import SIG
+
+@numba.njit
+def double(x, out, i):
+    out[i] = 2 * x[i]
+
+_drive = SIG.driver(double)
+
+@trampoline(SIG)
+def double_chunks(data):
+    _drive(data)
+'''
+RUN = '''
+import numpy as np
+from blindspots.surprise._omp import run
+from kernel_module import SIG, double_chunks
+x = np.arange(5, dtype=np.float32)
+out = np.zeros(5, np.float32)
+run(double_chunks, SIG.pack(x=x, out=out), threads=1)
+assert (out == 2 * x).all(), out
+print("ok")
+'''
+
+
+def test_trampoline_compiled_again_when_the_cached_one_has_another_layout(tmp_path):
+    """numba's disk cache sees edits of the trampoline's file only: after an edit elsewhere that changes the
+    layout (here the signature's module), the cached trampoline is refused at import and compiled again."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "sig_module.py").write_text(SIGNATURE_V1)
+    (tmp_path / "kernel_module.py").write_text(KERNEL)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    for version in (1, 2):
+        if version == 2:  # another dimension name: another fingerprint, the kernel's file unchanged
+            (tmp_path / "sig_module.py").write_text(SIGNATURE_V1.replace('"n"', '"m"'))
+        done = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+    assert list((tmp_path / "__pycache__").glob("kernel_module*.nbi"))  # it was cached

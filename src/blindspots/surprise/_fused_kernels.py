@@ -19,30 +19,29 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from blindspots.surprise._signature import ADDRESS_AS, BOOL, INT64, Array, KernelSignature
+from blindspots.surprise._signature import BOOL, INT64, Array, KernelSignature, trampoline
 
 # ``sgemm_rows`` (the intrinsic of ``image_mdsa``) is kept in this file with every kernel it calls, so that an
 # edit here invalidates all of numba's disk cache of them at once (numba checks the source file of the cached
-# function only, not the files of the functions it calls; the trampolines' argument layout is checked at
-# run time instead: see ``_signature``)
-f32_at = ADDRESS_AS["float32"]  # an address as a float32 pointer, for ``numba.carray`` and ``sgemm_``
-
+# function only, not the files of the functions it calls; the trampolines' drivers, made in ``_signature``,
+# are checked at import instead: see ``_signature.trampoline``)
 
 @intrinsic
 def sgemm_rows(typingctx, fn, a, w, c, m, d, cols):
-    """C[m, cols] = A[m, d] @ W[d, cols] (float32, row-major, C-contiguous) by the Fortran BLAS ``sgemm_`` at
-    address fn (torch's MKL: ``blas_address``), as the column-major product C^T = W^T A^T. Inside an
-    OpenMP region MKL runs it on the calling thread."""
-    f32p = types.CPointer(types.float32)
-    sig = types.void(types.int64, f32p, f32p, f32p, types.int64, types.int64, types.int64)
+    """C[m, cols] = A[m, d] @ W[d, cols] (float32, row-major, C-contiguous, at addresses a, w, c) by the
+    Fortran BLAS ``sgemm_`` at address fn (torch's MKL: ``blas_address``), as the column-major product
+    C^T = W^T A^T. Inside an OpenMP region MKL runs it on the calling thread. Sizes are passed as int32 (MKL's
+    LP64 interface): the caller checks they fit (``_omp.sgemm_fits``)."""
+    sig = types.void(*[types.int64] * 7)
 
     def codegen(context, builder, signature, args):
-        fn_, a_, w_, c_, m_, d_, cols_ = args
         i8, i32, f32 = ir.IntType(8), ir.IntType(32), ir.FloatType()
         p = ir.PointerType
         fnty = ir.FunctionType(ir.VoidType(), [p(i8), p(i8), p(i32), p(i32), p(i32), p(f32), p(f32), p(i32),
                                                p(f32), p(i32), p(f32), p(f32), p(i32)])
+        fn_, a_, w_, c_, m_, d_, cols_ = args
         ptr = builder.inttoptr(fn_, p(fnty))
+        a_, w_, c_ = (builder.inttoptr(v, p(f32)) for v in (a_, w_, c_))
 
         def ref(value):
             slot = builder.alloca(value.type)
@@ -342,8 +341,10 @@ def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray
     for s in range(k):  # one product per class slot present, over the cells it reads
         if counts[s, i] > 0:
             r = offsets[s, i]
-            sgemm_rows(blas, f32_at(centred.ctypes.data + 4 * r * d), f32_at(whiten[s].ctypes.data),
-                       f32_at(z.ctypes.data + 4 * r * cols), counts[s, i], d, cols)
+            # addresses as int64 (numba types them uint64, and uint64 + int64 as float64), taken here in the
+            # loop: numba may free an array right after its last use, and holding an address does not count
+            sgemm_rows(blas, np.int64(centred.ctypes.data) + 4 * r * d, np.int64(whiten[s].ctypes.data),
+                       np.int64(z.ctypes.data) + 4 * r * cols, counts[s, i], d, cols)
     nrm, nxt = np.empty(m, dtype=np.float32), np.empty(m, dtype=np.float32)
     table = np.empty((m, 9), dtype=np.float32)
     tables_image(mark, pos, z, corners, offsets, counts, nrm, nxt, table, i)
@@ -354,7 +355,6 @@ def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray
 # One signature per kernel declares its arguments (in the kernel's order, before the image index i); the
 # packing (``SIGNATURE.pack``) and the driver that reads them back and loops over the images (``driver``) are
 # both generated from it. Dimension names shared by several arguments must have one size (checked at pack).
-_SIG = types.void(types.voidptr)
 _MARKING = {"lut": Array("int64", "L"), "y0": Array("int64", "H"), "y1": Array("int64", "H"),
             "x0": Array("int64", "W"), "x1": Array("int64", "W"), "mark": Array("uint8", "K n h0 w0"),
             "counts": Array("int64", "K n"), "span": Array("int64", "n 2")}
@@ -389,36 +389,36 @@ _pixels = PIXELS.driver(pixel_image)
 _image_mdsa = IMAGE_MDSA.driver(image_mdsa)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(ARGMAX)
 def argmax_chunks(data):
     _argmax(data)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(MARK)
 def mark_chunks(data):
     _mark(data)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(ARGMAX_MARK)
 def argmax_mark_chunks(data):
     _argmax_mark(data)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(GATHER)
 def gather_chunks(data):
     _gather(data)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(TABLES)
 def tables_chunks(data):
     _tables(data)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(PIXELS)
 def pixels_chunks(data):
     _pixels(data)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(IMAGE_MDSA)
 def image_mdsa_chunks(data):
     _image_mdsa(data)

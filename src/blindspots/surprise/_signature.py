@@ -7,19 +7,22 @@ dimension names) or a ``Scalar`` (int64 or bool), and computes every slot offset
 - ``pack(**arrays)`` (Python): checks every argument (given exactly once; dtype, ndim, C-contiguity, and
   that a dimension named twice has one size) and writes the array;
 - ``driver(kernel)`` (numba): a generated ``njit`` function that checks the header, reads each argument at
-  the offsets computed here, and calls ``kernel(*arguments, i)`` for every chunk i it takes from the counter.
-  ``print(signature.source(kernel))`` shows the generated code.
+  the offsets computed here, and calls ``kernel(*arguments, i)`` for every chunk i it takes from the counter;
+  a ``cfunc`` that calls it (``@trampoline(signature)``) is what ``_omp.run`` runs.
+  ``print(signature.source())`` shows the generated code.
 
 Layout of a packed array: the header (``COUNTER``, ``CHUNKS``, ``SLOTS``, ``FINGERPRINT``, ``STATUS``),
 then per argument in order: an array's address and its shape (1 + ndim slots), or a scalar (1 slot).
 
-Why the header carries the slot count and a fingerprint: numba's disk cache of a trampoline is keyed by its
-own source file only, so an edit here would leave cached trampolines reading an older layout. The driver
+Why the header carries the slot count and a fingerprint (of the layout and of this file): the driver
 compares both with the values it was compiled with and, on a mismatch, writes ``STATUS`` and runs nothing
-(``check_status`` then raises) instead of reading memory at stale offsets.
+(``check_status`` then raises) instead of reading memory at other offsets. That catches arguments packed for
+another kernel, and trampolines that numba's disk cache keeps from before an edit of this file (numba checks
+the source file of the cached function only): ``trampoline`` finds those at import and compiles them again.
 """
 from __future__ import annotations
 
+import ctypes
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +31,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core.caching import FunctionCache
 from numba.extending import intrinsic
 
 #: Header slots of a packed array: the atomic chunk counter, the number of chunks, the array's slot count,
@@ -76,6 +80,7 @@ class Scalar:
 
 
 INT64, BOOL = Scalar(_INT64), Scalar(_BOOL)
+_TRAMPOLINE = types.void(types.voidptr)
 
 # the generator's own source is part of every fingerprint: an edit of this file changes them all
 _SELF = zlib.crc32(Path(__file__).read_bytes())
@@ -103,6 +108,23 @@ class KernelSignature:
             self.offsets[arg] = slot
             slot += spec.slots
         self.slots = slot
+        # for pack: (name, np.dtype / bool / None for int64, ndim) per argument; the slots of sizes that must
+        # be equal (a dimension name's first slot, each later one) and of fixed sizes (slot, size)
+        self._plan = [(arg, np.dtype(spec.dtype), len(spec.names)) if isinstance(spec, Array)
+                      else (arg, bool if spec.kind == _BOOL else None, 0) for arg, spec in self.arguments.items()]
+        firsts: dict[str, int] = {}
+        same, fixed = [], []
+        for arg, spec in self.arguments.items():
+            for axis, dim in enumerate(spec.names if isinstance(spec, Array) else ()):
+                at = self.offsets[arg] + 1 + axis
+                if dim.isdigit():
+                    fixed.append((at, int(dim)))
+                elif dim in firsts:
+                    same.append((firsts[dim], at))
+                else:
+                    firsts[dim] = at
+        self._same, self._fixed = tuple(same), tuple(fixed)
+        self._chunk_slot = firsts[chunks]
         self.fingerprint = zlib.crc32(repr((name, chunks, tuple(self.arguments.items()))).encode(), _SELF)
 
     def __repr__(self) -> str:
@@ -113,24 +135,48 @@ class KernelSignature:
     def pack(self, **given: np.ndarray | int | bool) -> np.ndarray:
         """int64 [slots] argument array of `given` (every declared argument, by name, exactly once). Arrays
         must stay alive, unmoved, until the kernel has run. ValueError naming the argument on a mismatch."""
+        # checked in microseconds (a fused map takes about a millisecond): plain comparisons per argument,
+        # then the dimension sizes on the packed slots; on any failure ``_explain`` checks again, argument by
+        # argument, for the message
+        if given.keys() != self.arguments.keys():
+            self._explain(given)
+        out = [0, 0, self.slots, self.fingerprint, 0]
+        for arg, dtype, ndim in self._plan:
+            value = given[arg]
+            if dtype is None:  # an int64 scalar
+                ok = type(value) is int and -2**63 <= value < 2**63
+                out.append(value if ok else self._scalar(arg, self.arguments[arg], value))
+            elif dtype is bool:
+                out.append(int(value) if type(value) is bool else self._scalar(arg, self.arguments[arg], value))
+            else:
+                if (not isinstance(value, np.ndarray) or value.dtype != dtype or value.ndim != ndim
+                        or not value.flags.c_contiguous):
+                    self._explain(given)
+                out.append(value.ctypes.data)
+                out.extend(value.shape)
+        for i, j in self._same:
+            if out[i] != out[j]:
+                self._explain(given)
+        for i, size in self._fixed:
+            if out[i] != size:
+                self._explain(given)
+        out[CHUNKS] = out[self._chunk_slot]
+        return np.array(out, dtype=np.int64)
+
+    def _explain(self, given: dict[str, object]) -> None:
+        """Raise the ValueError naming the first argument of `given` that does not match the signature."""
         missing = [k for k in self.arguments if k not in given]
         extra = [k for k in given if k not in self.arguments]
         if missing or extra:
             raise ValueError(f"{self.name}: expected arguments {list(self.arguments)}, got missing {missing}, "
                              f"unexpected {extra}")
-        out = np.zeros(self.slots, dtype=np.int64)
-        out[CHUNKS], out[SLOTS], out[FINGERPRINT] = 0, self.slots, self.fingerprint
         sizes: dict[str, tuple[int, str]] = {}  # dimension name -> (size, the argument that set it)
         for arg, spec in self.arguments.items():
-            value, o = given[arg], self.offsets[arg]
             if isinstance(spec, Scalar):
-                out[o] = self._scalar(arg, spec, value)
-                continue
-            self._check_array(arg, spec, value, sizes)
-            out[o] = value.ctypes.data
-            out[o + 1:o + 1 + value.ndim] = value.shape
-        out[CHUNKS] = sizes[self.chunks][0]
-        return out
+                self._scalar(arg, spec, given[arg])
+            else:
+                self._check_array(arg, spec, given[arg], sizes)
+        raise AssertionError(f"{self.name}: pack and _explain disagree on {given}")  # unreachable
 
     def _scalar(self, arg: str, spec: Scalar, value: object) -> int:
         if spec.kind == _BOOL:
@@ -203,9 +249,33 @@ def check_status(args: np.ndarray, kernel: str) -> None:
     """RuntimeError when a driver refused packed `args` (``STATUS`` set: laid out for another signature)."""
     if args[STATUS] != 0:
         raise RuntimeError(f"{kernel}: the compiled kernel expects another argument layout than the one packed "
-                           f"({args[SLOTS]} slots, fingerprint {args[FINGERPRINT]}): it was packed for another "
-                           "kernel, or numba's disk cache of blindspots/surprise/_fused_kernels.py is older than "
-                           "_signature.py (remove its *.nbi / *.nbc files from __pycache__)")
+                           f"({args[SLOTS]} slots, fingerprint {args[FINGERPRINT]}): packed for another kernel")
+
+
+_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def trampoline(signature: KernelSignature):
+    """Decorator: the ``cfunc(void(voidptr))`` of a function that calls ``signature.driver(...)``, compiled or
+    loaded from numba's disk cache. A cached one compiled for another layout (numba sees edits of the
+    decorated function's file only, not of this one) is dropped from the cache and compiled again: it is run
+    once on an empty packed array (no chunks), and must accept its header."""
+    def wrap(py):
+        compiled = numba.cfunc(_TRAMPOLINE, cache=True)(py)
+        if _refuses(compiled, signature):
+            FunctionCache(py).flush()
+            compiled = numba.cfunc(_TRAMPOLINE, cache=True)(py)
+            if _refuses(compiled, signature):
+                raise RuntimeError(f"{py.__name__}: does not run the driver of {signature.name}")
+        return compiled
+    return wrap
+
+
+def _refuses(compiled, signature: KernelSignature) -> bool:
+    empty = np.zeros(signature.slots, dtype=np.int64)  # no chunks; every array at address 0 with size 0
+    empty[SLOTS], empty[FINGERPRINT] = signature.slots, signature.fingerprint
+    _CALL(compiled.address)(empty.ctypes.data)
+    return bool(empty[STATUS])
 
 
 @intrinsic
