@@ -96,6 +96,10 @@ def test_bad_declarations():
         KernelSignature("k", "m", x=Array("float32", "n"))
     with pytest.raises(ValueError, match="dtype: expected one of"):
         Array("float16", "n")
+    with pytest.raises(ValueError, match="i: expected an argument name other than the driver's own"):
+        KernelSignature("k", "n", x=Array("float32", "n"), i=INT64)
+    with pytest.raises(ValueError, match="dims: expected dimension names or sizes"):
+        Array("float32", "n, d")
     with pytest.raises(ValueError, match="kind: expected 'int64' or 'bool'"):
         from blindspots.surprise._signature import Scalar
         Scalar("float32")
@@ -184,3 +188,18 @@ def test_trampoline_compiled_again_when_the_cached_one_has_another_layout(tmp_pa
         done = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
     assert list((tmp_path / "__pycache__").glob("kernel_module*.nbi"))  # it was cached
+
+
+def test_docs_example_runs(tmp_path):
+    """The example of docs/surprise.md, "Kernel signatures", runs as written, from a file (numba caches
+    its trampoline beside it) and typed in (no file: compiled without the cache)."""
+    import re
+    import runpy
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "surprise.md").read_text(encoding="utf-8")
+    block = [b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "KernelSignature" in b]
+    assert len(block) == 1
+    (tmp_path / "example.py").write_text(block[0])
+    runpy.run_path(str(tmp_path / "example.py"))
+    exec(compile(block[0], "<typed in>", "exec"), {})  # noqa: S102 - the page's own example

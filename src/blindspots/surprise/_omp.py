@@ -9,8 +9,8 @@ for a row-sum kernel run right after a torch matmul, no new thread created.
 
 A kernel is a numba ``cfunc(void(voidptr))`` ("trampoline", in ``_fused_kernels``) that reads its
 arguments from an int64 array (packed and read back as its ``_signature.KernelSignature`` declares) and
-takes chunks by an atomic counter until none are left: each
-thread of the region runs it, so a descheduled worker only costs the chunk it holds. Where torch
+takes chunks by an atomic counter until none are left: each thread of the region runs it, so a
+descheduled worker only costs the chunk it holds. Where torch
 has no libgomp (other OpenMP runtimes, other systems) or one thread, the trampoline runs on the
 calling thread alone, with the same results (chunks are independent).
 """

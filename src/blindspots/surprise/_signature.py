@@ -54,8 +54,8 @@ class Array:
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype: expected one of {sorted(_DTYPES)}, got {self.dtype!r}")
-        if not self.dims.split():
-            raise ValueError(f"dims: expected at least one dimension name, got {self.dims!r}")
+        if not self.dims.split() or not all(d.isidentifier() or d.isdigit() for d in self.dims.split()):
+            raise ValueError(f"dims: expected dimension names or sizes separated by spaces, got {self.dims!r}")
 
     @property
     def names(self) -> list[str]:
@@ -81,6 +81,8 @@ class Scalar:
 
 INT64, BOOL = Scalar(_INT64), Scalar(_BOOL)
 _TRAMPOLINE = types.void(types.voidptr)
+#: names the generated driver uses itself (``source``): an argument of one of these names would hide it
+_DRIVER_NAMES = frozenset({"a", "i", "data", "carray", "int64_slots", "next_chunk", "kernel"})
 
 # the generator's own source is part of every fingerprint: an edit of this file changes them all
 _SELF = zlib.crc32(Path(__file__).read_bytes())
@@ -105,6 +107,9 @@ class KernelSignature:
         for arg, spec in arguments.items():
             if not isinstance(spec, (Array, Scalar)):
                 raise ValueError(f"{arg}: expected an Array or a Scalar, got {spec!r}")
+            if arg in _DRIVER_NAMES or arg.startswith("address_as_"):
+                raise ValueError(f"{arg}: expected an argument name other than the driver's own "
+                                 f"{sorted(_DRIVER_NAMES)}, got {arg!r}")
             self.offsets[arg] = slot
             slot += spec.slots
         self.slots = slot
@@ -239,8 +244,8 @@ class KernelSignature:
     def driver(self, kernel):
         """``njit`` function(data: voidptr) running `kernel(*arguments, i)` (a numba function) on every chunk i
         it takes from the counter of the packed array at `data`; call it from a ``cfunc`` (a trampoline)."""
-        scope = {"__name__": __name__, "carray": numba.carray, "int64_slots": int64_slots, "next_chunk": next_chunk, "kernel": kernel,
-                 **{f"address_as_{k}": v for k, v in ADDRESS_AS.items()}}
+        scope = {"__name__": __name__, "carray": numba.carray, "int64_slots": int64_slots, "next_chunk": next_chunk,
+                 "kernel": kernel, **{f"address_as_{k}": v for k, v in ADDRESS_AS.items()}}
         exec(compile(self.source(), f"<driver of {self.name}>", "exec"), scope)  # noqa: S102 - our own source
         return numba.njit(nogil=True)(scope[f"drive_{self.name}"])
 
@@ -261,14 +266,22 @@ def trampoline(signature: KernelSignature):
     decorated function's file only, not of this one) is dropped from the cache and compiled again: it is run
     once on an empty packed array (no chunks), and must accept its header."""
     def wrap(py):
+        try:
+            cache = FunctionCache(py)
+        except RuntimeError:  # no source file to cache by (a function typed in a REPL): compiled each time
+            return _checked(numba.cfunc(_TRAMPOLINE)(py), py, signature)
         compiled = numba.cfunc(_TRAMPOLINE, cache=True)(py)
         if _refuses(compiled, signature):
-            FunctionCache(py).flush()
+            cache.flush()
             compiled = numba.cfunc(_TRAMPOLINE, cache=True)(py)
-            if _refuses(compiled, signature):
-                raise RuntimeError(f"{py.__name__}: does not run the driver of {signature.name}")
-        return compiled
+        return _checked(compiled, py, signature)
     return wrap
+
+
+def _checked(compiled, py, signature: KernelSignature):
+    if _refuses(compiled, signature):
+        raise RuntimeError(f"{py.__name__}: expected a function that runs the driver of {signature.name}")
+    return compiled
 
 
 def _refuses(compiled, signature: KernelSignature) -> bool:
@@ -284,8 +297,8 @@ def next_chunk(typingctx, data):
     sig = types.int64(types.voidptr)
 
     def codegen(context, builder, signature, args):
-        ptr = builder.gep(builder.bitcast(args[0], ir.IntType(64).as_pointer()), [ir.Constant(ir.IntType(32),
-                                                                                               COUNTER)])
+        slots = builder.bitcast(args[0], ir.IntType(64).as_pointer())
+        ptr = builder.gep(slots, [ir.Constant(ir.IntType(32), COUNTER)])
         return builder.atomic_rmw("add", ptr, ir.Constant(ir.IntType(64), 1), "monotonic")
     return sig, codegen
 
