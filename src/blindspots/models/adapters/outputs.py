@@ -98,8 +98,14 @@ def check_labels(y: torch.Tensor, n: int, name: str) -> torch.Tensor:
     return y
 
 
-def to_probabilities(y: torch.Tensor, output: str, num_classes: int, name: str) -> np.ndarray:
-    """Checked scores [n, C or 1, ...] -> float32 probabilities [n, num_classes, ...] (numpy)."""
+def to_probabilities(y: torch.Tensor, output: str, num_classes: int, name: str,
+                     on_device: bool = False) -> np.ndarray | torch.Tensor:
+    """Checked scores [n, C or 1, ...] -> float32 probabilities [n, num_classes, ...] (numpy).
+
+    on_device: a float32 tensor where the scores are (a GPU's statistics then stay on the GPU: the
+    probabilities of a 150-class 512x512 image are 157 MB, their statistics a few KB)."""
+    if on_device and output == "logits" and not (y.shape[1] == 1 and num_classes == 2):
+        return torch.softmax(y.float(), dim=1)
     if output == "labels":
         return one_hot_labels(y[:, 0].cpu().numpy(), num_classes, name)
     if y.shape[1] == 1 and num_classes == 2:
