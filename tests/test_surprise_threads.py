@@ -55,6 +55,33 @@ def test_public_calls_leave_thread_counts_as_they_were(two_threads):
             assert counts() == before, (kernels, n)
 
 
+FIRST_USE = """
+import numpy as np, torch
+torch.set_num_threads(1)
+from blindspots.surprise import MDSA
+from blindspots.surprise.fused import fused_argmax_mdsa_map
+rng = np.random.default_rng(0)
+est = MDSA().fit(rng.normal(size=(400, 6)).astype(np.float32), np.repeat([0, 1], 200))
+feats = torch.from_numpy(rng.normal(size=(2, 6, 4, 4)).astype(np.float32))
+scores = torch.from_numpy(rng.normal(size=(2, 2, 16, 16)).astype(np.float32))
+fused_argmax_mdsa_map(est, feats, scores, kernels="prange")
+print(torch.get_num_threads())
+"""
+
+
+def test_numba_first_parallel_use_leaves_torch_count():
+    """numba's first parallel use in a process starts its threading layer, which set the calling thread's
+    OpenMP count (torch's) to numba's: in a fresh process, torch at one thread stays at one."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", FIRST_USE], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "1"
+
+
 def test_split_covers_rows_and_keeps_the_caller_count(two_threads):
     seen = np.zeros(1000, dtype=np.int64)
     workers = set()

@@ -22,13 +22,19 @@ from blindspots.surprise import _fused_kernels as k
 @contextlib.contextmanager
 def _threads(n: int) -> Iterator[None]:
     """numba's thread count for the calling thread (numba.set_num_threads is per thread): as many as torch
-    uses, at most n images; the caller's count is put back after."""
-    old = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS, n)))
+    uses, at most n images; the caller's counts are put back after.
+
+    torch's too: numba's first parallel use in a process starts its threading layer, which (the "omp"
+    layer, on the libgomp torch uses) sets the calling thread's OpenMP count, torch's count, to numba's."""
+    mine = torch.get_num_threads()
+    old = numba.get_num_threads()  # starts numba's threading layer on first use
+    numba.set_num_threads(max(1, min(mine, numba.config.NUMBA_NUM_THREADS, n)))
     try:
         yield
     finally:
         numba.set_num_threads(old)
+        if torch.get_num_threads() != mine:
+            torch.set_num_threads(mine)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
