@@ -31,6 +31,8 @@ import torch
 from blindspots.surprise import _omp
 from blindspots.surprise.estimators import MDSA
 
+# Lazy imports: numba (its JIT kernels are compiled or loaded by their first call).
+
 #: Interpolation modes of the fused path (others: ``image.mdsa_map`` upsamples the whitened map).
 FUSED_MODES = ("bilinear", "nearest")
 #: Rows of marked cells are numbered in int32 (``pos``): at most this many (class, image, cell) triples per call.
