@@ -7,7 +7,8 @@ import pytest
 
 from blindspots.surprise import _fused_kernels as k
 from blindspots.surprise._omp import run
-from blindspots.surprise._signature import BOOL, CHUNKS, FINGERPRINT, HEADER, INT64, SLOTS, Array, KernelSignature
+from blindspots.surprise._omp import CHUNKS, FINGERPRINT, HEADER, SLOTS
+from blindspots.surprise._signature import BOOL, INT64, Array, KernelSignature
 
 
 @numba.njit(nogil=True)
@@ -132,7 +133,8 @@ def test_fused_kernel_pack_names_the_argument():
     n, h, w = 2, 6, 5
     good = dict(pred=np.zeros((n, h, w), np.int64), lut=np.zeros(3, np.int64), y0=np.zeros(h, np.int64),
                 y1=np.zeros(h, np.int64), x0=np.zeros(w, np.int64), x1=np.zeros(w, np.int64),
-                mark=np.zeros((3, n, 2, 2), np.uint8), counts=np.zeros((3, n), np.int64), span=np.zeros((n, 2), np.int64))
+                mark=np.zeros((3, n, 2, 2), np.uint8), counts=np.zeros((3, n), np.int64),
+                span=np.zeros((n, 2), np.int64))
     assert k.MARK.pack(**good)[CHUNKS] == n
     with pytest.raises(ValueError, match=r"mark_image: y1: expected dimension 0 \(H\) of size 6 as in pred"):
         k.MARK.pack(**{**good, "y1": np.zeros(h + 1, np.int64)})

@@ -24,9 +24,15 @@ import os
 import numpy as np
 import torch
 
-from blindspots.surprise._signature import CHUNKS, SLOTS, check_status
 
 logger = logging.getLogger(__name__)
+
+#: Header slots of a packed argument array (the rest is laid out by ``_signature.KernelSignature``): the
+#: atomic chunk counter, the number of chunks, the array's slot count, the layout's fingerprint, and the
+#: status a trampoline writes when it refuses the layout (0: none). numba-free, so that this module is too.
+COUNTER, CHUNKS, SLOTS, FINGERPRINT, STATUS = range(5)
+HEADER = 5
+
 
 @functools.lru_cache(maxsize=1)
 def _gomp_parallel():
@@ -68,7 +74,10 @@ def run(trampoline, args: np.ndarray, threads: int | None = None) -> None:
         _SERIAL(trampoline.address)(args.ctypes.data)
     else:
         region(trampoline.address, args.ctypes.data, threads, 0)
-    check_status(args, getattr(trampoline, "__name__", "kernel"))
+    if args[STATUS] != 0:
+        raise RuntimeError(f"{getattr(trampoline, '__name__', 'kernel')}: the compiled kernel expects another argument "
+                           f"layout than the one packed ({args[SLOTS]} slots, fingerprint {args[FINGERPRINT]}): "
+                           "packed for another kernel")
 
 
 #: The largest size the Fortran ``sgemm_`` takes: MKL's LP64 interface (torch's) passes sizes as int32.

@@ -11,12 +11,12 @@ dimension names) or a ``Scalar`` (int64 or bool), and computes every slot offset
   a ``cfunc`` that calls it (``@trampoline(signature)``) is what ``_omp.run`` runs.
   ``print(signature.source())`` shows the generated code.
 
-Layout of a packed array: the header (``COUNTER``, ``CHUNKS``, ``SLOTS``, ``FINGERPRINT``, ``STATUS``),
-then per argument in order: an array's address and its shape (1 + ndim slots), or a scalar (1 slot).
+Layout of a packed array: the header (``_omp.HEADER`` slots: counter, chunks, slot count, fingerprint,
+status), then per argument in order: an array's address and its shape (1 + ndim slots), or a scalar (1 slot).
 
 Why the header carries the slot count and a fingerprint (of the layout and of this file): the driver
 compares both with the values it was compiled with and, on a mismatch, writes ``STATUS`` and runs nothing
-(``check_status`` then raises) instead of reading memory at other offsets. That catches arguments packed for
+(``_omp.run`` then raises) instead of reading memory at other offsets. That catches arguments packed for
 another kernel, and trampolines that numba's disk cache keeps from before an edit of this file (numba checks
 the source file of the cached function only): ``trampoline`` finds those at import and compiles them again.
 """
@@ -34,10 +34,7 @@ from numba import types
 from numba.core.caching import FunctionCache
 from numba.extending import intrinsic
 
-#: Header slots of a packed array: the atomic chunk counter, the number of chunks, the array's slot count,
-#: the layout's fingerprint, and the status a driver writes on a layout mismatch (0: none).
-COUNTER, CHUNKS, SLOTS, FINGERPRINT, STATUS = range(5)
-HEADER = 5
+from blindspots.surprise._omp import CHUNKS, COUNTER, FINGERPRINT, HEADER, SLOTS, STATUS
 
 _BOOL, _INT64 = "bool", "int64"
 _DTYPES = {"float32": types.float32, "int64": types.int64, "int32": types.int32, "uint8": types.uint8}
@@ -248,13 +245,6 @@ class KernelSignature:
                  "kernel": kernel, **{f"address_as_{k}": v for k, v in ADDRESS_AS.items()}}
         exec(compile(self.source(), f"<driver of {self.name}>", "exec"), scope)  # noqa: S102 - our own source
         return numba.njit(nogil=True)(scope[f"drive_{self.name}"])
-
-
-def check_status(args: np.ndarray, kernel: str) -> None:
-    """RuntimeError when a driver refused packed `args` (``STATUS`` set: laid out for another signature)."""
-    if args[STATUS] != 0:
-        raise RuntimeError(f"{kernel}: the compiled kernel expects another argument layout than the one packed "
-                           f"({args[SLOTS]} slots, fingerprint {args[FINGERPRINT]}): packed for another kernel")
 
 
 _CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
