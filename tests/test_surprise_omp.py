@@ -112,3 +112,32 @@ def test_without_torch_libgomp_or_mkl_same_maps(monkeypatch):
     np.testing.assert_array_equal(serial[1], ref[1])
     np.testing.assert_allclose(passes_[0], ref[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(passes_[1], ref[1])
+
+
+def test_sgemm_sizes_past_int32_take_the_torch_path(monkeypatch):
+    """MKL's sgemm_ takes int32 sizes: where a size would not fit, the map is whitened by torch.mm instead
+    (the pass-by-pass path), with the same maps."""
+    from blindspots.surprise import _fused_parallel, _omp
+
+    assert _omp.sgemm_fits(2**31 - 1, 64, 16) and not _omp.sgemm_fits(2**31, 64, 16)
+    est = fitted()
+    rng = np.random.default_rng(13)
+    feats = torch.from_numpy(rng.normal(size=(2, 6, 5, 7)).astype(np.float32))
+    scores = torch.from_numpy(rng.normal(size=(2, 5, 23, 30)).astype(np.float32))
+    ref = fused_argmax_mdsa_map(est, feats, scores)
+    one_call = []
+    monkeypatch.setattr(_fused_parallel, "image_mdsa", lambda *a, **kw: one_call.append(1))
+    monkeypatch.setattr(_omp, "SGEMM_MAX", 34)  # 5 x 7 = 35 cells per image: one past it
+    got = fused_argmax_mdsa_map(est, feats, scores)
+    assert not one_call
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got[1], ref[1])
+
+
+def test_rows_past_int32_refused_before_any_allocation():
+    """Rows of marked cells are numbered in int32: a call with more (class, image, cell) triples is refused,
+    naming features (a zero-stride view: no memory behind its 46341 x 46341 cells)."""
+    est = fitted()
+    feats = torch.zeros(1, 6, 1, 1).expand(1, 6, 46341, 46341)
+    with pytest.raises(ValueError, match=r"features: expected at most 2147483647 .* 4 classes x 1 images"):
+        fused_mdsa_map(est, feats, np.zeros((1, 8, 8), dtype=np.int64))

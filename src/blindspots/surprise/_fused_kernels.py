@@ -19,66 +19,29 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from blindspots.surprise._omp import HEADER
+from blindspots.surprise._signature import BOOL, INT64, Array, KernelSignature, trampoline
 
-# intrinsics of the trampolines (``*_chunks``) and of ``image_mdsa``: kept in this file with every
-# kernel they call, so that an edit here invalidates all of numba's disk cache of them at once (numba
-# checks the source file of the cached function only, not the files of the functions it calls)
-
-@intrinsic
-def next_chunk(typingctx, data):
-    """Atomically take the next chunk index from a packed argument array (its slot 0), as int64."""
-    sig = types.int64(types.voidptr)
-
-    def codegen(context, builder, signature, args):
-        ptr = builder.bitcast(args[0], ir.IntType(64).as_pointer())
-        return builder.atomic_rmw("add", ptr, ir.Constant(ir.IntType(64), 1), "monotonic")
-    return sig, codegen
-
-
-@intrinsic
-def int64_slots(typingctx, data):
-    """The packed argument array (a voidptr) as an int64 pointer, for ``numba.carray``."""
-    sig = types.CPointer(types.int64)(types.voidptr)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(sig.return_type))
-    return sig, codegen
-
-
-def _address_cast(dtype):
-    @intrinsic
-    def cast(typingctx, addr):
-        sig = types.CPointer(dtype)(types.int64)
-
-        def codegen(context, builder, signature, args):
-            return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
-        return sig, codegen
-    return cast
-
-
-# an array's address (an int64 slot of a packed argument array) as a typed pointer, for ``numba.carray``
-f32_at = _address_cast(types.float32)
-i64_at = _address_cast(types.int64)
-i32_at = _address_cast(types.int32)
-u8_at = _address_cast(types.uint8)
-
+# ``sgemm_rows`` (the intrinsic of ``image_mdsa``) is kept in this file with every kernel it calls, so that an
+# edit here invalidates all of numba's disk cache of them at once (numba checks the source file of the cached
+# function only, not the files of the functions it calls; the trampolines' drivers, made in ``_signature``,
+# are checked at import instead: see ``_signature.trampoline``)
 
 @intrinsic
 def sgemm_rows(typingctx, fn, a, w, c, m, d, cols):
-    """C[m, cols] = A[m, d] @ W[d, cols] (float32, row-major, C-contiguous) by the Fortran BLAS ``sgemm_`` at
-    address fn (torch's MKL: ``blas_address``), as the column-major product C^T = W^T A^T. Inside an
-    OpenMP region MKL runs it on the calling thread."""
-    f32p = types.CPointer(types.float32)
-    sig = types.void(types.int64, f32p, f32p, f32p, types.int64, types.int64, types.int64)
+    """C[m, cols] = A[m, d] @ W[d, cols] (float32, row-major, C-contiguous, at addresses a, w, c) by the
+    Fortran BLAS ``sgemm_`` at address fn (torch's MKL: ``blas_address``), as the column-major product
+    C^T = W^T A^T. Inside an OpenMP region MKL runs it on the calling thread. Sizes are passed as int32 (MKL's
+    LP64 interface): the caller checks they fit (``_omp.sgemm_fits``)."""
+    sig = types.void(*[types.int64] * 7)
 
     def codegen(context, builder, signature, args):
-        fn_, a_, w_, c_, m_, d_, cols_ = args
         i8, i32, f32 = ir.IntType(8), ir.IntType(32), ir.FloatType()
         p = ir.PointerType
         fnty = ir.FunctionType(ir.VoidType(), [p(i8), p(i8), p(i32), p(i32), p(i32), p(f32), p(f32), p(i32),
                                                p(f32), p(i32), p(f32), p(f32), p(i32)])
+        fn_, a_, w_, c_, m_, d_, cols_ = args
         ptr = builder.inttoptr(fn_, p(fnty))
+        a_, w_, c_ = (builder.inttoptr(v, p(f32)) for v in (a_, w_, c_))
 
         def ref(value):
             slot = builder.alloca(value.type)
@@ -132,7 +95,7 @@ def _argmax_row(y: np.ndarray, out: np.ndarray, i: int, a: int, t: np.ndarray, b
 
 
 @numba.njit(cache=True, nogil=True)
-def argmax_image(y: np.ndarray, out: np.ndarray, i: int, last: bool) -> None:
+def argmax_image(y: np.ndarray, out: np.ndarray, last: bool, i: int) -> None:
     """out[i] int64 [H, W] = argmax over the channels of image i of y float32 [n, C, H, W], or [n, H, W, C]
     when `last` (C-contiguous), a row at a time (``_argmax_row``)."""
     c, h, w = (y.shape[3], y.shape[1], y.shape[2]) if last else (y.shape[1], y.shape[2], y.shape[3])
@@ -378,8 +341,10 @@ def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray
     for s in range(k):  # one product per class slot present, over the cells it reads
         if counts[s, i] > 0:
             r = offsets[s, i]
-            sgemm_rows(blas, f32_at(centred.ctypes.data + 4 * r * d), f32_at(whiten[s].ctypes.data),
-                       f32_at(z.ctypes.data + 4 * r * cols), counts[s, i], d, cols)
+            # addresses as int64 (numba types them uint64, and uint64 + int64 as float64), taken here in the
+            # loop: numba may free an array right after its last use, and holding an address does not count
+            sgemm_rows(blas, np.int64(centred.ctypes.data) + 4 * r * d, np.int64(whiten[s].ctypes.data),
+                       np.int64(z.ctypes.data) + 4 * r * cols, counts[s, i], d, cols)
     nrm, nxt = np.empty(m, dtype=np.float32), np.empty(m, dtype=np.float32)
     table = np.empty((m, 9), dtype=np.float32)
     tables_image(mark, pos, z, corners, offsets, counts, nrm, nxt, table, i)
@@ -387,161 +352,73 @@ def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray
 
 
 # ---- trampolines: numba cfuncs that ``_omp.run`` runs on torch's OpenMP threads (``_fused_parallel``) ----
-_SIG = types.void(types.voidptr)
-_SLOTS = 64  # upper bound on a packed argument array's length (never read past its end)
+# One signature per kernel declares its arguments (in the kernel's order, before the image index i); the
+# packing (``SIGNATURE.pack``) and the driver that reads them back and loops over the images (``driver``) are
+# both generated from it. Dimension names shared by several arguments must have one size (checked at pack).
+_MARKING = {"lut": Array("int64", "L"), "y0": Array("int64", "H"), "y1": Array("int64", "H"),
+            "x0": Array("int64", "W"), "x1": Array("int64", "W"), "mark": Array("uint8", "K n h0 w0"),
+            "counts": Array("int64", "K n"), "span": Array("int64", "n 2")}
+_SCORES = {"scores": Array("float32", "n c1 c2 c3"), "last": BOOL, "pred": Array("int64", "n H W")}
+
+ARGMAX = KernelSignature("argmax_image", "n", y=Array("float32", "n c1 c2 c3"), out=Array("int64", "n H W"),
+                         last=BOOL)
+MARK = KernelSignature("mark_image", "n", pred=Array("int64", "n H W"), **_MARKING)
+ARGMAX_MARK = KernelSignature("argmax_mark_image", "n", **_SCORES, **_MARKING)
+GATHER = KernelSignature("gather_image", "n", mark=Array("uint8", "K n h0 w0"), cells=Array("float32", "n h0 w0 d"),
+                         means=Array("float32", "K d"), offsets=Array("int64", "K n"),
+                         pos=Array("int32", "K n h0 w0"), centred=Array("float32", "m d"))
+TABLES = KernelSignature("tables_image", "n", mark=Array("uint8", "K n h0 w0"), pos=Array("int32", "K n h0 w0"),
+                         z=Array("float32", "m D"), corners=BOOL, offsets=Array("int64", "K n"),
+                         counts=Array("int64", "K n"), nrm=Array("float32", "m"), nxt=Array("float32", "m"),
+                         table=Array("float32", "m 9"))
+PIXELS = KernelSignature("pixel_image", "n", pred=Array("int64", "n H W"), lut=Array("int64", "L"),
+                         y0=Array("int64", "H"), ry=Array("float32", "H 3"), x0=Array("int64", "W"),
+                         qx=Array("float32", "W 3"), pos=Array("int32", "K n h0 w0"), table=Array("float32", "m 9"),
+                         out=Array("float32", "n H W"))
+IMAGE_MDSA = KernelSignature("image_mdsa", "n", **_SCORES, **_MARKING, cells=Array("float32", "n h0 w0 d"),
+                             means=Array("float32", "K d"), whiten=Array("float32", "K d D"),
+                             ry=Array("float32", "H 3"), qx=Array("float32", "W 3"), corners=BOOL, blas=INT64,
+                             pos=Array("int32", "K n h0 w0"), out=Array("float32", "n H W"))
+
+_argmax = ARGMAX.driver(argmax_image)
+_mark = MARK.driver(mark_image)
+_argmax_mark = ARGMAX_MARK.driver(argmax_mark_image)
+_gather = GATHER.driver(gather_image)
+_tables = TABLES.driver(tables_image)
+_pixels = PIXELS.driver(pixel_image)
+_image_mdsa = IMAGE_MDSA.driver(image_mdsa)
 
 
-@numba.njit(inline="always")
-def _marking(a, o):
-    """The marking pass's arrays (lut, y0, y1, x0, x1, mark, counts, span) packed from slot o of a on."""
-    lut = numba.carray(i64_at(a[o]), (a[o + 1],))
-    y0 = numba.carray(i64_at(a[o + 2]), (a[o + 3],))
-    y1 = numba.carray(i64_at(a[o + 4]), (a[o + 5],))
-    x0 = numba.carray(i64_at(a[o + 6]), (a[o + 7],))
-    x1 = numba.carray(i64_at(a[o + 8]), (a[o + 9],))
-    o += 10
-    mark = numba.carray(u8_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    counts = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2]))
-    span = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
-    return lut, y0, y1, x0, x1, mark, counts, span
-
-
-@numba.cfunc(_SIG, cache=True)
+@trampoline(ARGMAX)
 def argmax_chunks(data):
-    a = numba.carray(int64_slots(data), _SLOTS)
-    o = HEADER
-    y = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    out = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
-    last = a[o + 4] != 0
-    i = next_chunk(data)
-    while i < a[1]:
-        argmax_image(y, out, i, last)
-        i = next_chunk(data)
+    _argmax(data)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(MARK)
 def mark_chunks(data):
-    a = numba.carray(int64_slots(data), _SLOTS)
-    o = HEADER
-    pred = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
-    o += 4
-    lut, y0, y1, x0, x1, mark, counts, span = _marking(a, o)
-    i = next_chunk(data)
-    while i < a[1]:
-        mark_image(pred, lut, y0, y1, x0, x1, mark, counts, span, i)
-        i = next_chunk(data)
+    _mark(data)
 
 
-@numba.njit(inline="always")
-def _scored_marking(a):
-    """(scores, last, pred, then ``_marking``'s arrays) packed from the header on: slots HEADER to HEADER + 31."""
-    o = HEADER
-    scores = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    last = a[o + 5] != 0
-    o += 6
-    pred = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
-    lut, y0, y1, x0, x1, mark, counts, span = _marking(a, o + 4)
-    return scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span
-
-
-@numba.cfunc(_SIG, cache=True)
+@trampoline(ARGMAX_MARK)
 def argmax_mark_chunks(data):
-    a = numba.carray(int64_slots(data), _SLOTS)
-    scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span = _scored_marking(a)
-    i = next_chunk(data)
-    while i < a[1]:
-        argmax_mark_image(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, i)
-        i = next_chunk(data)
+    _argmax_mark(data)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(GATHER)
 def gather_chunks(data):
-    a = numba.carray(int64_slots(data), _SLOTS)
-    o = HEADER
-    mark = numba.carray(u8_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    cells = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    means = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
-    offsets = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
-    o += 6
-    pos = numba.carray(i32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    centred = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
-    i = next_chunk(data)
-    while i < a[1]:
-        gather_image(mark, cells, means, offsets, pos, centred, i)
-        i = next_chunk(data)
+    _gather(data)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(TABLES)
 def tables_chunks(data):
-    a = numba.carray(int64_slots(data), _SLOTS)
-    o = HEADER
-    mark = numba.carray(u8_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    pos = numba.carray(i32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    z = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
-    corners = a[o + 3] != 0
-    o += 4
-    offsets = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2]))
-    counts = numba.carray(i64_at(a[o + 3]), (a[o + 4], a[o + 5]))
-    o += 6
-    nrm = numba.carray(f32_at(a[o]), (a[o + 1],))
-    nxt = numba.carray(f32_at(a[o + 2]), (a[o + 3],))
-    table = numba.carray(f32_at(a[o + 4]), (a[o + 5], a[o + 6]))
-    i = next_chunk(data)
-    while i < a[1]:
-        tables_image(mark, pos, z, corners, offsets, counts, nrm, nxt, table, i)
-        i = next_chunk(data)
+    _tables(data)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(PIXELS)
 def pixels_chunks(data):
-    a = numba.carray(int64_slots(data), _SLOTS)
-    o = HEADER
-    pred = numba.carray(i64_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
-    o += 4
-    lut = numba.carray(i64_at(a[o]), (a[o + 1],))
-    y0 = numba.carray(i64_at(a[o + 2]), (a[o + 3],))
-    ry = numba.carray(f32_at(a[o + 4]), (a[o + 5], a[o + 6]))
-    x0 = numba.carray(i64_at(a[o + 7]), (a[o + 8],))
-    qx = numba.carray(f32_at(a[o + 9]), (a[o + 10], a[o + 11]))
-    o += 12
-    pos = numba.carray(i32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    table = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
-    out = numba.carray(f32_at(a[o + 3]), (a[o + 4], a[o + 5], a[o + 6]))
-    i = next_chunk(data)
-    while i < a[1]:
-        pixel_image(pred, lut, y0, ry, x0, qx, pos, table, out, i)
-        i = next_chunk(data)
+    _pixels(data)
 
 
-@numba.cfunc(_SIG, cache=True)
+@trampoline(IMAGE_MDSA)
 def image_mdsa_chunks(data):
-    a = numba.carray(int64_slots(data), _SLOTS)
-    scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span = _scored_marking(a)
-    o = HEADER + 31
-    cells = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    means = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
-    o += 3
-    whiten = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
-    o += 4
-    ry = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2]))
-    qx = numba.carray(f32_at(a[o + 3]), (a[o + 4], a[o + 5]))
-    corners = a[o + 6] != 0
-    blas = a[o + 7]
-    o += 8
-    pos = numba.carray(i32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3], a[o + 4]))
-    o += 5
-    out = numba.carray(f32_at(a[o]), (a[o + 1], a[o + 2], a[o + 3]))
-    i = next_chunk(data)
-    while i < a[1]:
-        image_mdsa(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, cells, means, whiten, ry, qx,
-                   corners, blas, pos, out, i)
-        i = next_chunk(data)
+    _image_mdsa(data)

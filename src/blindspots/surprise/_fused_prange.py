@@ -9,6 +9,9 @@ independent, so both give the one-thread results bit for bit. The whitening stay
 """
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import numba
 import numpy as np
 import torch
@@ -16,9 +19,22 @@ import torch
 from blindspots.surprise import _fused_kernels as k
 
 
-def _threads(n: int) -> None:
-    # numba's count is per calling thread (numba.set_num_threads): as many as torch uses, at most n images
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS, n)))
+@contextlib.contextmanager
+def _threads(n: int) -> Iterator[None]:
+    """numba's thread count for the calling thread (numba.set_num_threads is per thread): as many as torch
+    uses, at most n images; the caller's counts are put back after.
+
+    torch's too: numba's first parallel use in a process starts its threading layer, which (the "omp"
+    layer, on the libgomp torch uses) sets the calling thread's OpenMP count, torch's count, to numba's."""
+    mine = torch.get_num_threads()
+    old = numba.get_num_threads()  # starts numba's threading layer on first use
+    numba.set_num_threads(max(1, min(mine, numba.config.NUMBA_NUM_THREADS, n)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
+        if torch.get_num_threads() != mine:
+            torch.set_num_threads(mine)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -53,29 +69,29 @@ def _pixels(pred, lut, y0, ry, x0, qx, pos, table, out):
 
 def argmax_mark(scores: np.ndarray, channels_last: bool, pred, lut, y0, y1, x0, x1, mark_, counts, span) -> None:
     """As ``_fused_parallel.argmax_mark``."""
-    _threads(pred.shape[0])
-    _argmax_mark(scores, channels_last, pred, lut, y0, y1, x0, x1, mark_, counts, span)
+    with _threads(pred.shape[0]):
+        _argmax_mark(scores, channels_last, pred, lut, y0, y1, x0, x1, mark_, counts, span)
 
 
 def mark(pred, lut, y0, y1, x0, x1, mark_, counts, span) -> None:
     """As ``_fused_parallel.mark``."""
-    _threads(pred.shape[0])
-    _mark(pred, lut, y0, y1, x0, x1, mark_, counts, span)
+    with _threads(pred.shape[0]):
+        _mark(pred, lut, y0, y1, x0, x1, mark_, counts, span)
 
 
 def gather(mark_, cells, means, offsets, pos, centred) -> None:
     """As ``_fused_parallel.gather``."""
-    _threads(mark_.shape[1])
-    _gather(mark_, cells, means, offsets, pos, centred)
+    with _threads(mark_.shape[1]):
+        _gather(mark_, cells, means, offsets, pos, centred)
 
 
 def tables(mark_, pos, z, corners: bool, offsets, counts, nrm, nxt, table) -> None:
     """As ``_fused_parallel.tables``."""
-    _threads(mark_.shape[1])
-    _tables(mark_, pos, z, corners, offsets, counts, nrm, nxt, table)
+    with _threads(mark_.shape[1]):
+        _tables(mark_, pos, z, corners, offsets, counts, nrm, nxt, table)
 
 
 def pixels(pred, lut, y0, ry, x0, qx, pos, table, out) -> None:
     """As ``_fused_parallel.pixels``."""
-    _threads(pred.shape[0])
-    _pixels(pred, lut, y0, ry, x0, qx, pos, table, out)
+    with _threads(pred.shape[0]):
+        _pixels(pred, lut, y0, ry, x0, qx, pos, table, out)

@@ -8,8 +8,9 @@ second libgomp with its own pool) shares a core with a spinning worker and runs 
 for a row-sum kernel run right after a torch matmul, no new thread created.
 
 A kernel is a numba ``cfunc(void(voidptr))`` ("trampoline", in ``_fused_kernels``) that reads its
-arguments from an int64 array (``pack``) and takes chunks by an atomic counter until none are left: each
-thread of the region runs it, so a descheduled worker only costs the chunk it holds. Where torch
+arguments from an int64 array (packed and read back as its ``_signature.KernelSignature`` declares) and
+takes chunks by an atomic counter until none are left: each thread of the region runs it, so a
+descheduled worker only costs the chunk it holds. Where torch
 has no libgomp (other OpenMP runtimes, other systems) or one thread, the trampoline runs on the
 calling thread alone, with the same results (chunks are independent).
 """
@@ -23,25 +24,14 @@ import os
 import numpy as np
 import torch
 
+
 logger = logging.getLogger(__name__)
 
-#: Slots before the arrays in a packed argument array: the chunk counter and the number of chunks.
-HEADER = 2
-
-
-def pack(chunks: int, *items: np.ndarray | int) -> np.ndarray:
-    """int64 argument array: [counter 0, chunks, then per item: an array's address and its shape (the
-    array must be C-contiguous and stay alive during the call), or an int as is]."""
-    out = [0, chunks]
-    for a in items:
-        if isinstance(a, np.ndarray):
-            if not a.flags.c_contiguous:
-                raise ValueError(f"items: expected C-contiguous arrays, got strides {a.strides}")
-            out.append(a.ctypes.data)
-            out.extend(a.shape)
-        else:
-            out.append(int(a))
-    return np.array(out, dtype=np.int64)
+#: Header slots of a packed argument array (the rest is laid out by ``_signature.KernelSignature``): the
+#: atomic chunk counter, the number of chunks, the array's slot count, the layout's fingerprint, and the
+#: status a trampoline writes when it refuses the layout (0: none). numba-free, so that this module is too.
+COUNTER, CHUNKS, SLOTS, FINGERPRINT, STATUS = range(5)
+HEADER = 5
 
 
 @functools.lru_cache(maxsize=1)
@@ -70,15 +60,33 @@ _SERIAL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 def run(trampoline, args: np.ndarray, threads: int | None = None) -> None:
-    """Run a trampoline over the chunks of packed `args` on up to `threads` (default: torch's count) of
-    torch's OpenMP threads; on the calling thread alone when there is one thread or one chunk, or no libgomp."""
+    """Run a trampoline over the chunks of `args` (int64 [slots], from its signature's ``pack``) on up to
+    `threads` (default: torch's count) of torch's OpenMP threads; on the calling thread alone when there
+    is one thread or one chunk, or no libgomp. RuntimeError when the trampoline refused the layout."""
+    if not (isinstance(args, np.ndarray) and args.dtype == np.int64 and args.ndim == 1 and args.flags.c_contiguous
+            and args.size > SLOTS and args[SLOTS] == args.size):
+        raise ValueError(f"args: expected a packed int64 argument array (KernelSignature.pack), got "
+                         f"{getattr(args, 'dtype', type(args).__name__)} {getattr(args, 'shape', '')}")
     threads = torch.get_num_threads() if threads is None else threads
-    threads = min(threads, int(args[1]))
+    threads = min(threads, int(args[CHUNKS]))
     region = _gomp_parallel() if threads > 1 else None
     if region is None:
         _SERIAL(trampoline.address)(args.ctypes.data)
     else:
         region(trampoline.address, args.ctypes.data, threads, 0)
+    if args[STATUS] != 0:
+        raise RuntimeError(f"{getattr(trampoline, '__name__', 'kernel')}: the compiled kernel expects another argument "
+                           f"layout than the one packed ({args[SLOTS]} slots, fingerprint {args[FINGERPRINT]}): "
+                           "packed for another kernel")
+
+
+#: The largest size the Fortran ``sgemm_`` takes: MKL's LP64 interface (torch's) passes sizes as int32.
+SGEMM_MAX = 2**31 - 1
+
+
+def sgemm_fits(*sizes: int) -> bool:
+    """Whether every matrix size and leading dimension fits ``sgemm_``'s int32 arguments (``SGEMM_MAX``)."""
+    return all(0 <= s <= SGEMM_MAX for s in sizes)
 
 
 @functools.lru_cache(maxsize=1)

@@ -35,6 +35,8 @@ from blindspots.surprise.estimators import MDSA
 
 #: Interpolation modes of the fused path (others: ``image.mdsa_map`` upsamples the whitened map).
 FUSED_MODES = ("bilinear", "nearest")
+#: Rows of marked cells are numbered in int32 (``pos``): at most this many (class, image, cell) triples per call.
+ROW_MAX = 2**31 - 1
 
 
 def _axis(out: int, inp: int, mode: str, align_corners: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,9 +122,12 @@ def fused_argmax_mdsa_map(estimator: MDSA, features: torch.Tensor, scores: torch
     last = scores.detach().permute(0, 2, 3, 1)
     channels_last = last.is_contiguous()  # as some models return: read a row at a time, no copy
     y = last if channels_last else scores.detach().contiguous()
-    blas = _omp.blas_address() if kernels == "omp" else 0
+    means, whiten = estimator.padded_whitening(PAD_COLUMNS)
+    # sgemm_ takes int32 sizes: [cells of a slot in one image, d] x [d, D]; larger ones take torch.mm instead
+    h0, w0 = grid.mark.shape[2:]
+    fits = _omp.sgemm_fits(h0 * w0, *whiten.shape[1:])
+    blas = _omp.blas_address() if kernels == "omp" and fits else 0
     if blas:  # the whole map of each image in one call, on torch's threads: no pass between images' stages
-        means, whiten = estimator.padded_whitening(PAD_COLUMNS)
         cells = features.detach().float().cpu().permute(0, 2, 3, 1).contiguous().numpy()  # [n, h0, w0, d]
         pos = np.empty(grid.mark.shape, dtype=np.int32)
         passes.image_mdsa(y.numpy(), channels_last, pred_np, grid.lut, grid.y0, grid.y1, grid.x0, grid.x1, grid.mark,
@@ -172,6 +177,9 @@ class _Grid:
         self.num_classes = num_classes
         self.mode = mode
         h0, w0 = int(features.shape[-2]), int(features.shape[-1])
+        if classes.size * n * h0 * w0 > ROW_MAX:  # the rows of marked cells are numbered in int32 (pos)
+            raise ValueError(f"features: expected at most {ROW_MAX} (class, image, cell) triples per call, got "
+                             f"{classes.size} classes x {n} images x {h0}x{w0} cells: score fewer images per call")
         self.y0, self.y1, self.ry = _sources(h, h0, mode, align_corners)
         self.x0, self.x1, self.qx = _sources(w, w0, mode, align_corners)
         # slot s = class classes_[s]; ids past the modelled ones: no model
@@ -206,7 +214,8 @@ class _Grid:
 
 
 #: Whitened rows are padded to a multiple of this many float32 columns (zeros), so the dot products in
-#: ``cell_tables`` run in whole vector registers (16 float32 = one AVX-512 register) without a scalar tail.
+#: ``_fused_kernels.tables_image`` run in whole vector registers (16 float32 = one AVX-512 register) without a
+#: scalar tail.
 PAD_COLUMNS = 16
 
 
