@@ -1,4 +1,5 @@
-"""Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes.
+"""Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes
+or (`--dataset mri`) on brain MRI slices with real atlas labels (`label_efficiency_mri.py` builds that world).
 
 For each sampler of `blindspots.mine` (random, entropy, margin, BALD, PowerBALD, core-set, MAD, MAD+) and
 each seed, `--rounds` rounds of: pick from the unlabeled pool -> simulated people (MAD, MAD+: 3 raters
@@ -26,6 +27,13 @@ passes only.
 
     PYTHONPATH=src python benchmarks/label_efficiency.py --work /tmp/label_efficiency \
         --figure docs/img/label_efficiency.png
+
+    PYTHONPATH=src python benchmarks/label_efficiency.py --dataset mri --work /tmp/label_efficiency_mri \
+        --figure docs/img/label_efficiency_mri.png
+
+On MRI the same loop runs with the MRI world's models and sets (its docstring); the hard set's subset
+reported beside it is "unseen" (conditions no model was trained on) instead of "planted". `--quick` is a
+tiny run of either (1 seed, 1 round, 32 px, a 24-image pool) that tests the code path.
 
 Prints the table (mean and standard deviation over seeds per round), the per-condition recall, the MAD+
 share sweep, CPU model and os.getloadavg(); writes results.json under --work and the figure.
