@@ -447,6 +447,10 @@ def main(argv: list[str] | None = None) -> dict:
     from blindspots.models.zoo import load_segmenter
 
     k, focus = world["classes"].num_classes, world["focus"]
+    models = world["describe"](world) if "describe" in world else None
+    if models is not None:
+        print("\n== the models before fine-tuning, per condition (mean per-image mIoU; d = 1 - pixel agreement "
+              "with the target) ==\n" + models.to_string(index=False, float_format=lambda v: f"{v:.3f}"), flush=True)
     runs: list[dict] = []
     sweep = None
     pool_counts: dict = {}
@@ -474,7 +478,8 @@ def main(argv: list[str] | None = None) -> dict:
     fig = label_efficiency_figure(table, args.figure or args.work / "label_efficiency.png")
     out = {"dataset": args.dataset, "args": {k_: str(v) for k_, v in vars(args).items()}, "runs": runs,
            "table": table.to_dict("records"), "pool_counts": {str(s): c for s, c in pool_counts.items()},
-           "share_sweep": sweep.to_dict("records") if sweep is not None else None, "cpu": cpu_model(),
+           "share_sweep": sweep.to_dict("records") if sweep is not None else None,
+           "models": models.to_dict("records") if models is not None else None, "cpu": cpu_model(),
            "loadavg_end": os.getloadavg(), "seconds": time.perf_counter() - t_start}
     (args.work / "results.json").write_text(json.dumps(out, indent=1, default=float))
     if args.project is not None:  # the round report's "Sampler comparison" section draws it

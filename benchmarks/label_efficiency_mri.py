@@ -134,7 +134,8 @@ def make_world(args: argparse.Namespace) -> dict:
     per = max(1, args.n_hard // len(CONDITIONS))
     hard_labels = [c for c in CONDITIONS for _ in range(per)]
     hi, hm = maker.batch(hard_labels, "test", 8)
-    return {"classes": MRI_CLASSES, "target": paths[args.target_arch],
+    return {"classes": MRI_CLASSES, "target": paths[args.target_arch], "hard_labels": hard_labels,
+            "describe": model_table,
             "competitors": {c: paths[c] for c in args.competitor_list}, "focus": "unseen",
             "focus_labels": UNSEEN, "S0": s0,
             "T0": maker.batch(["in slice"] * args.n_t0, "test", 7),
@@ -148,3 +149,30 @@ def make_pool(args: argparse.Namespace, seed: int, world: dict) -> tuple[list[st
     labels = [labels[i] for i in np.random.default_rng([seed, 3]).permutation(args.pool)]
     imgs, masks = world["maker"].batch(labels, "pool", 5000 + seed)
     return [f"mri_{i:05d}.png" for i in range(args.pool)], imgs, masks, labels
+
+
+def model_table(world: dict) -> "pd.DataFrame":
+    """Per condition of the hard set (and T0): each model's mean per-image mIoU before any fine-tuning, and
+    d = 1 - pixel agreement between the target's map and each competitor's (the distance MAD ranks by)."""
+    import pandas as pd
+
+    from blindspots.human.simulate import image_miou
+    from blindspots.models.zoo import load_segmenter
+    from blindspots.scan import pair_distances
+
+    k = world["classes"].num_classes
+    hi, hm, _ = world["hard"]
+    labels = np.asarray(world["hard_labels"])
+    sets = {"T0 (in slice)": world["T0"], **{c: (hi[labels == c], hm[labels == c]) for c in CONDITIONS}}
+    models = {"target": world["target"], **world["competitors"]}
+    maps = {}
+    for n, path in models.items():
+        seg = load_segmenter(path, batch_size=64)
+        maps[n] = {s: seg.predict_proba(x).argmax(1) for s, (x, _) in sets.items()}
+    rows = []
+    for s, (_, y) in sets.items():
+        row: dict = {"condition": s, **{n: float(np.nanmean(image_miou(maps[n][s], y, k))) for n in models}}
+        for g in world["competitors"]:
+            row[f"d {g}"] = float(np.mean(pair_distances(maps["target"][s], maps[g][s], k)[0]))
+        rows.append(row)
+    return pd.DataFrame(rows)

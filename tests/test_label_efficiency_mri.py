@@ -57,7 +57,22 @@ def test_quick_mri_run_makes_curves_and_recall(tmp_path: Path):
         assert {"hard", "T0", "unseen"} <= set(last) and all(0 <= last[m] <= 1 for m in ("hard", "T0", "unseen"))
         # people rate MAD's candidates first: its round costs ratings besides the masks
         assert (last["ratings"] > 0) == (run["strategy"] in ("mad", "madplus"))
+    models = {r["condition"]: r for r in out["models"]}
+    assert list(models) == ["T0 (in slice)", *mri.CONDITIONS]
+    assert all(0 <= r["target"] <= 1 and 0 <= r["d pspnet_r18"] <= 1 for r in models.values())
     recall, avail = bench["recall_table"](out["runs"], out["pool_counts"], bench["recall_view"]("mri"))
     assert list(recall.columns[:3]) == ["unseen", "in slice", "hard"]
     assert avail["unseen"] == sum(counts.get(c, 0) for c in mri.UNSEEN)
     assert avail["hard"] == sum(n for c, n in counts.items() if c != "in slice")
+
+
+def test_quick_scenes_run_keeps_the_planted_blind_spot(tmp_path: Path):
+    bench = runpy.run_path(str(BENCH), run_name="label_efficiency")
+    out = bench["main"](["--quick", "--work", str(tmp_path), "--samplers", "margin,mad"])
+    assert out["dataset"] == "scenes" and out["models"] is None
+    counts = out["pool_counts"]["0"]
+    assert sum(counts.values()) == 24 and counts["planted"] == round(24 * 0.08)
+    for run in out["runs"]:
+        assert {"hard", "T0", "planted"} <= set(run["points"][-1]) and run["points"][-1]["masks"] == 2
+    recall, _ = bench["recall_table"](out["runs"], out["pool_counts"])
+    assert list(recall.columns[:3]) == ["planted", "in slice", "hard"]

@@ -114,10 +114,8 @@ class MriVolumes:
 
     def slice(self, orientation: str, index: int, scan: str = "t1") -> tuple[np.ndarray, np.ndarray]:
         """One slice, superior (axial: anterior) up: (image float32 [H, W] in [0, 1], mask uint8 [H, W])."""
-        axis = _axis(orientation)
-        img = np.take(self.scan(scan), index, axis=axis)
-        lab = np.take(self.labels, index, axis=axis)
-        return np.ascontiguousarray(np.rot90(img)), np.ascontiguousarray(np.rot90(lab))
+        at = (slice(None),) * _axis(orientation) + (int(index),)  # a view: np.take would copy along the way
+        return np.ascontiguousarray(np.rot90(self.scan(scan)[at])), np.ascontiguousarray(np.rot90(self.labels[at]))
 
 
 def _axis(orientation: str) -> int:
