@@ -383,6 +383,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", choices=sorted(DEFAULTS), default="scenes", help="procedural scenes, or brain MRI "
                     "slices of Debian's mricron-data (label_efficiency_mri.py)")
+    ap.add_argument("--mri-root", type=Path, default=None, help="MRI: the folder of mricron's templates "
+                    "(default: Debian's /usr/share/mricron/templates)")
     ap.add_argument("--quick", action="store_true", help="a tiny run: 1 seed, 1 round, 32 px, 24-image pool")
     ap.add_argument("--work", type=Path, default=Path("/tmp/label_efficiency"), help="cache folder (zoo, results)")
     ap.add_argument("--figure", type=Path, default=None, help="PNG to write (default: WORK/label_efficiency.png)")
@@ -443,7 +445,11 @@ def main(argv: list[str] | None = None) -> dict:
     t_start = time.perf_counter()
     print(f"CPU: {cpu_model()}, loadavg {os.getloadavg()}, dataset {args.dataset}", flush=True)
     args.work.mkdir(parents=True, exist_ok=True)
-    world = make_world(args)
+    try:
+        world = make_world(args)
+    except FileNotFoundError as e:  # MRI without mricron-data: one line naming the package
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     from blindspots.models.zoo import load_segmenter
 
     k, focus = world["classes"].num_classes, world["focus"]

@@ -45,10 +45,10 @@ SPLIT = {0: "train", 1: "train", 2: "test", 3: "pool"}  # slice index mod 4
 class SliceMaker:
     """Images of the head: (condition, split, rng) -> (image uint8 [S, S, 3], mask uint8 [S, S])."""
 
-    def __init__(self, size: int) -> None:
-        from blindspots.data.mri import ORIENTATIONS, MriVolumes
+    def __init__(self, size: int, root: Path | None = None) -> None:
+        from blindspots.data.mri import DEFAULT_ROOT, ORIENTATIONS, MriVolumes
 
-        self.vols, self.size = MriVolumes.load(), size
+        self.vols, self.size = MriVolumes.load(root or DEFAULT_ROOT), size
         self.side = max(self.vols.labels.shape)
         idx = {o: self.vols.indices(o) for o in ORIENTATIONS}
         ax = idx["axial"]
@@ -128,7 +128,7 @@ def make_world(args: argparse.Namespace) -> dict:
     """The label-efficiency world (see `label_efficiency.make_world`): models, S0, T0, the hard test set."""
     from blindspots.data.mri import MRI_CLASSES
 
-    maker = SliceMaker(args.size)
+    maker = SliceMaker(args.size, args.mri_root)
     s0 = maker.batch(["in slice"] * args.n_train, "train", 0)
     paths = train_models(maker, s0, args.work / f"zoo_mri_{args.size}", args)
     per = max(1, args.n_hard // len(CONDITIONS))

@@ -76,3 +76,12 @@ def test_quick_scenes_run_keeps_the_planted_blind_spot(tmp_path: Path):
         assert {"hard", "T0", "planted"} <= set(run["points"][-1]) and run["points"][-1]["masks"] == 2
     recall, _ = bench["recall_table"](out["runs"], out["pool_counts"])
     assert list(recall.columns[:3]) == ["planted", "in slice", "hard"]
+
+
+def test_mri_without_the_templates_is_one_error_line(tmp_path: Path, capsys):
+    bench = runpy.run_path(str(BENCH), run_name="label_efficiency")
+    with pytest.raises(SystemExit) as stop:
+        bench["main"](["--dataset", "mri", "--quick", "--work", str(tmp_path / "work"), "--mri-root", str(tmp_path)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: root:") and "mricron-data" in err[0]
