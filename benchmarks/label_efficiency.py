@@ -32,7 +32,7 @@ passes only.
         --figure docs/img/label_efficiency_mri.png
 
 On MRI the same loop runs with the MRI world's models and sets (its docstring); the hard set's subset
-reported beside it is "unseen" (conditions no model was trained on) instead of "planted". `--quick` is a
+reported beside it is "shared" (a wider field of view, where every model fails) instead of "planted". `--quick` is a
 tiny run of either (1 seed, 1 round, 32 px, a 24-image pool) that tests the code path.
 
 Prints the table (mean and standard deviation over seeds per round), the per-condition recall, the MAD+
@@ -311,7 +311,7 @@ def recall_view(dataset: str) -> dict:
     if dataset == "mri":
         import label_efficiency_mri
 
-        return {"focus": "unseen", "focus_labels": label_efficiency_mri.UNSEEN, "whole": True}
+        return {"focus": "shared", "focus_labels": label_efficiency_mri.SHARED, "whole": True}
     return {"focus": "planted", "focus_labels": ("planted",), "whole": False}
 
 
@@ -373,7 +373,7 @@ DEFAULTS = {
     "scenes": {"target_arch": "tiny_unet", "competitors": "small_fcn,pspnet_r18", "n_train": 400, "epochs": 8,
                "n_hard": 100},
     "mri": {"target_arch": "tiny_unet", "competitors": "small_fcn,pspnet_r18", "n_train": 320, "epochs": 10,
-            "n_hard": 108},
+            "n_hard": 120},
 }
 QUICK = {"seeds": "0", "rounds": 1, "size": 32, "n_train": 24, "epochs": 1, "pool": 24, "n_t0": 6, "n_hard": 9,
          "n_m": 6, "n4": 2, "mc_passes": 2, "ft_epochs": 1, "max_replay": 4, "shares": "0.25"}
@@ -404,7 +404,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "planted shared blind spot")
     ap.add_argument("--n-t0", type=int, default=60)
     ap.add_argument("--n-hard", type=int, default=None, help="hard test set: scenes, its shifted scenes (100, plus "
-                    "planted ones); MRI, its images, spread evenly over the conditions (108)")
+                    "planted ones); MRI, its images, spread evenly over the conditions (120)")
     ap.add_argument("--n-m", type=int, default=24, help="MAD: candidates rated per round")
     ap.add_argument("--raters", type=int, default=3)
     ap.add_argument("--n4", type=int, default=8, help="MAD: masks per round (lowest MOS of M)")

@@ -54,15 +54,15 @@ def test_quick_mri_run_makes_curves_and_recall(tmp_path: Path):
     for run in out["runs"]:
         first, last = run["points"]
         assert first["cost"] == 0 and last["masks"] == 2 and sum(run["picked"].values()) == 2
-        assert {"hard", "T0", "unseen"} <= set(last) and all(0 <= last[m] <= 1 for m in ("hard", "T0", "unseen"))
+        assert {"hard", "T0", "shared"} <= set(last) and all(0 <= last[m] <= 1 for m in ("hard", "T0", "shared"))
         # people rate MAD's candidates first: its round costs ratings besides the masks
         assert (last["ratings"] > 0) == (run["strategy"] in ("mad", "madplus"))
     models = {r["condition"]: r for r in out["models"]}
     assert list(models) == ["T0 (in slice)", *mri.CONDITIONS]
     assert all(0 <= r["target"] <= 1 and 0 <= r["d pspnet_r18"] <= 1 for r in models.values())
     recall, avail = bench["recall_table"](out["runs"], out["pool_counts"], bench["recall_view"]("mri"))
-    assert list(recall.columns[:3]) == ["unseen", "in slice", "hard"]
-    assert avail["unseen"] == sum(counts.get(c, 0) for c in mri.UNSEEN)
+    assert list(recall.columns[:3]) == ["shared", "in slice", "hard"]
+    assert avail["shared"] == sum(counts.get(c, 0) for c in mri.SHARED)
     assert avail["hard"] == sum(n for c, n in counts.items() if c != "in slice")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blindspots.data.mri_conditions import bias_field, gamma_contrast, head_pose, rician_noise
+from blindspots.data.mri_conditions import bias_field, field_of_view, gamma_contrast, head_pose, rician_noise
 
 
 def test_head_pose_rotates_and_shifts_image_and_mask_alike():
@@ -23,6 +23,20 @@ def test_head_pose_rotates_and_shifts_image_and_mask_alike():
         head_pose(img, mask[:5], 10.0)
     with pytest.raises(ValueError, match="img"):
         head_pose(mask, mask, 10.0)
+
+
+def test_field_of_view_shrinks_the_head_about_the_centre():
+    img = np.zeros((41, 41), np.float32)
+    img[10:31, 10:31] = 1.0  # a 21-pixel square about the centre
+    mask = (img > 0).astype(np.uint8) * 3
+    out, out_m = field_of_view(img, mask, 0.5)
+    assert out_m.sum() / 3 == pytest.approx(11 * 11, abs=12) and set(np.unique(out_m)) == {0, 3}
+    rows = np.flatnonzero(out_m.any(axis=1))
+    assert rows[0] + rows[-1] == 40  # still centred
+    same, same_m = field_of_view(img, mask, 1.0)
+    assert np.allclose(same, img) and np.array_equal(same_m, mask)
+    with pytest.raises(ValueError, match="scale"):
+        field_of_view(img, mask, 0.0)
 
 
 def test_bias_field_is_smooth_and_bounded_by_its_strength():
