@@ -9,6 +9,9 @@
    `examples/defuse.py --data mnist|fashion`) resampled with replacement, else a synthetic 10-D mixture.
    Identification perturbs only correctly classified, reconstructable sources (Algorithm 1); the
    throughput benchmark turns both source filters off so every random source is decoded Q times.
+3. `--cost mnist,fashion`: Defuse on the cost axis — test and judged scenario accuracy of Defuse's
+   votes vs labelling identified examples one by one vs relabelling random images, at equal numbers
+   of human labels (`benchmarks/defuse_cost.py`; it replaces 1 and 2 in that run).
 
     .venv/bin/python benchmarks/defuse.py [--codes runs/defuse_mnist/identify/identified.npz]
 """
@@ -21,6 +24,8 @@ import warnings
 
 import numpy as np
 import torch
+
+import defuse_cost
 
 from blindspots.scenarios.clustering import Distiller
 from blindspots.defuse.identify import Identified, IdentifySettings, draw_noise, identify
@@ -122,8 +127,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--skip-identify", action="store_true")
     ap.add_argument("--skip-distill", action="store_true")
+    defuse_cost.add_arguments(ap)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.cost:
+        defuse_cost.run(args.cost.split(","), args.cost_out, args)
+        return
     if not args.skip_identify:
         bench_identify(args.sources, args.q, args.batch, args.repeats)
     if not args.skip_distill:

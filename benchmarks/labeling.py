@@ -33,8 +33,10 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable, Iterator
 
 import numpy as np
 from scipy import ndimage
@@ -69,8 +71,9 @@ def train_models(data: Path, size: int, seed: int, epochs: int) -> None:
                         meta={"sample": True, "trained": True, "epochs": n_epochs})
 
 
-def make_project(root: Path, n: int, size: int, seed: int, token: str, epochs: int):  # noqa: ANN201
-    """A sample project whose round 0 waits for masks of at least `n` images (S has n)."""
+def make_rating_project(root: Path, n: int, size: int, seed: int, token: str, epochs: int):  # noqa: ANN201
+    """A sample project whose round 0 waits for one rating of each of its n + 4 candidates M (one
+    annotator "bench" with `token`; the n of lowest MOS then get masks)."""
     from blindspots.app.services import make_sample_project
     from blindspots.config import CONFIG_FILE, load_config, save_config
     from blindspots import loop
@@ -84,6 +87,15 @@ def make_project(root: Path, n: int, size: int, seed: int, token: str, epochs: i
     save_config(replace(cfg, ratings=replace(cfg.ratings, n4=n, raters=1)), p.path / CONFIG_FILE)
     p = Project.open(p.path)
     loop.advance(p, progress=False)  # scan, mine: waits for ratings
+    return Project.open(p.path)
+
+
+def make_project(root: Path, n: int, size: int, seed: int, token: str, epochs: int):  # noqa: ANN201
+    """A sample project whose round 0 waits for masks of at least `n` images (S has n)."""
+    from blindspots import loop
+    from blindspots.loop.project import Project
+
+    p = make_rating_project(root, n, size, seed, token, epochs)
     rng = np.random.default_rng(seed)
     p.add_ratings([(0, i, "helper", int(rng.integers(1, 6))) for i in p.candidate_ids(0, "M")])
     st = loop.advance(Project.open(p.path), progress=False)
@@ -328,34 +340,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=20, help="images to correct")
-    ap.add_argument("--size", type=int, default=64, help="scene side in pixels")
-    ap.add_argument("--epochs", type=int, default=12, help="training epochs of the target (competitors alike)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=Path("/tmp/labeling_bench"))
-    args = ap.parse_args()
+@contextmanager
+def served(project: Path, token: str) -> Iterator[tuple[str, Callable[[str, dict], dict]]]:
+    """`blindspots serve PROJECT` on a free 127.0.0.1 port while the block runs: (url, api), where
+    api(path, params) GETs a JSON answer as the annotator with `token`."""
     import httpx
-    import torch
-    from PIL import Image
-    from playwright.sync_api import sync_playwright
 
-    torch.set_num_threads(1)
-    if args.out.exists() and any(args.out.iterdir()):
-        raise ValueError(f"--out: expected a new or empty folder, got {str(args.out)!r}")
-    token = secrets.token_urlsafe(16)
-    t = time.perf_counter()
-    p = make_project(args.out, args.n, args.size, args.seed, token, args.epochs)
-    print(f"project ready in {time.perf_counter() - t:.0f} s (loadavg {os.getloadavg()})", flush=True)
-    items = list(p.candidates(0, "S")["id"])[: args.n]
-    truth_dir = Path(p.config.resolve(p.config.pool.root)).parent / "masks"
-    truths = {i: np.asarray(Image.open(truth_dir / Path(i).with_suffix(".png").name)) for i in items}
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    server = subprocess.Popen([sys.executable, "-m", "blindspots", "serve", str(p.path), "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL)
+    server = subprocess.Popen([sys.executable, "-m", "blindspots", "serve", str(project), "--port", str(port)],
+                              env=env, stdout=subprocess.DEVNULL)
     headers = {"Authorization": f"Bearer {token}"}
 
     def api(path: str, params: dict) -> dict:
@@ -369,23 +364,67 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        results: dict[str, list[dict]] = {m: [] for m in MODES}
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-            ctx = browser.new_context(viewport={"width": 1280, "height": 800})
-            page = ctx.new_page()
-            page.goto(f"{url}/signin#token={token}")
-            page.wait_for_url(f"{url}/rate")
-            for mode in MODES:
-                for item in items:
-                    r = label_one(page, url, item, truths[item], mode, api)
-                    results[mode].append(r)
-                    print(f"{mode:10s} {item}: {r['actions']:3d} actions, {r['seconds']:5.1f} s, "
-                          f"mIoU {r['start_iou']:.2f} -> {r['iou']:.2f}", flush=True)
-            browser.close()
+        yield url, api
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@contextmanager
+def signed_in(url: str, token: str):  # noqa: ANN201
+    """A headless Chromium page signed in as the annotator (on the rate page)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+            page.goto(f"{url}/signin#token={token}")
+            page.wait_for_url(f"{url}/rate")
+            yield page
+        finally:
+            browser.close()
+
+
+def add_project_arguments(ap: argparse.ArgumentParser, out: str) -> None:
+    """--size, --epochs, --seed and --out of the sample project the scripted annotator works in."""
+    ap.add_argument("--size", type=int, default=64, help="scene side in pixels")
+    ap.add_argument("--epochs", type=int, default=12, help="training epochs of the target (competitors alike)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=Path(out))
+
+
+def check_new_folder(out: Path) -> None:
+    """--out must be new or empty: the project is built from scratch."""
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"--out: expected a new or empty folder, got {str(out)!r}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=20, help="images to correct")
+    add_project_arguments(ap, "/tmp/labeling_bench")
+    args = ap.parse_args()
+    import torch
+    from PIL import Image
+
+    torch.set_num_threads(1)
+    check_new_folder(args.out)
+    token = secrets.token_urlsafe(16)
+    t = time.perf_counter()
+    p = make_project(args.out, args.n, args.size, args.seed, token, args.epochs)
+    print(f"project ready in {time.perf_counter() - t:.0f} s (loadavg {os.getloadavg()})", flush=True)
+    items = list(p.candidates(0, "S")["id"])[: args.n]
+    truth_dir = Path(p.config.resolve(p.config.pool.root)).parent / "masks"
+    truths = {i: np.asarray(Image.open(truth_dir / Path(i).with_suffix(".png").name)) for i in items}
+    results: dict[str, list[dict]] = {m: [] for m in MODES}
+    with served(p.path, token) as (url, api), signed_in(url, token) as page:
+        for mode in MODES:
+            for item in items:
+                r = label_one(page, url, item, truths[item], mode, api)
+                results[mode].append(r)
+                print(f"{mode:10s} {item}: {r['actions']:3d} actions, {r['seconds']:5.1f} s, "
+                      f"mIoU {r['start_iou']:.2f} -> {r['iou']:.2f}", flush=True)
     print(f"\n{len(items)} images of {args.size}x{args.size}, goal mean IoU >= {GOAL} (loadavg {os.getloadavg()})")
     summary = {}
     for mode, rows in results.items():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import logging
 import os
 import resource
 import statistics
@@ -36,6 +37,9 @@ import numpy as np
 from PIL import Image
 
 from blindspots.machine import cpu_model as machine_cpu_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from pool_sources_helpers import s3_server  # noqa: E402  - the tests' moto server on 127.0.0.1
 
 S3_ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
           "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
@@ -290,18 +294,35 @@ def plan_and_resume(root: Path, n_ids: int) -> None:
           f"({r2['base_rss_mb']:.0f} MB with torch imported, before the call)")
 
 
+WALK_CHILD = r"""
+import json, sys, time
+import s3fs
+t = time.perf_counter()
+fs = s3fs.S3FileSystem(endpoint_url=sys.argv[1])
+n = 0
+for _, _, files in fs.walk(sys.argv[2]):
+    n += len(files)
+print(json.dumps({"files": n, "walk_s": time.perf_counter() - t, "peak_rss_mb": HWM}))
+"""
+
+
 def s3_listing(root: Path, endpoint: str, n_objects: int) -> None:
-    """n_objects small objects put straight into the moto backend, then listed by the prefix source."""
+    """n_objects small objects (1,000 a folder) put straight into the moto backend, then planned from the
+    prefix source, beside the plain loop that walks the same prefix with s3fs and counts the names."""
     from moto.backends import get_backend
 
     backend = get_backend("s3")["123456789012"]["aws"]
     backend.create_bucket("many", "us-east-1")
+    t = time.perf_counter()
     for i in range(n_objects):
         backend.put_object("many", f"pool/{i // 1000:04d}/img_{i:07d}.jpg", b"x")
-    print(f"\n2b. plan of {n_objects:,} objects listed from the local S3 server (fresh process; {load()})")
+    print(f"\n2b. plan of {n_objects:,} objects in the local S3 server ({time.perf_counter() - t:.0f} s to put "
+          f"them; fresh processes; {load()})")
     r = child(PLAN_CHILD, "s3://many/pool/", str(root / "scan-s3"), json.dumps({"endpoint_url": endpoint}))
-    print(f"  plan {r['plan_s']:.2f} s (the local S3 server answers each page of 1,000 keys in turn), peak RSS "
-          f"{r['peak_rss_mb']:.0f} MB ({r['base_rss_mb']:.0f} MB after the imports), {r['ids']:,} ids")
+    w = child(WALK_CHILD, endpoint, "many/pool/")
+    print(f"  plan {r['plan_s']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB ({r['base_rss_mb']:.0f} MB after the "
+          f"imports), {r['ids']:,} ids; plain s3fs walk {w['walk_s']:.1f} s, peak RSS {w['peak_rss_mb']:.0f} MB, "
+          f"{w['files']:,} names; plan / walk = {r['plan_s'] / w['walk_s']:.3f} ({load()})")
 
 
 def main() -> None:
@@ -312,23 +333,23 @@ def main() -> None:
     ap.add_argument("--ids", type=int, default=1_000_000, help="ids in parts 2 and 3")
     ap.add_argument("--s3-objects", type=int, default=0, help="also list this many objects from the S3 server")
     ap.add_argument("--no-s3", action="store_true", help="skip the local S3 server rows")
+    ap.add_argument("--only-s3-listing", action="store_true", help="run part 2b alone (with --s3-objects)")
     a = ap.parse_args()
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the S3 server's one line per request
     print(f"CPU: {cpu_model()}; {load()}")
     os.environ.update(S3_ENV)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        if a.only_s3_listing:
+            with s3_server() as endpoint:
+                s3_listing(root, endpoint, a.s3_objects or 1_000_000)
+            return
         items = photos(a.images, a.size)
         write_all(root, items)
         if a.no_s3:
             throughput(root, None, a.rounds)
         else:
-            from moto.server import ThreadedMotoServer
-
-            server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-            server.start()
-            host, port = server.get_host_and_port()
-            endpoint = f"http://{host}:{port}"
-            try:
+            with s3_server() as endpoint:
                 import s3fs
 
                 s3 = s3fs.S3FileSystem(endpoint_url=endpoint)
@@ -339,8 +360,6 @@ def main() -> None:
                 throughput(root, endpoint, a.rounds)
                 if a.s3_objects:
                     s3_listing(root, endpoint, a.s3_objects)
-            finally:
-                server.stop()
         plan_and_resume(root, a.ids)
     print(f"\nend: {load()}; peak RSS of this process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 

@@ -44,6 +44,7 @@ def score_table(n: int = 30, seed: int = 0) -> pd.DataFrame:
         "al_bald__t": rng.random(n).astype(np.float32),
         "al_feat__t__0": rng.normal(size=n).astype(np.float32),
         "al_feat__t__1": rng.normal(size=n).astype(np.float32),
+        **{f"al_badge__t__{j}": rng.normal(size=n).astype(np.float32) for j in range(4)},  # BADGE gradients
         "content_hash": [f"h{i:03d}" for i in range(n)],
     })
 
@@ -65,6 +66,7 @@ SAMPLER_CASES: dict[str, Callable[[pd.DataFrame], dict[str, Any]]] = {
     "bald": lambda t: {"target": "t"},
     "powerbald": lambda t: {"target": "t"},
     "coreset": lambda t: {"target": "t"},
+    "badge": lambda t: {"target": "t"},
     "entropy": lambda t: {"target": "t"},
     "surprise": lambda t: {"kind": "mdsa"},
     "random": lambda t: {},

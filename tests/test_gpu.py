@@ -174,6 +174,8 @@ def test_onnx_providers_follow_the_device():
 def test_onnx_spec_runs_on_the_provider_it_can(tmp_path):
     import onnxruntime as ort
 
+    pytest.importorskip("onnx", reason="exporting the test model to ONNX needs the onnx package")
+
     path = export_onnx(TinySeg().eval(), tmp_path / "tiny.onnx", height=24, width=24)
     seg = load_model(f"{path}?num_classes={C}")  # device=auto
     gpu_ok = CUDA_PROVIDER in ort.get_available_providers() and HAS_CUDA
@@ -252,3 +254,45 @@ def test_gpu_fine_tuning_under_autocast():
     losses = [h["loss"] for h in res.history]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert next(res.model.parameters()).device.type == "cuda"
+
+
+# -- statistics where the probabilities are ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("c", [2, 7, 300])
+def test_device_stats_equal_the_host_pass(c):
+    """The torch pass a GPU scan takes its statistics with (run here on CPU tensors) gives the host pass's
+    numbers: argmax maps equal (ties included: the first maximum), fractions exact, means to rounding."""
+    from blindspots.scan.stats import device_stats, model_stats
+
+    rng = np.random.default_rng(c)
+    logits = rng.normal(size=(3, c, 9, 11)).astype(np.float32)
+    logits[:, :2, :2, :2] = 5.0  # ties between classes 0 and 1: both must pick 0
+    proba = torch.softmax(torch.from_numpy(logits), dim=1)
+    host, dev = model_stats(proba.numpy()), device_stats(proba)
+    assert dev.argmax.dtype == host.argmax.dtype == (np.uint8 if c <= 256 else np.int32)
+    np.testing.assert_array_equal(dev.argmax, host.argmax)
+    np.testing.assert_array_equal(dev.frac, host.frac)
+    np.testing.assert_allclose(dev.entropy, host.entropy, rtol=1e-5)
+    np.testing.assert_allclose(dev.maxprob, host.maxprob, rtol=1e-6)
+    with pytest.raises(ValueError, match="proba"):
+        device_stats(proba[0])
+
+
+def test_cpu_models_keep_the_host_path():
+    from blindspots.scan.engines.forward import on_accelerator
+
+    assert not on_accelerator(TorchSegmenter(TinySeg(), C, device="cpu"))
+    assert not on_accelerator(lambda x: x)
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_adapter_leaves_probabilities_on_the_device():
+    from blindspots.scan.engines.forward import on_accelerator
+
+    seg = TorchSegmenter(TinySeg(), C, device="cuda")
+    assert on_accelerator(seg)
+    got = seg.predict_proba_device(images(3, 32))
+    assert got.device.type == "cuda" and got.dtype == torch.float32
+    np.testing.assert_allclose(got.cpu().numpy(), seg.predict_proba(images(3, 32)), atol=1e-6)

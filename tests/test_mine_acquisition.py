@@ -113,19 +113,25 @@ def test_columns_added_to_a_scan_feed_the_samplers(tmp_path: Path):
         assert len(picks) == 4 and picks["reason"].str.len().gt(0).all()
 
 
-def test_cli_mine_computes_the_columns_once_from_the_model_spec(tmp_path: Path):
-    from typer.testing import CliRunner
-
-    from blindspots.cli import app
+def fcn_scan(tmp_path: Path, n: int = 8) -> tuple[ImagePool, Path, dict, Path]:
+    """(pool, the target's small_fcn checkpoint, the scanned models, the scan folder) of n images."""
     from blindspots.data.classes import Classes
     from blindspots.models.zoo import build_model, load_segmenter, save_checkpoint
 
-    pool = ImagePool(make_pool(tmp_path / "pool", n=8, sizes=(24,), bad=False))
+    pool = ImagePool(make_pool(tmp_path / "pool", n=n, sizes=(24,), bad=False))
     classes = Classes(names=tuple(f"c{k}" for k in range(C)))
     torch.manual_seed(0)
     ckpt = save_checkpoint(tmp_path / "t.pt", build_model("small_fcn", C), arch="small_fcn", classes=classes)
     models = {"t": load_segmenter(ckpt, batch_size=4), **{k: v for k, v in make_models().items() if k != "t"}}
-    scan = scan_pool(pool, models, tmp_path / "scan", target="t", batch_size=4, progress=False)
+    return pool, ckpt, models, scan_pool(pool, models, tmp_path / "scan", target="t", batch_size=4, progress=False)
+
+
+def test_cli_mine_computes_the_columns_once_from_the_model_spec(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from blindspots.cli import app
+
+    pool, ckpt, models, scan = fcn_scan(tmp_path)
     run = CliRunner().invoke
     res = run(app, ["mine", str(scan), "-s", "coreset", "-n", "3", "--out", str(tmp_path / "a"), "--no-gallery"])
     assert res.exit_code == 2 and "--model: strategy 'coreset' reads ['features'] columns of 't'" in res.output

@@ -12,7 +12,7 @@ from blindspots.config import STRATEGIES
 from blindspots.mine import k_center_greedy, make_sampler, needs_model, sampler_names
 from blindspots.mine.reasons import describe
 
-NEW = ("madplus", "margin", "bald", "powerbald", "coreset")
+NEW = ("madplus", "margin", "bald", "powerbald", "coreset", "badge")
 
 
 def al_table(n: int = 60, seed: int = 0, dim: int = 3) -> pd.DataFrame:
@@ -21,6 +21,7 @@ def al_table(n: int = 60, seed: int = 0, dim: int = 3) -> pd.DataFrame:
                       "al_margin__t": rng.random(n).astype(np.float32),
                       "al_bald__t": rng.random(n).astype(np.float32),
                       **{f"al_feat__t__{j}": rng.normal(size=n).astype(np.float32) for j in range(dim)},
+                      **{f"al_badge__t__{j}": rng.normal(size=n).astype(np.float32) for j in range(2 * dim)},
                       "entropy__t": rng.random(n).astype(np.float32), "entropy__g": rng.random(n).astype(np.float32),
                       "dpa__t__g": rng.random(n), "frac__t__0": rng.uniform(0.1, 0.9, n).astype(np.float32),
                       "frac__g__0": rng.uniform(0.1, 0.9, n).astype(np.float32)})
@@ -35,6 +36,7 @@ def settings(name: str) -> dict:
 def test_registry_and_project_strategies_hold_the_baselines():
     assert set(NEW) <= set(sampler_names()) and tuple(STRATEGIES) == sampler_names()
     assert needs_model("bald") == ("bald",) and needs_model("coreset") == ("features",) and needs_model("mad") == ()
+    assert needs_model("badge") == ("badge",)
 
 
 @pytest.mark.parametrize("name", NEW)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from blindspots.human.cost import C_MASK_EDITOR, C_RATE, LabelCost
+from blindspots.human.cost import C_MASK_EDITOR, C_MASK_SECONDS, C_RATE, C_RATE_SECONDS, LabelCost
 from blindspots.report.label_efficiency import RESULTS, sampler_comparison_section
 
 
@@ -21,6 +21,13 @@ def test_cost_is_ratings_times_c_rate_plus_masks_times_c_mask():
         LabelCost(c_mask=-1)
     with pytest.raises(ValueError, match="ratings"):
         c.of(-1, 0)
+
+
+def test_cost_in_seconds_uses_the_measured_seconds():
+    s = LabelCost.in_seconds()
+    assert (s.c_rate, s.c_mask, s.unit) == (C_RATE_SECONDS, C_MASK_SECONDS, "seconds")
+    assert s.of(24, 10) == pytest.approx(24 * C_RATE_SECONDS + 10 * C_MASK_SECONDS)
+    assert C_MASK_SECONDS / C_RATE_SECONDS > 10  # a mask costs far more than a rating in seconds too
 
 
 def test_sampler_comparison_section(tmp_path: Path):

@@ -44,3 +44,14 @@ def test_init_strategy_takes_every_registered_sampler(world: Path, tmp_path: Pat
     args[1], args[-1] = str(tmp_path / "r"), "bald"
     res = CliRunner().invoke(app, [*args, "--dropout", "1.5"])
     assert res.exit_code == 2 and "mining.dropout" in res.output, res.output
+
+
+def test_badge_in_a_project(world: Path, tmp_path: Path) -> None:  # noqa: F811
+    p = Project.create(tmp_path / "p", make_config(world, strategy="badge"))
+    st = bl.advance(p, simulate=True, progress=False)
+    assert st.finished, st.message
+    for i, name in ((0, "target_v0"), (1, "target_v1")):
+        m = p.candidates(i, "M")
+        assert len(m) and all(json.loads(r)["strategy"] == "badge" for r in m["reason"]), m.head()
+        assert json.loads(m["reason"].iloc[0])["distance"] is None  # the largest gradient first
+        assert (p.scan_dir / "extra" / f"al_badge__{name}").is_dir()

@@ -196,3 +196,16 @@ def test_a_resumed_scan_of_an_unchanged_list_reads_no_listing(tmp_path, pools, m
                         "t", [], 3, True)
     assert isinstance(plans[1].ids, IdSlice) and list(plans[1].ids) == ["004.png", "005.png", "006.png", "007.png"]
     assert pickle.loads(pickle.dumps(plans[2].ids)) == ["008.png", "009.png"]
+
+
+def test_prefix_listing_walks_folders_skips_hidden_ones_and_sorts(tmp_path):
+    names = ["b/2.png", "a/z/1.jpg", "a/0.JPG", "c.png", ".hidden/x.png", "a/.secret.png", "a/notes.txt",
+             "a/.cache/y.jpg", "b/10.png"]
+    for n in names:
+        (tmp_path / n).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / n).write_bytes(b"x")
+    ids = PrefixSource(tmp_path.as_uri()).list_ids().to_pylist()
+    assert ids == ["a/0.JPG", "a/z/1.jpg", "b/10.png", "b/2.png", "c.png"]
+    assert ids == sorted(ImagePool(tmp_path).ids)  # the folder pool's rule, the same ids
+    with pytest.raises(ValueError, match="pool"):
+        PrefixSource((tmp_path / "missing").as_uri()).list_ids()

@@ -82,6 +82,8 @@ def test_simulated_rounds_run_to_the_end_and_fill_table_1(world: Path, tmp_path:
     assert 0 < len(s0) <= 3 and set(s0["id"]) <= set(m0["id"]) and set(t0["id"]) <= set(m0["id"])
     assert len(p.candidates(1, "S")) == 0
     assert not set(p.candidates(1, "T")["id"]) & set(s0["id"])
+    # Round 1 mines among images not labelled yet: no pixel label is paid twice, no test image trained on.
+    assert not set(p.candidates(1, "M")["id"]) & (set(s0["id"]) | set(t0["id"]))
     mos = p.ratings_for_round(0).groupby("id")["score"].mean()
     worst_rest = mos.drop(index=list(s0["id"]), errors="ignore")
     assert mos[list(s0["id"])].max() <= worst_rest[np.isfinite(worst_rest)].min()

@@ -62,3 +62,23 @@ def test_inline_model_failing_everywhere_stops(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="failed on every image"):
         scan(pool, tmp_path / "out", True, monkeypatch, t=model(labels_by_red), g=model(always))
     assert not list((tmp_path / "out").glob("models/g/*.parquet"))
+
+
+def test_a_batch_above_the_pixel_budget_is_written_before_the_next_forward(tmp_path, monkeypatch):
+    """Threads with a budget below one image (every image is a batch alone, above the budget): the
+    writer is waited for after each such batch, and the files equal the inline run's."""
+    pool = tmp_path / "pool"
+    write_pool(pool, [(24, 32), (20, 28), (24, 32), (16, 16)])
+    settled = []
+    real = local._settle
+    monkeypatch.setattr(local, "_settle", lambda jobs, writer: (settled.append(jobs.qsize()), real(jobs, writer)))
+    models = {"t": net(0), "g": net(1)}
+    out = {}
+    for inline in (False, True):
+        monkeypatch.setattr(api, "run_local", functools.partial(local.run_local, inline=inline))
+        scan_pool(ImagePool(pool), models, tmp_path / str(inline), target="t", batch_size=3, max_pixels=300,
+                  shard_size=5, progress=False)
+        out[inline] = read_score_table(tmp_path / str(inline)).sort_values("id").reset_index(drop=True)
+    assert len(settled) == 3  # threads only: one wait per image above 300 px (16 x 16 = 256 px is not)
+    pd.testing.assert_frame_equal(out[False], out[True], check_exact=True)
+    assert digests(tmp_path / "False") == digests(tmp_path / "True")

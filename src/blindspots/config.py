@@ -38,8 +38,8 @@ from typing import Any
 
 CONFIG_FILE = "blindspots.toml"
 MODEL_NAME = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*$")  # scan contract, no "__"
-STRATEGIES = ("mad", "madplus", "entropy", "margin", "bald", "powerbald", "coreset", "surprise", "random",
-              "scenario")  # = mine.registry.sampler_names() (a test checks)
+STRATEGIES = ("mad", "madplus", "entropy", "margin", "bald", "powerbald", "coreset", "badge", "surprise",
+              "random", "scenario")  # = mine.registry.sampler_names() (a test checks)
 DISTANCES = ("dmiou", "dpa")
 
 

@@ -60,8 +60,8 @@ def init(
     rounds: int = typer.Option(2, "--rounds", help="Fine-tuning rounds r (paper: 2)."),
     seed: int = typer.Option(0, "--seed", help="Seed of every random choice (same seed, same selections)."),
     strategy: str = typer.Option("mad", "--strategy", help="Mining strategy: mad, madplus (MAD plus a share for "
-                                 "failures every model shares), entropy, margin, bald, powerbald, coreset (these "
-                                 "three run the target once more over the pool), surprise (needs `surprise score "
+                                 "failures every model shares), entropy, margin, bald, powerbald, coreset, badge (these "
+                                 "run the target once more over the pool), surprise (needs `surprise score "
                                  "--scan` columns) or random."),
     dropout: Optional[float] = typer.Option(None, "--dropout", help="bald, powerbald: dropout p on the classifier "
                                             "layer's input of a target without dropout layers (default: refuse)."),

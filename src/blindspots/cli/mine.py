@@ -11,21 +11,21 @@ def mine(
     scan_dir: Path = typer.Argument(..., help="A scan folder written by `blindspots scan`."),
     strategy: str = typer.Option("mad", "--strategy", "-s", help="mad (target vs competitors, the paper), madplus "
                                  "(MAD plus a share for failures every model shares), entropy (least certain "
-                                 "target), margin, bald, powerbald, coreset (need --model once), surprise (needs "
+                                 "target), margin, bald, powerbald, coreset, badge (need --model once), surprise (needs "
                                  "`blindspots surprise score --scan` first) or random (the control)."),
     n: int = typer.Option(20, "-n", help="How many images to pick."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for picks.csv, picks.parquet and index.html "
                              "(created)."),
     target: Optional[str] = typer.Option(None, "--target", "-t", help="The scanned model under test (default: the "
                                          "scan's target)."),
-    seed: int = typer.Option(0, help="Random seed (random, powerbald, coreset's first pick; the others are "
+    seed: int = typer.Option(0, help="Random seed (random, powerbald, badge, coreset's first pick; the others are "
                              "deterministic)."),
     distance: str = typer.Option("pixel", help="MAD distance: pixel (1 - pixel agreement) or miou (1 - mIoU)."),
     n3: int = typer.Option(25, help="MAD: images kept per (competitor, class, direction); the paper's 25."),
     kind: str = typer.Option("mdsa", help="surprise: which surprise columns (mdsa, lsa, dsa)."),
-    model: Optional[str] = typer.Option(None, "--model", help="margin, bald, powerbald, coreset: the target's model "
-                                        "spec, run once over the pool to add the columns they read (margin, MC "
-                                        "dropout, features) when the scan lacks them."),
+    model: Optional[str] = typer.Option(None, "--model", help="margin, bald, powerbald, coreset, badge: the target's "
+                                        "model spec, run once over the pool to add the columns they read (margin, MC "
+                                        "dropout, features, gradients) when the scan lacks them."),
     dropout: Optional[float] = typer.Option(None, help="bald, powerbald: for a model without dropout layers, "
                                             "dropout p on its classifier layer's input during the MC passes "
                                             "(default: refuse such a model)."),
@@ -100,6 +100,9 @@ def _score_words(strategy: str, distance: str, kind: str, seed: int) -> tuple[st
         return ("mean BALD (nats)" if strategy == "bald" else "PowerBALD draw key"), order
     if strategy == "coreset":
         return "distance to the nearest labelled image or earlier pick", "k-Center-Greedy order (core-set)."
+    if strategy == "badge":
+        return ("gradient norm (first), then distance to the nearest earlier pick's gradient",
+                f"BADGE: k-means++ seeding over last-layer gradient embeddings (seed {seed}).")
     if strategy == "surprise":
         return f"{kind.upper()} surprise", "Ordered by surprise, most surprising first."
     return "score", ""

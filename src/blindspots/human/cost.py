@@ -7,16 +7,25 @@ brush stroke or a save each count one. The defaults are measured, not guessed:
   (start from the target's prediction, superpixels, competitor regions), `benchmarks/labeling.py`,
   20 MAD candidates of 64 x 64 street scenes, Chromium. `C_MASK_EMPTY = 222.7`: the same from an empty
   canvas with the brush alone (a tool without a prediction start).
-- `C_RATE = 1.0`: the rating page takes one key press per image (1-5 or O) and moves on by itself
-  (`app/static/rate.js`); counted as the labelling benchmark counts a key press. Derived from the page,
-  not timed in a browser.
+- `C_RATE = 1.0`: measured by `benchmarks/rating_cost.py`: the same scripted annotator rated the 24
+  candidates of a sample project on the app's rating page in Chromium (headless, Playwright): 1.00
+  action per rating in both runs (seeds 0 and 1; one key press, 1-5 or O; the page moves on by itself,
+  `app/static/rate.js`).
+
+Seconds, the same two runs (AMD EPYC, 2 cores shared, 1-minute load average 7.5 and 9.4), means of the
+two: `C_RATE_SECONDS = 0.045` per rating (0.038, 0.051; image shown to next image shown, the next images
+preloaded) and `C_MASK_SECONDS = 2.78` per mask with the full editor (2.23, 3.33; 10 masks of each
+project's S, 40.5 and 59.4 actions each). They are the tool's mechanical time with an annotator that
+decides at once: a person's time to look and decide is not in them, so `LabelCost.in_seconds()` is a
+lower bound that mostly says how light each page is.
 
 MAD pays for the ratings of M and the masks of S; an active-learning baseline pays for masks of
 everything it picks (no rating step). Seconds per action differ by person and tool; the ratio
-c_mask / c_rate (31.6 with the editor) is what decides how much a rating step saves.
+c_mask / c_rate (31.6 with the editor; 40.5-59.4 in actions and 58.5-65.3 in seconds in the rating runs'
+side-by-side) is what decides how much a rating step saves.
 
-Public API: `LabelCost(c_rate=C_RATE, c_mask=C_MASK_EDITOR, unit="actions")`, `.of(ratings, masks) -> float`,
-`.masks_for(budget, ratings=0) -> int`.
+Public API: `LabelCost(c_rate=C_RATE, c_mask=C_MASK_EDITOR, unit="actions")`, `LabelCost.in_seconds()`,
+`.of(ratings, masks) -> float`, `.masks_for(budget, ratings=0) -> int`.
 """
 from __future__ import annotations
 
@@ -27,6 +36,8 @@ from blindspots._validation import check_int, check_number
 C_RATE = 1.0
 C_MASK_EDITOR = 31.6
 C_MASK_EMPTY = 222.7
+C_RATE_SECONDS = 0.045
+C_MASK_SECONDS = 2.78
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,11 @@ class LabelCost:
     def __post_init__(self) -> None:
         check_number(self.c_rate, "c_rate", low=0)
         check_number(self.c_mask, "c_mask", low=0)
+
+    @classmethod
+    def in_seconds(cls) -> "LabelCost":
+        """The measured seconds per rating and per mask (the scripted annotator's, a lower bound)."""
+        return cls(c_rate=C_RATE_SECONDS, c_mask=C_MASK_SECONDS, unit="seconds")
 
     def of(self, ratings: int, masks: int) -> float:
         """ratings x c_rate + masks x c_mask (ratings: answers, i.e. images x raters)."""

@@ -1,6 +1,7 @@
 """Selection strategies over the score table: MAD, MAD+, entropy, margin, BALD, PowerBALD, core-set,
-surprise, random (`mine.registry` holds the one list; `mine.acquisition` adds the columns the model-based
+BADGE, surprise, random (`mine.registry` holds the one list; `mine.acquisition` adds the columns the model-based
 ones read, and imports torch only there), and unbiased test sets."""
+from blindspots.mine.badge import BADGESampler, kmeans_pp_seeding
 from blindspots.mine.bald import BALDSampler, PowerBALDSampler
 from blindspots.mine.base import Sampler
 from blindspots.mine.coreset import CoreSetSampler, k_center_greedy
@@ -13,7 +14,7 @@ from blindspots.mine.run import mine_scan, write_picks
 from blindspots.mine.registry import SAMPLERS, make_sampler, needs_model, sampler_names, sampler_settings
 from blindspots.mine.surprise import SurpriseSampler
 
-__all__ = ["BALDSampler", "CoreSetSampler", "EntropySampler", "MADPlusSampler", "MADSampler", "MarginSampler",
+__all__ = ["BADGESampler", "BALDSampler", "CoreSetSampler", "EntropySampler", "MADPlusSampler", "MADSampler", "MarginSampler",
            "PowerBALDSampler", "RandomSampler", "SAMPLERS", "Sampler", "SurpriseSampler", 
-           "class_area_ranges", "k_center_greedy", "make_sampler", "mine_scan", "needs_model", "sampler_names",
+           "class_area_ranges", "k_center_greedy", "kmeans_pp_seeding", "make_sampler", "mine_scan", "needs_model", "sampler_names",
            "sampler_settings", "write_picks"]

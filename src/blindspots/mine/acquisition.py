@@ -9,12 +9,15 @@ makes the `compute` of `blindspots.scan.extra.add_columns` that gives, for model
 - `al_bald__{M}`: mean over pixels of the BALD mutual information H[mean_t p_t] - mean_t H[p_t] (nats)
   over `mc_passes` forward passes with dropout kept on (MC dropout),
 - `al_feat__{M}__{j}`, j < D: the global-average-pooled input of the model's classifier layer (the
-  penultimate features core-set sampling compares).
+  penultimate features core-set sampling compares),
+- `al_badge__{M}__{j}`, j < K * D: BADGE's gradient embedding (`blindspots.mine.badge_embedding`: the
+  classifier layer's weight gradient of the pixel cross-entropy with the model's own hard prediction);
+  only when asked for (not in the default kinds: K x D columns per model).
 
 `add_acquisition_columns(scan_dir, pool, segmenter, name)` writes them as the part
 `extra/al_{kinds}__{M}/` of a finished scan (resumable like every extra part); `read_score_table`
-joins them, so `MarginSampler`, `BALDSampler`, `PowerBALDSampler` and `CoreSetSampler` read them like any
-other column.
+joins them, so `MarginSampler`, `BALDSampler`, `PowerBALDSampler`, `CoreSetSampler` and `BADGESampler` read
+them like any other column.
 
 MC dropout on a model without dropout layers: `dropout=None` (default) refuses with a ValueError naming
 the argument; `dropout=p` puts `torch.nn.functional.dropout2d(p)` on the input of the classifier layer
@@ -31,7 +34,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from blindspots.mine.columns import KINDS, bald_column, feature_column, margin_column, part_name
+from blindspots.mine.badge_embedding import gradient_embedding
+from blindspots.mine.head_output import post_head as _post_head, to_proba as _to_proba
+from blindspots.mine.columns import (
+    DEFAULT_KINDS, KINDS, badge_column, bald_column, feature_column, margin_column, part_name,
+)
 from blindspots.scan import schema
 
 MC_PASSES = 20  # Gal, Islam & Ghahramani 2017 draw T = 20 dropout samples per acquisition
@@ -70,7 +77,7 @@ class AcquisitionColumns:
 
     segmenter: a `TorchSegmenter` (any model kind for "margin" alone: `predict_proba` is enough).
     name: the model name M in the column names (the scan's column name of that model).
-    kinds: any of "margin", "bald", "features".
+    kinds: any of "margin", "bald", "features", "badge" (default: the first three).
     mc_passes: T, stochastic passes for BALD (default 20, Gal et al. 2017).
     dropout: None (use the model's own dropout layers; refuse if it has none) or p (dropout2d on the
         classifier layer's input during the MC passes; the model's own dropout layers stay off then).
@@ -79,8 +86,9 @@ class AcquisitionColumns:
         re-run pass gives the same columns.
     """
 
-    def __init__(self, segmenter: Any, name: str, *, kinds: Sequence[str] = KINDS, mc_passes: int = MC_PASSES,
-                 dropout: float | None = None, layer: str | None = None, seed: int = 0) -> None:
+    def __init__(self, segmenter: Any, name: str, *, kinds: Sequence[str] = DEFAULT_KINDS,
+                 mc_passes: int = MC_PASSES, dropout: float | None = None, layer: str | None = None,
+                 seed: int = 0) -> None:
         bad = [k for k in kinds if k not in KINDS]
         if bad or not kinds:
             raise ValueError(f"kinds: expected a non-empty subset of {list(KINDS)}, got {list(kinds)}")
@@ -89,17 +97,21 @@ class AcquisitionColumns:
         schema.check_model_name(name, "name")
         self.segmenter, self.name, self.kinds = segmenter, name, tuple(kinds)
         self.mc_passes, self.dropout, self.seed = int(mc_passes), dropout, int(seed)
-        needs_torch = {"bald", "features"} & set(self.kinds)
+        needs_torch = {"bald", "features", "badge"} & set(self.kinds)
         module = getattr(segmenter, "module", None)
         if needs_torch and not isinstance(module, torch.nn.Module):
             raise ValueError(f"segmenter: expected a model wrapping a torch nn.Module for {sorted(needs_torch)} "
-                             f"(MC dropout, features), got {type(segmenter).__name__}")
+                             f"(MC dropout, features, gradients), got {type(segmenter).__name__}")
         if "bald" in self.kinds:
             self._dropout_layers = check_dropout(module, dropout)
         self.layer = None
         if needs_torch:
             self.layer = layer or segmenter.default_feature_layer()
             segmenter.check_feature_layer(self.layer)
+        if "badge" in self.kinds:  # refuse a head BADGE cannot use before any pass over the pool
+            from blindspots.mine.badge_embedding import check_head
+
+            check_head(segmenter._layer_target(self.layer)[0], self.layer)
 
     def __call__(self, images: np.ndarray, ids: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
@@ -110,6 +122,9 @@ class AcquisitionColumns:
                 pooled = feats.flatten(2).mean(2) if feats.ndim == 4 else feats.reshape(len(images), -1)
                 for j in range(pooled.shape[1]):
                     out[feature_column(self.name, j)] = pooled[:, j].cpu().numpy().astype(np.float32)
+            if "badge" in self.kinds:
+                g = gradient_embedding(self.segmenter, images, self.layer, features=(feats, logits))
+                out.update({badge_column(self.name, j): g[:, j] for j in range(g.shape[1])})
         else:
             proba = torch.from_numpy(np.ascontiguousarray(self.segmenter.predict_proba(images)))
         if "margin" in self.kinds:
@@ -177,35 +192,8 @@ def _drop(x: torch.Tensor, p: float) -> torch.Tensor:
     return F.dropout2d(x, p, training=True) if x.ndim == 4 else F.dropout(x, p, training=True)
 
 
-def _post_head(y_head: torch.Tensor, y: torch.Tensor) -> Any:
-    """How the model's output y [n, C, H, W] comes from its classifier layer's output: identity, a crop
-    or a bilinear resize (a function), or None when it is none of those."""
-    if y_head.shape == y.shape and torch.allclose(y_head, y, atol=1e-5):
-        return lambda t: t
-    if y_head.ndim == 4 and y_head.shape[:2] == y.shape[:2]:
-        h, w = y.shape[-2:]
-        if y_head.shape[-2] >= h and y_head.shape[-1] >= w and torch.allclose(y_head[..., :h, :w], y, atol=1e-5):
-            return lambda t: t[..., :h, :w]
-        resized = F.interpolate(y_head, size=(h, w), mode="bilinear", align_corners=False)
-        if torch.allclose(resized, y, atol=1e-5):
-            return lambda t: F.interpolate(t, size=(h, w), mode="bilinear", align_corners=False)
-    return None
-
-
-def _to_proba(segmenter: Any, logits: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """Raw output [n, C, h, w] -> probabilities [n, C, H, W] at the image size (softmax unless the
-    model already gives probabilities; one channel is a binary model: [1 - p, p])."""
-    y = logits.float()
-    if y.shape[-2:] != tuple(size):
-        y = F.interpolate(y, size=tuple(size), mode="bilinear", align_corners=False)
-    if y.shape[1] == 1:
-        p = y if getattr(segmenter, "output", "logits") == "probabilities" else torch.sigmoid(y)
-        return torch.cat([1 - p, p], 1)
-    return y if getattr(segmenter, "output", "logits") == "probabilities" else y.softmax(1)
-
-
 def add_acquisition_columns(scan_dir: str | Path, pool: Any, segmenter: Any, name: str, *,
-                            kinds: Sequence[str] = KINDS, mc_passes: int = MC_PASSES, dropout: float | None = None,
+                            kinds: Sequence[str] = DEFAULT_KINDS, mc_passes: int = MC_PASSES, dropout: float | None = None,
                             layer: str | None = None, seed: int = 0, batch_size: int = 16,
                             progress: bool = True) -> list[str]:
     """Add the acquisition columns of `segmenter` (named `name`) to a finished scan; returns their names.

@@ -10,7 +10,8 @@ import pandas as pd
 
 from blindspots.scan import schema
 
-KINDS = ("margin", "bald", "features")
+KINDS = ("margin", "bald", "features", "badge")
+DEFAULT_KINDS = ("margin", "bald", "features")  # badge's C x D columns only when a strategy reads them
 PREFIX = "al_"
 
 
@@ -29,9 +30,14 @@ def feature_column(model: str, j: int) -> str:
     return f"{PREFIX}feat{schema.SEP}{model}{schema.SEP}{int(j)}"
 
 
-def feature_columns(columns: Sequence[object], model: str) -> list[str]:
-    """The `al_feat__{model}__{j}` columns present, in j order."""
-    head = f"{PREFIX}feat{schema.SEP}{model}{schema.SEP}"
+def badge_column(model: str, j: int) -> str:
+    """Column j (= class k x D + feature d) of model `model`'s BADGE gradient embedding."""
+    return f"{PREFIX}badge{schema.SEP}{model}{schema.SEP}{int(j)}"
+
+
+def feature_columns(columns: Sequence[object], model: str, kind: str = "feat") -> list[str]:
+    """The `al_{kind}__{model}__{j}` columns present (kind "feat" or "badge"), in j order."""
+    head = f"{PREFIX}{kind}{schema.SEP}{model}{schema.SEP}"
     found = [str(c) for c in columns if str(c).startswith(head) and str(c)[len(head):].isdigit()]
     return sorted(found, key=lambda c: int(c[len(head):]))
 
@@ -53,10 +59,10 @@ def column_models(columns: Sequence[object], kind: str) -> list[str]:
 def model_with_column(table: pd.DataFrame, kind: str, target: str | None) -> str:
     """The model M whose `al_{kind}__{M}` column(s) a sampler reads: `target`, or the only one present.
 
-    kind: "margin", "bald" or "feat". ValueError naming `target` and the fix when they are missing.
+    kind: "margin", "bald", "feat" or "badge". ValueError naming `target` and the fix when they are missing.
     """
     models = column_models(table.columns, kind)
-    how = {"margin": "margin", "bald": "bald", "feat": "features"}[kind]
+    how = {"margin": "margin", "bald": "bald", "feat": "features", "badge": "badge"}[kind]
     fix = (f"add them once per pool with blindspots.mine.acquisition.add_acquisition_columns(scan_dir, pool, "
            f"segmenter, name, kinds=['{how}']) or `blindspots mine SCAN --strategy ... --model SPEC`")
     if target is None:

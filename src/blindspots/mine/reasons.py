@@ -80,6 +80,12 @@ def describe(reason: str, class_names: Sequence[str] | None = None,
             return f"core-set: first pick, drawn at random (no labelled image yet; {target}'s features)"
         return (f"far from every labelled image in {target}'s features (distance "
                 f"{float(r.get('distance', float('nan'))):.3f}; core-set)")
+    if strategy == "badge":
+        g = float(r.get("grad_norm", float("nan")))
+        if r.get("distance") is None:
+            return f"BADGE: first pick, the largest gradient embedding ({target}'s last-layer gradient norm {g:.3f})"
+        return (f"BADGE: {target}'s last-layer gradient norm {g:.3f}, {float(r['distance']):.3f} from every "
+                "earlier pick's gradient (drawn by k-means++)")
     if strategy == "madplus" and r.get("part") == "shared":
         sa = next((f"; {k.upper()} {float(r[k]):.3f}" for k in ("mdsa", "lsa", "dsa") if k in r), "")
         return (f"shared doubt (MAD+): the models agree (disagreement at most "

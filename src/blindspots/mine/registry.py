@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from blindspots.mine.badge import BADGESampler
 from blindspots.mine.bald import BALDSampler, PowerBALDSampler
 from blindspots.mine.base import Sampler
 from blindspots.mine.coreset import CoreSetSampler
@@ -28,6 +29,7 @@ SAMPLERS: dict[str, type[Sampler]] = {
     "bald": BALDSampler,  # MC-dropout BALD (Houlsby et al. 2011; Gal et al. 2017)
     "powerbald": PowerBALDSampler,  # stochastic batch BALD (Kirsch et al. 2021)
     "coreset": CoreSetSampler,  # k-center greedy on pooled features (Sener & Savarese 2018)
+    "badge": BADGESampler,  # k-means++ seeding on last-layer gradient embeddings (Ash et al. 2020)
     "surprise": SurpriseSampler,  # surprise adequacy columns (Kim et al. 2023)
     "random": RandomSampler,  # uniform control
     "scenario": ScenarioSampler,  # pool images nearest confirmed failure scenarios (needs scenarios=)
@@ -47,7 +49,7 @@ def needs_model(name: str) -> tuple[str, ...]:
 
 
 MODEL_COLUMNS: dict[str, tuple[str, ...]] = {"margin": ("margin",), "bald": ("bald",), "powerbald": ("bald",),
-                                             "coreset": ("features",)}
+                                             "coreset": ("features",), "badge": ("badge",)}
 
 
 def sampler_settings(name: str) -> tuple[str, ...]:

@@ -69,9 +69,13 @@ def _shard_format_of(fs: Any, path: str) -> str | None:
     """The shard format of a folder with no images but .parquet or .tar files, else None."""
     from blindspots.data.sources.decode import pillow_extensions
 
-    exts = {os.path.splitext(p)[1].lower() for p in fs.find(path, detail=False)}
-    if exts & pillow_extensions():
-        return None
+    images, exts = pillow_extensions(), set()
+    for folder, _, files in fs.walk(path, detail=False):  # folder by folder: the first image ends it
+        found = {os.path.splitext(f)[1].lower() for f in files}
+        fs.invalidate_cache(folder)
+        if found & images:
+            return None
+        exts |= found
     for suffix in (".parquet", ".tar"):
         if suffix in exts:
             return _SHARD_SUFFIX[suffix]

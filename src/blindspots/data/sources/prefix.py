@@ -1,9 +1,13 @@
 """`PrefixSource`: every image object under an fsspec URI prefix (`s3://bucket/pool/`, `gs://`, `az://`, `file://`).
 
 Ids are the object keys relative to the prefix ('a/cat.jpg'), as a folder pool's ids are relative to its
-folder, so a pool copied from a disk to a bucket keeps its ids. Listing is one recursive `find`
-(objects whose names, or a folder on their way, start with '.' are skipped, as in a folder pool; only
-Pillow's image extensions are kept). Reads are whole objects, READ_CHUNK at a time concurrently.
+folder, so a pool copied from a disk to a bucket keeps its ids. Listing walks the prefix folder by
+folder (`fs.walk`; objects whose names, or a folder on their way, start with '.' are skipped, as in a
+folder pool, and hidden folders are never listed; only Pillow's image extensions are kept): each
+folder's names become an Arrow array and the filesystem's listing cache of that folder is dropped at
+once, so memory holds the ids and one folder's listing, not a dict per object of the whole prefix (a
+recursive `find` keeps one for every object until it returns). Reads are whole objects, READ_CHUNK at
+a time concurrently.
 """
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import os
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from blindspots.data.sources.base import PoolSource, RawItem
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS, normalise_extensions
@@ -47,22 +52,22 @@ class PrefixSource(PoolSource):
 
     def list_ids(self) -> pa.Array:
         base = self._base_path
+        chunks: list[pa.Array] = []
         try:
-            paths = self.fs.find(base, detail=False)
-            if not paths:
+            for folder, dirs, files in self.fs.walk(base, detail=False, on_error="raise"):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # in place: walk skips hidden folders
+                rel = folder[len(base) + 1:] + "/" if folder.startswith(base + "/") else ""
+                keep = [rel + f for f in files
+                        if f and not f.startswith(".") and os.path.splitext(f)[1].lower() in self.extensions]
+                if keep:
+                    chunks.append(pa.array(keep, pa.string()))
+                self.fs.invalidate_cache(folder)  # s3fs / gcsfs keep a dict per listed entry otherwise
+            if not chunks:
                 self.fs.ls(base)  # says why: no bucket, no credentials, ... (an empty prefix lists nothing)
         except Exception as exc:  # noqa: BLE001 - any store error is one line naming the pool
             raise storage_error("pool", self.root, exc) from None
-        ids = []
-        for p in paths:
-            rel = p[len(base) + 1:] if p.startswith(base + "/") else None
-            if not rel or any(part.startswith(".") for part in rel.split("/")):
-                continue
-            if os.path.splitext(rel)[1].lower() in self.extensions:
-                ids.append(rel)
-        del paths
-        self.fs.invalidate_cache()  # s3fs / gcsfs keep every listed entry (a dict each): 10^6 of them otherwise
-        return pa.array(ids, pa.string())
+        ids = pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
+        return ids.take(pc.sort_indices(ids))  # the order a recursive find gives: sorted keys
 
     def read(self, ids: Sequence[str]) -> Iterator[RawItem]:
         ids = list(ids)

@@ -1,7 +1,7 @@
 """Step ``mine``: the candidates M(i+1) from the score table, with a sampler from `mine.registry`.
 
-MAD by default (Eq. 2); "madplus", or "entropy", "margin", "bald", "powerbald", "coreset", "surprise",
-"random" or "scenario" as baselines, with MAD's budget unless `mining.n` (margin, BALD and core-set first
+MAD by default (Eq. 2); "madplus", or "entropy", "margin", "bald", "powerbald", "coreset", "badge", "surprise",
+"random" or "scenario" as baselines, with MAD's budget unless `mining.n` (margin, BALD, core-set and BADGE first
 run the round's target once more over the pool for their columns, `mine.acquisition`). MAD's content constraint [p_k, q_k] comes from S0's masks (the paper)
 or, without S0, from the target's predictions on the pool (`class_ranges`).
 
@@ -24,7 +24,7 @@ from blindspots.mine.mad import class_area_ranges
 from blindspots.mine.registry import make_sampler as registered_sampler
 from blindspots.mine.registry import sampler_settings
 
-__all__ = ["MineStep", "make_sampler", "class_ranges", "pool_class_ranges"]
+__all__ = ["MineStep", "labelled_before", "make_sampler", "class_ranges", "pool_class_ranges"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,9 @@ class MineStep(Step):
     def run(self, ctx: LoopContext, i: int, seed: int) -> dict:
         _add_model_columns(ctx, i)
         table = ctx.score_table(i)
+        used = labelled_before(ctx, i)
+        if used:  # S ∪ S(i+1) adds nothing for an image labelled already, and a T image mined into S would leak
+            table = table[~table["id"].astype(str).isin(used)]
         if ctx.cfg.mining.strategy == "surprise":
             _check_surprise_columns(ctx, i, table)
         sampler = make_sampler(ctx, i)
@@ -56,6 +59,11 @@ class MineStep(Step):
         ctx.project.set_candidates(i, "M", sel)
         return {"n": int(len(sel)), "sampler": type(sampler).__name__,
                 "params": {k: v for k, v in sampler.get_params().items() if k not in ("ranges", "classes")}}
+
+
+def labelled_before(ctx: LoopContext, i: int) -> set[str]:
+    """Ids pixel-labelled in rounds 0..i-1, as counterexamples (S) or test images (T): not mined again."""
+    return {str(x) for r in range(i) for kind in "ST" for x in ctx.project.candidates(r, kind)["id"]}
 
 
 def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
@@ -84,7 +92,7 @@ def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
 
 
 def _add_model_columns(ctx: LoopContext, i: int) -> None:
-    """margin, bald, powerbald, coreset: the target f_t^(i) runs once more over the pool for the columns
+    """margin, bald, powerbald, coreset, badge: the target f_t^(i) runs once more over the pool for the columns
     they read (`mine.acquisition`; kept in the scan folder, resumable)."""
     from blindspots.mine.acquisition import add_acquisition_columns
     from blindspots.mine.columns import missing_kinds

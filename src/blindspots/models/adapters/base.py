@@ -102,8 +102,10 @@ class BaseAdapter:
         """Backend forward: uint8 [n, h, w, c] (already sized by the policy) -> raw scores or labels."""
         raise NotImplementedError
 
-    def _convert(self, raw: Any, n: int, size: tuple[int, int] | None) -> np.ndarray:
-        """Raw output of n images -> float32 probabilities at `size` (None for a classifier)."""
+    def _convert(self, raw: Any, n: int, size: tuple[int, int] | None,
+                 on_device: bool = False) -> np.ndarray | torch.Tensor:
+        """Raw output of n images -> float32 probabilities at `size` (None for a classifier); a tensor
+        where the output is when `on_device` (see `predict_proba_device`)."""
         y = to_tensor(raw, self._name)
         if self.output == "labels":
             y = self.policy.restore(check_labels(y, n, self._name), size, labels=True)  # type: ignore[arg-type]
@@ -114,7 +116,7 @@ class BaseAdapter:
                 _warn_if_probabilities(y, self._name, self.info.get("spec"))
             if size is not None:
                 y = self.policy.restore(y, size)
-        return to_probabilities(y, self.output, self.num_classes, self._name)
+        return to_probabilities(y, self.output, self.num_classes, self._name, on_device=on_device)
 
     def _run(self, chunk: np.ndarray) -> Any:
         """`_raw` with any backend failure turned into a one-line ValueError naming the input shape."""
@@ -127,7 +129,8 @@ class BaseAdapter:
             raise ModelFailure(f"{who}: failed on input of shape {list(chunk.shape)} (uint8 N, H, W, C): "
                              f"{type(e).__name__}: {short_reason(e)}") from e
 
-    def _predict(self, images: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+    def _predict(self, images: np.ndarray | Sequence[np.ndarray], on_device: bool = False
+                 ) -> np.ndarray | torch.Tensor:
         batch = as_image_batch(images)
         step = self.batch_size or len(batch)
         outs = []
@@ -135,10 +138,18 @@ class BaseAdapter:
             chunk = batch[start:start + step]
             n, h, w = chunk.shape[:3]
             if self._spatial:
-                outs.append(self._convert(self._run(self.policy.prepare(chunk)), n, (h, w)))
+                outs.append(self._convert(self._run(self.policy.prepare(chunk)), n, (h, w), on_device))
             else:
-                outs.append(self._convert(self._run(chunk), n, None))
-        return outs[0] if len(outs) == 1 else np.concatenate(outs)
+                outs.append(self._convert(self._run(chunk), n, None, on_device))
+        if len(outs) == 1:
+            return outs[0]
+        return torch.cat([torch.as_tensor(o) for o in outs]) if on_device else np.concatenate(outs)
+
+    def predict_proba_device(self, images: np.ndarray | Sequence[np.ndarray]) -> torch.Tensor | np.ndarray:
+        """`predict_proba` left where the model computed it: float32 [N, C, H, W] as a torch tensor on the
+        model's device for logits outputs (a numpy array otherwise). The scan takes its statistics there,
+        so that a GPU sends back argmax maps and a few numbers instead of every probability."""
+        return self._predict(images, on_device=True)
 
     def predict_proba(self, images: np.ndarray | Sequence[np.ndarray],
                       ids: Sequence[str] | None = None) -> np.ndarray:

@@ -98,18 +98,40 @@ def check_labels(y: torch.Tensor, n: int, name: str) -> torch.Tensor:
     return y
 
 
-def to_probabilities(y: torch.Tensor, output: str, num_classes: int, name: str) -> np.ndarray:
-    """Checked scores [n, C or 1, ...] -> float32 probabilities [n, num_classes, ...] (numpy)."""
+def to_probabilities(y: torch.Tensor, output: str, num_classes: int, name: str,
+                     on_device: bool = False) -> np.ndarray | torch.Tensor:
+    """Checked scores [n, C or 1, ...] -> float32 probabilities [n, num_classes, ...] (numpy).
+
+    on_device: a float32 tensor where the scores are (a GPU's statistics then stay on the GPU: the
+    probabilities of a 150-class 512x512 image are 157 MB, their statistics a few KB)."""
+    if on_device and output == "logits" and not (y.shape[1] == 1 and num_classes == 2):
+        return torch.softmax(y.float(), dim=1)
     if output == "labels":
         return one_hot_labels(y[:, 0].cpu().numpy(), num_classes, name)
     if y.shape[1] == 1 and num_classes == 2:
-        p = torch.sigmoid(y.float()) if output == "logits" else y.float()
-        if output != "logits":
-            check_in_unit_range(p.cpu().numpy(), name, PROBA_TOLERANCE,
-                                what="one-channel probabilities (p of the positive class)")
-            p = p.clamp(0, 1)
-        return torch.cat([1 - p, p], dim=1).cpu().numpy()
+        return _binary(y, output, name)
     if output == "logits":
         return torch.softmax(y.float(), dim=1).cpu().numpy()
     arr = y.float().cpu().numpy()
     return check_probabilities(arr, expected_shape=tuple(arr.shape), output="probabilities", name=name)
+
+
+def _binary(y: torch.Tensor, output: str, name: str) -> np.ndarray:
+    """One-channel scores [n, 1, ...] (logits or p of the positive class) -> float32 [n, 2, ...] = [1 - p, p].
+
+    Written into the one output array: `torch.cat([1 - p, p])` held p, a clamped copy, 1 - p and
+    the result at once, 2.5x the result (a 13 MP photo: 270 MB where 110 MB remain). Same bits."""
+    p = y.float().cpu()
+    if output == "logits":
+        p = torch.sigmoid(p)
+    else:
+        check_in_unit_range(p.numpy(), name, PROBA_TOLERANCE,
+                            what="one-channel probabilities (p of the positive class)")
+    out = np.empty((p.shape[0], 2) + tuple(p.shape[2:]), dtype=np.float32)
+    positive = torch.from_numpy(out[:, 1:])
+    positive.copy_(p)
+    del p
+    if output != "logits":
+        positive.clamp_(0, 1)
+    np.subtract(np.float32(1), out[:, 1:], out=out[:, :1])
+    return out

@@ -12,6 +12,7 @@ leave the forward.
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -33,7 +34,7 @@ class Output:
     """One model's probabilities on part of a batch: positions into the batch's ids."""
 
     pos: list[int]
-    proba: np.ndarray  # float32 [len(pos), C, H, W]
+    proba: Any  # float32 [len(pos), C, H, W]: numpy, or a torch tensor on the model's GPU
 
 
 @dataclass
@@ -94,10 +95,21 @@ class Health:
                                  f"{msg.split(': ', 1)[-1]}")
 
 
-def predict(model: Any, ids: list[str], images: np.ndarray, name: str, num_classes: int) -> np.ndarray:
-    """float32 [n, C, H, W] of one model on images uint8 [n, H, W, 3]; raises on a bad output."""
+def on_accelerator(model: Any) -> bool:
+    """True for an adapter whose model runs on a GPU (or another non-CPU torch device) and can leave its
+    probabilities there (`predict_proba_device`): the statistics are then taken on that device."""
+    device = getattr(model, "device", None)
+    return hasattr(model, "predict_proba_device") and getattr(device, "type", "cpu") != "cpu"
+
+
+def predict(model: Any, ids: list[str], images: np.ndarray, name: str, num_classes: int) -> Any:
+    """float32 [n, C, H, W] of one model on images uint8 [n, H, W, 3] (a numpy array, or a torch tensor
+    on the model's GPU: see `on_accelerator`); raises on a bad output."""
     n, h, w = images.shape[:3]
-    proba = predict_segmenter(model, images, ids)  # by id for precomputed outputs
+    if on_accelerator(model):
+        proba = model.predict_proba_device(images)
+    else:
+        proba = predict_segmenter(model, images, ids)  # by id for precomputed outputs
     if proba.shape != (n, num_classes, h, w):
         raise ValueError(f"models[{name!r}]: expected probabilities of shape {(n, num_classes, h, w)}, "
                          f"got {proba.shape}")
@@ -130,13 +142,20 @@ def forward(msg: Batch, run: list[str], models: Mapping[str, Any], num_classes: 
             found = [(0, None, exc)] if len(msg.ids) == 1 else _one_by_one(model, msg, name, num_classes)
             good = [(i, p) for i, p, _ in found if p is not None]
             if good:
-                outputs[name] = Output([i for i, _ in good], np.concatenate([p for _, p in good]))
+                outputs[name] = Output([i for i, _ in good], concat([p for _, p in good]))
             for i, _, err in found:
                 if err is not None:
                     text = message(name, err)
                     log.warning("model %r failed on %s: %s", name, msg.ids[i], text)
                     errors.setdefault(name, {})[msg.ids[i]] = text
     return outputs, errors
+
+
+def concat(parts: list[Any]) -> Any:
+    """np.concatenate, or torch.cat for tensors left on a GPU (`predict`)."""
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts)
+    return sys.modules["torch"].cat(parts)  # a tensor: torch is imported
 
 
 def _one_by_one(model: Any, msg: Batch, name: str, num_classes: int
