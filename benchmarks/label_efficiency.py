@@ -1,7 +1,7 @@
 """Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes
 or (`--dataset mri`) on brain MRI slices with real atlas labels (`label_efficiency_mri.py` builds that world).
 
-For each sampler of `blindspots.mine` (random, entropy, margin, BALD, PowerBALD, core-set, MAD, MAD+) and
+For each sampler of `blindspots.mine` (random, entropy, margin, BALD, PowerBALD, core-set, BADGE, MAD, MAD+) and
 each seed, `--rounds` rounds of: pick from the unlabeled pool -> simulated people (MAD, MAD+: 3 raters
 rate the n_M candidates, the n4 lowest-MOS images get masks; the active-learning baselines: every pick
 gets a mask) -> fine-tune the target on everything labelled so far with replay of its training set S0
@@ -20,7 +20,9 @@ Sizes fit a shared 2-core CPU: 64 px scenes, a 240-image pool, three zoo models 
 S0 images; MAD rates 24 candidates a round (3 raters) and labels the 8 of lowest MOS. Every
 sampler uses its published settings: BALD T = 20 MC-dropout passes (Gal et al. 2017), PowerBALD
 beta = 1 (Kirsch et al. 2021), core-set k-Center-Greedy on the classifier layer's input with S0 and the
-labelled images as centres (Sener & Savarese 2018), margin and entropy means over pixels, MAD n3 = 25
+labelled images as centres (Sener & Savarese 2018), BADGE k-means++ seeding over the last layer's
+gradient embeddings, the first pick the largest norm (Ash et al. 2020), margin and entropy means over
+pixels, MAD n3 = 25
 with S0's quartile class ranges (the paper). The target (the zoo's tiny U-Net) has no dropout layer, so
 BALD puts dropout p = 0.25 (Gal et al.'s conv-layer rate) on its classifier layer's input during the MC
 passes only.
@@ -54,7 +56,7 @@ from blindspots.machine import cpu_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # label_efficiency_mri.py beside it
 
-SAMPLERS = ("random", "entropy", "margin", "bald", "powerbald", "coreset", "mad", "madplus")
+SAMPLERS = ("random", "entropy", "margin", "bald", "powerbald", "coreset", "badge", "mad", "madplus")
 RATED = ("mad", "madplus")  # samplers whose candidates people rate before masks are drawn
 # The planted shared blind spot: scenes inside the target's slice whose cars and people are camouflaged,
 # painted in the median colour of the road, sidewalk and buildings around them. Every model misses them the
@@ -227,7 +229,8 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
         tcols, tmap = model_columns("target", proba, k)
         true_iou = image_miou(tmap, masks, k)
         table = score_table(ids, tcols, tmap, comps, k)
-        needs = {"margin": ("margin",), "bald": ("bald",), "powerbald": ("bald",), "coreset": ("features",)}
+        needs = {"margin": ("margin",), "bald": ("bald",), "powerbald": ("bald",), "coreset": ("features",),
+                 "badge": ("badge",)}
         if strategy in needs:
             acq = AcquisitionColumns(seg, "target", kinds=needs[strategy], mc_passes=args.mc_passes,
                                      dropout=args.dropout, seed=seed)

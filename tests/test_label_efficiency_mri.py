@@ -68,7 +68,7 @@ def test_quick_mri_run_makes_curves_and_recall(tmp_path: Path):
 
 def test_quick_scenes_run_keeps_the_planted_blind_spot(tmp_path: Path):
     bench = runpy.run_path(str(BENCH), run_name="label_efficiency")
-    out = bench["main"](["--quick", "--work", str(tmp_path), "--samplers", "margin,mad"])
+    out = bench["main"](["--quick", "--work", str(tmp_path), "--samplers", "margin,badge,mad"])
     assert out["dataset"] == "scenes" and out["models"] is None
     counts = out["pool_counts"]["0"]
     assert sum(counts.values()) == 24 and counts["planted"] == round(24 * 0.08)
