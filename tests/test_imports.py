@@ -55,25 +55,33 @@ def _resolve(importer: str, is_package: bool, level: int, module: str | None) ->
     return ".".join(base + ([module] if module else []))
 
 
+def _imports_of(name: str, path: Path, node: ast.Import | ast.ImportFrom, mods: dict[str, Path]) -> list[str]:
+    """What an import statement imports: package modules by module name (`from pkg import sub` imports the module
+    pkg.sub when there is one, else a name of pkg; `import a.b.c` of a name inside a module: its module), other
+    packages by dotted name."""
+    if isinstance(node, ast.Import):
+        targets = [a.name for a in node.names]
+    else:
+        base = _resolve(name, path.name == "__init__.py", node.level, node.module)
+        targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+    out = []
+    for t in targets:
+        if t.startswith(ROOT + "."):
+            while t and t not in mods:
+                t = t.rpartition(".")[0]
+        out.append(t)
+    return out
+
+
 def import_graph() -> dict[str, set[str]]:
     """module -> the package modules it imports (anywhere in the file, function bodies included)."""
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for name, path in mods.items():
-        is_package = path.name == "__init__.py"
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(name, is_package, node.level, node.module)
-                # `from pkg import sub` imports the module pkg.sub when there is one, else a name of pkg
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
-            for t in targets:
-                while t and t not in mods:  # `import a.b.c` of a name inside a module: its module
-                    t = t.rpartition(".")[0]
-                if t.startswith(ROOT + ".") and t != name:
-                    graph[name].add(t)
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                graph[name] |= {t for t in _imports_of(name, path, node, mods)
+                                if t.startswith(ROOT + ".") and t != name}
     return graph
 
 
@@ -194,6 +202,15 @@ def test_no_private_names_cross_modules() -> None:
                                              "inside a package a plain name in that package's private module)")
 
 
+def _write_modules(folder: Path, files: dict[str, str]) -> dict[str, Path]:
+    """module name -> a file holding its text, for the checkers' own tests."""
+    mods = {}
+    for name, text in files.items():
+        mods[name] = folder / (name.replace(".", "_") + ".py")
+        mods[name].write_text(text)
+    return mods
+
+
 def test_private_imports_finds_private_names_and_modules(tmp_path: Path) -> None:
     files = {
         "blindspots.p.a": "def _helper(): ...\nX = 1\n",
@@ -204,11 +221,7 @@ def test_private_imports_finds_private_names_and_modules(tmp_path: Path) -> None
         "blindspots._v": "def check(): ...\n",
         "blindspots.q.f": "from blindspots._v import check\nfrom blindspots import _v\n",
     }
-    mods = {}
-    for name, text in files.items():
-        path = tmp_path / (name.replace(".", "_") + ".py")
-        path.write_text(text)
-        mods[name] = path
+    mods = _write_modules(tmp_path, files)
     assert private_imports(mods) == {("blindspots.p.b", "blindspots.p.a._helper"),
                                      ("blindspots.q.e", "blindspots.p._internal.c.shared"),
                                      ("blindspots.q.e", "blindspots.p._internal.c")}
@@ -228,3 +241,148 @@ def test_cycle_edges_finds_cycles_only() -> None:
     assert _cycle_edges(graph) == {("a", "b"), ("b", "c"), ("c", "a")}
     assert _package_graph({"blindspots.x.a": {"blindspots.y.b"}, "blindspots.y.b": {"blindspots.x.c"},
                            "blindspots.x.c": set()}) == {"x": {"y"}, "y": {"x"}}
+
+
+# --- imports inside functions -------------------------------------------------------------------------------------
+#: Imported inside a function anywhere: optional packages (an extra, one model format or one file format needs them)
+#: and numba (importing it, then compiling or loading the JIT kernels, is paid by the first call that needs them).
+OPTIONAL = frozenset({"ray", "fiftyone", "label_studio_sdk", "s3fs", "moto", "playwright", "transformers",
+                      "onnxruntime", "onnx", "nibabel", "segmentation_models_pytorch", "torchvision",
+                      "swagger_ui_bundle", "datasets", "numba"})
+#: Core packages (or modules) slow to import (0.3-2 s each on 2 busy cores; fsspec and pyarrow.parquet 0.1-0.4 s)
+#: or absent from the GPU image (tests/test_gpu_imports.py): imported inside a function only by modules that must
+#: start without them (LIGHT_START_ROOTS).
+SLOW = frozenset({"torch", "matplotlib", "scipy", "sklearn", "skimage", "pandas", "fastapi", "uvicorn", "httpx",
+                  "duckdb", "jinja2", "imageio", "threadpoolctl", "fsspec", "pyarrow.parquet"})
+#: What must start without the SLOW packages (with what they import at module level): `blindspots --help` (every
+#: module under cli/, which imports each command group), the loop's face (the bookkeeping commands: status,
+#: ratings, masks, export, ...), the web app, the Label Studio commands, the scan and its Ray workers
+#: (tests/test_scan_imports.py), the model loader on the GPU image (tests/test_gpu_imports.py).
+LIGHT_START_ROOTS = ("blindspots.cli.*", "blindspots.loop", "blindspots.app.main",
+                     "blindspots.integrations.labelstudio.*", "blindspots.scan", "blindspots.scan.engines.local",
+                     "blindspots.scan.engines.ray", "blindspots.scan.engines.forward", "blindspots.scan.engines.rows",
+                     "blindspots.scan.engines.pipeline", "blindspots.data.pool", "blindspots.models.load",
+                     "blindspots.models.adapters.hf")
+#: (importer, imported) function-level imports that break an import cycle, with the reason
+CYCLE_BREAKS: dict[tuple[str, str], str] = {
+    ("blindspots.data.sources", "blindspots.data.pool"):
+        "data.pool imports data.sources.base/decode, which runs data/sources/__init__ first",
+}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (isinstance(t, ast.Attribute)
+                                                                    and t.attr == "TYPE_CHECKING")
+
+
+def split_imports(mods: dict[str, Path] | None = None) -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
+    """(module -> what it imports at module level, [(module, line, imported) for every import inside a function]).
+    Imports under `if TYPE_CHECKING:` are neither (they never run)."""
+    mods = mods if mods is not None else _modules()
+    top: dict[str, set[str]] = {m: set() for m in mods}
+    inner: list[tuple[str, int, str]] = []
+    for name, path in mods.items():
+        def visit(stmts: list[ast.stmt], in_function: bool) -> None:
+            for s in stmts:
+                if isinstance(s, (ast.Import, ast.ImportFrom)):
+                    for t in _imports_of(name, path, s, mods):
+                        if in_function:
+                            inner.append((name, s.lineno, t))
+                        else:
+                            top[name].add(t)
+                elif isinstance(s, ast.If) and _is_type_checking(s):
+                    continue
+                else:
+                    function = in_function or isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                        for child in getattr(s, field, []):
+                            visit([child] if isinstance(child, ast.stmt) else getattr(child, "body", []), function)
+        visit(ast.parse(path.read_text(), str(path)).body, False)
+    return top, inner
+
+
+def top_level_closure(top: dict[str, set[str]], start: str) -> set[str]:
+    """Every package module and outside package name that importing `start` imports (its packages' __init__ too)."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        m = stack.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        parts = m.split(".")
+        stack.extend(".".join(parts[:k]) for k in range(1, len(parts)))
+        stack.extend(top.get(m, ()))
+    return seen
+
+
+def _listed(names: set[str], listed: frozenset[str]) -> set[str]:
+    """The entries of `listed` (packages, or modules such as pyarrow.parquet) that `names` import."""
+    return {e for e in listed for n in names if n == e or n.startswith(e + ".")}
+
+
+def lazy_import_problems(mods: dict[str, Path] | None = None,
+                         light_roots: tuple[str, ...] = LIGHT_START_ROOTS) -> list[str]:
+    """Each function-level import that defers nothing heavy (it belongs at module level), and each module whose lazy
+    imports are not named in a `# Lazy imports: ...` comment above its first definition."""
+    mods = mods if mods is not None else _modules()
+    top, inner = split_imports(mods)
+    roots = {m for r in light_roots for m in mods
+             if m == r or (r.endswith(".*") and (m == r[:-2] or m.startswith(r[:-1])))}
+    light = set().union(*(top_level_closure(top, r) for r in roots))
+    problems: list[str] = []
+    deferred: dict[str, set[str]] = {}
+    for name, line, target in inner:
+        where = f"{name}:{line} imports {target}"
+        if (name, target) in CYCLE_BREAKS:
+            deferred.setdefault(name, set())
+            continue
+        allowed = OPTIONAL | (SLOW if name in light else set())
+        mine = _listed(top_level_closure(top, name), OPTIONAL | SLOW)
+        reached = _listed(top_level_closure(top, target) if target.startswith(ROOT) else {target}, OPTIONAL | SLOW)
+        heavy = (reached & allowed) - mine
+        if not heavy:
+            why = ("it defers no heavy package" if not reached else
+                   "what it imports is imported at module level already" if reached <= mine else
+                   f"{sorted(reached - mine)} may be imported inside functions only in {sorted(light_roots)} and "
+                   "what they import at module level")
+            problems.append(f"{where}: move it to module level ({why})")
+        else:
+            deferred.setdefault(name, set()).update(heavy)
+    for name, packages in sorted(deferred.items()):
+        text = mods[name].read_text()
+        tree = ast.parse(text)
+        first_def = min((s.lineno for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                            ast.ClassDef))), default=10**9)
+        header = "\n".join(text.splitlines()[: first_def - 1])
+        comment = next((l for l in header.splitlines() if l.lower().startswith("# lazy imports")), None)
+        if comment is None:
+            problems.append(f"{name}: no '# Lazy imports: ...' comment above the first "
+                            f"definition naming {sorted(packages)}")
+        elif packages and not any(p in comment for p in packages):
+            problems.append(f"{name}: the '# Lazy imports' comment names none of {sorted(packages)}")
+    return problems
+
+
+def test_function_level_imports_only_defer_heavy_packages() -> None:
+    problems = lazy_import_problems()
+    assert problems == [], "\n".join(problems)
+
+
+def test_lazy_import_problems_finds_imports_that_defer_nothing(tmp_path: Path) -> None:
+    files = {
+        "blindspots.cli.a": "# Lazy imports: torch (`blindspots --help` starts without it).\nimport json\n\n\n"
+                            "def f():\n    import torch\n    from blindspots.eng.b import g\n",
+        "blindspots.eng.b": "import torch\n\n\ndef g():\n    import json\n    import ray\n",
+        "blindspots.eng.c": "def h():\n    import pandas\n    from blindspots.eng import b\n",
+    }
+    mods = _write_modules(tmp_path, files)
+    assert lazy_import_problems(mods, light_roots=("blindspots.cli.*",)) == [
+        "blindspots.eng.b:5 imports json: move it to module level (it defers no heavy package)",
+        "blindspots.eng.c:2 imports pandas: move it to module level (['pandas'] may be imported inside functions only "
+        f"in {sorted(('blindspots.cli.*',))} and what they import at module level)",
+        "blindspots.eng.c:3 imports blindspots.eng.b: move it to module level (['torch'] may be imported inside "
+        f"functions only in {sorted(('blindspots.cli.*',))} and what they import at module level)",
+        "blindspots.eng.b: no '# Lazy imports: ...' comment above the first definition naming ['ray']",
+    ]

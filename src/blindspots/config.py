@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from blindspots.data.sources import open_pool, parse_storage_option
+
 CONFIG_FILE = "blindspots.toml"
 MODEL_NAME = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*$")  # scan contract, no "__"
 STRATEGIES = ("mad", "madplus", "entropy", "margin", "bald", "powerbald", "coreset", "badge", "surprise",
@@ -209,8 +211,6 @@ class Config:
 
     def open_pool(self) -> Any:
         """The pool source [pool] names (`blindspots.data.sources.open_pool`); ValueError naming what is wrong."""
-        from blindspots.data.sources import open_pool, parse_storage_option
-
         p = self.pool
         return open_pool(self.location(p.root), list_file=None if p.list_file is None else self.location(p.list_file),
                          list_column=p.list_column, format=p.format, image_column=p.image_column,

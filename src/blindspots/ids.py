@@ -15,6 +15,9 @@ from collections import defaultdict
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Iterable
 
+import numpy as np
+import pyarrow.compute as pc
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -66,8 +69,6 @@ def find_artifact(root: str | Path, image_id: str, suffix: str = ".png") -> Path
 def _stem_clash_candidates(ids: "pa.Array") -> list[str]:
     """Ids of an Arrow array whose stems may clash, found in Arrow (no Python string per id); the
     stem rule is `stem_key`'s: the last name's '.ext' removed unless the name starts with it or it has '#'."""
-    import pyarrow.compute as pc
-
     stems = pc.replace_substring_regex(pc.replace_substring_regex(ids, "/+", "/"), r"([^/])\.[^./#]+$", r"\1")
     order = pc.sort_indices(stems)
     stems = stems.take(order)
@@ -76,7 +77,6 @@ def _stem_clash_candidates(ids: "pa.Array") -> list[str]:
     same = pc.equal(stems.slice(1), stems.slice(0, len(stems) - 1)).to_numpy(zero_copy_only=False)
     if not same.any():
         return []
-    import numpy as np
 
     at = np.flatnonzero(same)
     rows = np.unique(np.concatenate([at, at + 1]))

@@ -16,6 +16,8 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+# Lazy imports: swagger_ui_bundle (optional: only the call that uses it needs it).
+
 DOCS_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>blindspots API</title>
 <link rel="icon" href="/favicon.ico">

@@ -12,8 +12,8 @@ Run it with `blindspots serve PROJECT` (uvicorn, 127.0.0.1:8000 by default).
 from __future__ import annotations
 
 import logging
-from contextlib import asynccontextmanager
 from collections.abc import Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -25,6 +25,7 @@ from blindspots.app import warmup
 from blindspots.app.batching import GroupWriter
 from blindspots.app.docs import add_docs
 from blindspots.app.errors import add_error_handlers
+from blindspots.app.routers import api, dashboard, images, label, rate, review, vote
 from blindspots.app.security import Guard, NeedsSignIn, SignInThrottle, host_set
 from blindspots.app.sources import ProjectView
 from blindspots.app.store import AppStore
@@ -79,8 +80,6 @@ def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES
     app.state.max_body_bytes, app.state.max_json_bytes = max_body_bytes, max_json_bytes
     app.state.throttle = SignInThrottle(limit=signin_failures_per_minute, window=60.0)
     app.state.warm_up = bool(warm_up)
-
-    from blindspots.app.routers import api, dashboard, images, label, rate, review, vote
 
     app.add_middleware(Guard, limit=max_body_bytes, small=max_json_bytes, large=label.LARGE_BODY_PATHS,
                        hosts=host_set(allowed_hosts))

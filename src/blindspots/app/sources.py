@@ -24,8 +24,13 @@ from PIL import Image
 from blindspots.app.quote import quote
 from blindspots.app.store import AppStore
 from blindspots.data.classes import Classes
+from blindspots.data.formats.masks import read_mask
+from blindspots.data.pool import decode_image
 from blindspots.ids import artifact_name, find_artifact, legacy_artifact_name
+from blindspots.loop import masks_needed, status, target_classes, target_column
+from blindspots.loop.models import load_spec
 from blindspots.loop.project import Project
+from blindspots.scan.table import load_manifest
 
 log = logging.getLogger(__name__)
 
@@ -119,14 +124,10 @@ class ProjectView:
         """The target's label space: from the scan manifest, else from its checkpoint."""
         with self._lock:
             if self._classes is None:
-                from blindspots.scan.table import load_manifest
-
                 man = load_manifest(self.project.scan_dir) or {}
                 if isinstance(man.get("classes"), dict):
                     self._classes = Classes.from_dict(man["classes"])
                 else:  # no scan yet: load the target from its spec, whatever its kind
-                    from blindspots.loop.models import load_spec
-                    from blindspots.loop import target_classes
 
                     rec = self.project.model(self.project.config.target.name, 0)
                     seg = load_spec(rec.spec, import_dir=rec.meta.get("import_dir"))
@@ -139,8 +140,6 @@ class ProjectView:
                 "palette": ["#%02x%02x%02x" % tuple(int(v) for v in p) for p in c.palette]}
 
     def status(self) -> Any:
-        from blindspots.loop import status
-
         return status(self.project)
 
     # ---- rounds and queues ----------------------------------------------------------------------
@@ -171,8 +170,6 @@ class ProjectView:
         return self.project.mask_round()
 
     def masks_needed(self, round: int) -> list[str]:
-        from blindspots.loop import masks_needed
-
         return masks_needed(self.project, round)
 
     def label_queue(self) -> dict:
@@ -211,8 +208,6 @@ class ProjectView:
 
     def prediction(self, round: int, image_id: str) -> np.ndarray | None:
         """The target f_t^(round)'s argmax map uint8 [H, W] saved by the scan, or None."""
-        from blindspots.loop import target_column
-
         if image_id not in self.pool:
             raise NotFound(f"id: expected an image id of the pool, got {quote(image_id)}")
         root = self.project.scan_dir / "maps" / target_column(self.project, round)
@@ -280,8 +275,6 @@ class ProjectView:
             raise NotFound(f"id: the image of item {quote(item_id)} is missing or leaves its set folder")
 
         def make() -> bytes:
-            from blindspots.data.pool import decode_image
-
             return png_bytes(decode_image(path))
         return self._cache.get(("vote", name, item_id), make)
 
@@ -326,9 +319,6 @@ class ProjectView:
         raise NotFound(f"id: no {layer} file for {quote(image_id)} in review set {quote(name)}")
 
     def review_layer(self, name: str, image_id: str, layer: str) -> np.ndarray:
-        from blindspots.data.formats.masks import read_mask
-        from blindspots.data.pool import decode_image
-
         p = self.review_file(name, image_id, layer)
         return decode_image(p) if layer == "image" else read_mask(p, classes=self.classes)
 

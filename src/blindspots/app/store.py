@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 import secrets
 import threading
 from pathlib import Path
@@ -49,8 +50,6 @@ def _utc(hours: float = 0.0) -> str:
 
 def check_set_name(name: str) -> str:
     """A set name: 1-64 characters of [A-Za-z0-9_-] (it appears in URLs and file names)."""
-    import re
-
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
         raise ValueError(f"name: expected 1-64 characters of letters, digits, '_' or '-', got {name!r}")
     return name

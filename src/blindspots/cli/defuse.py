@@ -14,9 +14,11 @@ from typing import Optional
 import numpy as np
 import typer
 
-from blindspots.cli.defuse_setup import (
-    CLASS_NAMES, PRESET, load_data, parse_lambdas, preset_help, resolve, training_part, validation_split,
-)
+from blindspots.cli.defuse_setup import (CLASS_NAMES, PRESET, format_presets, holdout_record, load_data, parse_lambdas,
+                                         preset_help, resolve, training_part, validation_split)
+from blindspots.data.classfile import read_classes
+
+# Lazy imports: matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
 
 app = typer.Typer(help="Defuse: generate, distill and correct novel failures of image classifiers. "
                        "Steps: train-classifier (optional), train-vae, identify, distill, export-review, "
@@ -37,8 +39,6 @@ BATCH = 256  # fine-tuning minibatch (paper appendix B.2; defuse.correct's defau
 @app.command("presets")
 def presets_cmd() -> None:
     """Print every --preset: 'paper' (the paper's GPU settings) and the CPU ones."""
-    from blindspots.cli.defuse_setup import format_presets
-
     typer.echo(format_presets())
 
 
@@ -61,7 +61,6 @@ def train_classifier_cmd(
 ) -> None:
     """Train a zoo classifier (not part of Defuse itself; for trying the pipeline). Its checkpoint keeps the
     class names (votes use them) and which images were held out."""
-    from blindspots.cli.defuse_setup import holdout_record
     from blindspots.models.classifier_zoo import build_classifier, save_classifier
     from blindspots.training.classification import accuracy, train_classifier
     from blindspots.training.loop import torch_seeded
@@ -143,7 +142,8 @@ def identify(
 ) -> None:
     """Identify failures (Algorithm 1) over the classifier's training images of --data (the images
     train-classifier held out stay unseen, for `correct` to validate on)."""
-    from blindspots.defuse.identify import IdentifySettings, identify as run
+    from blindspots.defuse.identify import IdentifySettings
+    from blindspots.defuse.identify import identify as run
     from blindspots.defuse.vae import BetaVAE
     from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
 
@@ -179,8 +179,8 @@ def distill(
     seed: int = SEED,
 ) -> None:
     """Fit the Dirichlet-process GMM and keep the heavy components as candidate scenarios."""
-    from blindspots.scenarios.clustering import Distiller
     from blindspots.defuse.identify import Identified
+    from blindspots.scenarios.clustering import Distiller
 
     sc = Distiller(n_components=resolve(preset, "n_components", n_components),
                    max_codes=resolve(preset, "max_codes", max_codes), weight_threshold=weight_threshold,
@@ -208,10 +208,9 @@ def export_review_cmd(
     seed: int = SEED,
 ) -> None:
     """Sample review images per scenario and write them with a votes template (CSV)."""
-    from blindspots.data.classfile import read_classes
-    from blindspots.scenarios.clustering import Scenarios
     from blindspots.defuse.vae import BetaVAE
     from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
+    from blindspots.scenarios.clustering import Scenarios
     from blindspots.scenarios.review import build_review, export_review
 
     names = tuple(load_classifier_module(classifier)[1]["class_names"])
@@ -254,12 +253,11 @@ def import_votes(
     seed: int = SEED,
 ) -> None:
     """Import votes (CSV, or simulated), decide failure scenarios and print annotator agreement."""
+    from blindspots.cli.defuse_identified import save_identified_labels, split_votes
     from blindspots.human.simulate_votes import SimulatedAnnotators
     from blindspots.human.votes import agreement_table, format_agreement_table, read_votes_csv
     from blindspots.models.classifier_zoo import load_classifier
     from blindspots.scenarios.review import decide_scenarios, load_review
-
-    from blindspots.cli.defuse_identified import save_identified_labels, split_votes
 
     rs = load_review(review)
     if (votes is None) == (simulate is None):
@@ -339,9 +337,9 @@ def correct(
     from blindspots.cli.defuse_identified import load_identified_examples
     from blindspots.defuse.correct import scenario_data
     from blindspots.defuse.experiment import run_experiment
-    from blindspots.scenarios.clustering import Scenarios
     from blindspots.defuse.vae import BetaVAE
     from blindspots.models.classifier_zoo import load_classifier_module
+    from blindspots.scenarios.clustering import Scenarios
 
     d = load_data(data, limit)
     module, info = load_classifier_module(classifier)
@@ -403,9 +401,9 @@ def report(
     from blindspots.defuse.identify import Identified
     from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff, plot_tsne
     from blindspots.defuse.vae import BetaVAE
-    from blindspots.training.classification import predict_labels
     from blindspots.models.classifier_zoo import load_classifier_module
     from blindspots.scenarios.review import load_review
+    from blindspots.training.classification import predict_labels
 
     d = load_data(data, limit)
     model = BetaVAE.load(vae)

@@ -15,6 +15,11 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from PIL import Image
+
+from blindspots.human.votes import NONE, majority_vote
+
+# Lazy imports: scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
 
 PREFIX = "id-"
 
@@ -25,8 +30,6 @@ def export_identified(identified, vae, classifier, class_names: Sequence[str], o
 
     identified: `defuse.identify.Identified`; vae: `BetaVAE`; classifier: a `Classifier`. Returns the count.
     """
-    from PIL import Image
-
     from blindspots.scenarios.review import predict
 
     if n < 0:
@@ -60,8 +63,6 @@ def split_votes(votes: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def save_identified_labels(review: Path, votes: pd.DataFrame, num_classes: int) -> pd.DataFrame:
     """Majority labels of the identified examples -> review/identified_labels.csv (NONE winners kept, flagged)."""
-    from blindspots.human.votes import majority_vote
-
     items_path = review / "identified_items.csv"
     if not items_path.is_file():
         if len(votes):
@@ -80,8 +81,6 @@ def save_identified_labels(review: Path, votes: pd.DataFrame, num_classes: int) 
 def load_identified_examples(review: Path) -> tuple[np.ndarray, np.ndarray] | None:
     """(images uint8 [n, H, W, C], labels int64 [n]) of the identified examples people labelled with a class
     (not *none of the above*), or None when the review has no identified_labels.csv."""
-    from blindspots.human.votes import NONE
-
     path = review / "identified_labels.csv"
     if not path.is_file():
         return None

@@ -20,7 +20,10 @@ from typing import Any, Optional
 import numpy as np
 import typer
 
-from blindspots.data.classsets import split_indices
+from blindspots.data.classfile import read_classes
+from blindspots.data.classsets import ClassificationSet, load_classification_set, split_indices
+
+# Lazy imports: pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
 
 #: Paper values: Defuse appendix B.2 (MNIST) on a GPU; off MNIST the paper uses a = b = 75.
 #: lambdas None = defuse.correct.PAPER_LAMBDAS (the paper's 17).
@@ -100,9 +103,6 @@ def parse_lambdas(text: str) -> tuple[float, ...]:
 
 def load_data(spec: str, limit: Optional[int] = None, class_names: Optional[Path] = None):
     """A `ClassificationSet` from a data spec: first `limit` images; names from `class_names` (file) if given."""
-    from blindspots.data.classfile import read_classes
-    from blindspots.data.classsets import ClassificationSet, load_classification_set
-
     d = load_classification_set(spec)
     if limit is not None:
         if limit < 1:

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+# Lazy imports: scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
+
 #: checkpoint in the `correct` folder -> table row (the classifier itself is "before")
 FILES = {"control.pt": "control (λ=0)", "baseline.pt": "identified examples", "corrected.pt": "Defuse"}
 JUDGE_NAME = "judge, simulated"

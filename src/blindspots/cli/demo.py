@@ -20,6 +20,13 @@ from pathlib import Path
 
 import typer
 
+from blindspots.cli.report import write_round_pages
+from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
+                               ProjectSettings, RatingSettings, ScanSettings, SimulateSettings, TestSetSettings)
+from blindspots.data.scenes import generate_scene_set
+
+# Lazy imports: pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
+
 log = logging.getLogger(__name__)
 
 # Demo sizes (the paper's defaults are in blindspots.config; these fit the CPU budget).
@@ -45,12 +52,8 @@ def run_demo(out: Path, *, seed: int = 0, pool_size: int | None = None, progress
         people (ratings of M), to be answered in the web app (`blindspots serve`).
     Returns {"project": path, "status": Status, "leaderboard": DataFrame, "zoo": summary, "times": dict}.
     """
-    from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings,
-                                   PoolSettings, ProjectSettings, RatingSettings, ScanSettings, SimulateSettings,
-                                   TestSetSettings)
-    from blindspots.data.scenes import generate_scene_set
-    from blindspots.loop.project import Project
     from blindspots.loop import advance, leaderboard_frame
+    from blindspots.loop.project import Project
     from blindspots.training.zoo import train_zoo
 
     d = dict(DEMO)
@@ -125,7 +128,6 @@ def demo(
                                        "then `blindspots annotators add`, `blindspots serve` and `blindspots round`."),
 ) -> None:
     """Two full MAD rounds on procedural scenes with simulated humans; prints Table 1."""
-    from blindspots.cli.report import write_round_pages
     from blindspots.mine.testset import format_leaderboard
 
     t0 = time.perf_counter()

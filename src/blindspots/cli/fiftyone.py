@@ -6,6 +6,8 @@ from typing import List, Optional
 
 import typer
 
+# Lazy imports: pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
+
 
 def fiftyone(
     source: Path = typer.Argument(..., help="A scan folder (`blindspots scan --out`) or a project folder."),

@@ -6,7 +6,13 @@ from typing import Optional
 
 import typer
 
-from blindspots.cli.pool_options import storage_option_option
+from blindspots.cli.pool_options import open_cli_pool, storage_option_option
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
+from blindspots.data.classfile import read_classes
+from blindspots.data.segsets import open_segset
+from blindspots.data.sources.labelled import SourceSegmentationSet
+
+# Lazy imports: matplotlib, pandas, scipy, torch (`blindspots --help` starts without them).
 
 _LAYOUT_HELP = ("Label layout: index (default: --images/--masks, or DATA/images + DATA/masks), voc (VOC2012: "
                 "JPEGImages, SegmentationClass, --ids train|val|FILE), cityscapes (leftImg8bit + gtFine labelIds "
@@ -31,9 +37,6 @@ def _is_source(images: str) -> bool:
 
 
 def _source_set(images: str, masks: Path, classes: Optional[Path], ids: Optional[str], storage_option: list[str]):  # noqa: ANN202
-    from blindspots.cli.pool_options import open_cli_pool
-    from blindspots.data.classfile import read_classes
-    from blindspots.data.sources.labelled import SourceSegmentationSet
 
     subset = _read_ids(ids) if ids else None
     return SourceSegmentationSet(open_cli_pool(images, storage_option=storage_option), masks,
@@ -81,7 +84,6 @@ def label_issues(
 ) -> None:
     """Rank images by label quality, flag mislabelled pixels and group them into typed regions
     (confident learning for segmentation; cleanlab-compatible). Images may differ in size."""
-    from blindspots.data.classes import DEFAULT_IGNORE_INDEX
     from blindspots.labels.review import mask_png_writer, review_label_issues, save_review, worst_images_figure
 
     if fmt not in ("csv", "parquet"):
@@ -95,7 +97,6 @@ def label_issues(
     dataset = seg_model = None
     row_ids = None
     if model is not None:
-        from blindspots.data.segsets import open_segset
         from blindspots.models.load import load_model
 
         if images is not None and masks is not None and _is_source(images):  # images from a store or shards
@@ -109,7 +110,6 @@ def label_issues(
         row_ids = _read_ids(ids)
     ds_classes = getattr(dataset, "classes", None)
     if classes is not None and dataset is None:  # saved arrays: the file's ignore value, colours and names
-        from blindspots.data.classfile import read_classes
 
         ds_classes = read_classes(classes)
     names = ds_classes.names if ds_classes is not None else getattr(getattr(seg_model, "classes", None), "names", None)

@@ -9,6 +9,11 @@ from typing import Optional
 
 import typer
 
+from blindspots.cli.loop import open_project
+
+# Lazy imports: fastapi, httpx, pandas, scipy, sklearn, threadpoolctl, torch, uvicorn (`blindspots --help` starts
+# without them).
+
 ls_app = typer.Typer(help="Label a project's rounds in a running Label Studio: connect, push, pull.",
                      no_args_is_help=True)
 
@@ -37,7 +42,6 @@ def connect(
                                        "into existing Label Studio projects."),
 ) -> None:
     """Connect a project to Label Studio: create (or check) its masks and ratings projects and the pool's storage."""
-    from blindspots.cli.loop import open_project
     from blindspots.integrations.labelstudio import connect as do_connect
 
     conn = do_connect(open_project(project), url, token_env=token_env, token_file=token_file,
@@ -56,7 +60,6 @@ def push(
     round: Optional[int] = typer.Option(None, "--round", help="Round (default: the current one)."),
 ) -> None:
     """Push the round's images as tasks, the target's prediction pre-annotated."""
-    from blindspots.cli.loop import open_project
     from blindspots.integrations.labelstudio import push as do_push
 
     typer.echo(str(do_push(open_project(project), round=round, kind="ratings" if ratings else "masks")))
@@ -72,7 +75,6 @@ def pull(
                                           "awaits an annotation."),
 ) -> None:
     """Pull finished annotations into the project's masks (or ratings); `blindspots round` then continues."""
-    from blindspots.cli.loop import open_project
     from blindspots.integrations.labelstudio import pull as do_pull
 
     if watch is not None and not watch > 0:
@@ -98,7 +100,6 @@ def listen(
     """Receive Label Studio's webhooks and pull on each annotation event (instead of polling)."""
     import uvicorn
 
-    from blindspots.cli.loop import open_project
     from blindspots.integrations.labelstudio.webhook import create_webhook_app, register_webhooks
 
     p = open_project(project)
@@ -118,7 +119,6 @@ def backend(
     """Serve a registered model's predictions to Label Studio (the ML backend protocol)."""
     import uvicorn
 
-    from blindspots.cli.loop import open_project
     from blindspots.integrations.labelstudio import create_backend
 
     app = create_backend(open_project(project), model=model, version=version)

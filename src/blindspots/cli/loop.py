@@ -9,6 +9,13 @@ import typer
 
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, storage_option_option, storage_options)
+from blindspots.cli.report import write_round_pages
+from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
+                               ProjectSettings, RatingSettings, SimulateSettings, TestSetSettings)
+from blindspots.data.pool import ImagePool
+
+# Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
+# them).
 
 ratings_app = typer.Typer(help="Weak labels (ACR ratings 1-5 or out-of-domain) of the mined candidates M.",
                           no_args_is_help=True)
@@ -79,11 +86,8 @@ def init(
     """Create a project folder: blindspots.toml, the SQLite store, scans/, masks/, checkpoints/, reports/.
 
     Every model is loaded and run on one pool image first, so a bad spec fails here."""
-    from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings,
-                                   PoolSettings, ProjectSettings, RatingSettings, SimulateSettings,
-                                   TestSetSettings)
-    from blindspots.loop.project import STORE_FILE, Project
     from blindspots.loop import check_config
+    from blindspots.loop.project import STORE_FILE, Project
 
     tname, tpath = _model_spec(target, "target", "--target")
     comps = [ModelSettings(*_model_spec(c, "", "--competitor")) for c in competitor]
@@ -126,7 +130,6 @@ def init(
 
 def _check_scan(cfg, scan: Path) -> None:  # noqa: ANN001 - Config
     """`init --scan`: the scan fits the new project (loop/scan_reuse.py), else ValueError with the reason."""
-    from blindspots.data.pool import ImagePool
     from blindspots.loop.models import absolute_spec, load_spec
     from blindspots.loop.scan_reuse import check_scan_fits
 
@@ -145,9 +148,6 @@ def round_(
 ) -> None:
     """Advance the loop to the next step that needs a human, and say what is awaited."""
     from blindspots.loop import advance
-
-    from blindspots.cli.report import write_round_pages
-
     from blindspots.loop.progress import activity_since_last_round, last_event_id, steps_ran
 
     proj = open_project(project)
@@ -263,8 +263,7 @@ def masks_import(
     annotator: Optional[str] = typer.Option(None, "--annotator", help="Who drew the masks."),
 ) -> None:
     """Import pixel labels for S and T."""
-    from blindspots.loop import after_masks_import
-    from blindspots.loop import import_masks
+    from blindspots.loop import after_masks_import, import_masks
 
     p = open_project(project)
     n = import_masks(p, source, round=round, annotator=annotator)

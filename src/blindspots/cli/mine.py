@@ -6,6 +6,11 @@ from typing import Optional
 
 import typer
 
+from blindspots.data.pool import ImagePool
+
+# Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
+# them).
+
 
 def mine(
     scan_dir: Path = typer.Argument(..., help="A scan folder written by `blindspots scan`."),
@@ -73,7 +78,6 @@ def _add_model_columns(scan_dir: Path, strategy: str, target: Optional[str], mod
     if model is None:
         raise ValueError(f"--model: strategy {strategy!r} reads {missing} columns of {name!r} that the scan lacks; "
                          f"pass the model's spec (--model SPEC) to compute them once over the pool")
-    from blindspots.data.pool import ImagePool
     from blindspots.models.load import load_model
 
     root = pool or Path(manifest["pool_root"])

@@ -10,6 +10,8 @@ from typing import Any, Optional
 
 import typer
 
+from blindspots.data.sources import open_pool, parse_storage_option
+
 POOL_HELP = ("The pool: a folder, a list file (.txt/.csv/.parquet of paths or URIs), a URI prefix (s3://bucket/pool/, "
              "gs://, az://, file://), Parquet shards with an image column, WebDataset shards "
              "(shard-{000000..000099}.tar), a Hugging Face save_to_disk folder, or a FiftyOne dataset "
@@ -44,8 +46,6 @@ def storage_option_option() -> Any:
 
 def storage_options(values: list[str] | None) -> dict[str, Any]:
     """['endpoint_url=http://h:9000', 'anon=true'] -> {'endpoint_url': 'http://h:9000', 'anon': True}."""
-    from blindspots.data.sources import parse_storage_option
-
     return dict(parse_storage_option(v) for v in values or [])
 
 
@@ -53,7 +53,5 @@ def open_cli_pool(pool: str, *, list_file: Optional[str] = None, list_column: Op
                   pool_format: Optional[str] = None, image_column: Optional[str] = None,
                   storage_option: list[str] | None = None) -> Any:
     """The pool source the options name (a ValueError is the CLI's one-line error)."""
-    from blindspots.data.sources import open_pool
-
     return open_pool(pool, list_file=list_file, list_column=list_column, format=pool_format,
                      image_column=image_column, storage_options=storage_options(storage_option))

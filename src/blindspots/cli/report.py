@@ -1,7 +1,4 @@
 """`blindspots report`: write the offline HTML report of a project round or of a scan folder.
-
-Imports inside functions: `blindspots.report` imports torch (its engine pages), and every command
-of the CLI starts by importing this module.
 """
 from __future__ import annotations
 
@@ -9,6 +6,9 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
+# Lazy imports: `blindspots.report` imports torch (its engine pages), and every command of the CLI starts by importing
+# this module.
 
 
 def report(

@@ -10,6 +10,8 @@ from blindspots.batches import DEFAULT_MAX_PIXELS
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, open_cli_pool, storage_option_option)
 
+# Lazy imports: pandas, torch (`blindspots --help` starts without them).
+
 
 def _named_spec(value: str, option: str) -> tuple[str, str]:
     name, sep, spec = value.partition("=")

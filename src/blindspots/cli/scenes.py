@@ -5,6 +5,8 @@ from pathlib import Path
 
 import typer
 
+from blindspots.data.scenes import generate_scene_set, read_conditions
+
 scenes_app = typer.Typer(help="Procedural street scenes with pixel labels and recorded conditions.",
                          no_args_is_help=True)
 
@@ -21,8 +23,6 @@ def generate(
     jobs: int = typer.Option(1, "--jobs", "-j", help="Worker processes (-1: all cores); output does not depend on it."),
 ) -> None:
     """Render N scenes (resumable: scenes already on disk are kept)."""
-    from blindspots.data.scenes import generate_scene_set, read_conditions
-
     generate_scene_set(out, n, seed=seed, distribution=distribution, size=size, n_jobs=jobs)
     conds = read_conditions(out)
     hard = sum(c.is_hard for c in conds.values())

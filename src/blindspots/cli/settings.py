@@ -6,6 +6,10 @@ from typing import Optional
 
 import typer
 
+from blindspots.cli.loop import open_project
+
+# Lazy imports: pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
+
 
 def config(
     project: Path = typer.Argument(..., help="Project folder."),
@@ -13,7 +17,6 @@ def config(
                                          "paper: 3). One person rating alone: 1."),
 ) -> None:
     """Show the project's settings, or change the rater quota (kept in blindspots.toml)."""
-    from blindspots.cli.loop import open_project
     from blindspots.loop.progress import rating_progress, set_raters
 
     proj = open_project(project)

@@ -1,16 +1,24 @@
 """`blindspots surprise fit|score|analyze|view`: surprise adequacy (LSA, MDSA, DSA) from the command line."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
 from typing import Iterator, Optional
 
+import numpy as np
 import typer
 
 from blindspots.batches import size_batches
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, open_cli_pool, storage_option_option)
+from blindspots.data.classes import Classes
+from blindspots.data.pool import ImagePool
+from blindspots.data.segsets import SegmentationSet
+from blindspots.ids import artifact_path
+
+# Lazy imports: matplotlib, pandas, scipy, torch (`blindspots --help` starts without them).
 
 surprise_app = typer.Typer(help="Surprise adequacy (LSA, MDSA, DSA): fit per-class SA models on a labelled set, "
                            "score pools, reproduce Table 3 / Figure 9, draw Figure 6 panels and videos.",
@@ -66,8 +74,6 @@ def _claim_part(scan: Path, part: str, estimator: Path, model: Optional[str], fe
     per_class, seed). add_columns resumes a part by its name only: scoring another estimator or model
     into the same `--name` kept the old columns and said "added". Parts without the record (older
     runs) are not checked."""
-    import hashlib
-
     from blindspots.scan.extra import claim_part
 
     settings = {"estimator_sha256": hashlib.sha256(estimator.read_bytes()).hexdigest(),
@@ -145,7 +151,6 @@ def fit(
     batch_size: int = typer.Option(16, help="Images per forward pass."),
 ) -> None:
     """Fit one SA model per class on traces sampled from a labelled training set (resumable)."""
-    from blindspots.data.segsets import SegmentationSet
     from blindspots.surprise.estimators import make_estimator
     from blindspots.surprise.image import collect_fit_traces
 
@@ -193,7 +198,6 @@ def score(
                                           "'ray://HOST:10001'); default: a new local Ray."),
 ) -> None:
     """Score every image of a pool: image SA and class SA columns for the score table."""
-    import numpy as np
     import pandas as pd
 
     from blindspots.scan.extra import add_columns
@@ -270,10 +274,8 @@ def analyze(
     """Table 3 (Spearman SA vs IoU with p-values) and Figure 9 (label-saving trade-off, first estimator)."""
     import matplotlib
     matplotlib.use("Agg")
-    import numpy as np
     import pandas as pd
 
-    from blindspots.data.segsets import SegmentationSet
     from blindspots.surprise.analysis import label_saving_tradeoff, plot_label_saving, sa_and_iou, spearman_table
     from blindspots.surprise.estimators import load_estimator
 
@@ -323,9 +325,6 @@ def view(
     batch_size: int = typer.Option(16, help="Images per forward pass."),
 ) -> None:
     """Draw Figure 6 panels (input, label, prediction, difference, SA above threshold, SA heatmap)."""
-    from blindspots.data.classes import Classes
-    from blindspots.data.pool import ImagePool
-    from blindspots.data.segsets import SegmentationSet
     from blindspots.surprise.estimators import load_estimator
     from blindspots.surprise.image import surprise_heatmaps
     from blindspots.surprise.views import pad_frames, panels_for, save_png, write_video
@@ -358,10 +357,6 @@ def view(
         labels = None
     sa, pred = surprise_heatmaps(ex, est, imgs, progress=True, ids=list(ids))
     if maps is not None:
-        import numpy as np
-
-        from blindspots.ids import artifact_path
-
         for i, m in zip(ids, sa):
             path = artifact_path(maps, i, ".npy")
             path.parent.mkdir(parents=True, exist_ok=True)

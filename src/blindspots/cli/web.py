@@ -2,13 +2,17 @@
 the web app for ratings, pixel labels, scenario votes and label-issue review."""
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from blindspots.cli.loop import open_project
+from blindspots.cli.loop import open_project, refresh_round_page
+
+# Lazy imports: fastapi, matplotlib, pandas, scipy, skimage, sklearn, threadpoolctl, torch, uvicorn
+# (`blindspots --help` starts without them).
 
 KEEP_ALIVE_S = 75  # seconds an idle HTTP connection stays open (uvicorn's default: 5)
 annotators_app = typer.Typer(help="People who answer in the web app (tokens are stored hashed).",
@@ -44,7 +48,6 @@ def serve(
 
 def _refresh_round_page(project: Path) -> None:
     """The round report page as of now (it is a file: without this it shows the last `round`'s state)."""
-    from blindspots.cli.loop import refresh_round_page
     from blindspots.loop import status
 
     refresh_round_page(project, status(open_project(project)).round)
@@ -58,8 +61,6 @@ def annotators_add(
     url: str = typer.Option("http://127.0.0.1:8000", "--url", help="Base URL of the app for the sign-in link."),
 ) -> None:
     """Create an annotator (or give an existing one a new token) and print their sign-in link."""
-    import re
-
     if not re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", name):
         raise ValueError(f"name: expected 1-64 letters, digits or _ . @ -, got {name!r}")
     proj = open_project(project)

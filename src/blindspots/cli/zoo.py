@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+# Lazy imports: torch (`blindspots --help` starts without them).
+
 zoo_app = typer.Typer(help="Reference segmentation architectures (no pretrained weights) and demo training.",
                       no_args_is_help=True)
 

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from PIL import Image
+
+# Lazy imports: sklearn (the scan, its Ray workers and the GPU image's model loader start without them).
 
 logger = logging.getLogger(__name__)
 
@@ -198,8 +201,6 @@ def load_class_folders(root: str | Path, *, grayscale: bool | None = None,
     grayscale: True -> C = 1, False -> C = 3, None -> 1 if every image is grey ('L'/'1'/'I'), else 3.
     All images must share one size (ValueError naming the first mismatch).
     """
-    from PIL import Image
-
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"root: expected a directory of class folders, got {str(root)!r}")

@@ -18,6 +18,8 @@ from PIL import Image
 
 from blindspots.data.classes import Classes
 
+# Lazy imports: nibabel (optional: only the call that uses it needs it).
+
 DEFAULT_ROOT = Path("/usr/share/mricron/templates")
 
 #: coarse classes: AAL region ids (1..116) per class; 0 = outside the brain, 1 = brain without an AAL

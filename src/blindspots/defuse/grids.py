@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 
 def image_grid(images: np.ndarray, ncols: int = 10, pad: int = 1, pad_value: int = 128) -> np.ndarray:
@@ -27,8 +28,6 @@ def image_grid(images: np.ndarray, ncols: int = 10, pad: int = 1, pad_value: int
 
 def save_grid(images: np.ndarray, path: str | Path, ncols: int = 10, scale: int = 1) -> Path:
     """Write `image_grid(images)` to `path` (PNG), each pixel enlarged `scale` times (nearest)."""
-    from PIL import Image
-
     grid = image_grid(images, ncols)
     if scale > 1:
         grid = np.repeat(np.repeat(grid, scale, axis=0), scale, axis=1)

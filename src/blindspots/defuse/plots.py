@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from sklearn.manifold import TSNE
 
 
 def _plt():
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     return plt
 
@@ -58,8 +58,6 @@ def plot_tsne(train_codes: np.ndarray, failure_codes: np.ndarray, path: str | Pa
     (paper: only those with > 1% probability of a failure scenario); perplexity 30 as in the paper.
     examples: optional uint8 [3, H, W, C] decoded failures shown beside the plot with predictions.
     """
-    from sklearn.manifold import TSNE
-
     train_codes, failure_codes = np.asarray(train_codes, np.float32), np.asarray(failure_codes, np.float32)
     if train_codes.ndim != 2 or failure_codes.ndim != 2 or train_codes.shape[1] != failure_codes.shape[1]:
         raise ValueError(f"failure_codes: expected [M, {train_codes.shape[-1]}] like train_codes, got "

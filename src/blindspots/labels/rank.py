@@ -26,6 +26,8 @@ from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
 
+# Lazy imports: numba (its JIT kernels are compiled or loaded by their first call).
+
 #: cleanlab.internal.constants.EPSILON: lower bound of the softmax temperature
 _EPSILON = 1e-6
 METHODS = ("softmin", "num_pixel_issues")

@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX, voc_palette
 from blindspots.labels._internal.pixels import argmax_max
 from blindspots.metrics import ConfusionMatrix
-from blindspots.data.classes import DEFAULT_IGNORE_INDEX
+
+# Lazy imports: matplotlib (the loop's bookkeeping commands start without them).
 
 
 def _check(issues: Any, labels: Any, pred_probs: Any = None) -> tuple[np.ndarray, np.ndarray]:
@@ -194,7 +196,6 @@ def display_issues(issues: np.ndarray, *, labels: np.ndarray | None = None, pred
         if labels is not None else 0
     k = k_given if k_given is not None else given_max + 1
     if palette is None:
-        from blindspots.data.classes import voc_palette
         palette = voc_palette(max(k, 1))
     palette = np.asarray(palette, dtype=np.uint8)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from blindspots.loop.context import LABEL_STEPS, STEPS, LoopContext, Status, finetune_blocker_of, plan, step_seed
+from blindspots.loop.progress import masks_line, rating_progress
 from blindspots.loop.project import Project, ProjectError
 from blindspots.loop.steps import STEP_REGISTRY, export_dir, masks_needed, ratings_progress, t_masks_complete
 
@@ -36,7 +37,6 @@ def _stopped(project: Project) -> Status:
     done = [i for i in range(last + 1) if (project.step(i, "export") or {}).get("status") == "done"]
     i = done[-1] if done else 0
     r = (project.step(i, "export") or {}).get("result") or {}
-    from blindspots.loop.progress import masks_line
 
     need = masks_needed(project, i)
     n_s, n_t = r.get("n_S", 0), r.get("n_T", 0)
@@ -142,8 +142,6 @@ def status(project: Project) -> Status:
         return Status("failed", i, step, f"round {i}: step {step!r} failed: {err}; fix the cause and run "
                       f"`blindspots round {project.path}` to retry")
     if step == "ratings" and st is not None:
-        from blindspots.loop.progress import rating_progress
-
         missing, have, total = ratings_progress(ctx, i)
         prog = rating_progress(project, i)
         if not prog.missing:  # every answer is in; the loop goes on at the next `round`

@@ -1,8 +1,6 @@
 """Pixels the steps read: a model's class map of a pool image (the scan's saved map, else a
 forward), the simulated humans' true masks, the labelled pairs of a round's S or T, and the
-mIoU of saved maps against stored masks.
-
-Imports inside functions: torch-backed training code only (the loop starts without torch)."""
+mIoU of saved maps against stored masks."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,6 +13,8 @@ from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.models import predict_one
 from blindspots.loop.project import ProjectError
 from blindspots.metrics import ConfusionMatrix
+
+# Lazy imports: torch-backed training code only (the loop starts without torch).
 
 __all__ = ["ground_truth", "target_map", "model_map", "map_miou", "round_pairs"]
 

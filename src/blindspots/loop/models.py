@@ -5,9 +5,6 @@ A project stores each model as the same spec string the scan takes (`blindspots.
 a zoo checkpoint, a TorchScript or ONNX file, a folder of precomputed `.npy`, or
 `package.module:function`, with options after "?". The loop never special-cases a kind to load
 it; only fine-tuning needs to know whether the target is a torch module it can train (zoo, factory, HF).
-
-Imports inside functions: `blindspots.models.load` (it imports torch; the project store reads specs
-without it).
 """
 from __future__ import annotations
 
@@ -21,6 +18,8 @@ import numpy as np
 from blindspots.models.probe import probe_model
 from blindspots.models.protocol import predict_segmenter
 from blindspots.models.spec_syntax import is_module_spec
+
+# Lazy imports: `blindspots.models.load` (it imports torch; the project store reads specs without it).
 
 __all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "probe_models",
            "finetune_blocker", "LOOP_TRAINABLE_KINDS"]

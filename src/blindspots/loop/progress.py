@@ -8,11 +8,14 @@ images with any answer, so one person saw "76 / 76", "76/228" and "0 of 76" for 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from blindspots.config import CONFIG_FILE, save_config
 
 __all__ = ["RatingProgress", "rating_progress", "set_raters"]
 
@@ -85,10 +88,6 @@ def set_raters(project: Any, raters: int) -> tuple[int, int]:
 
     Takes effect for every round whose S is not formed yet (the ratings in hand are kept: a lower
     quota may complete images at once, a higher one waits for more answers)."""
-    from dataclasses import replace
-
-    from blindspots.config import CONFIG_FILE, save_config
-
     if isinstance(raters, bool) or not isinstance(raters, int) or raters < 1:
         raise ValueError(f"--raters: expected an integer >= 1 (answers needed per image), got {raters!r}")
     cfg = project.config
@@ -114,8 +113,6 @@ _SAID = {
 def activity_since_last_round(project: Any) -> list[str]:
     """What happened since the last `blindspots round` ended (imports, settings, versions): one line
     each, oldest first, with the round and time. Empty before the first `round`."""
-    import json
-
     ev = project.events()
     if not len(ev):
         return []
@@ -152,8 +149,6 @@ def masks_line(project: Any, round: int, needed: list[str]) -> str:
     imp = ev[(ev["kind"] == "masks-import") & (ev["round"] == round)] if len(ev) else ev
     last = ""
     if len(imp):
-        import json
-
         d = json.loads(imp["details"].iloc[-1] or "{}")
         last = f" (last import: {d.get('n', '?')} masks, {d.get('kind', '?')}, {imp['time'].iloc[-1]})"
     return f"{n_in} of {len(needed)} masks of S({round + 1}) ∪ T({round + 1}) in{last}"

@@ -16,6 +16,8 @@ from urllib.parse import parse_qsl, urlencode
 
 from torch import nn
 
+from blindspots.models.checkpoints import save_state_dict
+
 __all__ = ["with_option", "save_finetuned"]
 
 # files `save_pretrained` writes itself (weights and config); everything else in the folder is copied
@@ -42,8 +44,6 @@ def save_finetuned(kind: str, spec: str, module: nn.Module, dest: Path) -> str:
     dest = Path(dest)
     base, sep, query = spec.partition("?")
     if kind == "factory":
-        from blindspots.models.checkpoints import save_state_dict
-
         path = save_state_dict(dest.with_suffix(".pt"), module.state_dict())
         return with_option(spec, "weights", str(path.resolve()))
     if kind == "hf":

@@ -34,12 +34,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from blindspots.mine.badge_embedding import gradient_embedding
+from blindspots.mine.badge_embedding import check_head, gradient_embedding
 from blindspots.mine.head_output import post_head as _post_head, to_proba as _to_proba
 from blindspots.mine.columns import (
     DEFAULT_KINDS, KINDS, badge_column, bald_column, feature_column, margin_column, part_name,
 )
 from blindspots.scan import schema
+from blindspots.scan.extra import add_columns, claim_part
+from blindspots.scan.fingerprint import model_fingerprint
 
 MC_PASSES = 20  # Gal, Islam & Ghahramani 2017 draw T = 20 dropout samples per acquisition
 _DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout)
@@ -109,8 +111,6 @@ class AcquisitionColumns:
             self.layer = layer or segmenter.default_feature_layer()
             segmenter.check_feature_layer(self.layer)
         if "badge" in self.kinds:  # refuse a head BADGE cannot use before any pass over the pool
-            from blindspots.mine.badge_embedding import check_head
-
             check_head(segmenter._layer_target(self.layer)[0], self.layer)
 
     def __call__(self, images: np.ndarray, ids: Sequence[str] | None = None) -> dict[str, np.ndarray]:
@@ -200,8 +200,6 @@ def add_acquisition_columns(scan_dir: str | Path, pool: Any, segmenter: Any, nam
 
     pool: the `ImagePool` that was scanned. Resumable (a shard already written is kept).
     """
-    from blindspots.scan.extra import add_columns
-
     compute = AcquisitionColumns(segmenter, name, kinds=kinds, mc_passes=mc_passes, dropout=dropout, layer=layer,
                                  seed=seed)
     part = part_name(name, compute.kinds)
@@ -212,9 +210,6 @@ def add_acquisition_columns(scan_dir: str | Path, pool: Any, segmenter: Any, nam
 def _claim_part(folder: Path, compute: AcquisitionColumns, segmenter: Any) -> None:
     """Record in `folder/acquisition.json` what fills the part (model fingerprint and settings); other MC
     passes, dropout or another model under the same name are a ValueError (`scan.extra.claim_part`)."""
-    from blindspots.scan.extra import claim_part
-    from blindspots.scan.fingerprint import model_fingerprint
-
     settings = {"model": model_fingerprint(segmenter), "kinds": list(compute.kinds), "layer": compute.layer,
                 "seed": compute.seed, **({"mc_passes": compute.mc_passes, "dropout": compute.dropout}
                                          if "bald" in compute.kinds else {})}

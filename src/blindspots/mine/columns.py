@@ -9,6 +9,8 @@ from typing import Sequence
 import pandas as pd
 
 from blindspots.scan import schema
+from blindspots.scan.layout import ScanLayout
+from blindspots.scan.manifest import load_manifest
 
 KINDS = ("margin", "bald", "features", "badge")
 DEFAULT_KINDS = ("margin", "bald", "features")  # badge's C x D columns only when a strategy reads them
@@ -82,9 +84,6 @@ def part_name(name: str, kinds: Sequence[str]) -> str:
 
 def missing_kinds(scan_dir: str | Path, name: str, kinds: Sequence[str]) -> list[str]:
     """The acquisition kinds of model `name` no complete extra part of the scan holds yet."""
-    from blindspots.scan.layout import ScanLayout
-    from blindspots.scan.manifest import load_manifest
-
     layout, manifest = ScanLayout(scan_dir), load_manifest(scan_dir) or {}
     n_shards = int(manifest.get("n_shards", 0))
     have: set[str] = set()

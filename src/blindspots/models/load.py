@@ -39,19 +39,19 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import numpy as np
+import torch
 
-from blindspots.models.adapters.inputs import (
-    CHANNEL_ORDERS,
-    IMAGENET_MEAN,
-    IMAGENET_STD,
-    UNIT_SCALE,
-    InputPolicy,
-    TorchPreprocess,
-)
+from blindspots.data.classfile import read_classes
+from blindspots.models import adapters as A
+from blindspots.models.adapters.features import CallableFeatures, PrecomputedFeatures
+from blindspots.models.adapters.hf import read_preprocessor
+from blindspots.models.adapters.inputs import (CHANNEL_ORDERS, IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy,
+                                               TorchPreprocess)
 from blindspots.models.devices import AUTO, PRECISIONS, check_precision
 from blindspots.models.probe import probe_model  # noqa: F401 - part of the loader's API
 from blindspots.models.protocol import OUTPUT_KINDS, short_reason
 from blindspots.models.spec_syntax import is_module_spec
+from blindspots.models.zoo import load_segmenter
 
 _OPTIONS = ("output", "num_classes", "batch_size", "device", "precision", "resize", "pad", "max_side", "channels",
             "mean", "std", "scale", "classes", "weights", "output_key")
@@ -216,8 +216,6 @@ def import_attr(target: str) -> Any:
 
 def _is_factory(obj: Any, kwargs: dict[str, str] | None = None) -> bool:
     """An nn.Module, a Module class, or a function callable with only `kwargs` (it builds the model)."""
-    import torch
-
     if isinstance(obj, torch.nn.Module):
         return True  # with kwargs: refused in _factory_module (an instance takes none)
     if isinstance(obj, type):
@@ -340,8 +338,6 @@ def _preprocess(opts: dict[str, Any], base: TorchPreprocess | None = None) -> To
 
 def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
     """Construct the adapter of `kind` from checked options."""
-    from blindspots.models import adapters as A
-
     path = Path(base)
     classes = _read_classes(opts["classes"]) if "classes" in opts else None
     common = {"num_classes": opts.get("num_classes"), "classes": classes, "info": {"kind": kind}}
@@ -352,7 +348,6 @@ def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
     if kind == "precomputed":
         return A.PrecomputedSegmenter(path, output=opts.get("output", "probabilities"), **common)
     if kind == "hf":
-        from blindspots.models.adapters.hf import read_preprocessor
         pre = read_preprocessor(path)[0]
         torch_kw["preprocess"] = _preprocess(opts, pre) or pre
         return A.HFSegmenter(path, **torch_kw)
@@ -379,14 +374,10 @@ def _build(kind: str, base: str, opts: dict[str, Any]) -> Any:
 
 def _read_classes(path: str) -> Any:
     """The one classes-file reader (`blindspots.data.classfile`, shared with the data layouts)."""
-    from blindspots.data.classfile import read_classes
-
     return read_classes(path)
 
 
 def _load_zoo(path: Path, torch_kw: dict[str, Any]) -> Any:
-    from blindspots.models.zoo import load_segmenter
-
     if not zipfile.is_zipfile(path):
         raise ValueError(f"expected a blindspots zoo checkpoint or a TorchScript file (both are zip archives "
                          f"written by torch), got a file that is neither: {str(path)!r}")
@@ -403,8 +394,6 @@ def _load_zoo(path: Path, torch_kw: dict[str, Any]) -> Any:
 
 def _factory_module(target: str, weights: str | None, kwargs: dict[str, str] | None = None) -> Any:
     """factory(**kwargs) -> nn.Module, with the state dict of `weights` loaded (weights_only: no code runs)."""
-    import torch
-
     obj = import_attr(target)
     kwargs = kwargs or {}
     if isinstance(obj, torch.nn.Module) and kwargs:
@@ -440,8 +429,6 @@ def _factory_module(target: str, weights: str | None, kwargs: dict[str, str] | N
 def load_features(source: str | Path) -> Any:
     """A feature source for surprise from the command line: a folder of `<image id>.npy` maps
     (`PrecomputedFeatures`) or `package.module:function` returning [N, D, h, w] / [N, D] (`CallableFeatures`)."""
-    from blindspots.models.adapters.features import CallableFeatures, PrecomputedFeatures
-
     text = str(source)
     if Path(text).is_dir():
         return PrecomputedFeatures(text, info={"spec": text, "kind": "precomputed features"})

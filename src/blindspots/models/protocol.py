@@ -18,6 +18,8 @@ import numpy as np
 from blindspots.batches import DEFAULT_MAX_PIXELS, size_batches
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX, Classes
 
+# Lazy imports: numba (its JIT kernels are compiled or loaded by their first call).
+
 PROBA_TOLERANCE = 1e-3
 
 OutputKind = Literal["probabilities", "logits"]

@@ -27,6 +27,8 @@ from blindspots.data.classes import Classes
 from blindspots.models.adapters import TorchSegmenter
 from blindspots.models.checkpoints import load_checkpoint_dict, save_checkpoint_dict
 
+# Lazy imports: segmentation_models_pytorch, torchvision (optional: only the call that uses them needs them).
+
 CHECKPOINT_FORMAT = "blindspots.segmenter/1"
 
 

@@ -1,5 +1,5 @@
 """Helpers for pages that show what another command already wrote: copy its PNG figures beside the
-page (so the report folder is self-contained) and render its CSV tables."""
+page (so the report folder is self-contained) and show its CSV tables."""
 from __future__ import annotations
 
 import shutil
@@ -7,26 +7,25 @@ from pathlib import Path
 
 import pandas as pd
 
-from blindspots.report.html import esc, figure_img, rel_url, table
+from blindspots.report.html import rel_url
+from blindspots.report.views import Image, Table
 
 
-def copy_figure(src: Path, out: Path, name: str, caption: str) -> str:
-    """Copy the image `src` to out/figures/<name> and return a <figure> linking it relatively."""
+def copy_figure(src: Path, out: Path, name: str, caption: str) -> Image:
+    """Copy the image `src` to out/figures/<name>; the captioned figure linking it relatively."""
     dst = out / "figures" / name
     dst.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dst)
     # Another command's figure (often many panels): shown at its own size, not squeezed to 600 px.
-    img = figure_img(rel_url(dst, out), caption, "natural")
-    return f"<figure>{img}<figcaption>{esc(caption)}</figcaption></figure>"
+    return Image(rel_url(dst, out), caption, caption=caption, cls="natural")
 
 
-def frame_table(df: pd.DataFrame, max_rows: int = 50, digits: int = 4) -> str:
-    """A DataFrame as an HTML table (floats rounded to `digits`; at most `max_rows` rows, the rest counted)."""
+def frame_table(df: pd.DataFrame, max_rows: int = 50, digits: int = 4) -> Table:
+    """A DataFrame as a table (floats rounded to `digits`; at most `max_rows` rows, the rest counted)."""
     shown = df.head(max_rows)
     numeric = {j for j, c in enumerate(shown.columns) if pd.api.types.is_numeric_dtype(shown[c])}
     rows = [[f"{v:.{digits}g}" if isinstance(v, float) else v for v in r] for r in shown.itertuples(index=False)]
-    extra = f'<p class="note">{len(df) - len(shown)} more rows not shown.</p>' if len(df) > len(shown) else ""
-    return table([str(c) for c in shown.columns], rows, numeric) + extra
+    return Table([str(c) for c in shown.columns], rows, numeric, more=len(df) - len(shown))
 
 
 def read_table(stem: Path) -> pd.DataFrame | None:

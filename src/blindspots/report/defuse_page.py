@@ -22,7 +22,8 @@ import pandas as pd
 from blindspots._validation import check_int
 from blindspots.defuse.evaluation import AGREEMENT_FILE, TABLE_FILE, format_table
 from blindspots.report.copied import copy_figure, frame_table
-from blindspots.report.html import REPORT_CSS, esc, output_folder, write_index
+from blindspots.report.html import REPORT_CSS, output_folder, write_index
+from blindspots.report.views import Block, Figures, Heading, Nav, Pre, Text
 
 log = logging.getLogger(__name__)
 
@@ -74,19 +75,21 @@ def is_defuse_dir(root: str | Path) -> bool:
     return bool(set(find_defuse_parts(root)) & {"review", "correct", "figures"})
 
 
-def defuse_scenario_section(review: Path, out: Path, n_per: int) -> tuple[list[str], dict]:
-    parts = ['<h2 class="section" id="scenarios">Failure scenarios</h2>']
+def defuse_scenario_section(review: Path, out: Path, n_per: int) -> tuple[list[Block], dict]:
+    """The failure scenarios of a review folder (the Figure 4 table, review images per failure scenario)
+    as view-model blocks, headed by the standalone page's h2, and its counts."""
+    parts: list[Block] = [Heading("Failure scenarios", "scenarios")]
     classes = json.loads((review / "classes.json").read_text(encoding="utf-8")).get("class_names", [])
     items = pd.read_csv(review / "items.csv", dtype={"item_id": str})
     dec_path = review / "decisions.csv"
     if not dec_path.is_file():
-        parts.append(f'<p class="note">{len(items)} review images from {items["scenario"].nunique()} scenarios; '
-                     'no votes imported yet (run `blindspots defuse import-votes`).</p>')
+        parts.append(Text.of(f"{len(items)} review images from {items['scenario'].nunique()} scenarios; no votes "
+                             "imported yet (run `blindspots defuse import-votes`)."))
         return parts, {"n_scenarios": int(items["scenario"].nunique()), "n_failures": None}
     dec = pd.read_csv(dec_path)
     n_fail = int(dec["is_failure"].sum())
-    parts.append(f'<p class="note">{len(dec)} candidate scenarios, {n_fail} failure scenarios (more than ρ of '
-                 'their labelled review images disagree with the classifier). As Table/Figure 4 of the paper.</p>')
+    parts.append(Text.of(f"{len(dec)} candidate scenarios, {n_fail} failure scenarios (more than ρ of their labelled "
+                         "review images disagree with the classifier). As Table/Figure 4 of the paper."))
     parts.append(frame_table(dec, max_rows=200))
     votes = "items_voted.csv" if (review / "items_voted.csv").is_file() else "items.csv"
     shown = pd.read_csv(review / votes, dtype={"item_id": str})
@@ -104,31 +107,61 @@ def defuse_scenario_section(review: Path, out: Path, n_per: int) -> tuple[list[s
                     lab = int(getattr(it, "label"))
                     cap += f", voted {classes[lab] if lab < len(classes) else lab}"
                 figs.append(copy_figure(src, out, f"review/{Path(str(it.image)).name}", cap))
-        parts.append(f"<h3>Scenario {esc(r.scenario)}: {esc(r.label_name)}</h3>")
-        parts.append(f'<div class="row">{"".join(figs)}</div>' if figs else '<p class="note">No review images.</p>')
+        parts.append(Heading(f"Scenario {r.scenario}: {r.label_name}", "", 3))
+        parts.append(Figures(figs, cls="row") if figs else Text.of("No review images."))
     return parts, {"n_scenarios": int(len(dec)), "n_failures": n_fail}
 
 
-def honest_section(folder: Path) -> list[str]:
-    """The honest table (as printed) and per-scenario judge agreement, if written."""
+def honest_section(folder: Path) -> list[Block]:
+    """The honest table (as printed) and per-scenario judge agreement, if written (headed by the
+    standalone page's h2)."""
     table = honest_table_file(folder)
     if table is None:
         raise ValueError(f"folder: expected {TABLE_FILE} (or {CLI_TABLE_FILE} with {AGREEMENT_FILE}), "
                          f"got neither in {str(folder)!r}")
     rows = pd.read_csv(table)
-    parts = ['<h2 class="section" id="honest">Measured honestly</h2>',
-             '<p class="note">Rows: before, the λ = 0 control with the same steps, fine-tuning on identified '
-             'examples, Defuse. Scenario accuracy is scored against the scenario label and against an '
-             'independent judge (in the examples a SIMULATED judge).</p>',
-             f"<pre>{esc(format_table(rows))}</pre>"]
+    parts: list[Block] = [
+        Heading("Measured honestly", "honest"),
+        Text.of("Rows: before, the λ = 0 control with the same steps, fine-tuning on identified examples, Defuse. "
+                "Scenario accuracy is scored against the scenario label and against an independent judge (in the "
+                "examples a SIMULATED judge)."),
+        Pre(format_table(rows))]
     if (folder / AGREEMENT_FILE).is_file():
-        parts.append('<p class="note">Per-scenario judge agreement; disputed scenarios can be discarded.</p>')
+        parts.append(Text.of("Per-scenario judge agreement; disputed scenarios can be discarded."))
         parts.append(frame_table(pd.read_csv(folder / AGREEMENT_FILE), max_rows=200))
     return parts
 
 
-def _figs(figs_dir: Path, name: str, out: Path) -> str:
-    return f'<div class="figs">{copy_figure(figs_dir / name, out, name, FIGURES[name])}</div>'
+def sweep_blocks(correct: Path, *, with_path: bool = True) -> tuple[list[Block], float | None]:
+    """The λ sweep of a correction folder: the chosen λ (highest select_score, else val_acc; with_path: and
+    where the corrected classifier is) and the table; and the chosen λ (None without a score column)."""
+    sweep = pd.read_csv(correct / "sweep.csv")
+    key = "select_score" if "select_score" in sweep.columns else "val_acc"
+    parts: list[Block] = []
+    best_lambda = None
+    if key in sweep.columns and len(sweep):
+        best_lambda = float(sweep.loc[sweep[key].idxmax()]["lambda"])
+        where = f"; corrected classifier: {correct / 'corrected.pt'}" if with_path else "."
+        parts.append(Text.of(f"Chosen λ = {best_lambda:g} (highest {key}){where}"))
+    parts.append(frame_table(sweep, max_rows=100))
+    return parts, best_lambda
+
+
+def other_figures(found: dict[str, Path], out: Path, fig_dir: str = "") -> list:
+    """The figures not shown in their own section (t-SNE, nearest neighbours, the VAE grids), copied."""
+    figs_dir = found.get("figures")
+    shown = ("fig3_scenarios.png", "fig5_tradeoff.png")
+    other = [copy_figure(figs_dir / f, out, fig_dir + f, cap) for f, cap in FIGURES.items()
+             if figs_dir is not None and f not in shown and (figs_dir / f).is_file()]
+    if "grids" in found:
+        other += [copy_figure(found["grids"] / f, out, f"{fig_dir}vae_{f}", cap) for f, cap in GRIDS.items()
+                  if (found["grids"] / f).is_file()]
+    return other
+
+
+def figure_block(figs_dir: Path, name: str, out: Path, fig_dir: str = "") -> Figures:
+    """One of the `defuse report` figures, copied to out/figures/<fig_dir><name>."""
+    return Figures([copy_figure(figs_dir / name, out, fig_dir + name, FIGURES[name])])
 
 
 def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 10) -> Path:
@@ -143,10 +176,10 @@ def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 1
                          f"correct folder with sweep.csv or `defuse report` figures), got {str(root)!r}")
     check_int(n_per, "n_per", minimum=0)
     out = output_folder(out_dir)
-    parts = [f"<h1>Defuse report: {esc(root.resolve().name)}</h1>",
-             '<nav><a href="#scenarios">failure scenarios</a><a href="#correction">correction</a>'
-             '<a href="#figures">figures</a></nav>',
-             '<p class="meta">Read from: ' + esc(", ".join(f"{k} = {v}" for k, v in found.items())) + "</p>"]
+    parts: list[Block] = [Heading(f"Defuse report: {root.resolve().name}", "", 1),
+                          Nav([("scenarios", "failure scenarios"), ("correction", "correction"),
+                               ("figures", "figures")]),
+                          Text.of("Read from: " + ", ".join(f"{k} = {v}" for k, v in found.items()), style="meta")]
     summary: dict = {"parts": {k: str(v) for k, v in found.items()}}
     if "review" in found:
         sec, info = defuse_scenario_section(found["review"], out, n_per)
@@ -154,36 +187,27 @@ def write_defuse_report(root: str | Path, out_dir: str | Path, *, n_per: int = 1
         summary.update(info)
     figs_dir = found.get("figures")
     if figs_dir is not None and (figs_dir / "fig3_scenarios.png").is_file():
-        parts.append(_figs(figs_dir, "fig3_scenarios.png", out))
+        parts.append(figure_block(figs_dir, "fig3_scenarios.png", out))
 
-    parts.append('<h2 class="section" id="correction">Correction (λ sweep)</h2>')
+    parts.append(Heading("Correction (λ sweep)", "correction"))
     if "correct" in found:
-        sweep = pd.read_csv(found["correct"] / "sweep.csv")
-        key = "select_score" if "select_score" in sweep.columns else "val_acc"
-        if key in sweep.columns and len(sweep):
-            best = sweep.loc[sweep[key].idxmax()]
-            summary["best_lambda"] = float(best["lambda"])
-            parts.append(f'<p class="note">Chosen λ = {best["lambda"]:g} (highest {esc(key)}); corrected '
-                         f'classifier: {esc(found["correct"] / "corrected.pt")}</p>')
-        parts.append(frame_table(sweep, max_rows=100))
+        sweep, best = sweep_blocks(found["correct"])
+        if best is not None:
+            summary["best_lambda"] = best
+        parts += sweep
         if figs_dir is not None and (figs_dir / "fig5_tradeoff.png").is_file():
-            parts.append(_figs(figs_dir, "fig5_tradeoff.png", out))
+            parts.append(figure_block(figs_dir, "fig5_tradeoff.png", out))
     else:
-        parts.append('<p class="note">No correction folder (sweep.csv) found: run `blindspots defuse correct`.</p>')
+        parts.append(Text.of("No correction folder (sweep.csv) found: run `blindspots defuse correct`."))
 
     if "honest" in found:
         parts += honest_section(found["honest"])
         summary["honest_table"] = pd.read_csv(honest_table_file(found["honest"])).to_dict("records")
 
-    parts.append('<h2 class="section" id="figures">Other figures</h2>')
-    shown = ("fig3_scenarios.png", "fig5_tradeoff.png")
-    other = [copy_figure(figs_dir / f, out, f, cap) for f, cap in FIGURES.items()
-             if figs_dir is not None and f not in shown and (figs_dir / f).is_file()]
-    if "grids" in found:
-        other += [copy_figure(found["grids"] / f, out, f"vae_{f}", cap) for f, cap in GRIDS.items()
-                  if (found["grids"] / f).is_file()]
-    parts.append(f'<div class="figs">{"".join(other)}</div>' if other else
-                 '<p class="note">No other figures (run `blindspots defuse report --out ...` into this folder).</p>')
+    parts.append(Heading("Other figures", "figures"))
+    other = other_figures(found, out)
+    parts.append(Figures(other) if other else
+                 Text.of("No other figures (run `blindspots defuse report --out ...` into this folder)."))
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     # Review images are tiny (e.g. 28 px): enlarge them without blurring.
     css = REPORT_CSS + ".row img { image-rendering: pixelated; }\n"

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
-from blindspots.report.copied import copy_figure, frame_table
-from blindspots.report.defuse_page import (FIGURES, GRIDS, defuse_scenario_section, find_defuse_parts, honest_section,
-                                          is_defuse_dir)
-from blindspots.report.html import esc, heading
+from blindspots.report.defuse_page import (defuse_scenario_section, figure_block, find_defuse_parts, honest_section,
+                                          is_defuse_dir, other_figures, sweep_blocks)
 from blindspots.report.labels_page import is_label_issues_dir, label_issues_sections
 from blindspots.report.surprise_page import is_surprise_dir, surprise_sections
+from blindspots.report.views import Block, Figures, Group, Heading, Text, code
 
 ENGINE_TITLES = {"labels": "Label issues", "surprise": "Surprise adequacy", "defuse": "Defuse failure scenarios"}
 SKIP = {"scans", "checkpoints", "reports", "masks", "cache"}  # the project's own folders, never engine outputs
@@ -44,74 +41,57 @@ def find_engine_runs(project_dir: str | Path) -> list[tuple[str, Path]]:
 
 
 def defuse_sections(root: Path, out: Path, *, n_per: int = 10, anchor: str = "defuse-",
-                    fig_dir: str = "defuse/") -> list[str]:
+                    fig_dir: str = "defuse/") -> list[Block]:
     """A Defuse run folder as subsections (h3): the Figure 4 table and the review images of each
     failure scenario, Figure 3 (scenario grids), the λ sweep with Figure 5, the other figures, and
     the honest table (with per-scenario judge agreement) when the run wrote one."""
     found = find_defuse_parts(root)
-    parts = []
     figs_dir = found.get("figures")
-    parts.append(heading("Failure scenarios (Figure 4 table)", anchor + "scenarios", 3))
+    parts: list[Block] = [Heading("Failure scenarios (Figure 4 table)", anchor + "scenarios", 3)]
     if "review" in found:
         parts += defuse_scenario_section(found["review"], out, n_per)[0][1:]  # [0] is the standalone page's h2
     else:
-        parts.append('<p class="note">No review folder (items.csv): run <code>blindspots defuse export-review</code>.'
-                     '</p>')
-
-    def fig(name: str) -> str:
-        return f'<div class="figs">{copy_figure(figs_dir / name, out, fig_dir + name, FIGURES[name])}</div>'
-
+        parts.append(Text.of("No review folder (items.csv): run ", code("blindspots defuse export-review"), "."))
     if figs_dir is not None and (figs_dir / "fig3_scenarios.png").is_file():
-        parts.append(fig("fig3_scenarios.png"))
-    parts.append(heading("Correction (λ sweep, Figure 5)", anchor + "correction", 3))
+        parts.append(figure_block(figs_dir, "fig3_scenarios.png", out, fig_dir))
+    parts.append(Heading("Correction (λ sweep, Figure 5)", anchor + "correction", 3))
     if "correct" in found:
-        sweep = pd.read_csv(found["correct"] / "sweep.csv")
-        key = "select_score" if "select_score" in sweep.columns else "val_acc"
-        if key in sweep.columns and len(sweep):
-            best = sweep.loc[sweep[key].idxmax()]
-            parts.append(f'<p class="note">Chosen λ = {best["lambda"]:g} (highest {esc(key)}).</p>')
-        parts.append(frame_table(sweep, max_rows=100))
+        parts += sweep_blocks(found["correct"], with_path=False)[0]
         if figs_dir is not None and (figs_dir / "fig5_tradeoff.png").is_file():
-            parts.append(fig("fig5_tradeoff.png"))
+            parts.append(figure_block(figs_dir, "fig5_tradeoff.png", out, fig_dir))
     else:
-        parts.append('<p class="note">No correction folder (sweep.csv): run <code>blindspots defuse correct</code>.'
-                     '</p>')
-    shown = ("fig3_scenarios.png", "fig5_tradeoff.png")
-    other = [copy_figure(figs_dir / f, out, fig_dir + f, cap) for f, cap in FIGURES.items()
-             if figs_dir is not None and f not in shown and (figs_dir / f).is_file()]
-    if "grids" in found:
-        other += [copy_figure(found["grids"] / f, out, f"{fig_dir}vae_{f}", cap) for f, cap in GRIDS.items()
-                  if (found["grids"] / f).is_file()]
+        parts.append(Text.of("No correction folder (sweep.csv): run ", code("blindspots defuse correct"), "."))
+    other = other_figures(found, out, fig_dir)
     if other:
-        parts += [heading("Other Defuse figures", anchor + "figures", 3), f'<div class="figs">{"".join(other)}</div>']
+        parts += [Heading("Other Defuse figures", anchor + "figures", 3), Figures(other)]
     if "honest" in found:  # before / λ = 0 control / identified examples / Defuse, judged independently
-        parts += [heading("Measured honestly", anchor + "honest", 3)] + honest_section(found["honest"])[1:]
+        parts += [Heading("Measured honestly", anchor + "honest", 3)] + honest_section(found["honest"])[1:]
     return parts
 
 
-def engine_sections(project_dir: str | Path, out: Path, *, n: int = 12) -> tuple[list[str], list[dict]]:
-    """HTML parts for every engine output of the project, and one row each (engine, folder, anchor:
+def engine_sections(project_dir: str | Path, out: Path, *, n: int = 12) -> tuple[list[Block], list[dict]]:
+    """View-model blocks for every engine output of the project, and one row each (engine, folder, anchor:
     the id of its heading, title). Both empty when no engine ran for the project."""
     runs = find_engine_runs(project_dir)
     if not runs:
         return [], []
-    parts, rows = [], []
+    parts: list[Block] = []
+    rows = []
     seen_defuse = False
     for k, (engine, folder) in enumerate(runs):
         anchor, fig_dir = f"{engine}-{k}-", f"{engine}-{k}/"
-        parts.append(heading(f"{ENGINE_TITLES[engine]}: {folder.name}", f"{engine}-{k}"))
-        parts.append(f'<p class="meta">Read from {esc(folder)}; its standalone page: '
-                     f'<code>blindspots report {esc(folder)}</code>.</p>')
+        parts.append(Heading(f"{ENGINE_TITLES[engine]}: {folder.name}", f"{engine}-{k}"))
+        parts.append(Text.of(f"Read from {folder}; its standalone page: ", code(f"blindspots report {folder}"), ".",
+                             style="meta"))
         if engine == "labels":
             parts += label_issues_sections(folder, out, n=2 * n, level=3, anchor=anchor, fig_dir=fig_dir)[0]
         elif engine == "surprise":
             parts += surprise_sections(folder, out, n=n, level=3, anchor=anchor, fig_dir=fig_dir)
         elif not seen_defuse:  # review images keep their item ids as file names: one Defuse run per page
-            parts += ['<div class="pixelated">'] + defuse_sections(folder, out, anchor=anchor, fig_dir=fig_dir) \
-                + ["</div>"]
+            parts.append(Group("pixelated", defuse_sections(folder, out, anchor=anchor, fig_dir=fig_dir)))
             seen_defuse = True
         else:
-            parts.append('<p class="note">Another Defuse run is shown above; open this one\'s own page.</p>')
+            parts.append(Text.of("Another Defuse run is shown above; open this one's own page."))
         rows.append({"engine": engine, "folder": str(folder), "anchor": f"{engine}-{k}",
                      "title": ENGINE_TITLES[engine]})
     return parts, rows

@@ -8,16 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 DPI = 100
 
 
 def _pyplot():
-    import matplotlib
-
     matplotlib.use("Agg", force=False)  # headless; a no-op when Agg is already active
-    import matplotlib.pyplot as plt
 
     return plt
 
@@ -33,8 +33,6 @@ def _save(fig, path: Path) -> Path:  # noqa: ANN001
 
 def _integer_counts(axis) -> None:  # noqa: ANN001
     """Whole-number ticks on an axis of counts (no "0.5 images")."""
-    from matplotlib.ticker import MaxNLocator
-
     axis.set_major_locator(MaxNLocator(integer=True))
 
 

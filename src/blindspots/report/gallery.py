@@ -19,9 +19,10 @@ import pandas as pd
 
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
-from blindspots.report.html import esc, page, rel_url
+from blindspots.report.html import BASE_CSS, rel_url, write_index
 from blindspots.report.overlays import clear_classes, colorize, overlay, resize_labels, thumbnail, thumbnail_size
-from blindspots.report.thumbs import Figure, figure_html, legend_html, read_image, save_jpeg
+from blindspots.report.thumbs import Figure, legend_items, read_image, save_jpeg
+from blindspots.report.views import Block, Heading, Pick, Text
 from blindspots.scan import maps as map_files
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.manifest import load_manifest, scan_pool_source
@@ -37,8 +38,8 @@ def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Pat
                    competitors: Sequence[str] | None = None, max_side: int = 320,
                    alpha: float = 0.5, score_label: str | None = "score",
                    display: Mapping[str, str] | None = None, manifest: dict | None = None
-                   ) -> tuple[list[str], dict]:
-    """The HTML sections of `picks` (one per row; thumbnails written under out_dir/thumbs/, large views
+                   ) -> tuple[list[Pick], dict]:
+    """The view-models of `picks` (one per row; thumbnails written under out_dir/thumbs/, large views
     under out_dir/full/) and what was shown: {"target", "shown" (models), "pool_root"}. Arguments as
     in `write_gallery`; other pages (the scan report) embed these sections. score_label: what the
     score is called on the page (None: no score shown, e.g. random picks, whose score is only the
@@ -103,14 +104,10 @@ def gallery_blocks(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Pat
                                   full=big))
         legend_names = model_names[shown[0]] if shown else []
         details = getattr(row, "details", None)
-        blocks.append(
-            f'<section class="pick" id="pick-{pos + 1}"><h2>#{esc(rank)} {esc(image_id)}</h2>'
-            f'<p class="reason">{esc(row.reason)}</p>'
-            + (f'<p class="meta">{esc(score_label)} {float(row.score):.4g}</p>' if score_label else "")
-            + f'<div class="row">{"".join(figure_html(f) for f in figures)}</div>'
-            f"{legend_html(present, legend_names, palette)}"
-            + (f"<details><summary>details</summary><code>{esc(details)}</code></details>" if details else "")
-            + "</section>")
+        blocks.append(Pick(number=pos + 1, title=f"#{rank} {image_id}", reason=str(row.reason),
+                           score=f"{score_label} {float(row.score):.4g}" if score_label else None, figures=figures,
+                           legend=legend_items(present, legend_names, palette),
+                           details=str(details) if details else None))
     return blocks, {"target": target, "shown": shown, "pool_root": root}
 
 
@@ -134,11 +131,11 @@ def write_gallery(picks: pd.DataFrame, scan_dir: str | Path, out_dir: str | Path
                                   competitors=competitors, max_side=max_side, alpha=alpha, score_label=score_label)
     target, shown, root = info["target"], info["shown"], info["pool_root"]
     heading = title or f"{len(picks)} picks from {Path(scan_dir).name}"
-    head = (f"<h1>{esc(heading)}</h1><p class=\"meta\">target: {esc(target)}; competitors: "
-             f"{esc(', '.join(shown[1:]) or 'none')}; pool: {esc(root)}</p>"
-             + (f'<p class="meta">{esc(intro)}</p>' if intro else "")
-             + '<p class="meta">Click a picture for its full-size view.</p>')
+    head: list[Block] = [Heading(heading, "", 1),
+                         Text.of(f"target: {target}; competitors: {', '.join(shown[1:]) or 'none'}; pool: {root}",
+                                 style="meta")]
+    if intro:
+        head.append(Text.of(intro, style="meta"))
+    head.append(Text.of("Click a picture for its full-size view.", style="meta"))
     out.mkdir(parents=True, exist_ok=True)
-    index = out / "index.html"
-    index.write_text(page(heading, head + "\n".join(blocks)), encoding="utf-8")
-    return index
+    return write_index(out, heading, head + blocks, css=BASE_CSS)

@@ -5,9 +5,11 @@ to a CDN, a web font or an absolute URL; images are files beside the page, linke
 """
 from __future__ import annotations
 
-import html
 from pathlib import Path
+from typing import Any, Iterable
 from urllib.parse import quote
+
+from blindspots.report.render import render_blocks, write_page
 
 BASE_CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; background: #fafafa; }
@@ -50,48 +52,13 @@ def output_folder(out_dir: str | Path) -> Path:
     return out
 
 
-def write_index(out: Path, title: str, parts: list[str], css: str | None = None) -> Path:
-    """Write `out/index.html` (one self-contained page of the report sections `parts`); returns its path."""
-    index = out / "index.html"
-    index.write_text(page(title, "\n".join(parts), css=REPORT_CSS if css is None else css), encoding="utf-8")
-    return index
-
-
-def esc(text: object) -> str:
-    """Text made safe for HTML element content and attribute values."""
-    return html.escape(str(text), quote=True)
+def write_index(out: Path, title: str, blocks: Iterable[Any], css: str | None = None) -> Path:
+    """Write `out/index.html`: one self-contained page of the view-model `blocks` (`blindspots.report.views`,
+    drawn by `templates/blocks.html`); returns its path."""
+    return write_page(out, title, render_blocks(blocks), REPORT_CSS if css is None else css)
 
 
 def rel_url(path: Path, base: Path) -> str:
     """A relative, percent-encoded URL from the folder `base` to the file `path` (inside base)."""
     rel = Path(path).resolve().relative_to(Path(base).resolve()).as_posix()
     return quote(rel)
-
-
-def page(title: str, body: str, css: str = BASE_CSS) -> str:
-    """A complete HTML5 document with inline CSS."""
-    return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            f"<title>{esc(title)}</title>\n<style>{css}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
-
-
-def table(header: list[str], rows: list[list[object]], numeric: set[int] | None = None) -> str:
-    """An HTML table (escaped cells); columns whose index is in `numeric` are right-aligned."""
-    numeric = numeric or set()
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f'<td class="num">{esc(c)}</td>' if j in numeric else f"<td>{esc(c)}</td>"
-                                    for j, c in enumerate(r)) + "</tr>" for r in rows)
-    return f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def heading(text: str, anchor: str, level: int = 2) -> str:
-    """A section heading with id `anchor`: h2 styled as a page section, h3.. as a subsection
-    (an engine's sections nested inside the round page)."""
-    cls = ' class="section"' if level == 2 else ""
-    return f'<h{level}{cls} id="{esc(anchor)}">{esc(text)}</h{level}>'
-
-
-def figure_img(src: str, alt: str, cls: str = "") -> str:
-    """An <img> of a figure file (relative URL `src`); cls: its CSS class (e.g. "natural")."""
-    c = f' class="{esc(cls)}"' if cls else ""
-    return f'<img src="{esc(src)}" alt="{esc(alt)}"{c}>'

@@ -6,17 +6,21 @@ run by `benchmarks/label_efficiency.py`. Its `results.json` copied to the projec
 sampler (mean over seeds, error bars one standard deviation) for the hard test set and for T0, and
 the table of the last round. Without that file the section says how to make it.
 
-Public API: `label_efficiency_figure(table, path)`, `sampler_comparison_section(reports_dir, out, strategy)
--> list[str]` (HTML parts).
+Public API: `label_efficiency_figure(table, path)`, `sampler_comparison_blocks(reports_dir, out, strategy)`
+(view-model blocks) and `sampler_comparison_section(...)` (their HTML).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
 import pandas as pd
 
-from blindspots.report.html import esc, figure_img, rel_url, table
+from blindspots.report.html import rel_url
+from blindspots.report.render import render_blocks
+from blindspots.report.views import Block, Figures, Heading, Image, Table, Text, code
 
 RESULTS = "label_efficiency.json"
 RATED = ("mad", "madplus")  # samplers whose candidates people rate first: drawn as solid lines
@@ -28,10 +32,7 @@ def label_efficiency_figure(rows: pd.DataFrame, path: Path) -> Path:
     rows: one row per (strategy, round) with columns strategy, cost, hard_mean, hard_sd, T0_mean, T0_sd.
     Writes a PNG at `path` (folders created) and returns it.
     """
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), dpi=90)
     for ax, metric, title in ((axes[0], "hard", "hard test set"), (axes[1], "T0", "T0 (in distribution)")):
@@ -52,15 +53,16 @@ def label_efficiency_figure(rows: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def sampler_comparison_section(reports_dir: Path, out: Path, strategy: str) -> list[str]:
-    """HTML parts of the "Sampler comparison" section (figure written to out/figures/)."""
-    parts = ['<h2 class="section" id="samplers">Sampler comparison</h2>']
+def sampler_comparison_blocks(reports_dir: Path, out: Path, strategy: str) -> list[Block]:
+    """The "Sampler comparison" section as view-model blocks (figure written to out/figures/)."""
+    parts: list[Block] = [Heading("Sampler comparison", "samplers")]
     path = Path(reports_dir) / RESULTS
     if not path.is_file():
-        parts.append(f'<p class="note">Not run: this project mines with one sampler ({esc(strategy)}). The '
-                     'comparison of every sampler (random, entropy, margin, BALD, PowerBALD, core-set, MAD, MAD+) '
-                     'against human cost is a full loop per sampler and seed: <code>benchmarks/label_efficiency.py '
-                     f'--project PROJECT</code> puts its results here ({esc(RESULTS)} in reports/).</p>')
+        parts.append(Text.of(f"Not run: this project mines with one sampler ({strategy}). The comparison of every "
+                             "sampler (random, entropy, margin, BALD, PowerBALD, core-set, MAD, MAD+) against human "
+                             "cost is a full loop per sampler and seed: ",
+                             code("benchmarks/label_efficiency.py --project PROJECT"),
+                             f" puts its results here ({RESULTS} in reports/)."))
         return parts
     try:
         rows = pd.DataFrame(json.loads(path.read_text())["table"])
@@ -68,15 +70,19 @@ def sampler_comparison_section(reports_dir: Path, out: Path, strategy: str) -> l
         if not need <= set(rows.columns):
             raise ValueError(f"columns {sorted(need - set(rows.columns))} missing")
     except (ValueError, KeyError, TypeError) as e:
-        parts.append(f'<p class="note">{esc(path.name)} could not be read: {esc(e)}.</p>')
+        parts.append(Text.of(f"{path.name} could not be read: {e}."))
         return parts
     fig = label_efficiency_figure(rows, Path(out) / "figures" / "label_efficiency.png")
-    parts.append('<p class="note">mIoU against human cost (a rating 1 action, a mask 31.6 label-editor actions; '
-                 'mean over seeds, bars one standard deviation), from <code>benchmarks/label_efficiency.py'
-                 '</code>.</p>')
-    parts.append(f'<div class="figs">{figure_img(rel_url(fig, out), "mIoU against human cost per sampler")}</div>')
+    parts.append(Text.of("mIoU against human cost (a rating 1 action, a mask 31.6 label-editor actions; mean over "
+                         "seeds, bars one standard deviation), from ", code("benchmarks/label_efficiency.py"), "."))
+    parts.append(Figures([Image(rel_url(fig, out), "mIoU against human cost per sampler")]))
     last = rows[rows["round"] == rows["round"].max()]
     body = [[r.strategy, f"{r.cost:.0f}", f"{r.hard_mean:.4f} ± {r.hard_sd:.4f}", f"{r.T0_mean:.4f} ± {r.T0_sd:.4f}"]
             for r in last.itertuples(index=False)]
-    parts.append(table(["sampler", "cost", "hard mIoU", "T0 mIoU"], body, numeric={1, 2, 3}))
+    parts.append(Table(["sampler", "cost", "hard mIoU", "T0 mIoU"], body, numeric={1, 2, 3}))
     return parts
+
+
+def sampler_comparison_section(reports_dir: Path, out: Path, strategy: str) -> list[str]:
+    """The HTML of `sampler_comparison_blocks` (one part)."""
+    return [render_blocks(sampler_comparison_blocks(reports_dir, out, strategy))]

@@ -11,11 +11,11 @@ import json
 import logging
 from pathlib import Path
 
-import pandas as pd
 
 from blindspots._validation import check_int
 from blindspots.report.copied import copy_figure, frame_table, read_table
-from blindspots.report.html import esc, heading, output_folder, table, write_index
+from blindspots.report.html import output_folder, write_index
+from blindspots.report.views import Block, Figures, Heading, Nav, Table, Text
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,8 @@ def is_label_issues_dir(root: str | Path) -> bool:
 
 
 def label_issues_sections(root: Path, out: Path, *, n: int = 20, level: int = 2, anchor: str = "",
-                          fig_dir: str = "") -> tuple[list[str], dict]:
-    """The page's sections as HTML parts (+ the folder's summary.json) for a checked `root`.
+                          fig_dir: str = "") -> tuple[list[Block], dict]:
+    """The page's sections as view-model blocks (+ the folder's summary.json) for a checked `root`.
 
     level: heading level of the sections (2 on their own page, 3 inside the round page); anchor:
     prefix of their ids; fig_dir: subfolder of out/figures/ for the copied figure (so two engine
@@ -55,31 +55,33 @@ def label_issues_sections(root: Path, out: Path, *, n: int = 20, level: int = 2,
                 regions[col] = regions[col].map(named)
     assert images is not None  # is_label_issues_dir checked it
     kinds = summary.get("regions_by_kind", {})
-    parts = [f'<p class="meta">{esc(summary.get("num_images", len(images)))} images; estimated issues: '
-             f'{esc(summary.get("estimated_issues", "?"))}; flagged pixels: {esc(summary.get("flagged_pixels", "?"))}; '
-             f'regions: {esc(", ".join(f"{k} {v}" for k, v in kinds.items()) or "none")}</p>',
-             heading("Images with the worst label quality", anchor + "worst", level),
-             '<p class="note">Lowest image score first (the mean self-confidence of the given labels; lower: '
-             'more likely mislabelled). Review these annotations first.</p>',
-             frame_table(images, max_rows=n)]
+    counts = (f'{summary.get("num_images", len(images))} images; estimated issues: '
+              f'{summary.get("estimated_issues", "?")}; flagged pixels: {summary.get("flagged_pixels", "?")}; '
+              f'regions: {", ".join(f"{k} {v}" for k, v in kinds.items()) or "none"}')
+    parts: list[Block] = [
+        Text.of(counts, style="meta"),
+        Heading("Images with the worst label quality", anchor + "worst", level),
+        Text.of("Lowest image score first (the mean self-confidence of the given labels; lower: more likely "
+                "mislabelled). Review these annotations first."),
+        frame_table(images, max_rows=n)]
     if (root / "worst.png").is_file():
         cap = "worst images: image, given labels, prediction, flagged pixels"
-        parts.append(f'<div class="figs">{copy_figure(root / "worst.png", out, fig_dir + "worst.png", cap)}</div>')
-    parts.append(heading("Largest issue regions", anchor + "regions", level))
+        parts.append(Figures([copy_figure(root / "worst.png", out, fig_dir + "worst.png", cap)]))
+    parts.append(Heading("Largest issue regions", anchor + "regions", level))
     if regions is not None and len(regions):
         by_area = regions.sort_values("area", ascending=False, kind="stable") if "area" in regions else regions
         parts.append(frame_table(by_area, max_rows=n))
     else:
-        parts.append('<p class="note">No issue regions.</p>')
-    parts.append(heading("Most common confusions (by area)", anchor + "confusions", level))
+        parts.append(Text.of("No issue regions."))
+    parts.append(Heading("Most common confusions (by area)", anchor + "confusions", level))
     conf = summary.get("common_confusions", [])
     if conf:
         cols = list(conf[0])
         label_cols = {"given_label", "predicted_label"} if names else set()
         rows = [[named(c.get(k, "")) if k in label_cols else c.get(k, "") for k in cols] for c in conf]
-        parts.append(table(cols, rows, {j for j, k in enumerate(cols) if k not in label_cols}))
+        parts.append(Table(cols, rows, {j for j, k in enumerate(cols) if k not in label_cols}))
     else:
-        parts.append('<p class="note">None.</p>')
+        parts.append(Text.of("None."))
     return parts, summary
 
 
@@ -94,9 +96,8 @@ def write_label_issues_report(root: str | Path, out_dir: str | Path, *, n: int =
                          f"got {str(root)!r}")
     check_int(n, "n", minimum=0)
     out = output_folder(out_dir)
-    parts = [f"<h1>Label issues: {esc(root.resolve().name)}</h1>",
-             '<nav><a href="#worst">worst images</a><a href="#regions">regions</a>'
-             '<a href="#confusions">confusions</a></nav>']
+    parts: list[Block] = [Heading(f"Label issues: {root.resolve().name}", "", 1),
+                          Nav([("worst", "worst images"), ("regions", "regions"), ("confusions", "confusions")])]
     parts += label_issues_sections(root, out, n=n)[0]
     index = write_index(out, f"Label issues: {root.name}", parts)
     log.info("label-issues report written to %s", index)

@@ -14,6 +14,7 @@ from typing import Mapping
 
 import numpy as np
 import pandas as pd
+from scipy.stats import spearmanr
 
 from blindspots.metrics import iou_per_class
 
@@ -32,8 +33,6 @@ def topk_srcc(confusions: Mapping[str, np.ndarray], k_min: int | None = None) ->
     Returns one row per k in k_min..N: k, srcc (NaN where a ranking is all ties), and one column
     `miou <model>` per model.
     """
-    from scipy.stats import spearmanr
-
     names = list(confusions)
     if len(names) < 2:
         raise ValueError(f"confusions: expected at least 2 models, got {len(names)}")

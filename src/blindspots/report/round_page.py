@@ -7,8 +7,6 @@ of ratings per image; S with the human mask and the target's prediction before a
 fine-tuning; per-class IoU changes on the round's labelled images; the failure scenarios and the
 engines' sections when there are any. `round_view.build_round_view` computes what is shown (one
 `RoundView`), the Jinja template `templates/round.html` lays it out (autoescaped).
-
-Imports inside functions: the failure-scenario clustering (torch, scikit-learn), only with scenarios.
 """
 from __future__ import annotations
 
@@ -17,24 +15,21 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, select_autoescape
-
 from blindspots.loop import Project
 from blindspots.report.engine_sections import engine_sections
-from blindspots.report.html import output_folder, write_index
-from blindspots.report.label_efficiency import sampler_comparison_section
+from blindspots.report.html import REPORT_CSS, output_folder
+from blindspots.report.label_efficiency import sampler_comparison_blocks
+from blindspots.report.render import render, write_page
 from blindspots.report.round_view import RoundView, build_round_view, class_iou_before_after
-from blindspots.report.scenario_section import scenario_section
+from blindspots.report.scenario_section import scenario_blocks
 from blindspots.report.scenario_votes import scenario_names, vote_prefix
 from blindspots.scan.manifest import load_manifest, scan_pool_source
+from blindspots.scenarios.segmentation import find_scenarios
+from blindspots.scenarios.segmentation_attributes import scan_attributes
 
 __all__ = ["write_round_report", "default_round", "round_scenarios", "class_iou_before_after", "RoundView"]
 
 log = logging.getLogger(__name__)
-
-_TEMPLATES = Environment(loader=PackageLoader("blindspots.report", "templates"),
-                         autoescape=select_autoescape(default=True), trim_blocks=False)
-
 
 def _open(project: Project | str | Path) -> Project:
     return project if isinstance(project, Project) else Project.open(project)
@@ -68,19 +63,19 @@ def write_round_report(project: Project | str | Path, round: int | None = None, 
     manifest = (load_manifest(p.scan_dir) or {}) if manifest is None else manifest
     engines, engine_links = engine_sections(p.path, out, n=max(1, n_gallery // 2))  # label issues, surprise, Defuse
     view = build_round_view(p, i, out, manifest, n_gallery=n_gallery, max_side=max_side)
-    scenario_html = None
+    scenario_parts = None
     if scenarios is not None:
         pool = scan_pool_source(manifest) if "pool_root" in manifest else cfg.resolve(cfg.pool.root)
-        scenario_html = scenario_section(scenarios, out, pool, names=scenario_names(p.votes(), vote_prefix(i)))
-    body = _TEMPLATES.get_template("round.html").render(
-        v=view, engines=engines, engine_links=engine_links, scenarios=scenario_html, vote_prefix=vote_prefix(i),
-        samplers=sampler_comparison_section(p.reports_dir, out, cfg.mining.strategy))
+        scenario_parts = scenario_blocks(scenarios, out, pool, names=scenario_names(p.votes(), vote_prefix(i)))
+    body = render("round.html", v=view, engines=engines, engine_links=engine_links, scenarios=scenario_parts,
+                  vote_prefix=vote_prefix(i),
+                  samplers=sampler_comparison_blocks(p.reports_dir, out, cfg.mining.strategy))
     summary = {"round": i, "n_candidates": view.n_candidates, "n_rated": view.n_rated,
                "n_S": len(p.candidates(i, "S")), "n_masks": view.n_masks, "table1": bool(len(view.board)),
                "ranking_stability": view.stability_rows, "rater_agreement": view.agreement_summary,
                "engines": engine_links}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
-    index = write_index(out, f"Round {i} report", [body])
+    index = write_page(out, f"Round {i} report", body, REPORT_CSS)
     log.info("round report written to %s", index)
     return index
 
@@ -91,9 +86,6 @@ def round_scenarios(project: Any, round: int | None = None, *, manifest: dict | 
     candidates), over `scan_attributes` of the project's scan; None with fewer than 2 failures.
     manifest: the scan's scan.json when the caller has read it ({} before any scan; read here when
     None). settings: passed to `find_scenarios`."""
-    from blindspots.scenarios.segmentation import find_scenarios
-    from blindspots.scenarios.segmentation_attributes import scan_attributes
-
     p = _open(project)
     last = default_round(p) if round is None else int(round)
     failures = sorted({str(x) for r in range(last + 1) for x in p.candidates(r, "S")["id"]})

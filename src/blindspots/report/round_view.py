@@ -7,9 +7,9 @@ carries what to say instead.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -27,20 +27,12 @@ from blindspots.report.gallery import IMAGE_LAYER, gallery_blocks
 from blindspots.report.html import rel_url
 from blindspots.report.overlays import overlay, thumbnail
 from blindspots.report.ranking import topk_srcc
-from blindspots.report.thumbs import Figure, figure_html, legend_html, read_image, save_jpeg
+from blindspots.report.thumbs import Figure, legend_items, read_image, save_jpeg
+from blindspots.report.views import Pick, Table
 from blindspots.scan import find_map
 from blindspots.scan.manifest import scan_pool_source
 
 __all__ = ["Table", "RoundView", "build_round_view", "class_iou_before_after"]
-
-
-@dataclass
-class Table:
-    """A data table: header, rows of cells (shown as text), indexes of right-aligned columns."""
-
-    header: list[str]
-    rows: list[list[Any]]
-    numeric: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -63,7 +55,7 @@ class RoundView:
     stability_rows: list[dict]
     n_candidates: int
     n_rated: int
-    gallery: list[str]  # HTML blocks of `gallery_blocks`
+    gallery: list[Pick]  # `gallery_blocks`
     candidates: Table | None  # without a scan: the picks as a table
     mos_figure: str | None
     n_ood: int
@@ -208,7 +200,7 @@ def class_iou_before_after(triples: Iterable[tuple[np.ndarray, np.ndarray | None
 
 
 def _candidates(p: Project, i: int, mos: pd.DataFrame, names: list[str], manifest: dict, scan_dir: Path, out: Path,
-                target_i: str, comps: list[str], n_gallery: int, max_side: int) -> tuple[list[str], Table | None]:
+                target_i: str, comps: list[str], n_gallery: int, max_side: int) -> tuple[list[Pick], Table | None]:
     """The mined candidates, lowest MOS first once rated: gallery blocks (with a scan), else a table."""
     cands = p.candidates(i, "M")
     if not len(cands):
@@ -274,7 +266,7 @@ def _s_items(p: Project, i: int, mos: pd.DataFrame, manifest: dict, classes: Cla
             save_jpeg(overlay(small, shown, palette), thumbs / folder / name)
             figs_s.append(Figure(caption, rel_url(thumbs / folder / name, out)))
         items.append({"id": image_id, "mos": mos["mos"].get(image_id, np.nan),
-                      "figures": [figure_html(f) for f in figs_s], "legend": legend_html(present, names, palette)})
+                      "figures": figs_s, "legend": legend_items(present, names, palette)})
     return items
 
 

@@ -20,7 +20,8 @@ import pandas as pd
 from blindspots._validation import check_int
 from blindspots.report import figures
 from blindspots.report.gallery import gallery_blocks
-from blindspots.report.html import esc, figure_img, output_folder, rel_url, table, write_index
+from blindspots.report.html import output_folder, rel_url, write_index
+from blindspots.report.views import Block, Figures, Heading, Image, Nav, Table, Text, bold
 from blindspots.scan import read_score_table, schema
 from blindspots.scan.manifest import load_manifest
 
@@ -49,8 +50,8 @@ def disputed(scores: pd.DataFrame, target: str, n: int) -> pd.DataFrame:
     return pd.DataFrame({"id": scores[schema.ID].to_numpy(object)[order], "score": mean[order], "reason": reasons})
 
 
-def _fig(path: Path, out: Path, alt: str) -> str:
-    return figure_img(rel_url(path, out), alt)
+def _fig(path: Path, out: Path, alt: str) -> Image:
+    return Image(rel_url(path, out), alt)
 
 
 def write_scan_report(scan_dir: str | Path, out_dir: str | Path, *, n_disputed: int = 12,
@@ -73,12 +74,13 @@ def write_scan_report(scan_dir: str | Path, out_dir: str | Path, *, n_disputed: 
     ok = (status == schema.STATUS_OK).to_numpy(bool)
     n_err = int((status == schema.STATUS_ERROR).sum())
     figs = out / "figures"
-    parts = [f"<h1>Scan report: {esc(Path(scan_dir).resolve().name)}</h1>",
-             '<nav><a href="#confidence">confidence</a><a href="#disagreement">disagreement</a>'
-             '<a href="#classes">class mix</a><a href="#disputed">most disputed</a><a href="#errors">errors</a></nav>',
-             f'<p class="meta">{len(scores)} of {manifest.get("n_images", "?")} images read '
-             f'({int(ok.sum())} ok, {n_err} error); target <b>{esc(target)}</b>; competitors: '
-             f'{esc(", ".join(comps) or "none")}; pool: {esc(pool_root or manifest.get("pool_root", "?"))}</p>']
+    parts: list[Block] = [
+        Heading(f"Scan report: {Path(scan_dir).resolve().name}", "", 1),
+        Nav([("confidence", "confidence"), ("disagreement", "disagreement"), ("classes", "class mix"),
+             ("disputed", "most disputed"), ("errors", "errors")]),
+        Text.of(f"{len(scores)} of {manifest.get('n_images', '?')} images read ({int(ok.sum())} ok, {n_err} error); "
+                "target ", bold(target), f"; competitors: {', '.join(comps) or 'none'}; pool: "
+                f"{pool_root or manifest.get('pool_root', '?')}", style="meta")]
 
     # --- per-model confidence
     conf_models = [m for m in models if schema.entropy(m) in scores.columns]
@@ -89,21 +91,21 @@ def write_scan_report(scan_dir: str | Path, out_dir: str | Path, *, n_disputed: 
         rows.append([m + (" (target)" if m == target else ""), int(np.isfinite(e).sum()),
                      f"{np.nanmean(e):.3f}" if np.isfinite(e).any() else "–",
                      f"{np.nanmean(p):.3f}" if np.isfinite(p).any() else "–"])
-    parts.append('<h2 class="section" id="confidence">Confidence per model</h2>')
+    parts.append(Heading("Confidence per model", "confidence"))
     if conf_models:
-        parts.append(table(["model", "images", "mean entropy (nats)", "mean max-probability"], rows, {1, 2, 3}))
+        parts.append(Table(["model", "images", "mean entropy (nats)", "mean max-probability"], rows, {1, 2, 3}))
         f1 = figures.histograms({m: scores.loc[ok, schema.entropy(m)].to_numpy(np.float64, na_value=np.nan)
                                  for m in conf_models}, figs / "entropy.png", xlabel="mean pixel entropy (nats)",
                                 title="Entropy per image")
         f2 = figures.histograms({m: scores.loc[ok, schema.maxprob(m)].to_numpy(np.float64, na_value=np.nan)
                                  for m in conf_models}, figs / "maxprob.png", xlabel="mean pixel max-probability",
                                 title="Max-probability per image")
-        parts.append(f'<div class="figs">{_fig(f1, out, "entropy histogram")}{_fig(f2, out, "max-probability histogram")}</div>')
+        parts.append(Figures([_fig(f1, out, "entropy histogram"), _fig(f2, out, "max-probability histogram")]))
     else:
-        parts.append('<p class="note">No model columns were read (is the scan finished?).</p>')
+        parts.append(Text.of("No model columns were read (is the scan finished?)."))
 
     # --- per-pair disagreement
-    parts.append('<h2 class="section" id="disagreement">Disagreement of the target with each competitor</h2>')
+    parts.append(Heading("Disagreement of the target with each competitor", "disagreement"))
     pairs = [(t, g) for t, g in schema.distance_pairs(scores.columns, "dpa") if t == target]
     if pairs:
         rows = []
@@ -113,7 +115,7 @@ def write_scan_report(scan_dir: str | Path, out_dir: str | Path, *, n_disputed: 
                 if schema.dmiou(t, g) in scores.columns else np.full(len(a), np.nan)
             rows.append([f"{t} vs {g}", f"{np.nanmean(a):.3f}", f"{np.nanmedian(a):.3f}",
                          f"{np.nanmean(b):.3f}" if np.isfinite(b).any() else "–"])
-        parts.append(table(["pair", "mean 1 - pixel agreement", "median", "mean 1 - mIoU"], rows, {1, 2, 3}))
+        parts.append(Table(["pair", "mean 1 - pixel agreement", "median", "mean 1 - mIoU"], rows, {1, 2, 3}))
         f1 = figures.histograms({g: scores.loc[ok, schema.dpa(t, g)].to_numpy(np.float64, na_value=np.nan)
                                  for t, g in pairs}, figs / "disagreement_pixel.png",
                                 xlabel="1 - pixel agreement with the target", title=f"Disagreement with {target}",
@@ -122,13 +124,13 @@ def write_scan_report(scan_dir: str | Path, out_dir: str | Path, *, n_disputed: 
                                  for t, g in pairs if schema.dmiou(t, g) in scores.columns},
                                 figs / "disagreement_miou.png", xlabel="1 - mIoU with the target",
                                 title=f"Disagreement with {target} (mIoU)", value_range=(0, 1))
-        parts.append(f'<div class="figs">{_fig(f1, out, "pixel disagreement histogram")}'
-                     f'{_fig(f2, out, "mIoU disagreement histogram")}</div>')
+        parts.append(Figures([_fig(f1, out, "pixel disagreement histogram"),
+                              _fig(f2, out, "mIoU disagreement histogram")]))
     else:
-        parts.append('<p class="note">No competitors were scanned with this target: no pair distances.</p>')
+        parts.append(Text.of("No competitors were scanned with this target: no pair distances."))
 
     # --- predicted class mix of the target
-    parts.append('<h2 class="section" id="classes">Predicted class mix of the target</h2>')
+    parts.append(Heading("Predicted class mix of the target", "classes"))
     ks = schema.frac_models(scores.columns).get(target, [])
     if ks and ok.any():
         names = (manifest.get("models", {}).get(target, {}).get("classes")
@@ -140,35 +142,35 @@ def write_scan_report(scan_dir: str | Path, out_dir: str | Path, *, n_disputed: 
                             for k in ks])
         f1 = figures.bars(labels, share, figs / "class_mix.png", ylabel="mean pixel share",
                           title=f"Pixels per class in {target}'s maps")
-        parts.append(f'<div class="figs">{_fig(f1, out, "class mix")}</div>')
-        parts.append(table(["class", "mean pixel share", "images where predicted"],
+        parts.append(Figures([_fig(f1, out, "class mix")]))
+        parts.append(Table(["class", "mean pixel share", "images where predicted"],
                            [[lab, f"{s:.3f}", f"{p:.0%}"] for lab, s, p in zip(labels, share, present)], {1, 2}))
     else:
-        parts.append('<p class="note">No class fractions for the target.</p>')
+        parts.append(Text.of("No class fractions for the target."))
 
     # --- most disputed images
-    parts.append('<h2 class="section" id="disputed">Most disputed images</h2>')
+    parts.append(Heading("Most disputed images", "disputed"))
     picks = disputed(scores, target, n_disputed)
     if len(picks):
-        parts.append('<p class="note">Where the target disagrees most with its competitors (mean of 1 - pixel '
-                     'agreement): likely failures of one of them. Overlays: each model\'s argmax map over the image.</p>')
+        parts.append(Text.of("Where the target disagrees most with its competitors (mean of 1 - pixel agreement): "
+                             "likely failures of one of them. Overlays: each model's argmax map over the image."))
         blocks, _ = gallery_blocks(picks, scan_dir, out, pool_root=pool_root, target=target, competitors=comps,
                                    max_side=max_side)
         parts.extend(blocks)
     else:
-        parts.append('<p class="note">Nothing to show (no competitors, or no ok images).</p>')
+        parts.append(Text.of("Nothing to show (no competitors, or no ok images)."))
 
     # --- errors
-    parts.append(f'<h2 class="section" id="errors">Errors ({n_err})</h2>')
+    parts.append(Heading(f"Errors ({n_err})", "errors"))
     if n_err:
         err = scores.loc[(status == schema.STATUS_ERROR).to_numpy(bool), [schema.ID, schema.ERROR]]
         shown = err.head(max_errors)
-        parts.append(table(["image", "message"], [[r[0], r[1] if isinstance(r[1], str) else ""]
+        parts.append(Table(["image", "message"], [[r[0], r[1] if isinstance(r[1], str) else ""]
                                                   for r in shown.itertuples(index=False)]))
         if len(err) > len(shown):
-            parts.append(f'<p class="note">{len(err) - len(shown)} more error rows not listed.</p>')
+            parts.append(Text.of(f"{len(err) - len(shown)} more error rows not listed."))
     else:
-        parts.append('<p class="note">No image failed to decode and no model failed.</p>')
+        parts.append(Text.of("No image failed to decode and no model failed."))
     summary = {"n_rows": int(len(scores)), "n_ok": int(ok.sum()), "n_error": n_err, "target": target,
                "competitors": comps, "disputed": [str(i) for i in picks["id"]]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")

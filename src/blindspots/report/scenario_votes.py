@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from PIL import Image
 
 from blindspots.report.overlays import thumbnail
 from blindspots.report.thumbs import read_image
@@ -74,8 +75,6 @@ def export_scenario_votes(found: Any, pool_root: str | Path, out_dir: str | Path
     prediction (-1: no classifier here); classes.json: class_names (the distinct scenario names),
     none_label, prompt, free_text (true: typed names are taken).
     """
-    from PIL import Image
-
     if not len(found):
         raise ValueError("found: expected at least one scenario, got none")
     out, root = Path(out_dir), pool_root if hasattr(pool_root, "load") else Path(pool_root)

@@ -14,7 +14,8 @@ import pandas as pd
 
 from blindspots._validation import check_int
 from blindspots.report.copied import copy_figure, frame_table
-from blindspots.report.html import esc, heading, output_folder, write_index
+from blindspots.report.html import output_folder, write_index
+from blindspots.report.views import Block, Figures, Heading, Nav, Text, code
 
 log = logging.getLogger(__name__)
 
@@ -43,37 +44,38 @@ def is_surprise_dir(root: str | Path) -> bool:
 
 
 def surprise_sections(root: Path, out: Path, *, n: int = 12, level: int = 2, anchor: str = "",
-                      fig_dir: str = "") -> list[str]:
-    """The page's sections as HTML parts for a checked `root` (level, anchor, fig_dir: as
+                      fig_dir: str = "") -> list[Block]:
+    """The page's sections as view-model blocks for a checked `root` (level, anchor, fig_dir: as
     `labels_page.label_issues_sections`)."""
-    parts = [heading("Table 3: surprise vs IoU (Spearman)", anchor + "table3", level),
-             '<p class="note">Per class group: Spearman correlation of the image-level surprise adequacy with '
-             'the IoU (negative: more surprising images are segmented worse) and its p-value.</p>',
-             frame_table(pd.read_csv(root / "table3.csv"), max_rows=200)]
-    parts.append(heading("Figure 9: label-saving trade-off", anchor + "figure9", level))
+    parts: list[Block] = [
+        Heading("Table 3: surprise vs IoU (Spearman)", anchor + "table3", level),
+        Text.of("Per class group: Spearman correlation of the image-level surprise adequacy with the IoU (negative: "
+                "more surprising images are segmented worse) and its p-value."),
+        frame_table(pd.read_csv(root / "table3.csv"), max_rows=200),
+        Heading("Figure 9: label-saving trade-off", anchor + "figure9", level)]
     if (root / "figure9.png").is_file():
         cap = "Figure 9: skip labelling the least surprising images; error of accepting their predictions"
-        parts.append(f'<div class="figs">{copy_figure(root / "figure9.png", out, fig_dir + "figure9.png", cap)}</div>')
+        parts.append(Figures([copy_figure(root / "figure9.png", out, fig_dir + "figure9.png", cap)]))
     if (root / "figure9.csv").is_file():
         curves = pd.read_csv(root / "figure9.csv")
         few = _at_savings(curves)
         if len(few) < len(curves):
-            parts.append(f'<p class="note">At savings of {", ".join(f"{v:.0%}" for v in TABLE_SAVINGS)} '
-                         '(every step: figure9.csv).</p>')
+            parts.append(Text.of(f"At savings of {', '.join(f'{v:.0%}' for v in TABLE_SAVINGS)} "
+                                 "(every step: figure9.csv)."))
         parts.append(frame_table(few, max_rows=200))
     if not (root / "figure9.png").is_file() and not (root / "figure9.csv").is_file():
-        parts.append('<p class="note">No figure9.png / figure9.csv in this folder.</p>')
-    parts.append(heading("Surprise heatmaps", anchor + "heatmaps", level))
+        parts.append(Text.of("No figure9.png / figure9.csv in this folder."))
+    parts.append(Heading("Surprise heatmaps", anchor + "heatmaps", level))
     panels = sorted(p for d in sorted(root.iterdir()) if d.is_dir() and d.resolve() != out.resolve()
                     for p in d.glob("*.png"))[:n]
     if panels:
-        parts.append('<p class="note">Panels of <code>blindspots surprise view</code> (input, label, prediction, '
-                     'difference, SA above threshold, SA heatmap).</p>')
-        parts.append('<div class="figs">' + "".join(copy_figure(p, out, f"{fig_dir}heatmaps/{p.parent.name}_{p.name}",
-                                                                p.stem) for p in panels) + "</div>")
+        parts.append(Text.of("Panels of ", code("blindspots surprise view"), " (input, label, prediction, "
+                             "difference, SA above threshold, SA heatmap)."))
+        parts.append(Figures([copy_figure(p, out, f"{fig_dir}heatmaps/{p.parent.name}_{p.name}", p.stem)
+                              for p in panels]))
     else:
-        parts.append('<p class="note">None: write <code>blindspots surprise view ... --out SOURCE/view</code> to add '
-                     'them.</p>')
+        parts.append(Text.of("None: write ", code("blindspots surprise view ... --out SOURCE/view"),
+                             " to add them."))
     return parts
 
 
@@ -87,8 +89,8 @@ def write_surprise_report(root: str | Path, out_dir: str | Path, *, n: int = 12)
         raise ValueError(f"root: expected a `blindspots surprise analyze --out` folder (table3.csv), got {str(root)!r}")
     check_int(n, "n", minimum=0)
     out = output_folder(out_dir)
-    parts = [f"<h1>Surprise adequacy: {esc(root.resolve().name)}</h1>",
-             '<nav><a href="#table3">Table 3</a><a href="#figure9">Figure 9</a><a href="#heatmaps">heatmaps</a></nav>']
+    parts: list[Block] = [Heading(f"Surprise adequacy: {root.resolve().name}", "", 1),
+                          Nav([("table3", "Table 3"), ("figure9", "Figure 9"), ("heatmaps", "heatmaps")])]
     parts += surprise_sections(root, out, n=n)
     index = write_index(out, f"Surprise: {root.name}", parts)
     log.info("surprise report written to %s", index)

@@ -1,5 +1,6 @@
 """What every page with pictures shares: reading a pool image safely, saving a JPEG thumbnail,
-and the HTML of one figure and of a class legend."""
+one thumbnail's view-model (`Figure`, drawn by the `thumb` macro of templates/macros.html) and a
+class legend's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,10 +11,10 @@ import numpy as np
 from PIL import Image
 
 from blindspots.data.sources import load_or_reason
-from blindspots.report.html import esc
 from blindspots.report.overlays import hex_colour
+from blindspots.report.views import LegendItem
 
-__all__ = ["JPEG_QUALITY", "Figure", "read_image", "save_jpeg", "legend_html", "figure_html"]
+__all__ = ["JPEG_QUALITY", "Figure", "read_image", "save_jpeg", "legend_items"]
 
 JPEG_QUALITY = 88
 
@@ -40,22 +41,7 @@ def save_jpeg(array: np.ndarray, path: Path) -> None:
     Image.fromarray(array).save(path, format="JPEG", quality=JPEG_QUALITY)
 
 
-def legend_html(present: set[int], names: Sequence[str], palette: np.ndarray) -> str:
-    """A list of the classes `present` with their names and colours (palette: uint8 [K, 3])."""
-    items = []
-    for k in sorted(present):
-        name = names[k] if 0 <= k < len(names) else f"class {k}"
-        colour = hex_colour(palette[k]) if 0 <= k < len(palette) else "#ffffff"
-        items.append(f'<li><span class="swatch" style="background:{colour}"></span>{esc(name)}</li>')
-    return f'<ul class="legend">{"".join(items)}</ul>' if items else ""
-
-
-def figure_html(f: Figure) -> str:
-    """<figure> of `f`: its image, or a note saying why there is none."""
-    if f.src is None:
-        body = f'<div class="missing">{esc(f.note or "not available")}</div>'
-    else:
-        body = f'<img src="{esc(f.src)}" alt="{esc(f.caption)}" loading="lazy">'
-        if f.full is not None:
-            body = f'<a href="{esc(f.full)}" title="full size">{body}</a>'
-    return f"<figure>{body}<figcaption>{esc(f.caption)}</figcaption></figure>"
+def legend_items(present: set[int], names: Sequence[str], palette: np.ndarray) -> list[LegendItem]:
+    """The classes `present` with their names and colours (palette: uint8 [K, 3]), in class order."""
+    return [LegendItem(names[k] if 0 <= k < len(names) else f"class {k}",
+                       hex_colour(palette[k]) if 0 <= k < len(palette) else "#ffffff") for k in sorted(present)]

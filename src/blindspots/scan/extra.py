@@ -9,6 +9,7 @@ the new columns like any other. Killed and started again, it computes only the m
 """
 from __future__ import annotations
 
+import json
 import logging
 import re
 from pathlib import Path
@@ -21,6 +22,7 @@ from tqdm.auto import tqdm
 
 from blindspots.batches import size_batches
 from blindspots.scan.engines.pipeline import resize_image
+from blindspots.scan.engines.ray import connect, import_ray
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.manifest import ids_digest, load_manifest
 from blindspots.scan.plan import scan_ids
@@ -98,8 +100,6 @@ def claim_part(folder: Path, settings: dict, record: str, argument: str) -> None
     would keep the old shards beside new ones: a ValueError naming `argument` and the settings that
     differ (old, new). A part written before records existed (shards, no record) is not checked.
     """
-    import json
-
     path = Path(folder) / record
     if path.is_file():
         old = json.loads(path.read_text())
@@ -129,8 +129,6 @@ def _ray_shards(pool: Any, shards: list[tuple[int, list[str]]], compute: Compute
                 resize: tuple[int, int] | None, address: str | None
                 ) -> Iterator[tuple[int, dict[str, np.ndarray] | None, list[str] | None]]:
     """(k, values, columns) per shard, in the order the Ray tasks end (one task per shard)."""
-    from blindspots.scan.engines.ray import connect, import_ray
-
     ray = import_ray()
     started = connect(ray, address)
     try:

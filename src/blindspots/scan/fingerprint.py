@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# Lazy imports: torch (the scan, its Ray workers and the GPU image's model loader start without them).
+
 
 def _file_digest(path: Path) -> str:
     h = hashlib.sha256()

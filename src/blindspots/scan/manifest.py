@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from blindspots.atomic import write_atomic
+from blindspots.data.sources import open_pool
 from blindspots.scan.layout import MANIFEST, ScanLayout
 
 SCAN_VERSION = 1
@@ -128,7 +129,5 @@ def scan_pool_source(manifest: dict, pool_root: str | Path | None = None) -> Any
         return Path(pool_root)
     source = manifest.get("pool_source")
     if isinstance(source, dict) and source.get("format") not in (None, "folder"):
-        from blindspots.data.sources import open_pool
-
         return open_pool(**source)
     return Path(manifest["pool_root"])

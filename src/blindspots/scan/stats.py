@@ -14,6 +14,8 @@ import numpy as np
 
 from blindspots.metrics import map_distances
 
+# Lazy imports: numba (its JIT kernels are compiled or loaded by their first call).
+
 
 @dataclass
 class ModelStats:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import multivariate_normal
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import BayesianGaussianMixture
 from threadpoolctl import threadpool_limits
@@ -163,8 +164,6 @@ def scenario_responsibilities(scenarios: Scenarios, codes: np.ndarray) -> np.nda
     Computed from the saved means/covariances/weights alone (no fitted mixture needed), normalised
     over the kept scenarios.
     """
-    from scipy.stats import multivariate_normal
-
     codes = np.asarray(codes, dtype=np.float64)
     if codes.ndim != 2 or codes.shape[1] != scenarios.latent_dim:
         raise ValueError(f"codes: expected shape [M, {scenarios.latent_dim}], got {codes.shape}")

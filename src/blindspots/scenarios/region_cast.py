@@ -17,6 +17,7 @@ in its usual colours has cast ~ (1, 0); a rotation by +θ gives (cos θ, sin θ)
 from __future__ import annotations
 
 import numpy as np
+from PIL import Image
 
 REGION_ATTRIBUTES = ("cast_cos", "cast_sin")
 MIN_REGION_PIXELS = 16  # a class region smaller than this does not vote for the pool's reference colour
@@ -83,8 +84,6 @@ class RegionCast:
         img = img[..., :3]
         lab = np.asarray(labels)
         if img.shape[:2] != lab.shape:
-            from PIL import Image
-
             img = np.asarray(Image.fromarray(img.astype(np.uint8)).resize((lab.shape[1], lab.shape[0]),
                                                                          Image.BILINEAR))
         self.means[model][row], self.counts[model][row] = region_chroma(img, lab, self.num_classes)

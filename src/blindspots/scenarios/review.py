@@ -14,6 +14,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 import pandas as pd
+from PIL import Image
 
 from blindspots._validation import check_number
 from blindspots.human.votes import NONE, majority_vote
@@ -74,8 +75,6 @@ def build_review(scenarios: Scenarios, vae: Decoder, classifier: Classifier, cla
 
 def export_review(review: ReviewSet, out_dir: str | Path) -> Path:
     """Write images/<item_id>.png, items.csv, review.npz, classes.json and an empty votes_template.csv."""
-    from PIL import Image
-
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     for item_id, img in zip(review.items["item_id"], review.images):

@@ -20,6 +20,8 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy.stats import multivariate_normal
+from sklearn.decomposition import PCA
 
 from blindspots.scenarios.clustering import Distiller, Scenarios, scenario_responsibilities
 
@@ -99,8 +101,6 @@ class SegmentationScenarios:
     def log_density(self, features: pd.DataFrame, activations: np.ndarray | None = None) -> np.ndarray:
         """float64 [N, J]: log density of each row under each scenario's Gaussian (summary order):
         how close a pool image is to a scenario, comparable across images."""
-        from scipy.stats import multivariate_normal
-
         z = self._space(features, activations)
         m = self.mixture
         return np.stack([multivariate_normal(m.means[j], m.covariances[j], allow_singular=True).logpdf(z).reshape(-1)
@@ -110,8 +110,6 @@ class SegmentationScenarios:
         """float64 [N, J]: log p(x | scenario j) - log p(x | pool), the pool being the standard normal of
         the standardised space: how much better scenario j explains a row than the pool at large does.
         Ranking by this (not by the density alone) keeps a broad scenario from pulling typical images."""
-        from scipy.stats import multivariate_normal
-
         z = self._space(features, activations)
         pool = multivariate_normal(np.zeros(z.shape[1]), np.eye(z.shape[1])).logpdf(z).reshape(-1)
         return self.log_density(features, activations) - pool[:, None]
@@ -195,8 +193,6 @@ def find_scenarios(features: pd.DataFrame, failures: Sequence[str], *, activatio
     cols = [str(c) for c in num.columns]
     pca_mean, pca_comp = np.zeros(0), np.zeros((0, 0))
     if activations is not None:
-        from sklearn.decomposition import PCA
-
         a = _check_activations(activations, len(features))
         k = max(1, min(int(n_activation_dims), a.shape[1], len(a)))
         pca = PCA(n_components=k, random_state=random_state).fit(a)

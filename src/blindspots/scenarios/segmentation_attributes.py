@@ -15,7 +15,14 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from PIL import Image
+from scipy import ndimage
 from tqdm.auto import tqdm
+
+from blindspots.data.sources import load_or_reason
+from blindspots.scan import find_map, read_score_table, schema
+from blindspots.scan.manifest import load_manifest, scan_pool_source
+from blindspots.scenarios.region_cast import RegionCast
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +85,6 @@ def map_attributes(labels: np.ndarray, background: Sequence[int] = ()) -> dict[s
     """int [H, W] class map -> MAP_ATTRIBUTES: objects = connected regions (>= MIN_OBJECT_PIXELS) of
     the classes not in `background`, object_size = their median area as a share of the image,
     largest_region = the largest region's share (any class)."""
-    from scipy import ndimage
-
     lab = np.asarray(labels)
     if lab.ndim != 2:
         raise ValueError(f"labels: expected a class map [H, W], got shape {lab.shape}")
@@ -114,13 +119,6 @@ def scan_attributes(scan_dir: str | Path, *, ids: Iterable[str] | None = None, p
     calls vegetation hides the cast); on the procedural scenes the cast from the target's maps got
     the direction of a hue rotation of its failures right 58% of the time, from a competitor's 98%.
     """
-    from PIL import Image
-
-    from blindspots.data.sources import load_or_reason
-    from blindspots.scan import find_map, read_score_table, schema
-    from blindspots.scan.manifest import load_manifest, scan_pool_source
-    from blindspots.scenarios.region_cast import RegionCast
-
     manifest = load_manifest(scan_dir) if manifest is None else manifest
     if manifest is None:
         raise ValueError(f"scan_dir: expected a scan folder with scan.json, got {str(scan_dir)!r}")

@@ -14,12 +14,18 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
+from tqdm.auto import tqdm
 
 from blindspots.metrics import evaluate, per_image_class_iou
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
+from blindspots.models.adapters import TorchSegmenter
+from blindspots.surprise.image import class_surprise, group_surprise, size_groups
+from blindspots.training.replay import SubsetPairs
 
 logger = logging.getLogger(__name__)
 
@@ -140,9 +146,7 @@ def plot_label_saving(curves: Mapping[str, pd.DataFrame], title: str = "SA label
 
     curves: group name -> ``label_saving_tradeoff`` table. Returns a matplotlib Figure.
     """
-    import matplotlib
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
 
     if not curves:
         raise ValueError("curves: expected at least one group's trade-off table, got none")
@@ -204,8 +208,6 @@ def retraining_subsets(sa: np.ndarray, base_size: int, *, sizes: Mapping[str, fl
 
 def class_iou(module: Any, data: Any, num_classes: int, *, batch_size: int = 8) -> np.ndarray:
     """Pooled per-class IoU float64 [C] of a torch segmentation module on a labelled set."""
-    from blindspots.models.adapters import TorchSegmenter
-
     seg = TorchSegmenter(module, num_classes, batch_size=batch_size)
     return evaluate(seg, data, num_classes, batch_size=batch_size).iou_per_class()
 
@@ -223,8 +225,6 @@ def run_retraining(model: Any, base: Any, candidates: Any, sa: np.ndarray, val: 
     Results are written to ``work_dir/retrain.json`` after every run; a rerun skips finished runs.
     Returns columns dataset, level, size, n_added, class_iou, miou.
     """
-    from blindspots.training.replay import SubsetPairs
-
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     done_path = work / "retrain.json"
@@ -262,10 +262,6 @@ def sa_and_iou(extractor: Any, estimators: Mapping[str, Any], dataset: Any, *,
     Returns (sa: name -> float64 [N, G], iou float64 [N, G], in_label bool [N, G], pred int64 [N, H, W]
     for equal-size sets else an empty array).
     """
-    from tqdm.auto import tqdm
-
-    from blindspots.surprise.image import class_surprise, group_surprise, size_groups
-
     c = extractor.num_classes
     groups = _groups(groups, c)
     out_sa: dict[str, list[np.ndarray]] = {k: [] for k in estimators}

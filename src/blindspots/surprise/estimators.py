@@ -33,6 +33,8 @@ import torch
 from blindspots._validation import check_labels, check_traces
 from blindspots.surprise._threads import run_split, split_threads
 
+# Lazy imports: numba (its JIT kernels are compiled or loaded by their first call).
+
 logger = logging.getLogger(__name__)
 
 #: Rows per MDSA scoring block at d <= 64: [4096, d] float32 blocks stay in L2 cache (measured fastest);

@@ -31,6 +31,8 @@ import torch
 from blindspots.surprise import _omp
 from blindspots.surprise.estimators import MDSA
 
+# Lazy imports: numba (its JIT kernels are compiled or loaded by their first call).
+
 #: Interpolation modes of the fused path (others: ``image.mdsa_map`` upsamples the whitened map).
 FUSED_MODES = ("bilinear", "nearest")
 

@@ -32,6 +32,8 @@ from blindspots.models.adapters.inputs import NATIVE
 from blindspots.models.adapters.outputs import to_probabilities
 from blindspots.models.protocol import predict_segmenter, reads_ids
 
+# Lazy imports: numba (its JIT kernels are compiled or loaded by their first call).
+
 INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "nearest-exact")
 DEFAULT_BATCH_SIZE = 16  # chunk size for models that batch everything at once (batch_size None)
 _CLASSIFIERS = (TorchClassifier, OnnxClassifier, CallableClassifier)

@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import imageio.v2 as imageio
 import numpy as np
-from PIL import Image
+from matplotlib import colormaps
+from PIL import Image, ImageDraw
 
 from blindspots.data.classes import Classes
 
@@ -20,8 +22,6 @@ NAN_COLOUR = np.array([128, 128, 128], dtype=np.uint8)  # pixels with no SA (cla
 def heatmap_rgb(sa: np.ndarray, *, vmin: float | None = None, vmax: float | None = None,
                 cmap: str = "inferno") -> np.ndarray:
     """SA map float [H, W] -> uint8 RGB [H, W, 3] (NaN grey). vmin/vmax default to the 1st/99th percentile."""
-    from matplotlib import colormaps
-
     sa = np.asarray(sa, dtype=np.float64)
     if sa.ndim != 2:
         raise ValueError(f"sa: expected a 2-D map [H, W], got shape {sa.shape}")
@@ -36,8 +36,6 @@ def heatmap_rgb(sa: np.ndarray, *, vmin: float | None = None, vmax: float | None
 
 
 def _label_text(img: np.ndarray, text: str) -> np.ndarray:
-    from PIL import ImageDraw
-
     pil = Image.fromarray(img)
     draw = ImageDraw.Draw(pil)
     draw.rectangle([0, 0, 7 * len(text) + 4, 12], fill=(0, 0, 0))
@@ -120,8 +118,6 @@ def write_video(frames: Iterable[np.ndarray], path: str | Path, *, fps: float = 
 
     Frames are padded at the bottom/right to even sizes (yuv420p needs them) with black.
     """
-    import imageio.v2 as imageio
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if fps <= 0:
@@ -166,8 +162,6 @@ def panels_for(images: np.ndarray, preds: np.ndarray, sa_maps: np.ndarray, class
 
 def read_video_frames(path: str | Path) -> list[np.ndarray]:
     """Decode an MP4 back to uint8 RGB frames (for checks)."""
-    import imageio.v2 as imageio
-
     reader = imageio.get_reader(str(path))
     try:
         return [np.asarray(f) for f in reader]

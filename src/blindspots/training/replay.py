@@ -29,17 +29,18 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
+from PIL import Image
 from torch import nn
 from tqdm.auto import tqdm
 
 from blindspots._validation import check_int, check_number
+from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 from blindspots.metrics import evaluate
 from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
 from blindspots.models.checkpoints import TRAIN_STATE_FORMAT, save_checkpoint_dict
 from blindspots.models.devices import resolve_device
 from blindspots.training.loop import poly_lr, resume_state, run_epochs
 from blindspots.training.precision import MixedPrecision
-from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,6 @@ def _check_pair(image: np.ndarray, mask: np.ndarray, where: str) -> tuple[np.nda
 def _resize(image: np.ndarray, mask: np.ndarray, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     if image.shape[:2] == size:
         return image, mask
-    from PIL import Image
 
     im = np.asarray(Image.fromarray(image).resize((size[1], size[0]), Image.BILINEAR))
     mk = np.asarray(Image.fromarray(mask.astype(np.uint8)).resize((size[1], size[0]), Image.NEAREST))

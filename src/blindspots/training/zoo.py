@@ -11,7 +11,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from blindspots.data.scenes import POOL_HARD_FRACTION, SCENE_CLASSES, render_scene_arrays
 from blindspots.models.checkpoints import FORMAT_KEY, save_checkpoint_dict
+from blindspots.models.zoo import ZOO, build_model, read_checkpoint
 from blindspots.training.loop import torch_seeded
 from blindspots.training.segmentation import evaluate_segmentation, fit_segmenter, predict_labels
 
@@ -52,9 +54,6 @@ def train_zoo(
     is below 0.5 in each, and the share expected in a "pool" (5% hard). Resumable: finished
     epochs are kept in the checkpoints. n_jobs: processes rendering the scenes (-1: all cores).
     """
-    from blindspots.data.scenes import POOL_HARD_FRACTION, SCENE_CLASSES, render_scene_arrays
-    from blindspots.models.zoo import ZOO, build_model
-
     names = [target, *competitors]
     for name in names:
         if name not in ZOO:
@@ -108,8 +107,6 @@ def train_zoo(
 
 def _save_metrics(path: Path, metrics: dict[str, Any]) -> None:
     """Add validation metrics to a checkpoint's meta (kept atomic)."""
-    from blindspots.models.zoo import read_checkpoint
-
     ckpt = read_checkpoint(path)
     ckpt.setdefault("meta", {})["metrics"] = metrics
     save_checkpoint_dict(path, {k: v for k, v in ckpt.items() if k != FORMAT_KEY}, format=ckpt[FORMAT_KEY])

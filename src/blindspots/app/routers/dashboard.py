@@ -11,6 +11,8 @@ from blindspots.app import deps
 from blindspots.app.deps import page
 from blindspots.app.routers.images import figure_files
 from blindspots.app.security import Principal, page_admin, require_admin
+from blindspots.human.ratings import Ratings
+from blindspots.loop import leaderboard_frame
 
 router = APIRouter()
 
@@ -21,9 +23,6 @@ def _num(v: float) -> float | None:
 
 def dashboard_data(request: Request) -> dict:
     """Everything the dashboard shows, as JSON-able data."""
-    from blindspots.human.ratings import Ratings
-    from blindspots.loop import leaderboard_frame
-
     project, view, store = deps.project(request), deps.view(request), deps.store(request)
     status = view.status()
     rnd = view.rating_round()

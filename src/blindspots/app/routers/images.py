@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse, Response
 from blindspots.app import deps
 from blindspots.app.quote import quote
 from blindspots.app.security import Principal, require_admin, require_user
-from blindspots.app.sources import NotFound, overlay_rgba, png_bytes
+from blindspots.app.sources import NotFound, inside, overlay_rgba, png_bytes
 
 router = APIRouter(tags=["images"])
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".html": "text/html",
@@ -64,8 +64,6 @@ def review_image(request: Request, set: str = Query(max_length=64), image_id: st
 
 def figure_files(request: Request) -> dict[str, object]:
     """Report files by name (the reports folder's top level; links leaving it are skipped)."""
-    from blindspots.app.sources import inside
-
     root = deps.project(request).reports_dir
     out = {}
     if root.is_dir():

@@ -5,11 +5,13 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import zlib
 from typing import Literal
 
 import numpy as np
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, Response
+from PIL import Image
 from pydantic import Field
 
 from blindspots.app import deps
@@ -17,7 +19,10 @@ from blindspots.app.deps import page
 from blindspots.app.quote import quote
 from blindspots.app.routers.bodies import Body
 from blindspots.app.security import Principal, page_user, require_user
-from blindspots.app.services import SegmentCache
+from blindspots.app.services import SegmentCache, competitor_maps, review_prediction, slic_segments
+from blindspots.app.sources import read_index_png
+from blindspots.data.formats.masks import check_mask, read_mask
+from blindspots.loop import export_for_annotation
 
 router = APIRouter()
 _SEGMENTS = SegmentCache()  # superpixels per image, shared by the app's request threads
@@ -60,8 +65,6 @@ def _target(request: Request, kind: str, ref: str, image_id: str) -> tuple[int, 
 
 def _check_values(request: Request, mask: np.ndarray, name: str = "mask") -> np.ndarray:
     """The mask if every value is a class id (or ignore); else 422 naming the first bad value."""
-    from blindspots.data.formats.masks import check_mask
-
     try:
         return check_mask(mask, deps.view(request).classes, name=name)
     except ValueError as e:
@@ -70,8 +73,6 @@ def _check_values(request: Request, mask: np.ndarray, name: str = "mask") -> np.
 
 def _check_png(data: bytes, h: int, w: int) -> None:
     """422 unless `data` is an 8-bit PNG (mode L, P or RGB) of w x h; reads the header only."""
-    from PIL import Image
-
     try:  # the declared size and mode before decoding pixels (no decompression bombs)
         with Image.open(io.BytesIO(data)) as im:
             fmt, mode, size = im.format, im.mode, im.size
@@ -134,8 +135,6 @@ def label_start(request: Request, kind: Literal["round", "fix"], ref: str = Quer
     else:
         fixes = {f["id"]: f["path"] for f in deps.store(request).fixes(ref)}
         if start == "auto" and image_id in fixes and fixes[image_id].is_file():
-            from blindspots.app.sources import read_index_png
-
             mask, source = read_index_png(fixes[image_id]), "stored"
         else:
             mask, source = view.review_layer(ref, image_id, "given"), "given"
@@ -150,8 +149,6 @@ def _b64(a: np.ndarray, compress: bool = False) -> str:
     shrink ~25x, 2.6 MB -> ~0.1 MB, in ~10 ms; the page inflates them with DecompressionStream)."""
     raw = np.ascontiguousarray(a).tobytes()
     if compress:
-        import zlib
-
         raw = zlib.compress(raw, 1)
     return base64.b64encode(raw).decode("ascii")
 
@@ -171,8 +168,6 @@ def superpixels(request: Request, kind: Literal["round", "fix"], ref: str = Quer
     """SLIC superpixels of the image (regions that snap to its edges) for the superpixel brush, at
     `level` (coarse ~8x8 px, fine ~4x4 px): `labels` is base64 of uint16 little-endian
     [height, width] segment ids 0..n-1. Computed once per image and level (cached)."""
-    from blindspots.app.services import slic_segments
-
     h, w = _target(request, kind, ref, image_id)
     key = (str(deps.project(request).path), kind, ref if kind == "fix" else "", image_id, level)
 
@@ -193,8 +188,6 @@ def competitors(request: Request, kind: Literal["round", "fix"], ref: str = Quer
     """The other models' argmax maps of the image, to adopt a region from with one click: the
     competitors' (round; the one disagreeing most with the target first) or the review set's
     prediction (fix). Each `mask` is base64 uint8 [height, width]."""
-    from blindspots.app.services import competitor_maps, review_prediction
-
     h, w = _target(request, kind, ref, image_id)
     view = deps.view(request)
     maps = competitor_maps(view, int(ref), image_id) if kind == "round" else review_prediction(view, ref, image_id)
@@ -225,8 +218,6 @@ async def upload_mask(request: Request, kind: Literal["round", "fix"] = Form(...
                       who: Principal = Depends(require_user)) -> dict:
     """Upload a mask file of the image's size: an 8-bit PNG, index (L), palette (P) or RGB in the
     class palette. 422 for anything else (JPEG, GIF, 16-bit, RGBA) or a value that is no class; 413 if too big."""
-    from blindspots.data.formats.masks import read_mask
-
     data = await file.read(MAX_UPLOAD_BYTES + 1)
     if len(data) > MAX_UPLOAD_BYTES:
         raise HTTPException(413, f"file: expected at most {MAX_UPLOAD_BYTES} bytes, got more")
@@ -246,8 +237,6 @@ def export(request: Request, format: Literal["cvat", "labelstudio"],
            who: Principal = Depends(require_user)) -> FileResponse:
     """The images awaiting masks with the target's prediction as a pre-annotation, for CVAT (zip)
     or Label Studio (JSON) (`blindspots export`)."""
-    from blindspots.loop import export_for_annotation
-
     view = deps.view(request)
     rnd = view.mask_round()
     if rnd is None:

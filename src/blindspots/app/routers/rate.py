@@ -14,6 +14,7 @@ from blindspots.app.routers.bodies import Body
 from blindspots.app.security import Principal, page_user, require_user
 from blindspots.human.ratings import ACR_LABELS
 from blindspots.human.scores import OOD_WORDS, rating_answer
+from blindspots.loop.progress import rating_progress
 
 router = APIRouter()
 
@@ -69,7 +70,6 @@ def _round_progress(request: Request, round: int | None) -> dict | None:
     hand, and, when fewer people than the quota can rate, what to do."""
     if round is None:
         return None
-    from blindspots.loop.progress import rating_progress
 
     return rating_progress(deps.view(request).project, round).to_dict()
 

@@ -3,15 +3,15 @@ competitors' argmax maps saved by the project's scan, or a review set's predicte
 from __future__ import annotations
 
 import numpy as np
+from scipy import ndimage
 
 from blindspots.app.sources import NotFound, ProjectView, inside, read_index_png
+from blindspots.scan.layout import find_map
 
 
 def competitor_maps(view: ProjectView, round: int, image_id: str) -> list[tuple[str, np.ndarray]]:
     """(competitor name, uint8 [H, W] argmax map) of every competitor with a saved map of `image_id`,
     the one that disagrees most with the target's prediction first (MAD mined it for that pair)."""
-    from blindspots.scan.layout import find_map
-
     project = view.project
     target = view.prediction(round, image_id)
     out = []
@@ -35,8 +35,6 @@ def review_prediction(view: ProjectView, set_name: str, image_id: str) -> list[t
 
 def component_at(labels: np.ndarray, y: int, x: int) -> np.ndarray:
     """bool [H, W]: the 4-connected region of equal value in `labels` [H, W] containing pixel (y, x)."""
-    from scipy import ndimage
-
     lab = np.asarray(labels)
     if lab.ndim != 2 or not (0 <= y < lab.shape[0] and 0 <= x < lab.shape[1]):
         raise ValueError(f"(y, x): expected a pixel inside {lab.shape}, got {(y, x)}")

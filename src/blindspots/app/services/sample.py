@@ -26,6 +26,16 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from blindspots.app.store import AppStore
+from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
+                               ProjectSettings, RatingSettings, ScanSettings, TestSetSettings)
+from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
+from blindspots.labels.review import review_label_issues
+from blindspots.loop import advance as run
+from blindspots.loop.project import Project
+
+# Lazy imports: sklearn, threadpoolctl, torch (the web app starts without them).
+
 log = logging.getLogger(__name__)
 
 
@@ -40,10 +50,6 @@ def make_sample_project(path: str | Path, *, n_pool: int = 40, size: int = 32, s
     """
     import torch
 
-    from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings,
-                                   PoolSettings, ProjectSettings, RatingSettings, ScanSettings, TestSetSettings)
-    from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
-    from blindspots.loop.project import Project
     from blindspots.models.zoo import build_model, save_checkpoint
 
     root = Path(path)
@@ -73,12 +79,8 @@ def make_sample_project(path: str | Path, *, n_pool: int = 40, size: int = 32, s
     for name, (role, token) in (annotators or {}).items():
         project.add_annotator(name, token, role)
     if advance:
-        from blindspots.loop import advance as run
-
         run(project, progress=False)
     if vote_set or review_set:
-        from blindspots.app.store import AppStore
-
         store = AppStore(project)
         if vote_set:
             store.attach_set("vote", "digits", make_vote_set(root / "votes", seed=seed))
@@ -115,9 +117,6 @@ def make_review_set(out: Path, labelled: Path, *, n_errors: int = 3, seed: int =
     Returns (folder with images.csv, regions.csv, masks/ (given, with errors), predictions/,
     meta for `AppStore.attach_set`).
     """
-    from blindspots.data.scenes import SCENE_CLASSES
-    from blindspots.labels.review import review_label_issues
-
     rng = np.random.default_rng(seed)
     ids = sorted(p.name for p in (labelled / "masks").glob("*.png"))
     truth = np.stack([np.asarray(Image.open(labelled / "masks" / i)) for i in ids]).astype(np.int64)

@@ -7,6 +7,9 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 import numpy as np
+from PIL import Image
+
+# Lazy imports: skimage (the web app starts without them).
 
 # Pixels per segment at each level: "coarse" (~8x8 px) saves clicks on big regions, "fine" (~4x4 px)
 # follows thin objects and small parts; the editor switches with a key.
@@ -63,7 +66,6 @@ def _shrink(img: np.ndarray, max_pixels: int) -> np.ndarray:
     h, w = img.shape[:2]
     if h * w <= max_pixels:
         return img
-    from PIL import Image
 
     k = (max_pixels / (h * w)) ** 0.5
     size = (max(1, int(w * k)), max(1, int(h * k)))

@@ -42,6 +42,7 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import parse_qs, quote, unquote, urlparse
 
 import numpy as np
+from PIL import Image, ImageDraw
 
 from blindspots.data.classes import Classes
 from blindspots.data.classsets import IMAGE_EXTENSIONS
@@ -439,8 +440,6 @@ def _paint(results: Sequence[Mapping[str, Any]], classes: Classes, fill: int, wh
 def _paint_polygon(mask: np.ndarray | None, r: Mapping[str, Any], classes: Classes, fill: int,
                    where: str) -> np.ndarray:
     """Fill one polygonlabels result (points in percent of the image's width and height) into `mask`."""
-    from PIL import Image, ImageDraw
-
     value = r.get("value") or {}
     labels = value.get("polygonlabels") or []
     points = value.get("points") or []

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import csv
 import logging
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 from PIL import Image
@@ -15,9 +17,7 @@ from tqdm.auto import tqdm
 from blindspots.data.scenes.conditions import (SCENE_CLASSES, SceneConditions, check_distribution, check_seed,
                                                check_size, sample_conditions)
 from blindspots.data.scenes.render import render_scene
-
-if TYPE_CHECKING:  # imported lazily at run time (another module of the data package)
-    from blindspots.data.segsets import SegmentationSet
+from blindspots.data.segsets import SegmentationSet
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +70,6 @@ def _run_chunks(fn: Callable[..., list], chunks: list[list], args: tuple, n_jobs
             results.append(fn(ch, *args))
             bar.update(len(ch))
         return results
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     # forkserver: workers never inherit a parent's torch/BLAS thread pools mid-use
     with ProcessPoolExecutor(max_workers=n_jobs, mp_context=multiprocessing.get_context("forkserver")) as ex:
@@ -146,8 +144,6 @@ def generate_scene_set(
     (files are written atomically), so an interrupted run continues where it stopped.
     n_jobs: worker processes (-1: all cores); the files do not depend on it.
     """
-    from blindspots.data.segsets import SegmentationSet
-
     check_distribution(distribution)
     size = check_size(size)
     jobs = _check_jobs(n_jobs)

@@ -26,10 +26,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from blindspots.data.sources.base import PoolItem, PoolSource, RawItem, content_hash_of
-from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image
+from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image, pillow_extensions
+from blindspots.data.sources.fiftyone import open_fiftyone
 from blindspots.data.sources.fs import get_fs, is_uri, parse_storage_option, split_uri_options
+from blindspots.data.sources.hf import HFDiskSource
 from blindspots.data.sources.listfile import LIST_SUFFIXES, ListSource
 from blindspots.data.sources.prefix import PrefixSource
+from blindspots.data.sources.tables import find_image_column
+from blindspots.data.sources.webdataset import TarSource
+
+# Lazy imports: pyarrow.parquet, also through blindspots.data.sources.parquet (`blindspots --help` and a folder pool
+# start without it); blindspots.data.pool (it imports this package's modules: a cycle).
 
 __all__ = ["FORMATS", "ImageDecodeError", "ListSource", "PoolItem", "PoolSource", "PrefixSource", "RawItem",
            "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option", "register_format"]
@@ -67,8 +74,6 @@ def _sniff_folder(fs: Any, path: str) -> str | None:
 
 def _shard_format_of(fs: Any, path: str) -> str | None:
     """The shard format of a folder with no images but .parquet or .tar files, else None."""
-    from blindspots.data.sources.decode import pillow_extensions
-
     images, exts = pillow_extensions(), set()
     for folder, _, files in fs.walk(path, detail=False):  # folder by folder: the first image ends it
         found = {os.path.splitext(f)[1].lower() for f in files}
@@ -95,7 +100,7 @@ def open_pool(pool: str | os.PathLike, *, list_file: str | os.PathLike | None = 
     extensions kept when listing a folder or prefix. max_pixels: the per-image pixel limit.
     options: for a format added by `register_format` (refused by the built-in ones).
     """
-    from blindspots.data.pool import ImagePool
+    from blindspots.data.pool import ImagePool  # lazy: data.pool imports this package's modules (a cycle)
 
     scheme = str(pool).split("://", 1)[0] if "://" in str(pool) else None
     by_scheme = [n for n, (_, s) in EXTRA_FORMATS.items() if s is not None and s == scheme]
@@ -139,10 +144,7 @@ def open_pool(pool: str | os.PathLike, *, list_file: str | os.PathLike | None = 
 
         return ParquetSource(spec, image_column=image_column, storage_options=opts, **common)
     if format == "webdataset":
-        from blindspots.data.sources.webdataset import TarSource
-
         return TarSource(spec, storage_options=opts, **common)
-    from blindspots.data.sources.hf import HFDiskSource
 
     return HFDiskSource(spec, image_column=image_column, storage_options=opts, **common)
 
@@ -182,8 +184,6 @@ def _guess(spec: str, opts: Mapping[str, Any]) -> str:
 
 
 def _has_image_column(spec: str, opts: Mapping[str, Any]) -> bool:
-    from blindspots.data.sources.tables import find_image_column
-
     import pyarrow.parquet as pq
 
     fs, path = get_fs(spec, opts)
@@ -218,8 +218,6 @@ def load_or_reason(pool: PoolSource | str | os.PathLike, image_id: str) -> tuple
 
 
 def _fiftyone(pool: str, **options: Any) -> PoolSource:
-    from blindspots.data.sources.fiftyone import open_fiftyone  # FiftyOne itself is imported only to list ids
-
     return open_fiftyone(pool, **options)
 
 

@@ -16,6 +16,8 @@ from blindspots.data.sources.base import PoolSource, RawItem
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS
 from blindspots.data.sources.fs import cat_many, get_fs, is_uri
 
+# Lazy imports: fiftyone (optional: only the call that uses it needs it).
+
 __all__ = ["FiftyOneSource", "SCHEME", "filepath_of", "open_fiftyone"]
 
 SCHEME = "fiftyone://"

@@ -8,10 +8,14 @@ anything else is a local path. Storage options go to the filesystem's constructo
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import parse_qsl
+
+# Lazy imports: fsspec (the scan, its Ray workers and `blindspots --help` start without it: a local folder needs
+# none of it).
 
 __all__ = ["is_uri", "split_uri_options", "parse_storage_option", "public_options", "get_fs", "storage_error",
            "cat_many", "join", "tool_url"]
@@ -115,8 +119,6 @@ def _reason(exc: BaseException) -> str:
 
 
 async def _gather(fs: Any, paths: list[str]) -> list[Any]:
-    import asyncio
-
     return await asyncio.gather(*[fs._cat_file(p) for p in paths], return_exceptions=True)
 
 

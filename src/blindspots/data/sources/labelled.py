@@ -14,6 +14,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from blindspots.data.segsets import decode_mask
 from blindspots.data.sources.base import PoolSource
 from blindspots.ids import stem_key
 
@@ -65,8 +66,6 @@ class SourceSegmentationSet:
 
     def load(self, item_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(image uint8 [H, W, 3], mask uint8 [H, W]); ValueError if their sizes differ."""
-        from blindspots.data.segsets import decode_mask
-
         mask = decode_mask(self.mask_path(item_id), classes=self.classes)
         image = self.source.load(item_id)
         if image.shape[:2] != mask.shape:

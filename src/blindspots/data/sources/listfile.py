@@ -17,10 +17,13 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 
 from blindspots.data.sources.base import PoolSource, RawItem
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS
 from blindspots.data.sources.fs import cat_many, get_fs, is_uri, join, public_options, storage_error, tool_url
+
+# Lazy imports: pyarrow.parquet (`blindspots --help` and a folder pool start without it).
 
 __all__ = ["ListSource", "LIST_SUFFIXES", "read_list_column"]
 
@@ -51,8 +54,6 @@ def read_list_column(data: bytes, suffix: str, column: str | None, where: str) -
 
         arr = _pick_column(pq.read_table(io.BytesIO(data)), column, where)
     elif suffix in (".csv", ".tsv"):
-        import pyarrow.csv as pcsv
-
         table = pcsv.read_csv(io.BytesIO(data), parse_options=pcsv.ParseOptions(delimiter="\t" if suffix == ".tsv"
                                                                                   else ","),
                               convert_options=pcsv.ConvertOptions(strings_can_be_null=True))

@@ -13,6 +13,8 @@ from typing import Any
 
 from blindspots.integrations.fiftyone.samples import SampleTable, plain_value
 
+# Lazy imports: fiftyone (optional: only the call that uses it needs it).
+
 log = logging.getLogger(__name__)
 
 OWN_TAGS = "blindspots_tags"

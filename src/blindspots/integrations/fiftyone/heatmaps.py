@@ -24,7 +24,7 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from blindspots.ids import artifact_path
+from blindspots.ids import artifact_path, find_artifact
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.png import encode_index_png
 
@@ -87,8 +87,6 @@ def write_surprise_maps(ids: Sequence[str], maps_dir: str | Path, out_dir: str |
     """Convert `maps_dir/<id>.npy` SA maps (`surprise view --maps`) to 8-bit PNGs in `out_dir`.
 
     Returns one path per id (None where the id has no map) and the (low, high) SA scale."""
-    from blindspots.ids import find_artifact
-
     found = [find_artifact(maps_dir, i, ".npy") for i in ids]
     if not any(found):
         raise ValueError(f"surprise_maps: expected <id>.npy maps of this pool's images in {str(maps_dir)!r} "

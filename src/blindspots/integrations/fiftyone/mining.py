@@ -16,6 +16,8 @@ import pandas as pd
 from blindspots.integrations.fiftyone.samples import ID_FIELD
 from blindspots.mine.run import mine_scan
 
+# Lazy imports: fiftyone (optional: only the call that uses it needs it).
+
 
 def scan_of(dataset: Any) -> tuple[Path, str]:
     """(scan folder, target) a dataset was exported from; ValueError for a dataset not made by blindspots."""

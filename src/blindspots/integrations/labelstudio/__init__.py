@@ -10,6 +10,7 @@ Public API:
 - `create_backend(project, *, model=None, version=None) -> FastAPI` (the ML backend protocol)
 - `LabelStudio(url, token)`, `read_token(token_env, token_file)`, `load_connection(project_path)`
 """
+from blindspots.integrations.labelstudio.backend import create_backend as make
 from blindspots.integrations.labelstudio.client import TOKEN_ENV, LabelStudio, read_token
 from blindspots.integrations.labelstudio.connect import connect
 from blindspots.integrations.labelstudio.connection import Connection, load_connection
@@ -19,8 +20,6 @@ from blindspots.integrations.labelstudio.push import PushReport, push
 
 def create_backend(project, *, model=None, version=None):  # noqa: ANN001, ANN201 - FastAPI, imported lazily
     """The ML backend app for `project` (see `blindspots.integrations.labelstudio.backend`)."""
-    from blindspots.integrations.labelstudio.backend import create_backend as make
-
     return make(project, model=model, version=version)
 
 

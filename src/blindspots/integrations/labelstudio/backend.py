@@ -16,9 +16,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
+from PIL import Image
 
 from blindspots.data.formats.labelstudio_config import BRUSH_NAME, IMAGE_NAME, read_config
+from blindspots.integrations.labelstudio.client import read_token
+from blindspots.integrations.labelstudio.connection import connection_path, load_connection
 from blindspots.integrations.labelstudio.tasks import brush_prediction
+
+# Lazy imports: fastapi, httpx, pandas, pyarrow.parquet (the Label Studio commands start without them).
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +47,6 @@ class _Predictor:
 
     @property
     def conn(self) -> Any:
-        from blindspots.integrations.labelstudio.connection import connection_path, load_connection
-
         if self._conn is None and connection_path(self.project.path).is_file():
             self._conn = load_connection(self.project.path)
         return self._conn
@@ -77,7 +80,6 @@ class _Predictor:
 
         if self.conn is None:
             raise ValueError(f"image: expected a pool image or a Label Studio connection to fetch {url!r}, got neither")
-        from blindspots.integrations.labelstudio.client import read_token
 
         full = url if urlparse(url).scheme else self.conn.url + "/" + url.lstrip("/")
         headers = {"Authorization": f"Token {read_token(self.conn.token_env, self.conn.token_file)}"}
@@ -104,8 +106,6 @@ class _Predictor:
 
 
 def _decode(content: bytes) -> np.ndarray:
-    from PIL import Image
-
     with Image.open(io.BytesIO(content)) as im:
         return np.asarray(im.convert("RGB"))
 

@@ -12,6 +12,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+# Lazy imports: httpx (the Label Studio commands start without them); label_studio_sdk (optional: only the call that
+# uses it needs it).
+
 #: the environment variable the SDK and Label Studio's docs use for the API token
 TOKEN_ENV = "LABEL_STUDIO_API_KEY"
 

@@ -12,8 +12,9 @@ from blindspots.data.classes import Classes
 from blindspots.data.formats.labelstudio import DOCUMENT_ROOT_ENV, task_image_url
 from blindspots.data.formats.labelstudio_config import RATING_CHOICES, labeling_config, rating_config, read_config
 from blindspots.integrations.labelstudio.client import LabelStudio, read_token
-from blindspots.integrations.labelstudio.connection import (Connection, connection_path, load_connection,
-                                                            save_connection)
+from blindspots.integrations.labelstudio.connection import Connection, connection_path, load_connection, save_connection
+
+# Lazy imports: pandas, pyarrow.parquet (the Label Studio commands start without them).
 
 
 def project_classes(project: Any) -> Classes:

@@ -19,6 +19,8 @@ from blindspots.data.formats.labelstudio import annotation_mask, image_path_of
 from blindspots.data.formats.labelstudio_config import RATING_CHOICES
 from blindspots.integrations.labelstudio.connection import KINDS, load_connection, save_connection
 
+# Lazy imports: pandas, pyarrow.parquet (the Label Studio commands start without them).
+
 log = logging.getLogger(__name__)
 
 

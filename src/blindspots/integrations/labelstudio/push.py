@@ -13,11 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from blindspots.data.formats.labelstudio import task_image_url
 from blindspots.data.formats.labelstudio_config import read_config
 from blindspots.integrations.labelstudio.connect import check_config
 from blindspots.integrations.labelstudio.connection import KINDS, Connection, load_connection, save_connection
 from blindspots.integrations.labelstudio.tasks import brush_prediction, candidate_fields
+
+# Lazy imports: pandas, pyarrow.parquet (the Label Studio commands start without them).
 
 log = logging.getLogger(__name__)
 _BATCH = 25
@@ -81,8 +85,6 @@ def _data(project: Any, i: int, image_id: str, url: str, names: list[str]) -> di
 
 def push(project: Any, *, round: int | None = None, kind: str = "masks", progress: bool = True) -> PushReport:
     """Push round `round`'s (default: the current one) images of `kind` ("masks" or "ratings")."""
-    from tqdm.auto import tqdm
-
     from blindspots.loop import LoopContext, target_column
     from blindspots.loop.maps import target_map
 

@@ -10,6 +10,9 @@ import numpy as np
 
 from blindspots.data.classes import Classes
 
+# Lazy imports: pandas, pyarrow.parquet (the Label Studio commands start without them); label_studio_sdk (optional:
+# only the call that uses it needs it).
+
 
 def brush_prediction(mask: np.ndarray, classes: Classes, *, from_name: str, to_name: str, model_version: str,
                      score: float | None = None) -> dict[str, Any]:

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from blindspots.integrations.labelstudio.connection import load_connection, save_connection
+from blindspots.integrations.labelstudio.pull import pull
+
+# Lazy imports: fastapi, pandas, pyarrow.parquet (the Label Studio commands start without them).
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,6 @@ class _Puller:
         threading.Thread(target=self._work, args=(kind,), daemon=True).start()
 
     def _work(self, kind: str) -> None:
-        from blindspots.integrations.labelstudio.pull import pull
         from blindspots.loop.project import Project
 
         while True:

@@ -11,6 +11,8 @@ from blindspots.data.classes import DEFAULT_IGNORE_INDEX, voc_palette
 from blindspots.labels._internal.inputs import as_readable, predict_images, read_rows
 from blindspots.labels._internal.pixels import argmax_max
 
+# Lazy imports: matplotlib (the loop's bookkeeping commands start without them).
+
 
 def _colour(mask: np.ndarray, palette: np.ndarray) -> np.ndarray:
     out = np.full(mask.shape + (3,), 255, np.uint8)

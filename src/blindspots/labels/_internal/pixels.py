@@ -10,6 +10,8 @@ import numpy as np
 
 from blindspots.labels._internal.inputs import PROB_ATOL, check_values, report_values
 
+# Lazy imports: numba (its JIT kernels are compiled or loaded by their first call).
+
 #: dtypes the compiled pass reads (others, e.g. float16, take the numpy path)
 _COMPILED = (np.dtype(np.float32), np.dtype(np.float64))
 

@@ -1,7 +1,5 @@
 """Step ``evaluate``: Table 1, round i — every model's mIoU on T0 (when the project has one) and
 on T(i+1).
-
-Imports inside functions: the torch evaluation loop (`training.replay`) only when a model runs.
 """
 from __future__ import annotations
 
@@ -11,8 +9,10 @@ from blindspots.loop.context import LoopContext
 from blindspots.loop.leaderboard import write_leaderboard
 from blindspots.loop.maps import map_miou, round_pairs
 from blindspots.loop.project import Project
-from blindspots.models.protocol import reads_ids
 from blindspots.loop.steps.base import Step
+from blindspots.models.protocol import reads_ids
+
+# Lazy imports: the torch evaluation loop (`training.replay`) only when a model runs.
 
 __all__ = ["EvaluateStep", "t_masks_complete"]
 

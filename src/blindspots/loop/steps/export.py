@@ -12,6 +12,7 @@ from PIL import Image
 
 from blindspots.atomic import write_atomic
 from blindspots.data.formats import export_cvat, export_labelstudio
+from blindspots.data.formats.labelstudio import labeling_config
 from blindspots.data.formats.masks import write_masks
 from blindspots.ids import artifact_name
 from blindspots.loop.context import LoopContext, target_column
@@ -93,8 +94,6 @@ def labelstudio_config_path(tasks: Path) -> Path:
 def write_labelstudio_config(tasks: Path, classes: Any) -> Path:
     """Label Studio's labelling config (one brush label per class, in the class colours) beside the
     tasks, to paste into the project's Settings → Labeling Interface before importing them."""
-    from blindspots.data.formats.labelstudio import labeling_config
-
     path = labelstudio_config_path(tasks)
     path.write_text(labeling_config(classes), encoding="utf-8")
     return path

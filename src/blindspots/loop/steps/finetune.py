@@ -1,7 +1,5 @@
 """Step ``finetune``: f_t^(i+1) = f_t^(i) fine-tuned on S(1..i+1) ∪ S0, LR chosen on T0
 (`blindspots.training.replay`). Skipped in the last round.
-
-Imports inside functions: torch (training, checkpoints), which only this step needs.
 """
 from __future__ import annotations
 
@@ -11,6 +9,8 @@ from blindspots.loop.context import LoopContext
 from blindspots.loop.maps import round_pairs
 from blindspots.loop.models import use_import_dir
 from blindspots.loop.steps.base import Step
+
+# Lazy imports: torch (training, checkpoints), which only this step needs.
 
 __all__ = ["FinetuneStep", "target_kind"]
 

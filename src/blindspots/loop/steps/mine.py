@@ -4,8 +4,6 @@ MAD by default (Eq. 2); "madplus", or "entropy", "margin", "bald", "powerbald", 
 "random" or "scenario" as baselines, with MAD's budget unless `mining.n` (margin, BALD, core-set and BADGE first
 run the round's target once more over the pool for their columns, `mine.acquisition`). MAD's content constraint [p_k, q_k] comes from S0's masks (the paper)
 or, without S0, from the target's predictions on the pool (`class_ranges`).
-
-Imports inside functions: the scenario clustering (torch, scikit-learn) only when used.
 """
 from __future__ import annotations
 
@@ -20,9 +18,12 @@ from blindspots.atomic import write_atomic
 from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.project import ProjectError
 from blindspots.loop.steps.base import Step
+from blindspots.mine.columns import missing_kinds
 from blindspots.mine.mad import class_area_ranges
 from blindspots.mine.registry import make_sampler as registered_sampler
-from blindspots.mine.registry import sampler_settings
+from blindspots.mine.registry import needs_model, sampler_settings
+
+# Lazy imports: the scenario clustering (torch, scikit-learn) only when used.
 
 __all__ = ["MineStep", "labelled_before", "make_sampler", "class_ranges", "pool_class_ranges"]
 
@@ -95,8 +96,6 @@ def _add_model_columns(ctx: LoopContext, i: int) -> None:
     """margin, bald, powerbald, coreset, badge: the target f_t^(i) runs once more over the pool for the columns
     they read (`mine.acquisition`; kept in the scan folder, resumable)."""
     from blindspots.mine.acquisition import add_acquisition_columns
-    from blindspots.mine.columns import missing_kinds
-    from blindspots.mine.registry import needs_model
 
     m, name = ctx.cfg.mining, target_column(ctx.project, i)
     missing = missing_kinds(ctx.project.scan_dir, name, needs_model(m.strategy))

@@ -9,6 +9,7 @@ from blindspots.human.scores import rating_answer
 from blindspots.human.simulate import SimulatedRaters, image_miou
 from blindspots.loop.context import LoopContext, Status
 from blindspots.loop.maps import ground_truth, target_map
+from blindspots.loop.progress import rating_progress
 from blindspots.loop.steps.base import Step
 
 __all__ = ["RatingsStep", "ratings_progress", "simulate_ratings"]
@@ -29,8 +30,6 @@ class RatingsStep(Step):
             simulate_ratings(ctx, i, missing, seed)
             missing, have, total = ratings_progress(ctx, i)
         if missing:
-            from blindspots.loop.progress import rating_progress
-
             prog, p = rating_progress(ctx.project, i), ctx.project.path
             todo = (f"Rate in the web app (`blindspots serve {p}`) or import a CSV with `blindspots ratings "
                     f"import {p} FILE.csv`, then run `blindspots round {p}` again."

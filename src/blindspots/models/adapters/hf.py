@@ -19,6 +19,8 @@ from blindspots.data.classes import DEFAULT_IGNORE_INDEX, Classes
 from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy, TorchPreprocess
 from blindspots.models.adapters.torch import TorchSegmenter
 
+# Lazy imports: transformers (optional: only the call that uses it needs it).
+
 PREPROCESSOR_CONFIG = "preprocessor_config.json"
 
 

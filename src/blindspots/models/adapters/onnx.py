@@ -22,6 +22,8 @@ from blindspots.models.adapters.base import BaseAdapter
 from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy, TorchPreprocess
 from blindspots.models.protocol import ModelFailure, as_image_batch, short_reason
 
+# Lazy imports: onnx, onnxruntime (optional: only the call that uses them needs them).
+
 
 def export_onnx(
     module: torch.nn.Module,

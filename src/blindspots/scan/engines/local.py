@@ -33,6 +33,8 @@ from blindspots.scan.engines.pipeline import (DONE, Batch, Errors, Worker, read_
                                               submit)
 from blindspots.scan.plan import ShardPlan
 
+# Lazy imports: torch (the scan, its Ray workers and the GPU image's model loader start without them).
+
 __all__ = ["ALL_FAIL_MIN", "MAX_ERROR_CHARS", "SCAN_SWITCH_INTERVAL_S", "run_local"]
 
 log = logging.getLogger(__name__)

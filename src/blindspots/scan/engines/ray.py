@@ -40,11 +40,17 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from blindspots.allocator import keep_freed_memory
 from blindspots.scan.engines.collect import ShardCollector
 from blindspots.scan.engines.forward import batch_result, forward
 from blindspots.scan.engines.job import ScanJob, on_gpu
+from blindspots.scan.engines.local import run_local
 from blindspots.scan.engines.pipeline import Batch, Errors, shard_messages
+from blindspots.scan.maps import encode_maps
 from blindspots.scan.plan import ShardPlan
+
+# Lazy imports: torch (the scan, its Ray workers and the GPU image's model loader start without them); ray (optional:
+# only the call that uses it needs it).
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +121,6 @@ class ModelActor:
     and the models' threads are never shared between two forwards."""
 
     def __init__(self, refs: dict[str, tuple[str, Any]], target: str, num_classes: int, save_maps: bool) -> None:
-        from blindspots.allocator import keep_freed_memory
         from blindspots.models.load import load_model
 
         keep_freed_memory()  # the actor's process is ours: the forwards reuse freed memory (blindspots.allocator)
@@ -125,8 +130,6 @@ class ModelActor:
         self.lock = threading.Lock()
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from blindspots.scan.maps import encode_maps
-
         out = []
         for head, msg in _unpack(batch["item"]):
             if isinstance(msg, Batch):
@@ -183,8 +186,6 @@ def run_ray(job: ScanJob, plans: list[ShardPlan], bar: Any, *, address: str | No
     (`num_gpus`; Ray then shows it only its own GPU, on which the models load with device=auto).
     Shards that need no images (only pairs against saved maps) run on the local engine here.
     """
-    from blindspots.scan.engines.local import run_local
-
     plans = [p for p in plans if p.todo]
     mapless = [p for p in plans if not p.needs_images]
     plans = [p for p in plans if p.needs_images]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow.parquet as pq
 
 from blindspots.scan import maps as map_files
 from blindspots.scan import schema
@@ -81,8 +82,6 @@ def add_batch(res: BatchResult, plan: ShardPlan, shard: ShardRows, job: ScanJob)
 def _saved(layout: ScanLayout, shard: ShardRows, model: str, k: int) -> set[str]:
     """Ids of shard k that have a saved map of `model` (finished shard): decoded and no model error."""
     if model not in shard.disk:
-        import pyarrow.parquet as pq
-
         if layout.meta_shard(k).exists():
             meta = pq.read_table(layout.meta_shard(k), columns=[schema.ID, schema.STATUS])
             status = zip(meta.column(schema.ID).to_pylist(), meta.column(schema.STATUS).to_pylist())
