@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
+from scipy.ndimage import map_coordinates
 
 from blindspots.data.classes import Classes
 
@@ -66,7 +67,6 @@ def _resample_to(path: Path, like: Path) -> np.ndarray:
     """The volume at `path` sampled (trilinear) on the voxel grid of `like`, through both files' affines:
     float32 [X, Y, Z] of `like`'s shape, 0 outside the source."""
     import nibabel as nib
-    from scipy.ndimage import map_coordinates
 
     src, ref = nib.load(str(path)), nib.load(str(like))
     to_src = np.linalg.inv(src.affine) @ ref.affine

@@ -15,6 +15,7 @@ numpy Generator, so a benchmark can turn them into conditions of a pool or a tes
 from __future__ import annotations
 
 import numpy as np
+from scipy.ndimage import affine_transform
 
 from blindspots._validation import check_number
 
@@ -29,8 +30,6 @@ def _image(img: np.ndarray, name: str = "img") -> np.ndarray:
 def _warp(img: np.ndarray, mask: np.ndarray, matrix: np.ndarray, shift: tuple[float, float]
           ) -> tuple[np.ndarray, np.ndarray]:
     """Output pixel p takes input pixel centre + matrix @ (p - centre - shift): image bilinear, mask nearest."""
-    from scipy.ndimage import affine_transform
-
     a = _image(img)
     m = np.asarray(mask)
     if m.shape != a.shape:
