@@ -1,6 +1,7 @@
-"""Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes.
+"""Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes
+or (`--dataset mri`) on brain MRI slices with real atlas labels (`label_efficiency_mri.py` builds that world).
 
-For each sampler of `blindspots.mine` (random, entropy, margin, BALD, PowerBALD, core-set, MAD, MAD+) and
+For each sampler of `blindspots.mine` (random, entropy, margin, BALD, PowerBALD, core-set, BADGE, MAD, MAD+) and
 each seed, `--rounds` rounds of: pick from the unlabeled pool -> simulated people (MAD, MAD+: 3 raters
 rate the n_M candidates, the n4 lowest-MOS images get masks; the active-learning baselines: every pick
 gets a mask) -> fine-tune the target on everything labelled so far with replay of its training set S0
@@ -19,13 +20,22 @@ Sizes fit a shared 2-core CPU: 64 px scenes, a 240-image pool, three zoo models 
 S0 images; MAD rates 24 candidates a round (3 raters) and labels the 8 of lowest MOS. Every
 sampler uses its published settings: BALD T = 20 MC-dropout passes (Gal et al. 2017), PowerBALD
 beta = 1 (Kirsch et al. 2021), core-set k-Center-Greedy on the classifier layer's input with S0 and the
-labelled images as centres (Sener & Savarese 2018), margin and entropy means over pixels, MAD n3 = 25
+labelled images as centres (Sener & Savarese 2018), BADGE k-means++ seeding over the last layer's
+gradient embeddings, the first pick the largest norm (Ash et al. 2020), margin and entropy means over
+pixels, MAD n3 = 25
 with S0's quartile class ranges (the paper). The target (the zoo's tiny U-Net) has no dropout layer, so
 BALD puts dropout p = 0.25 (Gal et al.'s conv-layer rate) on its classifier layer's input during the MC
 passes only.
 
     PYTHONPATH=src python benchmarks/label_efficiency.py --work /tmp/label_efficiency \
         --figure docs/img/label_efficiency.png
+
+    PYTHONPATH=src python benchmarks/label_efficiency.py --dataset mri --work /tmp/label_efficiency_mri \
+        --figure docs/img/label_efficiency_mri.png
+
+On MRI the same loop runs with the MRI world's models and sets (its docstring); the hard set's subset
+reported beside it is "shared" (a wider field of view, where every model fails) instead of "planted". `--quick` is a
+tiny run of either (1 seed, 1 round, 32 px, a 24-image pool) that tests the code path.
 
 Prints the table (mean and standard deviation over seeds per round), the per-condition recall, the MAD+
 share sweep, CPU model and os.getloadavg(); writes results.json under --work and the figure.
@@ -35,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -43,7 +54,9 @@ import pandas as pd
 
 from blindspots.machine import cpu_model
 
-SAMPLERS = ("random", "entropy", "margin", "bald", "powerbald", "coreset", "mad", "madplus")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # label_efficiency_mri.py beside it
+
+SAMPLERS = ("random", "entropy", "margin", "bald", "powerbald", "coreset", "badge", "mad", "madplus")
 RATED = ("mad", "madplus")  # samplers whose candidates people rate before masks are drawn
 # The planted shared blind spot: scenes inside the target's slice whose cars and people are camouflaged,
 # painted in the median colour of the road, sidewalk and buildings around them. Every model misses them the
@@ -97,10 +110,17 @@ def condition_label(c) -> str:
 
 
 def make_world(args: argparse.Namespace) -> dict:
-    from blindspots.data.scenes import render_scene_arrays
+    """The models and fixed sets of one dataset: classes, target and competitor checkpoints, S0 and T0
+    (images, masks), the hard test set (images, masks, flags of its `focus` subset) and `focus_labels`, the
+    pool labels of that subset."""
+    if args.dataset == "mri":
+        import label_efficiency_mri
+
+        return label_efficiency_mri.make_world(args)
+    from blindspots.data.scenes import SCENE_CLASSES, render_scene_arrays
     from blindspots.training.zoo import train_zoo
 
-    zoo = train_zoo(args.work / "zoo", target="tiny_unet", competitors=tuple(args.competitors.split(",")),
+    zoo = train_zoo(args.work / "zoo", target=args.target_arch, competitors=args.competitor_list,
                     n_train=args.n_train, n_val=100, size=args.size, epochs=args.epochs, seed=0, progress=True)
     s0 = render_scene_arrays(args.n_train, seed=0, distribution="train", size=args.size)  # the target's S0
     t0 = render_scene_arrays(args.n_t0, seed=7, distribution="train", size=args.size)
@@ -108,10 +128,17 @@ def make_world(args: argparse.Namespace) -> dict:
     n_pt = int(round(args.planted_share * args.n_hard / (1 - args.planted_share)))
     pi, pm = planted_scenes(n_pt, 9, args.size)
     hard = (np.concatenate([hi, pi]), np.concatenate([hm, pm]), np.r_[np.zeros(len(hi), bool), np.ones(n_pt, bool)])
-    return {"zoo": zoo, "S0": s0[:2], "T0": t0[:2], "hard": hard}
+    return {"classes": SCENE_CLASSES, "target": args.work / "zoo" / zoo["models"][args.target_arch]["checkpoint"],
+            "competitors": {g: args.work / "zoo" / zoo["models"][g]["checkpoint"] for g in args.competitor_list},
+            "focus": "planted", "focus_labels": ("planted",), "S0": s0[:2], "T0": t0[:2], "hard": hard}
 
 
-def make_pool(args: argparse.Namespace, seed: int):
+def make_pool(args: argparse.Namespace, seed: int, world: dict):
+    """(ids, images uint8 [N, H, W, 3], masks uint8 [N, H, W], condition labels) of the pool of `seed`."""
+    if args.dataset == "mri":
+        import label_efficiency_mri
+
+        return label_efficiency_mri.make_pool(args, seed, world)
     from blindspots.data.scenes import render_scene_arrays
 
     n_planted = int(round(args.pool * args.planted_share))
@@ -164,7 +191,6 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     """`args.rounds` rounds of pick -> simulated people -> fine-tune with replay -> evaluate."""
     import torch
 
-    from blindspots.data.scenes import SCENE_CLASSES
     from blindspots.human.cost import LabelCost
     from blindspots.human.simulate import SimulatedAnnotator, SimulatedRaters, image_miou
     from blindspots.mine import make_sampler
@@ -175,22 +201,23 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     from blindspots.models.zoo import load_checkpoint
     from blindspots.training.replay import ReplayFinetuner, evaluate_module
 
-    k = SCENE_CLASSES.num_classes
+    classes, focus = world["classes"], world["focus"]
+    k = classes.num_classes
     ids, images, masks, labels = pool
     cost_model = LabelCost()
     round_budget = args.raters * args.n_m * cost_model.c_rate + args.n4 * cost_model.c_mask
-    module, _ = load_checkpoint(args.work / "zoo" / "tiny_unet.pt")
+    module, _ = load_checkpoint(world["target"])
     s0, t0 = ArrayPairs(*world["S0"]), ArrayPairs(*world["T0"])
     hard = ArrayPairs(world["hard"][0], world["hard"][1])
-    planted = world["hard"][2]
-    hard_p = ArrayPairs(world["hard"][0][planted], world["hard"][1][planted])
+    flags = world["hard"][2]
+    hard_p = ArrayPairs(world["hard"][0][flags], world["hard"][1][flags])
     ranges = class_area_ranges(list(world["S0"][1]), k)
     annotator = SimulatedAnnotator(seed=seed)
     row_of = {i: n for n, i in enumerate(ids)}
 
     def evaluate(m) -> dict:
         return {"hard": evaluate_module(m, hard, k), "T0": evaluate_module(m, t0, k),
-                "planted": evaluate_module(m, hard_p, k)}
+                focus: evaluate_module(m, hard_p, k)}
 
     points = [{"round": 0, "cost": 0.0, "masks": 0, "ratings": 0, **evaluate(module)}]
     labelled: list[str] = []
@@ -202,16 +229,16 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
         tcols, tmap = model_columns("target", proba, k)
         true_iou = image_miou(tmap, masks, k)
         table = score_table(ids, tcols, tmap, comps, k)
-        needs = {"margin": ("margin",), "bald": ("bald",), "powerbald": ("bald",), "coreset": ("features",)}
+        needs = {"margin": ("margin",), "bald": ("bald",), "powerbald": ("bald",), "coreset": ("features",),
+                 "badge": ("badge",)}
         if strategy in needs:
             acq = AcquisitionColumns(seg, "target", kinds=needs[strategy], mc_passes=args.mc_passes,
                                      dropout=args.dropout, seed=seed)
-            for c, v in batched(acq, images).items():
-                table[c] = v
+            table = pd.concat([table, pd.DataFrame(batched(acq, images))], axis=1)  # BADGE: K x D columns at once
         table = table[~table["id"].isin(seen)].reset_index(drop=True)
         settings: dict = {"target": "target"}
         if strategy in RATED:
-            settings.update(ranges=ranges, n3=25, classes=SCENE_CLASSES)
+            settings.update(ranges=ranges, n3=25, classes=classes)
             if strategy == "madplus" and shared is not None:
                 settings["shared"] = shared
         elif strategy == "random":
@@ -249,21 +276,21 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
 # ----------------------------------------------------------------------------- MAD+ share
 
 def share_sweep(world: dict, pool: tuple, comps: dict, args: argparse.Namespace, shares: list[float]) -> pd.DataFrame:
-    """Selection only, on the first round's table: planted (shared blind spot) and failing images among
-    S = the n4 lowest-MOS of M, for MAD and MAD+ at each share."""
-    from blindspots.data.scenes import SCENE_CLASSES
+    """Selection only, on the first round's table: images of the focus subset (the shared blind spot) and
+    failing images among S = the n4 lowest-MOS of M, for MAD and MAD+ at each share."""
     from blindspots.human.simulate import SimulatedRaters, image_miou
     from blindspots.mine import make_sampler
     from blindspots.mine.mad import class_area_ranges
     from blindspots.models.adapters import TorchSegmenter
     from blindspots.models.zoo import load_checkpoint
 
-    k = SCENE_CLASSES.num_classes
+    k, focus = world["classes"].num_classes, world["focus"]
     ids, images, masks, labels = pool
-    module, _ = load_checkpoint(args.work / "zoo" / "tiny_unet.pt")
+    module, _ = load_checkpoint(world["target"])
     tcols, tmap = model_columns("target", predict(TorchSegmenter(module, k, batch_size=64), images), k)
     iou = pd.Series(image_miou(tmap, masks, k), index=ids)
     lab = pd.Series(labels, index=ids)
+    in_focus = lab.isin(world["focus_labels"])
     table = score_table(ids, tcols, tmap, comps, k)
     ranges = class_area_ranges(list(world["S0"][1]), k)
     rows = []
@@ -272,44 +299,61 @@ def share_sweep(world: dict, pool: tuple, comps: dict, args: argparse.Namespace,
                  .select(table, args.n_m)["id"])
         ratings = SimulatedRaters(args.raters, noise=0.5, bias_sd=0.3, seed=0).rate(m, iou[m].to_numpy())
         s = list(ratings.select_worst(args.n4, candidates=m)["image_id"])
-        rows.append({"shared": share, "planted_in_M": int((lab[m] == "planted").sum()),
-                     "planted_in_S": int((lab[s] == "planted").sum()), "failures_in_S": int((iou[s] < 0.5).sum()),
+        rows.append({"shared": share, f"{focus}_in_M": int(in_focus[m].sum()),
+                     f"{focus}_in_S": int(in_focus[s].sum()), "failures_in_S": int((iou[s] < 0.5).sum()),
                      "hard_in_S": int((lab[s] != "in slice").sum())})
     return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- output
 
-def condition_groups(label: str) -> list[str]:
-    """'planted', 'in slice', or 'hard' plus each factor outside the slice ('hard', 'tilt', ...)."""
-    if label in ("planted", "in slice"):
+def recall_view(dataset: str) -> dict:
+    """How a dataset's condition labels are grouped: the focus group, the labels in it, and whether a label
+    is its own group (MRI: 'scan:sharp') rather than grouped by factor (scenes: 'tilt')."""
+    if dataset == "mri":
+        import label_efficiency_mri
+
+        return {"focus": "shared", "focus_labels": label_efficiency_mri.SHARED, "whole": True}
+    return {"focus": "planted", "focus_labels": ("planted",), "whole": False}
+
+
+def condition_groups(label: str, focus: str = "planted", focus_labels: tuple[str, ...] = ("planted",),
+                     whole: bool = False) -> list[str]:
+    """'in slice' or the focus label itself (the scenes' 'planted'); else 'hard', the focus group when the
+    label is one of focus_labels, and each factor outside the slice ('tilt', ...) or, with `whole`, the label."""
+    if label in ("in slice", focus):
         return [label]
-    return ["hard", *sorted({part.split(":")[0] for part in label.split("+")})]
+    parts = [label] if whole else sorted({part.split(":")[0] for part in label.split("+")})
+    return ["hard", *([focus] if label in focus_labels else []), *parts]
 
 
-def recall_table(runs: list[dict], pool_counts: dict) -> tuple[pd.DataFrame, pd.Series]:
-    """Images labelled per condition group, mean over seeds, and the pool's mean count per group."""
+def recall_table(runs: list[dict], pool_counts: dict, view: dict | None = None) -> tuple[pd.DataFrame, pd.Series]:
+    """Images labelled per condition group, mean over seeds, and the pool's mean count per group.
+    view: `recall_view(dataset)` (default: the scenes')."""
+    view = view or recall_view("scenes")
+    focus = view["focus"]
+
     def grouped(counts: dict) -> dict:
         out: dict = {}
         for label, n in counts.items():
-            for g in condition_groups(label):
+            for g in condition_groups(label, **view):
                 out[g] = out.get(g, 0) + n
         return out
 
     picked = pd.DataFrame([{"strategy": r["strategy"], **grouped(r["picked"])} for r in runs]).fillna(0)
     recall = picked.groupby("strategy", sort=False).mean(numeric_only=True)
     avail = pd.DataFrame([grouped(c) for c in pool_counts.values()]).fillna(0).mean()
-    cols = ["planted", "in slice", "hard", *sorted(c for c in avail.index if c not in ("planted", "in slice", "hard"))]
+    cols = [focus, "in slice", "hard", *sorted(c for c in avail.index if c not in (focus, "in slice", "hard"))]
     return recall.reindex(columns=cols, fill_value=0.0), avail.reindex(cols, fill_value=0.0)
 
 
-def print_tables(runs: list[dict], pool_counts: dict) -> pd.DataFrame:
-    """Print the cost table and the per-condition recall; returns the cost table."""
+def print_tables(runs: list[dict], pool_counts: dict, view: dict | None = None) -> pd.DataFrame:
+    """Print the cost table and the per-condition recall (grouped by `view`); returns the cost table."""
     table = summarise(runs)
     pd.set_option("display.width", 200)
     print("\n== mIoU against human cost (mean and sd over seeds) ==")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    recall, avail = recall_table(runs, pool_counts)
+    recall, avail = recall_table(runs, pool_counts, view)
     print("\n== images labelled per condition, mean over seeds (an image outside the slice in two factors counts "
           "in both) ==")
     print(pd.concat([avail.rename("(pool)").to_frame().T, recall]).to_string(float_format=lambda v: f"{v:.1f}"))
@@ -321,13 +365,29 @@ def summarise(runs: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     g = df.groupby(["strategy", "round"], sort=False)
     out = g[["cost", "masks", "ratings"]].mean()
-    for m in ("hard", "T0", "planted"):
+    for m in [c for c in df.columns if c not in ("strategy", "seed", "round", "cost", "masks", "ratings")]:
         out[f"{m}_mean"], out[f"{m}_sd"] = g[m].mean(), g[m].std(ddof=1)
     return out.reset_index()
 
 
-def main() -> None:
+# per dataset, the settings left out on the command line; --quick: a tiny run (a test of the code path)
+DEFAULTS = {
+    "scenes": {"target_arch": "tiny_unet", "competitors": "small_fcn,pspnet_r18", "n_train": 400, "epochs": 8,
+               "n_hard": 100},
+    "mri": {"target_arch": "tiny_unet", "competitors": "small_fcn,pspnet_r18", "n_train": 320, "epochs": 10,
+            "n_hard": 120},
+}
+QUICK = {"seeds": "0", "rounds": 1, "size": 32, "n_train": 24, "epochs": 1, "pool": 24, "n_t0": 6, "n_hard": 9,
+         "n_m": 6, "n4": 2, "mc_passes": 2, "ft_epochs": 1, "max_replay": 4, "shares": "0.25"}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", choices=sorted(DEFAULTS), default="scenes", help="procedural scenes, or brain MRI "
+                    "slices of Debian's mricron-data (label_efficiency_mri.py)")
+    ap.add_argument("--mri-root", type=Path, default=None, help="MRI: the folder of mricron's templates "
+                    "(default: Debian's /usr/share/mricron/templates)")
+    ap.add_argument("--quick", action="store_true", help="a tiny run: 1 seed, 1 round, 32 px, 24-image pool")
     ap.add_argument("--work", type=Path, default=Path("/tmp/label_efficiency"), help="cache folder (zoo, results)")
     ap.add_argument("--figure", type=Path, default=None, help="PNG to write (default: WORK/label_efficiency.png)")
     ap.add_argument("--project", type=Path, default=None, help="a project folder: also write the results to its "
@@ -336,14 +396,17 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", type=int, default=64)
-    ap.add_argument("--n-train", type=int, default=400, help="S0: the target's training scenes (also replayed)")
-    ap.add_argument("--epochs", type=int, default=8, help="zoo training epochs")
-    ap.add_argument("--competitors", default="small_fcn,pspnet_r18")
+    ap.add_argument("--n-train", type=int, default=None, help="S0: the target's training images (also replayed); "
+                    "scenes 400, MRI 320 (the competitors get as many)")
+    ap.add_argument("--epochs", type=int, default=None, help="zoo training epochs (scenes 8, MRI 10)")
+    ap.add_argument("--target-arch", default=None, help="the target's zoo architecture (tiny_unet)")
+    ap.add_argument("--competitors", default=None, help="competitor architectures (small_fcn,pspnet_r18)")
     ap.add_argument("--pool", type=int, default=240)
-    ap.add_argument("--planted-share", type=float, default=0.08, help="share of pool and hard set in the planted "
-                    "shared blind spot")
+    ap.add_argument("--planted-share", type=float, default=0.08, help="scenes: share of pool and hard set in the "
+                    "planted shared blind spot")
     ap.add_argument("--n-t0", type=int, default=60)
-    ap.add_argument("--n-hard", type=int, default=100, help="'hard' scenes of the hard test set (plus planted ones)")
+    ap.add_argument("--n-hard", type=int, default=None, help="hard test set: scenes, its shifted scenes (100, plus "
+                    "planted ones); MRI, its images, spread evenly over the conditions (120)")
     ap.add_argument("--n-m", type=int, default=24, help="MAD: candidates rated per round")
     ap.add_argument("--raters", type=int, default=3)
     ap.add_argument("--n4", type=int, default=8, help="MAD: masks per round (lowest MOS of M)")
@@ -357,34 +420,53 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--shares", default="0.1,0.25,0.4", help="MAD+ shares for the selection sweep")
     ap.add_argument("--report-only", action="store_true", help="print the tables of WORK/results.json again")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    for key, value in (QUICK.items() if args.quick else ()):
+        if getattr(args, key) == ap.get_default(key):  # what the command line sets stays
+            setattr(args, key, value)
+    for key, value in DEFAULTS[args.dataset].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    args.competitor_list = tuple(args.competitors.split(","))
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark (see the module docstring); returns what it writes to WORK/results.json."""
+    args = parse_args(argv)
     if args.report_only:
         saved = json.loads((args.work / "results.json").read_text())
-        print_tables(saved["runs"], saved["pool_counts"])
+        print_tables(saved["runs"], saved["pool_counts"], recall_view(saved.get("dataset", "scenes")))
         print(f"(measured on {saved['cpu']}, {saved['seconds']:.0f} s, loadavg at the end {saved['loadavg_end']})")
-        return
+        return saved
     import torch
 
     # one thread: under a loaded shared CPU, two OpenMP threads spin-wait (a tiny U-Net training step of 16
     # images at 64 px took 17 s with two threads against 2 s with one, load average 20)
     torch.set_num_threads(args.threads)
     t_start = time.perf_counter()
-    print(f"CPU: {cpu_model()}, loadavg {os.getloadavg()}", flush=True)
+    print(f"CPU: {cpu_model()}, loadavg {os.getloadavg()}, dataset {args.dataset}", flush=True)
     args.work.mkdir(parents=True, exist_ok=True)
-    world = make_world(args)
-    from blindspots.data.scenes import SCENE_CLASSES
+    try:
+        world = make_world(args)
+    except FileNotFoundError as e:  # MRI without mricron-data: one line naming the package
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     from blindspots.models.zoo import load_segmenter
 
-    k = SCENE_CLASSES.num_classes
-    comp_names = args.competitors.split(",")
+    k, focus = world["classes"].num_classes, world["focus"]
+    models = world["describe"](world) if "describe" in world else None
+    if models is not None:
+        print("\n== the models before fine-tuning, per condition (mean per-image mIoU; d = 1 - pixel agreement "
+              "with the target) ==\n" + models.to_string(index=False, float_format=lambda v: f"{v:.3f}"), flush=True)
     runs: list[dict] = []
     sweep = None
     pool_counts: dict = {}
     for seed in [int(s) for s in args.seeds.split(",")]:
-        pool = make_pool(args, seed)
+        pool = make_pool(args, seed, world)
         comps = {}
-        for g in comp_names:
-            proba = predict(load_segmenter(args.work / "zoo" / f"{g}.pt", batch_size=64), pool[1])
+        for g, path in world["competitors"].items():
+            proba = predict(load_segmenter(path, batch_size=64), pool[1])
             comps[g] = model_columns(g, proba, k)
         pool_counts[seed] = pd.Series(pool[3]).value_counts().to_dict()
         if sweep is None:
@@ -395,16 +477,17 @@ def main() -> None:
             t = time.perf_counter()
             runs.append(run_loop(strategy, seed, world, pool, comps, args, shared=args.madplus_share))
             last = runs[-1]["points"][-1]
-            print(f"seed {seed} {strategy:9s}: hard {last['hard']:.4f} T0 {last['T0']:.4f} planted "
-                  f"{last['planted']:.4f} cost {last['cost']:.0f} ({time.perf_counter() - t:.0f} s, loadavg "
+            print(f"seed {seed} {strategy:9s}: hard {last['hard']:.4f} T0 {last['T0']:.4f} {focus} "
+                  f"{last[focus]:.4f} cost {last['cost']:.0f} ({time.perf_counter() - t:.0f} s, loadavg "
                   f"{os.getloadavg()[0]:.1f})", flush=True)
-    table = print_tables(runs, pool_counts)
+    table = print_tables(runs, pool_counts, recall_view(args.dataset))
     from blindspots.report.label_efficiency import RESULTS, label_efficiency_figure
 
     fig = label_efficiency_figure(table, args.figure or args.work / "label_efficiency.png")
-    out = {"args": {k_: str(v) for k_, v in vars(args).items()}, "runs": runs, "table": table.to_dict("records"),
-           "pool_counts": {str(s): c for s, c in pool_counts.items()},
-           "share_sweep": sweep.to_dict("records") if sweep is not None else None, "cpu": cpu_model(),
+    out = {"dataset": args.dataset, "args": {k_: str(v) for k_, v in vars(args).items()}, "runs": runs,
+           "table": table.to_dict("records"), "pool_counts": {str(s): c for s, c in pool_counts.items()},
+           "share_sweep": sweep.to_dict("records") if sweep is not None else None,
+           "models": models.to_dict("records") if models is not None else None, "cpu": cpu_model(),
            "loadavg_end": os.getloadavg(), "seconds": time.perf_counter() - t_start}
     (args.work / "results.json").write_text(json.dumps(out, indent=1, default=float))
     if args.project is not None:  # the round report's "Sampler comparison" section draws it
@@ -412,6 +495,7 @@ def main() -> None:
         (args.project / "reports" / RESULTS).write_text(json.dumps(out, indent=1, default=float))
     print(f"\nfigure: {fig}; results: {args.work / 'results.json'}; {time.perf_counter() - t_start:.0f} s in all, "
           f"CPU {cpu_model()}, loadavg {os.getloadavg()}")
+    return out
 
 
 if __name__ == "__main__":

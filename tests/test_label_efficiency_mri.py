@@ -1,0 +1,87 @@
+"""The label-efficiency benchmark on brain MRI slices (`benchmarks/label_efficiency.py --dataset mri`), run
+tiny (--quick: 32 px, a 24-image pool, one round), and the MRI volumes it cuts slices from."""
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from blindspots.data.mri import DEFAULT_ROOT, MRI_CLASSES, MriVolumes
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "label_efficiency.py"
+needs_mricron = pytest.mark.skipif(
+    not all((Path(DEFAULT_ROOT) / f"{n}.nii.gz").is_file() for n in ("ch2", "ch2bet", "ch2better", "aal")),
+    reason="Debian package mricron-data not installed (apt-get install -y mricron-data)")
+
+
+@needs_mricron
+def test_three_cuts_and_three_scans_of_one_head():
+    vols = MriVolumes.load()
+    shapes = {o: vols.slice(o, int(vols.indices(o)[len(vols.indices(o)) // 2]))[0].shape
+              for o in ("axial", "coronal", "sagittal")}
+    assert shapes == {"axial": (217, 181), "coronal": (181, 181), "sagittal": (181, 217)}
+    assert 120 < len(vols.indices("axial")) < 160 and len(vols.indices("coronal")) > len(vols.indices("axial"))
+    z = int(vols.indices("axial")[70])
+    t1, lab = vols.slice("axial", z)
+    stripped, sharp = vols.slice("axial", z, "skullstrip")[0], vols.slice("axial", z, "sharp")[0]
+    brain = lab >= 2
+    assert lab.max() < MRI_CLASSES.num_classes and stripped[lab == 0].mean() < 0.02 < t1[lab == 0].mean()
+    # the 0.5 mm scan, resampled through the affines, lies on the same anatomy as the 1 mm one
+    assert np.corrcoef(t1[brain], sharp[brain])[0, 1] > 0.8
+    # min-max normalised: without the scalp, the brain comes out brighter
+    assert np.median(stripped[brain]) > 1.5 * np.median(t1[brain])
+    with pytest.raises(ValueError, match="orientation"):
+        vols.slice("oblique", 3)
+    with pytest.raises(ValueError, match="name"):
+        vols.scan("t2")
+
+
+@needs_mricron
+def test_quick_mri_run_makes_curves_and_recall(tmp_path: Path):
+    bench = runpy.run_path(str(BENCH), run_name="label_efficiency")
+    out = bench["main"](["--dataset", "mri", "--quick", "--work", str(tmp_path), "--samplers",
+                         "random,entropy,coreset,mad,madplus"])
+    assert out["dataset"] == "mri" and (tmp_path / "results.json").is_file()
+    assert (tmp_path / "label_efficiency.png").stat().st_size > 1000
+    assert [r["strategy"] for r in out["runs"]] == ["random", "entropy", "coreset", "mad", "madplus"]
+    import label_efficiency_mri as mri
+
+    counts = out["pool_counts"]["0"]
+    assert sum(counts.values()) == 24 and counts["in slice"] == 24 - round(24 * mri.HARD_SHARE)
+    assert set(counts) <= {"in slice", *mri.CONDITIONS}
+    for run in out["runs"]:
+        first, last = run["points"]
+        assert first["cost"] == 0 and last["masks"] == 2 and sum(run["picked"].values()) == 2
+        assert {"hard", "T0", "shared"} <= set(last) and all(0 <= last[m] <= 1 for m in ("hard", "T0", "shared"))
+        # people rate MAD's candidates first: its round costs ratings besides the masks
+        assert (last["ratings"] > 0) == (run["strategy"] in ("mad", "madplus"))
+    models = {r["condition"]: r for r in out["models"]}
+    assert list(models) == ["T0 (in slice)", *mri.CONDITIONS]
+    assert all(0 <= r["target"] <= 1 and 0 <= r["d pspnet_r18"] <= 1 for r in models.values())
+    recall, avail = bench["recall_table"](out["runs"], out["pool_counts"], bench["recall_view"]("mri"))
+    assert list(recall.columns[:3]) == ["shared", "in slice", "hard"]
+    assert avail["shared"] == sum(counts.get(c, 0) for c in mri.SHARED)
+    assert avail["hard"] == sum(n for c, n in counts.items() if c != "in slice")
+
+
+def test_quick_scenes_run_keeps_the_planted_blind_spot(tmp_path: Path):
+    bench = runpy.run_path(str(BENCH), run_name="label_efficiency")
+    out = bench["main"](["--quick", "--work", str(tmp_path), "--samplers", "margin,badge,mad"])
+    assert out["dataset"] == "scenes" and out["models"] is None
+    counts = out["pool_counts"]["0"]
+    assert sum(counts.values()) == 24 and counts["planted"] == round(24 * 0.08)
+    for run in out["runs"]:
+        assert {"hard", "T0", "planted"} <= set(run["points"][-1]) and run["points"][-1]["masks"] == 2
+    recall, _ = bench["recall_table"](out["runs"], out["pool_counts"])
+    assert list(recall.columns[:3]) == ["planted", "in slice", "hard"]
+
+
+def test_mri_without_the_templates_is_one_error_line(tmp_path: Path, capsys):
+    bench = runpy.run_path(str(BENCH), run_name="label_efficiency")
+    with pytest.raises(SystemExit) as stop:
+        bench["main"](["--dataset", "mri", "--quick", "--work", str(tmp_path / "work"), "--mri-root", str(tmp_path)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: root:") and "mricron-data" in err[0]
