@@ -76,14 +76,15 @@ def _sources(out: int, inp: int, mode: str, align_corners: bool) -> tuple[np.nda
 
 def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | torch.Tensor, *,
                    mode: str = "bilinear", align_corners: bool = False, num_classes: int | None = None,
-                   kernels: str = "omp") -> np.ndarray:
+                   kernels: str = "prange") -> np.ndarray:
     """Per-pixel MDSA float32 [n, H, W] under each pixel's predicted class.
 
     features: float32 [n, d, h0, w0] low-resolution features (all d, as at fit); pred: int [n, H, W]
     argmax maps at output resolution (numpy or torch). mode / align_corners: the interpolation that maps
     features to output pixels ("bilinear" or "nearest"). num_classes: optional bound C on the ids in pred
-    (the model's classes). kernels: "omp" (the passes on torch's OpenMP threads) or "prange" (numba's own
-    parallel loop; the standard mechanism, measured side by side in benchmarks/surprise.py). NaN where
+    (the model's classes). kernels: "prange" (default: numba's own parallel loop, the standard mechanism)
+    or "omp" (the hand-made passes on torch's OpenMP threads: 1.09-1.25x faster on the map alone,
+    about 1% of forward + map; measured side by side in benchmarks/surprise.py). NaN where
     the predicted class has no model.
     """
     passes = _passes(kernels)
@@ -99,7 +100,7 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
 
 def fused_argmax_mdsa_map(estimator: MDSA, features: torch.Tensor, scores: torch.Tensor, *,
                           mode: str = "bilinear", align_corners: bool = False, num_classes: int | None = None,
-                          out: np.ndarray | None = None, pred_out: np.ndarray | None = None, kernels: str = "omp"
+                          out: np.ndarray | None = None, pred_out: np.ndarray | None = None, kernels: str = "prange"
                           ) -> tuple[np.ndarray, np.ndarray]:
     """(per-pixel MDSA float32 [n, H, W], argmax classes int64 [n, H, W]) from the model's scores float32
     [n, C, H, W] (logits or probabilities, CPU; channels-last strides are read as they are), with the
