@@ -154,3 +154,20 @@ def test_init_reuses_a_fitting_scan_and_refuses_another(tmp_path: Path, setup: d
     a = read_score_table(scan).set_index("id")["dpa__target__comp"]
     b = read_score_table(proj / "scans", target="target_v0", competitors=["comp"]).set_index("id")["dpa__target_v0__comp"]
     assert np.array_equal(a.sort_index().to_numpy(), b.sort_index().to_numpy())
+
+
+def test_one_person_is_told_when_s_would_be_every_candidate_and_can_lower_n4(tmp_path: Path, setup: dict,
+                                                                            caplog) -> None:
+    code, _ = cli("init", tmp_path / "proj", "--pool", setup["pool"], "--target", f"target={setup['target']}",
+                  "--competitor", f"comp={setup['comp']}", "--n3", 3, "--raters", 1, "--test-size", 2)
+    assert code == 0
+    proj = tmp_path / "proj"
+    with caplog.at_level("WARNING", logger="blindspots.loop.steps.mine"):
+        assert "waiting for ratings" in cli("round", proj)[1]
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "S is every candidate: n4 = 100" in said and f"blindspots config {proj} --n4 N" in said, said
+    code, out = cli("config", proj, "--n4", 2)
+    assert code == 0 and "ratings.n4: 100 -> 2" in out, out
+    assert Project.open(proj).config.ratings.n4 == 2 and "ratings.n4: 2 (change: --n4 N)" in cli("config", proj)[1]
+    code, out = cli("config", proj, "--n4", 0)
+    assert code == 2 and "--n4" in out, out

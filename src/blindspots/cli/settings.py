@@ -1,4 +1,4 @@
-"""`blindspots config PROJECT [--raters N]`: show or change the settings a project may change after `init`."""
+"""`blindspots config PROJECT [--raters N] [--n4 N]`: show or change the settings a project may change after `init`."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,14 +15,20 @@ def config(
     project: Path = typer.Argument(..., help="Project folder."),
     raters: Optional[int] = typer.Option(None, "--raters", help="Ratings needed per candidate image (the quota; "
                                          "paper: 3). One person rating alone: 1."),
+    n4: Optional[int] = typer.Option(None, "--n4", help="Images pixel-labelled per round: the n4 lowest-rated "
+                                     "candidates form S (paper: 100). One person drawing the masks: e.g. 10."),
 ) -> None:
-    """Show the project's settings, or change the rater quota (kept in blindspots.toml)."""
-    from blindspots.loop.progress import rating_progress, set_raters
+    """Show the project's settings, or change the rater quota and the size of S (kept in blindspots.toml)."""
+    from blindspots.loop.progress import rating_progress, set_n4, set_raters
 
     proj = open_project(project)
+    if n4 is not None:
+        old, new = set_n4(proj, n4)
+        typer.echo(f"ratings.n4: {old} -> {new} (images pixel-labelled per round, the lowest-rated first)")
     if raters is not None:
         old, new = set_raters(proj, raters)
         typer.echo(f"ratings.raters: {old} -> {new} (answers needed per candidate image)")
+    if raters is not None or n4 is not None:
         rnd = proj.rating_round()
         if rnd is not None:
             typer.echo(f"round {rnd}: {rating_progress(proj, rnd).counts()}; "
@@ -32,7 +38,7 @@ def config(
     typer.echo(f"project {proj.path}\n  pool: {c.pool.root}\n  target: {c.target.name} = {c.target.path}")
     for g in c.competitors:
         typer.echo(f"  competitor: {g.name} = {g.path}")
-    typer.echo(f"  ratings.raters: {c.ratings.raters} (change: --raters N)\n  ratings.n4: {c.ratings.n4}\n"
+    typer.echo(f"  ratings.raters: {c.ratings.raters} (change: --raters N)\n  ratings.n4: {c.ratings.n4} (change: --n4 N)\n"
                f"  rounds: {c.project.rounds}\n  mining: {c.mining.strategy}\n  settings file: "
                f"{proj.path / 'blindspots.toml'}")
 

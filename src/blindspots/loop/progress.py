@@ -90,13 +90,25 @@ def set_raters(project: Any, raters: int) -> tuple[int, int]:
     quota may complete images at once, a higher one waits for more answers)."""
     if isinstance(raters, bool) or not isinstance(raters, int) or raters < 1:
         raise ValueError(f"--raters: expected an integer >= 1 (answers needed per image), got {raters!r}")
+    return _set_rating_setting(project, "raters", raters)
+
+
+def set_n4(project: Any, n4: int) -> tuple[int, int]:
+    """Change `ratings.n4`, the size of S per round (the lowest-MOS candidates get pixel labels), in
+    blindspots.toml; returns (old, new). Takes effect for every round whose S is not formed yet."""
+    if isinstance(n4, bool) or not isinstance(n4, int) or n4 < 1:
+        raise ValueError(f"--n4: expected an integer >= 1 (images pixel-labelled per round), got {n4!r}")
+    return _set_rating_setting(project, "n4", n4)
+
+
+def _set_rating_setting(project: Any, key: str, value: int) -> tuple[int, int]:
     cfg = project.config
-    old = int(cfg.ratings.raters)
-    new_cfg = replace(cfg, ratings=replace(cfg.ratings, raters=raters))
+    old = int(getattr(cfg.ratings, key))
+    new_cfg = replace(cfg, ratings=replace(cfg.ratings, **{key: value}))
     save_config(new_cfg, Path(project.path) / CONFIG_FILE)
     project.config = new_cfg
-    project.log_event("config", {"ratings.raters": {"old": old, "new": raters}})
-    return old, raters
+    project.log_event("config", {f"ratings.{key}": {"old": old, "new": value}})
+    return old, value
 
 
 #: events a person causes between two `blindspots round` calls, in words

@@ -58,6 +58,11 @@ class MineStep(Step):
             log.warning("round %d: %s selected no candidates; the round will have empty M, S and T",
                         i, type(sampler).__name__)
         ctx.project.set_candidates(i, "M", sel)
+        n4 = ctx.cfg.ratings.n4
+        if len(sel) and n4 >= len(sel) and i < ctx.last_round():
+            log.warning("round %d: S is every candidate: n4 = %d is not less than the %d images mined, so all of "
+                        "them will be pixel-labelled; to label only the lowest-rated, change it before the ratings "
+                        "are in: blindspots config %s --n4 N", i, n4, len(sel), ctx.project.path)
         return {"n": int(len(sel)), "sampler": type(sampler).__name__,
                 "params": {k: v for k, v in sampler.get_params().items() if k not in ("ranges", "classes")}}
 
