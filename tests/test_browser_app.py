@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+import os
 import shutil
 import socket
 import threading
@@ -26,7 +27,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
 ANN, ADMIN, OTHER = "browser-ann-token", "browser-admin-token", "browser-other-token"
-NOTES = Path("/work/notes")
+SCREENSHOTS = os.environ.get("BLINDSPOTS_SCREENSHOTS")  # a folder to keep the screenshots in, if set
 
 pytestmark = [
     pytest.mark.browser,
@@ -214,9 +215,9 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
     shoot(ap, shots, "6-dashboard")
     actx.close()
     ctx.close()
-    if NOTES.is_dir():
-        dest = NOTES / "screenshots"
-        dest.mkdir(exist_ok=True)
+    if SCREENSHOTS:
+        dest = Path(SCREENSHOTS)
+        dest.mkdir(parents=True, exist_ok=True)
         for f in shots.glob("*.png"):
             shutil.copy(f, dest / f.name)
 
