@@ -2,8 +2,8 @@
 with the keyboard (with an undo), vote on a scenario image, confirm a label issue and fix its
 mask, paint and save a round mask; then the store must hold exactly those answers.
 
-Screenshots of every page go to the test's tmp folder and to /work/notes/screenshots/ when that
-folder's parent exists (for people to look at).
+Screenshots of every page go to the test's tmp folder, and are copied to the folder named by the
+environment variable BLINDSPOTS_SCREENSHOTS when it is set (for people to look at).
 """
 from __future__ import annotations
 
