@@ -18,6 +18,7 @@ from blindspots.atomic import write_atomic
 from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.project import ProjectError
 from blindspots.loop.steps.base import Step
+from blindspots.loop.steps.select import used_for_finetuning
 from blindspots.mine.columns import missing_kinds
 from blindspots.mine.mad import class_area_ranges
 from blindspots.mine.registry import make_sampler as registered_sampler
@@ -69,7 +70,8 @@ class MineStep(Step):
 
 def labelled_before(ctx: LoopContext, i: int) -> set[str]:
     """Ids pixel-labelled in rounds 0..i-1, as counterexamples (S) or test images (T): not mined again."""
-    return {str(x) for r in range(i) for kind in "ST" for x in ctx.project.candidates(r, kind)["id"]}
+    tests = {x for r in range(i) for x in ctx.project.candidates(r, "T")["id"]}
+    return {str(x) for x in [*used_for_finetuning(ctx.project, i), *tests]}
 
 
 def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
@@ -86,7 +88,7 @@ def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
         "competitors": lambda: [g.name for g in ctx.cfg.competitors],
         "distance": lambda: m.distance, "n3": lambda: m.n3,
         "ranges": lambda: class_ranges(ctx), "classes": lambda: ctx.classes,
-        "labelled": lambda: sorted({str(x) for r in range(i) for x in ctx.project.candidates(r, "S")["id"]}),
+        "labelled": lambda: sorted({str(x) for x in used_for_finetuning(ctx.project, i)}),
     }
     if strategy == "scenario":
         found = _scenarios(ctx, i)
@@ -119,7 +121,7 @@ def _scenarios(ctx: LoopContext, i: int) -> tuple[Any, pd.DataFrame] | None:
     from blindspots.scenarios.segmentation_attributes import scan_attributes
 
     feats = scan_attributes(ctx.project.scan_dir)
-    fails = sorted({str(x) for r in range(i) for x in ctx.project.candidates(r, "S")["id"]} & set(feats.index))
+    fails = sorted({str(x) for x in used_for_finetuning(ctx.project, i)} & set(feats.index))
     if len(fails) < 2:
         return None
     return find_scenarios(feats, fails), feats
