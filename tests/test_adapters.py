@@ -17,7 +17,8 @@ from blindspots.models.adapters import (
     check_probabilities,
     one_hot_labels,
 )
-from blindspots.models.load import is_torchscript_archive, load_model, parse_spec
+from blindspots.models.load import load_model
+from blindspots.models.spec_syntax import is_torchscript_archive, parse_spec
 from blindspots.models.adapters.onnx import OnnxClassifier, OnnxSegmenter, export_onnx
 from blindspots.models.adapters.precomputed import PrecomputedSegmenter
 from blindspots.models.protocol import predict_segmenter, reads_ids

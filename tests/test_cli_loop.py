@@ -10,6 +10,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from blindspots.cli import app
+from cli_subprocess import imports_torch
 
 torch.set_num_threads(1)
 runner = CliRunner()
@@ -85,6 +86,11 @@ def test_a_project_from_init_to_leaderboard(world: Path, tmp_path: Path) -> None
     assert code == 0 and all(t["data"]["image"] == f"http://h/img/{t['data']['blindspots_id']}" for t in tasks)
     code, out = invoke("export", proj, "--format", "coco")
     assert code == 2 and "format" in out
+    # the bookkeeping commands read the project and its scan: no model is loaded, torch is not imported
+    assert not imports_torch("status", proj)
+    assert not imports_torch("export", proj, "--format", "labelstudio", "--out", tmp_path / "ls2.json")
+    assert json.loads((tmp_path / "ls2.json").read_text()) == json.loads(ls.read_text().replace(
+        "http://h/img/", "/data/local-files/?d=images/"))
     # Masks come back through the CVAT round trip (here: the pre-annotation itself).
     code, out = invoke("masks", "import", proj, tmp_path / "cvat.zip", "--annotator", "bob")
     assert code == 0 and "imported" in out, out

@@ -133,6 +133,10 @@ def test_init_reuses_a_fitting_scan_and_refuses_another(tmp_path: Path, setup: d
     code, out = cli("init", tmp_path / "p2", "--pool", setup["pool"], "-t", f"target={setup['target']}?pad=16",
                     "-c", f"comp={setup['comp']}", "--scan", scan)
     assert code == 2 and "--scan: expected 'target' with the scan's spec options" in out, out
+    (tmp_path / "names.txt").write_text("sky\nroad\ncar\n")  # the scan named them class_0..class_2
+    code, out = cli("init", tmp_path / "p4", "--pool", setup["pool"], "-t", f"target={setup['target']}?classes="
+                    f"{tmp_path / 'names.txt'}", "-c", f"comp={setup['comp']}", "--scan", scan)
+    assert code == 2 and "--scan: expected the target's classes ['sky', 'road', 'car']" in out, out
     fewer = tmp_path / "fewer"
     fewer.mkdir()
     for f in sorted(setup["pool"].iterdir())[:6]:

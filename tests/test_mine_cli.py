@@ -14,6 +14,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from blindspots.cli import app
+from cli_subprocess import imports_torch
 
 MODELS = textwrap.dedent("""
     import numpy as np
@@ -42,6 +43,13 @@ def scanned(tmp_path, monkeypatch) -> Path:
                                    "--out", str(out), "--no-progress", "--batch-size", "2"])
     assert res.exit_code == 0, res.output
     return out
+
+
+def test_mine_from_scan_columns_loads_no_model(scanned, tmp_path):
+    # MAD reads the scan's maps and columns: neither the models nor torch are loaded
+    assert not imports_torch("mine", scanned, "--strategy", "mad", "-n", "3", "--out", tmp_path / "p",
+                             cwd=scanned.parent)
+    assert (tmp_path / "p" / "picks.csv").is_file()
 
 
 @pytest.mark.parametrize("strategy", ["mad", "entropy", "random"])

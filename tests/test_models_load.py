@@ -452,8 +452,7 @@ def test_init_short_options(tmp_path, pool):
 def test_one_rule_says_whether_a_spec_is_a_path(tmp_path: Path, spec: str, module: bool) -> None:
     """The project store (`is_path_spec`) and the loader (`parse_spec`) follow one rule."""
     from blindspots.loop.models import is_path_spec
-    from blindspots.models.load import call_kwargs, parse_spec
-    from blindspots.models.spec_syntax import is_module_spec
+    from blindspots.models.spec_syntax import call_kwargs, is_module_spec, parse_spec
 
     assert is_module_spec(spec.partition("?")[0]) is module
     assert is_path_spec(spec) is (not module)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from blindspots.models import CallableSegmenter, InputPolicy, TorchSegmenter
-from blindspots.models.load import parse_spec
+from blindspots.models.spec_syntax import parse_spec
 
 torch.set_num_threads(1)
 IMAGES = np.random.default_rng(2).integers(0, 256, (3, 37, 50, 3), dtype=np.uint8)
@@ -127,7 +127,7 @@ def test_warns_when_logits_look_like_probabilities(caplog):
 
 
 def test_absolute_spec(tmp_path):
-    from blindspots.models.load import absolute_spec, parse_spec
+    from blindspots.models.spec_syntax import absolute_spec, parse_spec
 
     spec = absolute_spec("models/m.onnx?pad=32&classes=c.txt&mean=0.5,0.5,0.5", tmp_path)
     base, opts = parse_spec(spec)

@@ -3,7 +3,7 @@
 Presets: `paper` is the Defuse paper's GPU settings (appendix B.2, MNIST); `cpu` finishes each
 step in minutes on a 2-core CPU (fewer VAE epochs, smaller batches, Q = 50, a shorter λ list), from
 defuse.presets (MNIST); `cpu-fashion` etc. are defuse.presets' measured settings for other sets.
-The CPU values are read when a command runs (defuse.presets imports torch; the CLI starts without it).
+The paper's λ list is read when a command runs (defuse.correct imports torch; the CLI starts without it).
 An option given on the command line always wins over its preset.
 
 Held-out split: `train-classifier` holds out a stratified fraction of --data and records it (with
@@ -22,6 +22,7 @@ import typer
 
 from blindspots.data.classfile import read_classes
 from blindspots.data.classsets import ClassificationSet, load_classification_set, split_indices
+from blindspots.defuse.presets import CPU_LAMBDAS, CPU_PRESETS
 
 # Lazy imports: pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
 
@@ -46,9 +47,9 @@ CLASS_NAMES = typer.Option(None, "--class-names",
 
 def presets() -> dict[str, dict[str, Any]]:
     """preset name -> option name -> value: 'paper', 'cpu' (defuse.presets' MNIST preset) and 'cpu-<set>'
-    for defuse.presets' other measured data sets. Imported here, not at CLI start (it loads torch)."""
+    for defuse.presets' other measured data sets. PAPER_LAMBDAS is imported here, not at CLI start (defuse.correct
+    loads torch)."""
     from blindspots.defuse.correct import PAPER_LAMBDAS
-    from blindspots.defuse.presets import CPU_LAMBDAS, CPU_PRESETS
 
     def lams(values) -> str:
         return ",".join(f"{x:g}" for x in values)

@@ -63,7 +63,6 @@ def mine(
 def _add_model_columns(scan_dir: Path, strategy: str, target: Optional[str], model: Optional[str],
                        pool: Optional[Path], dropout: Optional[float], mc_passes: int) -> None:
     """Strategies that need the model (margin, BALD, core-set): add their columns to the scan once."""
-    from blindspots.mine.acquisition import add_acquisition_columns
     from blindspots.mine.columns import missing_kinds
     from blindspots.mine.registry import needs_model, sampler_names
     from blindspots.scan.table import load_manifest
@@ -78,6 +77,7 @@ def _add_model_columns(scan_dir: Path, strategy: str, target: Optional[str], mod
     if model is None:
         raise ValueError(f"--model: strategy {strategy!r} reads {missing} columns of {name!r} that the scan lacks; "
                          f"pass the model's spec (--model SPEC) to compute them once over the pool")
+    from blindspots.mine.acquisition import add_acquisition_columns  # torch: only when columns are missing
     from blindspots.models.load import load_model
 
     root = pool or Path(manifest["pool_root"])

@@ -7,8 +7,8 @@ from typing import Optional
 
 import typer
 
-# Lazy imports: `blindspots.report` imports torch (its engine pages), and every command of the CLI starts by importing
-# this module.
+# Lazy imports: `blindspots.report` imports jinja2, matplotlib, pandas, scipy and sklearn (its pages and figures), and
+# every command of the CLI starts by importing this module.
 
 
 def report(

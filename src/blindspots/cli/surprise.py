@@ -17,6 +17,7 @@ from blindspots.data.classes import Classes
 from blindspots.data.pool import ImagePool
 from blindspots.data.segsets import SegmentationSet
 from blindspots.ids import artifact_path
+from blindspots.models.spec_syntax import absolute_spec
 
 # Lazy imports: matplotlib, pandas, scipy, torch (`blindspots --help` starts without them).
 
@@ -90,8 +91,6 @@ class _ScoreColumns:
 
     def __init__(self, estimator: Path, model: Optional[str], batch_size: int, features: Optional[str], name: str,
                  per_class: int, seed: int) -> None:
-        from blindspots.models.load import absolute_spec
-
         spec = model or _sidecar(estimator).get("model", "")
         self.key = (str(estimator.resolve()), absolute_spec(spec, str(Path.cwd())) if spec else spec, batch_size,
                     features)

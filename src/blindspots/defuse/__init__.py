@@ -3,16 +3,41 @@ failure scenarios with a Dirichlet-process GMM, review the scenarios, and correc
 
 vae.py (β-VAE) · identify.py (Algorithm 1) · correct.py (λ sweep) · experiment.py (sweep, control and
 baseline rows, as `defuse correct` runs them) · evaluation.py (the honest
-table: before / λ = 0 control / identified examples / Defuse, judged independently) · plots.py
+table: before / λ = 0 control / identified examples / Defuse, judged independently) · table.py (its files and
+text, torch-free) · plots.py
 (Figures 2, 3, 5, 6) · grids.py (PNG grids). The DP-GMM clustering (distillation) and scenario review live in
 `blindspots.scenarios` (defuse imports scenarios, never the reverse); re-exported here.
-"""
-from blindspots.defuse.correct import PAPER_LAMBDAS, CorrectionResult, ScenarioData, correct, scenario_data
-from blindspots.defuse.experiment import Experiment, run_experiment
-from blindspots.defuse.evaluation import HonestEvaluation, format_table, run_honest_evaluation
-from blindspots.defuse.identify import Identified, IdentifySettings, identify
-from blindspots.defuse.vae import BetaVAE
-from blindspots.scenarios.clustering import Distiller, Scenarios, distill, scenario_responsibilities
 
-__all__ = ["BetaVAE", "CorrectionResult", "Distiller", "Experiment", "run_experiment", "HonestEvaluation", "Identified", "IdentifySettings", "PAPER_LAMBDAS",
-           "ScenarioData", "Scenarios", "correct", "distill", "format_table", "identify", "run_honest_evaluation", "scenario_data", "scenario_responsibilities"]
+The names below are loaded on first use (PEP 562): most import torch, and the report pages read a finished
+evaluation through the torch-free `blindspots.defuse.table`.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from blindspots._lazy import lazy_names
+
+#: public name -> the module that defines it
+_SOURCES = {
+    **dict.fromkeys(["PAPER_LAMBDAS", "CorrectionResult", "ScenarioData", "correct", "scenario_data"],
+                    "blindspots.defuse.correct"),
+    **dict.fromkeys(["Experiment", "run_experiment"], "blindspots.defuse.experiment"),
+    **dict.fromkeys(["HonestEvaluation", "run_honest_evaluation"], "blindspots.defuse.evaluation"),
+    "format_table": "blindspots.defuse.table",
+    **dict.fromkeys(["Identified", "IdentifySettings", "identify"], "blindspots.defuse.identify"),
+    "BetaVAE": "blindspots.defuse.vae",
+    **dict.fromkeys(["Distiller", "Scenarios", "distill", "scenario_responsibilities"],
+                    "blindspots.scenarios.clustering"),
+}
+
+__all__ = sorted(_SOURCES)
+__getattr__, __dir__ = lazy_names(__name__, _SOURCES, globals())  # PEP 562: a name loads on first use
+
+if TYPE_CHECKING:  # what type checkers and the import-graph test see
+    from blindspots.defuse.correct import PAPER_LAMBDAS, CorrectionResult, ScenarioData, correct, scenario_data
+    from blindspots.defuse.evaluation import HonestEvaluation, run_honest_evaluation
+    from blindspots.defuse.experiment import Experiment, run_experiment
+    from blindspots.defuse.identify import Identified, IdentifySettings, identify
+    from blindspots.defuse.table import format_table
+    from blindspots.defuse.vae import BetaVAE
+    from blindspots.scenarios.clustering import Distiller, Scenarios, distill, scenario_responsibilities

@@ -97,9 +97,13 @@ class LoopContext:
 
     @property
     def classes(self) -> Classes:
-        """The target's label space: its own `.classes`, else the scan's, else class_0..class_{C-1}."""
+        """The target's label space: the project scan's (written from the target's by the scan step), else
+        (before the first scan) the target's own `.classes`, else class_0..class_{C-1}."""
         if "classes" not in self._cache:
-            self._cache["classes"] = target_classes(self.project, self.segmenter(self.cfg.target.name, 0))
+            # once the scan exists its manifest holds the loop's classes: no model (nor torch) to load
+            scanned = scanned_classes(self.project)
+            self._cache["classes"] = scanned if scanned is not None else \
+                target_classes(self.project, self.segmenter(self.cfg.target.name, 0))
         return self._cache["classes"]
 
     @property
@@ -125,6 +129,13 @@ class LoopContext:
 
     def last_round(self) -> int:
         return self.cfg.project.rounds
+
+
+def scanned_classes(project: Project) -> Classes | None:
+    """The classes the project scan recorded (the scan step writes the loop's classes; an adopted scan was
+    checked against the target at `init`), else None before the first scan."""
+    man = load_manifest(project.scan_dir) or {}
+    return Classes.from_dict(man["classes"]) if isinstance(man.get("classes"), dict) else None
 
 
 def target_classes(project: Project, target: Any) -> Classes:

@@ -17,9 +17,11 @@ import numpy as np
 
 from blindspots.models.probe import probe_model
 from blindspots.models.protocol import predict_segmenter
-from blindspots.models.spec_syntax import is_module_spec
+from blindspots.models.spec_syntax import KIND_NAMES, is_module_spec, spec_kind
+from blindspots.models.spec_syntax import absolute_spec as models_absolute_spec
 
-# Lazy imports: `blindspots.models.load` (it imports torch; the project store reads specs without it).
+# Lazy imports: torch, through `blindspots.models.load` (its adapters); the store, `status` and `export` read specs
+# without it.
 
 __all__ = ["split_spec", "is_path_spec", "absolute_spec", "spec_path", "load_spec", "predict_one", "probe_models",
            "finetune_blocker", "LOOP_TRAINABLE_KINDS"]
@@ -42,9 +44,7 @@ def is_path_spec(spec: str, base_dir: str | Path = ".") -> bool:
 
 def absolute_spec(spec: str, base_dir: str | Path) -> str:
     """The spec with its relative paths (model, classes=, weights=) made absolute against `base_dir`
-    (`blindspots.models.load.absolute_spec`; a `module:function` stays as is)."""
-    from blindspots.models.load import absolute_spec as models_absolute_spec
-
+    (`blindspots.models.spec_syntax.absolute_spec`; a `module:function` stays as is)."""
     return models_absolute_spec(spec, base_dir)
 
 
@@ -114,8 +114,6 @@ def finetune_blocker(spec: str, target: str, data: Iterable[str], *, import_dir:
     It can with a trainable kind (LOOP_TRAINABLE_KINDS) and both S0 and T0 (`data`: the [data] train and val values).
     import_dir: where a `module:function` spec imports from (see `load_spec`).
     """
-    from blindspots.models.load import KIND_NAMES, spec_kind
-
     use_import_dir(spec, import_dir)
     kind = spec_kind(spec)
     if kind not in LOOP_TRAINABLE_KINDS:

@@ -62,6 +62,12 @@ def check_scan_fits(scan_dir: str | Path, pool: Any, models: Mapping[str, Any], 
                              f"({settings}): its maps would differ")
     if man.get("target") != target:
         raise ValueError(f"--scan: expected a scan whose target is {target!r}, got target {man.get('target')!r}")
+    names = getattr(getattr(models[target], "classes", None), "names", None)
+    scanned_names = (man.get("classes") or {}).get("names")
+    if names is not None and scanned_names is not None and list(names) != list(scanned_names):
+        # the project's classes are the scan's from here on (`loop.context.LoopContext.classes`)
+        raise ValueError(f"--scan: expected the target's classes {list(names)}, got a scan that names them "
+                         f"{list(scanned_names)}; give both the same classes= file")
     return man
 
 

@@ -11,8 +11,9 @@ The names below are loaded on first use (PEP 562): the adapters import torch, an
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from blindspots._lazy import lazy_names
 
 #: public name -> the module that defines it
 _SOURCES = {
@@ -20,8 +21,8 @@ _SOURCES = {
                      "OnnxClassifier", "OnnxSegmenter", "PrecomputedFeatures", "PrecomputedSegmenter",
                      "TorchClassifier", "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter",
                      "TorchSegmenter", "select_output"], "blindspots.models.adapters"),
-    **dict.fromkeys(["TRAINABLE_KINDS", "absolute_spec", "load_features", "load_model", "parse_spec", "spec_kind"],
-                    "blindspots.models.load"),
+    **dict.fromkeys(["load_features", "load_model"], "blindspots.models.load"),
+    **dict.fromkeys(["TRAINABLE_KINDS", "absolute_spec", "parse_spec", "spec_kind"], "blindspots.models.spec_syntax"),
     "probe_model": "blindspots.models.probe",
     **dict.fromkeys(["Classifier", "FeatureModel", "ModelFailure", "Segmenter", "as_image_batch",
                      "check_probabilities", "default_classes", "model_classes", "predict_proba_each",
@@ -29,27 +30,15 @@ _SOURCES = {
 }
 
 __all__ = sorted(_SOURCES)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _SOURCES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_SOURCES[name]), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = lazy_names(__name__, _SOURCES, globals())  # PEP 562: a name loads on first use
 
 if TYPE_CHECKING:  # what type checkers and the import-graph test see
     from blindspots.models.adapters import (CallableClassifier, CallableFeatures, CallableSegmenter, HFSegmenter,
                                            InputPolicy, OnnxClassifier, OnnxSegmenter, PrecomputedFeatures,
                                            PrecomputedSegmenter, TorchClassifier, TorchPreprocess,
                                            TorchScriptClassifier, TorchScriptSegmenter, TorchSegmenter, select_output)
-    from blindspots.models.load import (TRAINABLE_KINDS, absolute_spec, load_features, load_model, parse_spec,
-                                        spec_kind)
+    from blindspots.models.load import load_features, load_model
+    from blindspots.models.spec_syntax import TRAINABLE_KINDS, absolute_spec, parse_spec, spec_kind
     from blindspots.models.probe import probe_model
     from blindspots.models.protocol import (Classifier, FeatureModel, ModelFailure, Segmenter, as_image_batch,
                                             check_probabilities, default_classes, model_classes, predict_proba_each,

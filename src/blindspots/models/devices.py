@@ -18,8 +18,9 @@ from typing import Any, ContextManager
 import numpy as np
 import torch
 
+from blindspots.models.spec_syntax import check_precision
+
 AUTO = "auto"
-PRECISIONS = ("fp32", "fp16", "bf16")
 _AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -43,15 +44,6 @@ def resolve_device(device: str | torch.device | None = AUTO) -> torch.device:
         raise ValueError(f"device: expected a device this machine has, got {device!r} and torch sees no CUDA device "
                          f"(use device=auto or device=cpu)")
     return dev
-
-
-def check_precision(precision: str) -> str:
-    """'fp32' | 'fp16' | 'bf16' (also 'float32', 'float16', 'bfloat16'); ValueError naming the argument."""
-    text = str(precision).strip().lower()
-    text = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}.get(text, text)
-    if text not in PRECISIONS:
-        raise ValueError(f"precision: expected one of {'|'.join(PRECISIONS)}, got {precision!r}")
-    return text
 
 
 def autocast(device: torch.device, precision: str) -> ContextManager[Any]:

@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from blindspots.models.spec_syntax import parse_spec
+
 # Lazy imports: torch (the scan, its Ray workers and the GPU image's model loader start without them).
 
 
@@ -53,8 +55,6 @@ def model_settings(model: Any) -> str | None:
     spec = (getattr(model, "info", None) or {}).get("spec")
     if not isinstance(spec, str):
         return None
-    from blindspots.models.load import parse_spec
-
     opts = parse_spec(spec)[1]
     if opts.get("precision") == "fp32":  # the default, written out: the same maps as without it
         del opts["precision"]

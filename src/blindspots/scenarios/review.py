@@ -18,7 +18,7 @@ from PIL import Image
 
 from blindspots._validation import check_number
 from blindspots.human.votes import NONE, majority_vote
-from blindspots.models.adapters import Classifier
+from blindspots.models.protocol import Classifier
 from blindspots.scenarios.clustering import Scenarios
 from blindspots.scenarios.sampling import sample_codes
 

@@ -9,6 +9,7 @@ from blindspots.loop.context import LoopContext
 from blindspots.loop.maps import round_pairs
 from blindspots.loop.models import use_import_dir
 from blindspots.loop.steps.base import Step
+from blindspots.models.spec_syntax import spec_kind
 
 # Lazy imports: torch (training, checkpoints), which only this step needs.
 
@@ -71,7 +72,5 @@ class FinetuneStep(Step):
 
 def target_kind(spec: str, import_dir: str | None) -> str:
     """The spec kind of a target version ("zoo", "factory", "hf", ...), loading no weights."""
-    from blindspots.models.load import spec_kind
-
     use_import_dir(spec, import_dir)
     return spec_kind(spec)

@@ -20,11 +20,11 @@ import torch
 import torch.nn.functional as F
 
 from blindspots.models.devices import to_device
+from blindspots.models.spec_syntax import CHANNEL_ORDERS
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 UNIT_SCALE = 1.0 / 255.0
-CHANNEL_ORDERS = ("rgb", "bgr")
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from blindspots.scan.engines.local import run_local
 from blindspots.scan.engines.pipeline import Batch, Errors, shard_messages
 from blindspots.scan.maps import encode_maps
 from blindspots.scan.plan import ShardPlan
+from blindspots.models.spec_syntax import absolute_spec
 
 # Lazy imports: torch (the scan, its Ray workers and the GPU image's model loader start without them); ray (optional:
 # only the call that uses it needs it).
@@ -81,8 +82,6 @@ def import_ray() -> Any:
 
 def model_refs(models: Mapping[str, Any], base_dir: str | None = None) -> dict[str, tuple[str, Any]]:
     """name -> ('spec', absolute spec) for models loaded from a spec, else ('object', model) (pickled)."""
-    from blindspots.models.load import absolute_spec
-
     base = base_dir or os.getcwd()
     out: dict[str, tuple[str, Any]] = {}
     for name, m in models.items():
