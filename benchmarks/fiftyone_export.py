@@ -33,7 +33,7 @@ from blindspots.machine import cpu_model
 def make_scan(root: Path, n: int) -> Path:
     import torch
 
-    from blindspots.data.pool import ImagePool
+    from blindspots.data import ImagePool
     from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
     from blindspots.models.load import load_model
     from blindspots.models.zoo import build_model, save_checkpoint

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.models.devices import autocast
 from blindspots.models.load import load_model
 from blindspots.scan import scan_pool

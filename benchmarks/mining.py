@@ -234,7 +234,7 @@ def main() -> None:
     if args.timing_only:
         return
 
-    from blindspots.data.pool import ImagePool
+    from blindspots.data import ImagePool
     from blindspots.data.scenes import SCENE_CLASSES, read_conditions
     from blindspots.data.formats.masks import read_mask
     from blindspots.human.simulate import SimulatedAnnotator, image_miou

@@ -74,7 +74,7 @@ import torch
 from ray_model import RayModel  # noqa: E402 - benchmarks/ is on sys.path when this file runs
 
 from blindspots.allocator import keep_freed_memory
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.models.adapters import TorchSegmenter
 from blindspots.scan import model_stats, pair_distances, scan_pool
 from blindspots.scan import api as scan_api

@@ -47,7 +47,7 @@ def failure_condition(cond) -> str:  # noqa: ANN001
 
 def prepare(work: Path, args: argparse.Namespace) -> dict:
     """Scenes (pool = easy + hard folders), the zoo (target + one competitor) and the scan."""
-    from blindspots.data.pool import ImagePool
+    from blindspots.data import ImagePool
     from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
     from blindspots.models.zoo import load_segmenter
     from blindspots.scan import scan_pool

@@ -109,7 +109,7 @@ def sheet(pool: Path, scan_dir: Path, image_id: str, models: tuple[str, ...], ma
 
     Why, next to the gallery: the gallery's thumbnails are small; this is each map at full size.
     """
-    from blindspots.data.pool import decode_image
+    from blindspots.data import decode_image
     from blindspots.ids import find_artifact
 
     img = decode_image(pool / image_id)  # as the scan saw it (transparency over white, grey as RGB)

@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from blindspots.batches import BatchLimits, size_batches
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.models.protocol import predict_proba_each
 from blindspots.scan.engines.pipeline import Batch, shard_messages
 

@@ -30,7 +30,7 @@ from blindspots.integrations.fiftyone.samples import image_paths
 from blindspots.integrations.fiftyone.project import newest_target, project_samples
 from blindspots.loop import Project, advance
 from blindspots.mine.run import mine_scan
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.models.load import load_model
 from blindspots.scan import read_score_table, scan_pool, schema
 

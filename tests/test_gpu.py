@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.models import load_model
 from blindspots.models import devices
 from blindspots.models.adapters import TorchSegmenter, export_onnx

@@ -262,13 +262,10 @@ SLOW = frozenset({"torch", "matplotlib", "scipy", "sklearn", "skimage", "pandas"
 LIGHT_START_ROOTS = ("blindspots.cli.*", "blindspots.loop", "blindspots.app.main",
                      "blindspots.integrations.labelstudio.*", "blindspots.scan", "blindspots.scan.engines.local",
                      "blindspots.scan.engines.ray", "blindspots.scan.engines.forward", "blindspots.scan.engines.rows",
-                     "blindspots.scan.engines.pipeline", "blindspots.data.pool", "blindspots.models.load",
+                     "blindspots.scan.engines.pipeline", "blindspots.data.sources.folder", "blindspots.models.load",
                      "blindspots.models.adapters.hf")
 #: (importer, imported) function-level imports that break an import cycle, with the reason
-CYCLE_BREAKS: dict[tuple[str, str], str] = {
-    ("blindspots.data.sources", "blindspots.data.pool"):
-        "data.pool imports data.sources.base/decode, which runs data/sources/__init__ first",
-}
+CYCLE_BREAKS: dict[tuple[str, str], str] = {}
 
 
 def _is_type_checking(node: ast.If) -> bool:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.mine import mine_scan
 from blindspots.mine.acquisition import add_acquisition_columns
 from blindspots.mine.acquisition import AcquisitionColumns, pixel_entropy

@@ -119,7 +119,7 @@ def test_mine_an_earlier_target(scanned, tmp_path):
 
 
 def test_mine_surprise_columns(scanned, tmp_path):
-    from blindspots.data.pool import ImagePool
+    from blindspots.data import ImagePool
     from blindspots.scan.extra import add_columns
 
     add_columns(scanned, ImagePool(tmp_path / "my photos"), "surprise_mdsa__mine",

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from blindspots.data.pool import ImageDecodeError, ImagePool, PoolItem, decode_image, pillow_extensions
+from blindspots.data import ImageDecodeError, ImagePool, PoolItem, decode_image
+from blindspots.data.sources.decode import pillow_extensions
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:
@@ -364,7 +365,7 @@ def test_a_link_out_of_the_pool_is_warned_about_when_read(tmp_path, caplog):
     Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(tmp_path / "elsewhere" / "a.png")
     (tmp_path / "pool" / "a.png").symlink_to(tmp_path / "elsewhere" / "a.png")
     pool = ImagePool(tmp_path / "pool")
-    with caplog.at_level(logging.WARNING, logger="blindspots.data.pool"):
+    with caplog.at_level(logging.WARNING, logger="blindspots.data.sources.folder"):
         items = list(pool.iter_items(["a.png"]))
     assert items[0].image is None and "outside the pool root" in items[0].error
     assert "skipping a.png: symlink pointing outside the pool root" in caplog.text

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from pool_sources_helpers import (CORRUPT, photos, write_folder, write_hf, write_parquet,  # noqa: E402
                                   write_tars)
 
-from blindspots.data.pool import ImagePool  # noqa: E402
+from blindspots.data import ImagePool  # noqa: E402
 from blindspots.data.sources import ListSource, PrefixSource, open_pool  # noqa: E402
 from blindspots.data.sources.patterns import expand_braces  # noqa: E402
 from blindspots.ids import artifact_name  # noqa: E402

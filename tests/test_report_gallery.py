@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.models.adapters import CallableSegmenter
 from blindspots.report import write_gallery
 from blindspots.report.overlays import overlay, resize_labels, thumbnail, thumbnail_size

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.models.adapters import CallableSegmenter
 from blindspots.report import write_scan_report
 from blindspots.scan import scan_pool

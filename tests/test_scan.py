@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.metrics import map_distances
 from blindspots.models.adapters import CallableSegmenter, TorchSegmenter
 from blindspots.models.adapters.precomputed import PrecomputedSegmenter
@@ -270,7 +270,7 @@ RESUME_SCRIPT = textwrap.dedent("""
     import sys, time
     import numpy as np, torch
     torch.set_num_threads(1)
-    from blindspots.data.pool import ImagePool
+    from blindspots.data import ImagePool
     from blindspots.models.adapters import TorchSegmenter
     from blindspots.scan import scan_pool
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from blindspots.data.classes import Classes
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.models.adapters import CallableSegmenter
 from blindspots.scan import find_map, read_score_table, scan_pool
 from blindspots.scan.layout import ScanLayout

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.scan import read_score_table, scan_pool
 from blindspots.scan.extra import add_columns
 from blindspots.scan.table import ScanLayout

@@ -17,7 +17,7 @@ ray = pytest.importorskip("ray")
 
 from blindspots.cli import app  # noqa: E402
 from blindspots.data.classes import Classes  # noqa: E402
-from blindspots.data.pool import ImagePool  # noqa: E402
+from blindspots.data import ImagePool  # noqa: E402
 from blindspots.models.load import load_model  # noqa: E402
 from blindspots.scan import read_score_table, scan_pool  # noqa: E402
 

@@ -7,7 +7,7 @@ import os
 import numpy as np
 from PIL import Image
 
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 
 
 def test_hashed_items_equal_two_reads(tmp_path) -> None:
@@ -42,7 +42,7 @@ def test_large_file_goes_through_load_first(tmp_path, monkeypatch):
     import numpy as np
     from PIL import Image
 
-    from blindspots.data import pool as pool_mod
+    from blindspots.data.sources import folder as pool_mod
 
     Image.fromarray(np.full((8, 8, 3), 7, np.uint8)).save(tmp_path / "a.png")
     (tmp_path / "b.png").write_bytes(b"not an image" * 100)

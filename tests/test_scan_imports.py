@@ -22,4 +22,4 @@ def test_scan_package_and_engines_import_without_torch():
 
 def test_ray_engine_module_imports_without_torch():
     # what a Ray decode task unpickles: the engine module and the pool (ray itself not needed here)
-    assert not _imports_torch("import blindspots.scan.engines.ray, blindspots.data.pool")
+    assert not _imports_torch("import blindspots.scan.engines.ray, blindspots.data.sources")

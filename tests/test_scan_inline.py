@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from blindspots.data.pool import ImagePool
+from blindspots.data import ImagePool
 from blindspots.models.adapters import TorchSegmenter
 from blindspots.scan import read_score_table, scan_pool
 from blindspots.scan import api

@@ -22,7 +22,7 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # bind every Ray process 
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no usage statistics
 ray = pytest.importorskip("ray")
 
-from blindspots.data.pool import ImagePool  # noqa: E402
+from blindspots.data import ImagePool  # noqa: E402
 from blindspots.models import load_model  # noqa: E402
 from blindspots.models.adapters import TorchSegmenter  # noqa: E402
 from blindspots.scan import read_score_table, scan_pool  # noqa: E402

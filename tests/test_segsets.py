@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from blindspots.data.classes import Classes, voc_palette
-from blindspots.data.pool import ImageDecodeError
+from blindspots.data import ImageDecodeError
 from blindspots.data.segsets import VOC_VOID, SegmentationSet, decode_mask
 
 CLASSES = Classes(("background", "road", "car"), palette=np.array([[0, 0, 0], [128, 64, 128], [0, 0, 142]]))

@@ -58,7 +58,7 @@ def test_fit_score_analyze_view(workspace):
     assert np.isfinite(df.loc[df.status == "ok", "surprise_mdsa__fcn"]).all()
 
     # the same columns added to a scan's score table (extra part, joined by read_score_table)
-    from blindspots.data.pool import ImagePool
+    from blindspots.data import ImagePool
     from blindspots.models.load import load_model
     from blindspots.scan import read_score_table, scan_pool
 
@@ -202,7 +202,7 @@ def test_score_scan_names_columns_after_the_scans_target(workspace, tmp_path):
     """`score --scan` without --name wrote surprise_mdsa__target: `mine -s surprise --target unet` could
     not find them, and `--target target` is refused (not a scanned model) once another model's columns
     are there too."""
-    from blindspots.data.pool import ImagePool
+    from blindspots.data import ImagePool
     from blindspots.models.load import load_model
     from blindspots.scan import read_score_table, scan_pool
 
@@ -255,7 +255,7 @@ def test_view_bad_limit_and_threshold(workspace, tmp_path, extra, message):
 def test_score_scan_refuses_to_resume_a_part_of_another_estimator(workspace, tmp_path):
     """A second `score --scan` with another estimator (same kind, same --name) found extra/<part> complete,
     computed nothing and said "added 4 surprise columns": the old estimator's columns stayed."""
-    from blindspots.data.pool import ImagePool
+    from blindspots.data import ImagePool
     from blindspots.models.load import load_model
     from blindspots.scan import read_score_table, scan_pool
 

@@ -25,7 +25,7 @@ from blindspots.app.quote import quote
 from blindspots.app.store import AppStore
 from blindspots.data.classes import Classes
 from blindspots.data.formats.masks import read_mask
-from blindspots.data.pool import decode_image
+from blindspots.data.sources.decode import decode_image
 from blindspots.ids import artifact_name, find_artifact, legacy_artifact_name
 from blindspots.loop import masks_needed, status, target_classes, target_column
 from blindspots.loop.models import load_spec

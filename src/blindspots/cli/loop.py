@@ -12,7 +12,7 @@ from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_
 from blindspots.cli.report import write_round_pages
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, SimulateSettings, TestSetSettings)
-from blindspots.data.pool import ImagePool
+from blindspots.data.sources import ImagePool
 
 # Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
 # them).

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from blindspots.data.pool import ImagePool
+from blindspots.data.sources import ImagePool
 
 # Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
 # them).

@@ -14,7 +14,7 @@ from blindspots.batches import size_batches
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, open_cli_pool, storage_option_option)
 from blindspots.data.classes import Classes
-from blindspots.data.pool import ImagePool
+from blindspots.data.sources import ImagePool
 from blindspots.data.segsets import SegmentationSet
 from blindspots.ids import artifact_path
 from blindspots.models.spec_syntax import absolute_spec

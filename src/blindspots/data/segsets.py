@@ -29,7 +29,7 @@ import numpy as np
 from blindspots.data.classes import Classes
 from blindspots.data.classfile import read_classes
 from blindspots.data.layouts import LAYOUTS, resolve_layout
-from blindspots.data.pool import DEFAULT_MAX_PIXELS, decode_image, open_image, pillow_extensions
+from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS, decode_image, open_image, pillow_extensions
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 
 | given | source | ids |
 |---|---|---|
-| a local folder | `ImagePool` (`data.pool`) | paths relative to the folder |
+| a local folder | `ImagePool` (`folder.py`) | paths relative to the folder |
 | a folder + `list_file` (local text list) | `ImagePool` | the listed relative paths |
 | a list file (.txt/.lst/.csv/.tsv, or a Parquet file without an image column) of paths or URIs | `ListSource` | URIs as given; relative paths |
 | a URI prefix `s3://bucket/pool/`, `gs://`, `az://`, `file://` | `PrefixSource` | keys relative to the prefix |
@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Mapping
 from blindspots.data.sources.base import PoolItem, PoolSource, RawItem, content_hash_of
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS, ImageDecodeError, decode_image, pillow_extensions
 from blindspots.data.sources.fiftyone import open_fiftyone
+from blindspots.data.sources.folder import ImagePool
 from blindspots.data.sources.fs import get_fs, is_uri, parse_storage_option, split_uri_options
 from blindspots.data.sources.hf import HFDiskSource
 from blindspots.data.sources.listfile import LIST_SUFFIXES, ListSource
@@ -36,9 +37,9 @@ from blindspots.data.sources.tables import find_image_column
 from blindspots.data.sources.webdataset import TarSource
 
 # Lazy imports: pyarrow.parquet, also through blindspots.data.sources.parquet (`blindspots --help` and a folder pool
-# start without it); blindspots.data.pool (it imports this package's modules: a cycle).
+# start without it).
 
-__all__ = ["FORMATS", "ImageDecodeError", "ListSource", "PoolItem", "PoolSource", "PrefixSource", "RawItem",
+__all__ = ["FORMATS", "ImageDecodeError", "ImagePool", "ListSource", "PoolItem", "PoolSource", "PrefixSource", "RawItem",
            "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option", "register_format"]
 
 FORMATS = ("folder", "images", "list", "parquet", "webdataset", "hf")
@@ -100,8 +101,6 @@ def open_pool(pool: str | os.PathLike, *, list_file: str | os.PathLike | None = 
     extensions kept when listing a folder or prefix. max_pixels: the per-image pixel limit.
     options: for a format added by `register_format` (refused by the built-in ones).
     """
-    from blindspots.data.pool import ImagePool  # lazy: data.pool imports this package's modules (a cycle)
-
     scheme = str(pool).split("://", 1)[0] if "://" in str(pool) else None
     by_scheme = [n for n, (_, s) in EXTRA_FORMATS.items() if s is not None and s == scheme]
     if format in EXTRA_FORMATS or (format is None and by_scheme):

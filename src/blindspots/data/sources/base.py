@@ -92,7 +92,7 @@ def positions_in(sorted_ids: pa.Array, ids: Sequence[str]) -> np.ndarray:
 class PoolSource:
     """Base of every pool source. Subclasses implement `list_ids`, `read` and `describe`.
 
-    Public face (the same for every source; `data.pool.ImagePool` is the folder source):
+    Public face (the same for every source; `data.sources.folder.ImagePool` is the folder source):
       ids / id_array   sorted ids (list of str, built on first use / pa.StringArray)
       refused          id -> reason for entries found but never read (error rows in a scan)
       errors           id -> reason for entries that failed when read (filled as they are read)

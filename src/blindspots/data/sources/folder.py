@@ -1,8 +1,8 @@
-"""The unlabeled image pool D, and the folder source: a folder tree or a list file of images, decoded to RGB uint8.
+"""The folder source `ImagePool`: the unlabeled pool D as a folder tree or a list file of images, decoded to RGB uint8.
 
 Pools in other places (a list of URIs, an object-store prefix, Parquet / WebDataset shards, a Hugging
-Face `save_to_disk` folder) are the other `blindspots.data.sources`; `open_pool` picks one from what
-it is given. They all share `PoolSource`'s interface, which `ImagePool` implements for local folders.
+Face `save_to_disk` folder) are this package's other sources; `open_pool` picks one from what it is
+given. They all share `PoolSource`'s interface, which `ImagePool` implements for local folders.
 
 Ids are the POSIX paths relative to the pool root (sorted), stable across machines. A file that
 cannot be decoded (corrupt, truncated, zero bytes, not an image, too many pixels, missing) is
