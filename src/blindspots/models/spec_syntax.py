@@ -45,10 +45,12 @@ def is_module_spec(base: str, base_dir: str | Path | None = None) -> bool:
 
 
 OPTIONS = ("output", "num_classes", "batch_size", "device", "precision", "resize", "pad", "max_side", "channels",
-            "mean", "std", "scale", "classes", "weights", "output_key")
+           "mean", "std", "scale", "classes", "weights", "output_key")
+"""Every option the grammar knows (a `module:attr` spec's other keys are its function's keyword arguments)."""
 POLICY_OPTIONS = ("resize", "pad", "max_side", "channels")
 NORM_OPTIONS = ("mean", "std", "scale")
-_TORCH_OPTIONS = ("output", "num_classes", "batch_size", "device", "precision", *POLICY_OPTIONS, *NORM_OPTIONS, "classes", "output_key")
+_TORCH_OPTIONS = ("output", "num_classes", "batch_size", "device", "precision", *POLICY_OPTIONS, *NORM_OPTIONS,
+                  "classes", "output_key")
 KIND_OPTIONS: dict[str, tuple[str, ...]] = {
     "hf": _TORCH_OPTIONS,
     "zoo": _TORCH_OPTIONS,
