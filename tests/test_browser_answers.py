@@ -173,16 +173,18 @@ def test_review_verdicts_survive_a_network_cut(served: dict, browser) -> None:  
     """The review page uses the same outbox; its progress counts regions, so partial images count."""
     url, p = served["url"], served["project"]
     ctx, page, errors = signed_in(browser, url, "ann5")
+    # the cut is in place before the page loads (it lets GETs through): no verdict can slip past it
+    page.route("**/api/reviews", cut)
     page.goto(f"{url}/review")
     page.wait_for_selector("body[data-ready='1']", state="attached")
     total = int(page.text_content("#progress").split(" / ")[1])
     image_id = page.text_content("#image-id").split(" · ")[1]
     first = page.get_attribute("#regions tr.selected", "data-region")
-    page.route("**/api/reviews", cut)
     page.keyboard.press("f")
     page.wait_for_selector("body[data-unsent='1']", state="attached")
     assert page.text_content("#progress") == f"1 / {total}"  # one region of a partly judged image
-    assert "not saved yet" in page.text_content("#regions tr[data-region='%s']" % first)
+    row = page.text_content("#regions tr[data-region='%s']" % first)
+    assert "not saved yet" in row, (row, p.reviews().query("annotator == 'ann5'").to_dict("records"))
     page.reload()
     page.wait_for_selector("body[data-ready='1']", state="attached")
     assert page.get_attribute("body", "data-unsent") == "1" and page.text_content("#progress") == f"1 / {total}"
