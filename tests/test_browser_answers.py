@@ -1,7 +1,7 @@
 """Never lose an answer, in a real browser (Playwright driving Debian's chromium).
 
-The network is cut with `page.route` (answer POSTs aborted, the page itself still loads), then
-restored: every answer must reach the store, the page must show what is unsaved meanwhile, a
+The network is cut by a `Network` switch on the context's route (answer POSTs aborted or refused,
+the page itself still loads), then restored: every answer must reach the store, the page must show what is unsaved meanwhile, a
 reload must keep and send unsaved answers, a rejected answer must bring the page back to it,
 a finished queue must stay finished, and a cross-site sign-in POST must be refused.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from browser_network import Network
 from test_browser_app import CHROMIUM, browser, settle, start_server  # noqa: F401 - `browser` is a fixture
 
 torch.set_num_threads(1)
@@ -35,9 +36,12 @@ def served(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
 
 
 def signed_in(browser, url: str, who: str):  # noqa: ANN001, ANN201
-    """A fresh context (own localStorage) signed in as `who`, on the rate page, queue loaded."""
+    """A fresh context (own localStorage) signed in as `who`, on the rate page, queue loaded; its `Network`
+    switch is `page.net`."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 800})
     page = ctx.new_page()
+    page.net = Network()
+    ctx.route(f"{url}/api/**", page.net)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{url}/signin#token={PEOPLE[who][1]}")
@@ -52,14 +56,6 @@ def stored(served: dict, who: str) -> dict:
     return {i: ("ood" if o else int(s)) for i, s, o in r[["id", "score", "out_of_domain"]].itertuples(index=False)}
 
 
-def cut(route) -> None:  # noqa: ANN001
-    """The network is down for answers (POST); pages and images still load."""
-    if route.request.method == "POST":
-        route.abort("internetdisconnected")
-    else:
-        route.continue_()
-
-
 def ids(served: dict) -> list[str]:
     return [x["id"] for x in served["project"].candidates(0, "M").to_dict("records")]
 
@@ -71,7 +67,7 @@ def test_network_cut_mid_session_loses_nothing(served: dict, browser) -> None:  
     settle(page)
     assert stored(served, "ann1") == {order[0]: 3}
 
-    page.route("**/api/ratings**", cut)
+    page.net.set("cut", r"/api/ratings")
     for key in ["4", "o", "2"]:
         page.keyboard.press(key)
     page.wait_for_selector("body[data-unsent='3']", state="attached")
@@ -81,7 +77,7 @@ def test_network_cut_mid_session_loses_nothing(served: dict, browser) -> None:  
     assert page.text_content("#progress") == "4 / 5"  # the page went on
     assert stored(served, "ann1") == {order[0]: 3}  # nothing reached the server
 
-    page.unroute("**/api/ratings**")
+    page.net.set(None)
     page.click("#outbox button")  # "Retry now" (the backoff would get there too)
     settle(page)
     assert page.is_hidden("#outbox")
@@ -93,7 +89,7 @@ def test_network_cut_mid_session_loses_nothing(served: dict, browser) -> None:  
 def test_reload_keeps_and_sends_unsaved_answers(served: dict, browser) -> None:  # noqa: ANN001
     url, order = served["url"], ids(served)
     ctx, page, errors = signed_in(browser, url, "ann2")
-    page.route("**/api/ratings**", cut)
+    page.net.set("cut", r"/api/ratings")
     page.keyboard.press("5")
     page.keyboard.press("1")
     page.wait_for_selector("body[data-unsent='2']", state="attached")
@@ -104,7 +100,7 @@ def test_reload_keeps_and_sends_unsaved_answers(served: dict, browser) -> None: 
     assert page.text_content("#image-id").startswith("#3 ")
     assert stored(served, "ann2") == {}
 
-    page.unroute("**/api/ratings**")
+    page.net.set(None)
     page.reload()  # back online: the replayed outbox sends them
     page.wait_for_selector("body[data-ready='1']", state="attached")
     settle(page)
@@ -118,18 +114,15 @@ def test_rejected_answer_brings_the_page_back(served: dict, browser) -> None:  #
     url, order = served["url"], ids(served)
     ctx, page, _ = signed_in(browser, url, "ann3")
 
-    def refuse(route) -> None:  # noqa: ANN001
-        route.fulfill(status=409, content_type="application/json",
-                      body='{"detail": "round: expected the round now taking ratings (1), got 0"}')
-
-    page.route("**/api/ratings", refuse)
+    page.net.refusal = (409, '{"detail": "round: expected the round now taking ratings (1), got 0"}')
+    page.net.set("refuse", r"/api/ratings$")
     page.keyboard.press("4")
     settle(page)
     assert page.is_visible("#answer-error")
     assert "NOT saved" in page.text_content("#answer-error") and "409" in page.text_content("#answer-error")
     assert page.text_content("#image-id") == f"#1 {order[0]}"  # back on the rejected image, unrated
     assert page.text_content("#progress") == "0 / 5"
-    page.unroute("**/api/ratings")
+    page.net.set(None)
     page.keyboard.press("4")
     settle(page)
     assert page.is_hidden("#answer-error")
@@ -173,8 +166,7 @@ def test_review_verdicts_survive_a_network_cut(served: dict, browser) -> None:  
     """The review page uses the same outbox; its progress counts regions, so partial images count."""
     url, p = served["url"], served["project"]
     ctx, page, errors = signed_in(browser, url, "ann5")
-    # the cut is in place before the page loads (it lets GETs through): no verdict can slip past it
-    page.route("**/api/reviews", cut)
+    page.net.set("cut", r"/api/reviews$")  # GETs (the queue, the images) still load
     page.goto(f"{url}/review")
     page.wait_for_selector("body[data-ready='1']", state="attached")
     total = int(page.text_content("#progress").split(" / ")[1])
@@ -189,7 +181,7 @@ def test_review_verdicts_survive_a_network_cut(served: dict, browser) -> None:  
     page.wait_for_selector("body[data-ready='1']", state="attached")
     assert page.get_attribute("body", "data-unsent") == "1" and page.text_content("#progress") == f"1 / {total}"
     assert len(p.reviews().query("annotator == 'ann5'")) == 0
-    page.unroute("**/api/reviews")
+    page.net.set(None)
     if page.is_visible("#outbox"):
         page.click("#outbox button")  # or the backoff's next try
     settle(page)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from browser_network import Network
 from test_app_label_edges import awaiting_masks
 from test_browser_app import ARGS, CHROMIUM, browser, start_server  # noqa: F401 - browser is a fixture
 
@@ -72,6 +73,8 @@ class Editor:
 def open_editor(served: dict, browser, size: tuple[int, int], image_id: str):  # noqa: ANN001, ANN201
     ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = ctx.new_page()
+    page.net = Network()  # a network switch in place before the first page loads
+    ctx.route(f"{served['url']}/api/**", page.net)
     page.goto(f"{served['url']}/signin#token={ANN}")
     page.wait_for_url(f"{served['url']}/rate")
     page.goto(f"{served['url']}/label?kind=round&ref=0&id={image_id}")
@@ -236,12 +239,12 @@ def test_screens_and_save_next(served: dict, browser) -> None:  # noqa: ANN001, 
     ed = Editor(page, items[1]["id"])
     ed.click(20, 20)
     painted = ed.mask()
-    page.route("**/api/labels", lambda route: route.abort())
+    page.net.set("cut", r"/api/labels$")
     page.keyboard.press("n")
     page.wait_for_selector("#status:has-text('NOT saved')")
     assert page.is_visible("#unsaved") and np.array_equal(ed.mask(), painted)
     assert page.get_attribute("body", "data-loaded") == items[1]["id"]
-    page.unroute("**/api/labels")
+    page.net.set(None)
     # N saves and opens the next image without a mask.
     page.keyboard.press("n")
     page.wait_for_selector(f"body[data-saved={items[1]['id']!r}]", state="attached")

@@ -13,6 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
+from browser_network import Network
 from test_browser_app import ARGS, CHROMIUM, start_server
 
 torch.set_num_threads(1)
@@ -55,6 +56,8 @@ def test_type_a_scenario_name(tmp_path: Path) -> None:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
             page = browser.new_page(viewport={"width": 1280, "height": 800})
+            net = Network()  # a network switch in place before the first page loads
+            page.route(f"{url}/api/**", net)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
             # The one request the test cuts on purpose is logged by the browser; anything else is an error.
@@ -70,12 +73,11 @@ def test_type_a_scenario_name(tmp_path: Path) -> None:
             page.wait_for_selector("#saved:has-text('seg-r0-s000')")
             # The network goes down for the second vote: it waits in the outbox, shown as unsaved,
             # and is sent once the network is back (nothing lost).
-            page.route("**/api/votes", lambda route: route.abort("internetdisconnected")
-                       if route.request.method == "POST" else route.continue_())
+            net.set("cut", r"/api/votes$")
             page.keyboard.press("n")  # the second scenario: none of the above
             page.wait_for_selector("body[data-unsent='1']", state="attached")
             assert len(p.votes()) == 1
-            page.unroute("**/api/votes")
+            net.set(None)
             page.click("#outbox button")  # "Retry now" (the backoff would also get there)
             page.wait_for_selector("body[data-unsent='0']", state="attached")
             page.wait_for_selector("#progress:has-text('2 / 2')")
