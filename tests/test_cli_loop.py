@@ -120,6 +120,9 @@ def test_clear_errors(world: Path, tmp_path: Path) -> None:
     assert code == 2 and "already" in out
     (tmp_path / "bad.csv").write_text("image_id,rater,score\nx.png,alice,9\n")
     invoke("round", tmp_path / "r")
+    # waiting for ratings: nothing to label yet, and the error says why (not "every image has a mask")
+    code, out = invoke("export", tmp_path / "r", "--format", "labelstudio")
+    assert code == 2 and "S ∪ T are not chosen yet" in out and "has a mask" not in out, out
     code, out = invoke("ratings", "import", tmp_path / "r", tmp_path / "bad.csv")
     assert code == 2 and "score" in out
     code, out = invoke("ratings", "import", tmp_path / "r", tmp_path / "nothere.csv")  # named, not errno text

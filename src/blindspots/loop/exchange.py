@@ -129,9 +129,14 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
     i = _round_arg(project, round)
     ctx = LoopContext(project, simulate=False, progress=False)
     have = set(project.masks_for_round(i)["id"])
-    ids = [x for x in masks_needed(project, i) if x not in have]
+    need = masks_needed(project, i)
+    if not need:  # S and T are chosen after the ratings: nothing to label yet
+        raise ValueError(f"round: expected images awaiting masks in round {i}, got none: its S ∪ T are not "
+                         f"chosen yet (they come after the ratings; `blindspots status {project.path}` says "
+                         "what the round waits for)")
+    ids = [x for x in need if x not in have]
     if not ids and round is not None:  # a past round asked for by number: all of its S ∪ T again
-        ids = masks_needed(project, i)
+        ids = need
     if not ids:
         raise ValueError(f"round: expected images awaiting masks in round {i}, got none (every image of its "
                          f"S ∪ T has a mask; `--round {i}` exports them again, with the stored masks)")
