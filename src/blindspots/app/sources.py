@@ -27,10 +27,9 @@ from blindspots.data.classes import Classes
 from blindspots.data.formats.masks import read_mask
 from blindspots.data.sources.decode import decode_image
 from blindspots.ids import artifact_name, find_artifact, legacy_artifact_name
-from blindspots.loop import masks_needed, status, target_classes, target_column
+from blindspots.loop import masks_needed, project_classes, status, target_column
 from blindspots.loop.models import load_spec
 from blindspots.loop.project import Project
-from blindspots.scan.table import load_manifest
 
 log = logging.getLogger(__name__)
 
@@ -124,14 +123,11 @@ class ProjectView:
         """The target's label space: from the scan manifest, else from its checkpoint."""
         with self._lock:
             if self._classes is None:
-                man = load_manifest(self.project.scan_dir) or {}
-                if isinstance(man.get("classes"), dict):
-                    self._classes = Classes.from_dict(man["classes"])
-                else:  # no scan yet: load the target from its spec, whatever its kind
-
+                def load_target() -> Any:  # no scan yet: the target from its spec, whatever its kind
                     rec = self.project.model(self.project.config.target.name, 0)
-                    seg = load_spec(rec.spec, import_dir=rec.meta.get("import_dir"))
-                    self._classes = target_classes(self.project, seg)
+                    return load_spec(rec.spec, import_dir=rec.meta.get("import_dir"))
+
+                self._classes = project_classes(self.project, load_target)
             return self._classes
 
     def classes_json(self) -> dict:

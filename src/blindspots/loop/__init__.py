@@ -33,8 +33,8 @@ Typical use::
 """
 from __future__ import annotations
 
-from blindspots.loop.context import (LABEL_STEPS, STEPS, LoopContext, Status, plan, step_seed, target_classes,
-                                     target_column)
+from blindspots.loop.context import (LABEL_STEPS, STEPS, LoopContext, Status, plan, project_classes, step_seed,
+                                     target_classes, target_column)
 from blindspots.loop.driver import advance, status
 from blindspots.loop.exchange import after_masks_import, export_for_annotation, import_masks, import_ratings
 from blindspots.loop.leaderboard import leaderboard_frame, write_leaderboard
@@ -53,5 +53,6 @@ __all__ = [
     "check_config", "register_version",
     # the steps and their context
     "STEPS", "LABEL_STEPS", "STEP_REGISTRY", "Step", "LoopContext", "plan", "step_seed", "target_column",
+    "project_classes",
     "target_classes",
 ]

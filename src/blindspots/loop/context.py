@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -100,10 +100,7 @@ class LoopContext:
         """The target's label space: the project scan's (written from the target's by the scan step), else
         (before the first scan) the target's own `.classes`, else class_0..class_{C-1}."""
         if "classes" not in self._cache:
-            # once the scan exists its manifest holds the loop's classes: no model (nor torch) to load
-            scanned = scanned_classes(self.project)
-            self._cache["classes"] = scanned if scanned is not None else \
-                target_classes(self.project, self.segmenter(self.cfg.target.name, 0))
+            self._cache["classes"] = project_classes(self.project, lambda: self.segmenter(self.cfg.target.name, 0))
         return self._cache["classes"]
 
     @property
@@ -131,22 +128,22 @@ class LoopContext:
         return self.cfg.project.rounds
 
 
-def scanned_classes(project: Project) -> Classes | None:
-    """The classes the project scan recorded (the scan step writes the loop's classes; an adopted scan was
-    checked against the target at `init`), else None before the first scan."""
-    man = load_manifest(project.scan_dir) or {}
-    return Classes.from_dict(man["classes"]) if isinstance(man.get("classes"), dict) else None
-
-
-def target_classes(project: Project, target: Any) -> Classes:
-    """The label space of the loop: the target's `.classes` (zoo), else the project scan's
-    manifest, else `class_0..class_{C-1}` (what the scan records for a model without names)."""
-    classes = getattr(target, "classes", None)
-    if isinstance(classes, Classes):
-        return classes
+def project_classes(project: Project, load_target: Callable[[], Any]) -> Classes:
+    """The loop's label space: the project scan's manifest once it exists (the scan step writes the target's
+    classes there; an adopted scan was checked against the target at `init`), so no model (nor torch) is
+    loaded; before the first scan, `target_classes` of `load_target()`."""
     man = load_manifest(project.scan_dir) or {}
     if isinstance(man.get("classes"), dict):
         return Classes.from_dict(man["classes"])
+    return target_classes(project, load_target())
+
+
+def target_classes(project: Project, target: Any) -> Classes:
+    """A loaded target's label space: its `.classes` (zoo, `classes=`), else `class_0..class_{C-1}` (what the
+    scan records for a model without names). `project` is unused and kept for callers."""
+    classes = getattr(target, "classes", None)
+    if isinstance(classes, Classes):
+        return classes
     return Classes(tuple(f"class_{k}" for k in range(int(target.num_classes))))
 
 
