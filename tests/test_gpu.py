@@ -277,6 +277,22 @@ def test_device_stats_equal_the_host_pass(c):
     np.testing.assert_allclose(dev.maxprob, host.maxprob, rtol=1e-6)
     with pytest.raises(ValueError, match="proba"):
         device_stats(proba[0])
+    for chunk in (1, c * 11 * 2, c * 11 * 9 + 1):  # one row at a time, two rows, the whole image
+        part = device_stats(proba, chunk_values=chunk)
+        for name in ("argmax", "frac", "maxprob"):
+            np.testing.assert_array_equal(getattr(part, name), getattr(dev, name))
+        np.testing.assert_allclose(part.entropy, dev.entropy, rtol=1e-6)  # torch may vectorise a chunk's sum otherwise
+
+
+def test_fused_device_stats_equal_the_unfused_version():
+    from blindspots.scan.stats import device_stats, device_stats_unfused
+
+    proba = torch.softmax(torch.from_numpy(np.random.default_rng(1).normal(size=(2, 40, 16, 24)).astype(np.float32)), 1)
+    a, b = device_stats(proba), device_stats_unfused(proba)
+    np.testing.assert_array_equal(a.argmax, b.argmax)
+    np.testing.assert_array_equal(a.frac, b.frac)
+    np.testing.assert_allclose(a.entropy, b.entropy, rtol=1e-6)
+    np.testing.assert_array_equal(a.maxprob, b.maxprob)
 
 
 def test_cpu_models_keep_the_host_path():

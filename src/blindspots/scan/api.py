@@ -17,6 +17,8 @@ from blindspots import ids as id_rules
 from blindspots.batches import DEFAULT_MAX_PIXELS, BatchLimits, check_max_pixels
 from blindspots.data.classes import Classes
 from blindspots.models.protocol import reads_ids
+from blindspots.scan.engines.autobatch import AUTO, auto_limits, check_batch_size, probe_size
+from blindspots.scan.engines.decoding import check_decode_workers
 from blindspots.scan.engines.job import ScanJob, on_gpu
 from blindspots.scan.engines.local import run_local
 from blindspots.scan.engines.ray import import_ray, run_ray
@@ -33,7 +35,7 @@ ENGINES = ("local", "ray")
 
 
 def _validate(pool: Any, models: Mapping[str, Any], target: str, competitors: Sequence[str] | None,
-              batch_size: int, shard_size: int, resize: tuple[int, int] | None, manifest: dict | None) -> list[str]:
+              batch_size: int | str, shard_size: int, resize: tuple[int, int] | None, manifest: dict | None) -> list[str]:
     for attr in ("ids", "iter_items", "root"):
         if attr not in dir(pool):  # dir, not hasattr: a source's `ids` lists the pool when read
             raise ValueError(f"pool: expected an ImagePool (with .ids, .iter_items, .root), got {type(pool).__name__}")
@@ -62,8 +64,7 @@ def _validate(pool: Any, models: Mapping[str, Any], target: str, competitors: Se
                              f"out_dir {sorted(known - {target})}, got {g!r}")
     if not comps:
         log.warning("scan without competitors: only per-model statistics, no pair distances")
-    if int(batch_size) < 1:
-        raise ValueError(f"batch_size: expected a positive integer, got {batch_size}")
+    check_batch_size(batch_size)
     if int(shard_size) < 1:
         raise ValueError(f"shard_size: expected a positive integer, got {shard_size}")
     if resize is not None and (len(resize) != 2 or min(resize) < 1):
@@ -92,7 +93,7 @@ def scan_pool(
     *,
     target: str,
     competitors: Sequence[str] | None = None,
-    batch_size: int = 16,
+    batch_size: int | str = 16,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     shard_size: int = 256,
     save_maps: bool = True,
@@ -104,6 +105,7 @@ def scan_pool(
     ray_address: str | None = None,
     actors: int | None = None,
     gpus_per_actor: float | None = None,
+    decode_workers: int | None = None,
 ) -> Path:
     """Stream `pool` once through the target and its competitors; write the score table.
 
@@ -122,7 +124,9 @@ def scan_pool(
         per forward pass (None: no budget), so that memory stays bounded on pools of large photos
         (`blindspots.batches.size_batches`; on the README's photo example the default takes the
         peak from 5.8 GB to 2.7 GB). Batches hold images of one size (varied pools are grouped per size within a
-        shard). shard_size: images per Parquet shard (resume unit).
+        shard). batch_size="auto": sized from the free memory of the GPU the models run on, and
+        logged (`blindspots.scan.engines.autobatch`; max_pixels is then that choice's budget);
+        16 images where no model is on a GPU. shard_size: images per Parquet shard (resume unit).
     save_maps: write each model's argmax map as an index PNG `out_dir/maps/<M>/<artifact name>`
         (`blindspots.ids.artifact_name`: "a/cat.jpg" -> "a/cat.png").
     resize: (height, width) to resize every image to before inference (maps are at that size;
@@ -134,6 +138,9 @@ def scan_pool(
         engine="ray" (default: one per cluster CPU; with gpus_per_actor, as many as the cluster's GPUs
         hold); each loads every model once. gpus_per_actor: GPUs each model actor asks Ray for (e.g. 1
         or 0.5); the actors' models then load on their GPU (a spec's device=auto).
+    decode_workers: threads that decode the images for engine="local" (None: one per core, at most
+        16; 1: one reader thread, as before). Images reach the models in id order whatever the
+        count, so the score table is the same bits (`blindspots.scan.engines.decoding`).
     classes: the label space recorded in scan.json (default: the target's `.classes` if any).
         Each model's own class names are recorded under models.<M>.classes.
     Returns out_dir. See `blindspots.scan.schema` for the columns and `read_score_table`.
@@ -144,12 +151,13 @@ def scan_pool(
         raise ValueError(f"actors: expected a positive integer or None, got {actors!r}")
     if gpus_per_actor is not None and (isinstance(gpus_per_actor, bool) or not float(gpus_per_actor) > 0):
         raise ValueError(f"gpus_per_actor: expected a positive number or None, got {gpus_per_actor!r}")
+    workers = check_decode_workers(decode_workers)
     if engine == "ray":
         import_ray()  # before anything is written: say how to install it
     out = Path(out_dir)
     old = load_manifest(out)
     comps = _validate(pool, models, target, competitors, batch_size, shard_size, resize, old)
-    limits = BatchLimits(int(batch_size), check_max_pixels(max_pixels))
+    check_max_pixels(max_pixels)
     ids = stored_ids(out, old, pool)  # a resume on the same, unchanged source: no listing
     if ids is None:
         ids = scan_id_array(pool)
@@ -157,6 +165,11 @@ def scan_pool(
             id_rules.check_unique_artifacts(ids, "pool")
     if not len(ids):
         raise ValueError(f"pool: expected at least one image, got an empty pool at {pool.root}")
+    if check_batch_size(batch_size) == AUTO:
+        first = ids.slice(0, 8).to_pylist() if hasattr(ids, "slice") else list(ids[:8])
+        limits = auto_limits(models, lambda: probe_size(pool, first, resize))
+    else:
+        limits = BatchLimits(int(batch_size), max_pixels)
     num_classes = int(next(iter(models.values())).num_classes)
     classes = classes or getattr(models[target], "classes", None) or \
         Classes(tuple(f"class_{k}" for k in range(num_classes)))
@@ -186,7 +199,7 @@ def scan_pool(
     with tqdm(total=len(ids), initial=done_images, unit="img", desc=f"scan {', '.join(running)}",
               disable=not progress) as bar:
         job = ScanJob(pool, models, layout, target, num_classes, limits, resize, bool(save_maps),
-                      pin_memory=any(on_gpu(m) for m in models.values()))
+                      pin_memory=any(on_gpu(m) for m in models.values()), decode_workers=workers)
         if engine == "ray":
             for p in todo:  # Ray Data carries each shard's ids as a plain list column
                 p.ids = list(p.ids)

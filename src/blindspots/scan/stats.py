@@ -48,12 +48,23 @@ def _block_buffer(size: int) -> np.ndarray:
     return buf
 
 
-def device_stats(proba: Any) -> ModelStats:
+#: float32 values of one chunk of `device_stats`' entropy pass (a few planes of pixels at a time): its
+#: one temporary stays at 128 MB whatever the classes and image size, never a second copy of [N, C, H, W]
+DEVICE_CHUNK_VALUES = 1 << 25
+
+
+def device_stats(proba: Any, chunk_values: int = DEVICE_CHUNK_VALUES) -> ModelStats:
     """`model_stats` of a float32 tensor [N, C, H, W] on an accelerator, computed there with torch ops:
     only the argmax maps (1 byte a pixel) and 2 + C numbers an image travel back to host memory, not
     the C float32 planes (a 150-class 512x512 image: 0.26 MB instead of 157 MB). Same definitions as
     the host pass (first maximum on ties, p log(p + eps) summed in float32); the sums' order differs,
-    so values agree to float32 rounding, not to the bit."""
+    so values agree to float32 rounding, not to the bit.
+
+    Two reads of the probabilities: one max/argmax over the classes (outputs [N, H, W]), then the
+    entropy over chunks of whole rows of at most `chunk_values` values, in place in one scratch buffer
+    (p + eps, log, times p, summed over C). The unfused version (`p * log(p + eps)` on the whole
+    tensor) held three full-size temporaries: 3.8 GB beside the 1.3 GB of a batch of 8 150-class
+    512x512 images. One sync at the end: the host reads the results once."""
     import torch  # present: the tensor came from it
 
     if proba.ndim != 4:
@@ -61,10 +72,19 @@ def device_stats(proba: Any) -> ModelStats:
     p = proba.detach().float()
     n, c, h, w = p.shape
     maxp, idx = p.max(dim=1)  # the first maximal index on ties, as np.argmax
-    counts = torch.zeros((n, c), dtype=torch.int64, device=p.device)
-    counts.scatter_add_(1, idx.reshape(n, -1), torch.ones_like(idx.reshape(n, -1)))
-    plogp = p * torch.log(p + float(ENTROPY_EPS))
-    entropy = -plogp.sum(dim=1).mean(dim=(1, 2))
+    offsets = torch.arange(n, device=p.device).view(n, 1, 1) * c  # one bincount for the whole batch
+    counts = torch.bincount((idx + offsets).reshape(-1), minlength=n * c).view(n, c)
+    ent = torch.empty((n, h, w), dtype=torch.float32, device=p.device)  # per-pixel sum of p log(p + eps)
+    rows = max(1, min(h, chunk_values // max(1, c * w)))
+    buf = torch.empty((c, rows, w), dtype=torch.float32, device=p.device)
+    for i in range(n):
+        for s in range(0, h, rows):
+            e = min(h, s + rows)
+            pc, bc = p[i, :, s:e], buf[:, :e - s]
+            torch.add(pc, float(ENTROPY_EPS), out=bc)
+            bc.log_().mul_(pc)
+            torch.sum(bc, dim=0, out=ent[i, s:e])
+    entropy = -ent.mean(dim=(1, 2))
     small = torch.uint8 if c <= 256 else torch.int32
     return ModelStats(
         argmax=idx.to(small).cpu().numpy(),
@@ -72,6 +92,22 @@ def device_stats(proba: Any) -> ModelStats:
         entropy=entropy.cpu().numpy().astype(np.float32),
         maxprob=maxp.mean(dim=(1, 2)).cpu().numpy().astype(np.float32),
     )
+
+
+def device_stats_unfused(proba: Any) -> ModelStats:
+    """The whole-tensor torch version `device_stats` replaced (three full-size temporaries): kept as the
+    reference its fused passes are measured and tested against (benchmarks/gpu_all.py, tests/test_gpu.py)."""
+    import torch
+
+    p = proba.detach().float()
+    n, c, h, w = p.shape
+    maxp, idx = p.max(dim=1)
+    counts = torch.zeros((n, c), dtype=torch.int64, device=p.device)
+    counts.scatter_add_(1, idx.reshape(n, -1), torch.ones_like(idx.reshape(n, -1)))
+    entropy = -(p * torch.log(p + float(ENTROPY_EPS))).sum(dim=1).mean(dim=(1, 2))
+    small = torch.uint8 if c <= 256 else torch.int32
+    return ModelStats(idx.to(small).cpu().numpy(), (counts.double() / float(h * w)).float().cpu().numpy(),
+                      entropy.cpu().numpy().astype(np.float32), maxp.mean(dim=(1, 2)).cpu().numpy().astype(np.float32))
 
 
 def model_stats(proba: Any) -> ModelStats:

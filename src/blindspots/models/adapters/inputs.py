@@ -12,6 +12,8 @@ OpenCV-read BGR images, e.g. PP-OCR); the output needs no change.
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -151,6 +153,14 @@ def resize_images(batch: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _normalisation(mean: tuple[float, ...], std: tuple[float, ...], device: torch.device
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """mean and std as float32 [1, C, 1, 1] tensors on `device`, made once: `torch.tensor(..., device=cuda)`
+    per batch was a blocking host-to-device copy per forward, which waits for the work queued before it."""
+    return (torch.tensor(mean, device=device).view(1, -1, 1, 1), torch.tensor(std, device=device).view(1, -1, 1, 1))
+
+
 class TorchPreprocess:
     """uint8 [N, H, W, C] -> float [N, C, H, W]: x * scale (default 1/255), then (x - mean) / std."""
 
@@ -176,8 +186,8 @@ class TorchPreprocess:
         x = to_device(uint8_tensor(batch), torch.device(device)).permute(0, 3, 1, 2).float()
         x = x.div_(255.0) if self.scale == UNIT_SCALE else x.mul_(self.scale)  # div: same bits as before
         mean, std = self._stats(x.shape[1])
-        return (x - torch.tensor(mean, device=x.device).view(1, -1, 1, 1)) / \
-            torch.tensor(std, device=x.device).view(1, -1, 1, 1)
+        mean_t, std_t = _normalisation(mean, std, x.device)
+        return (x - mean_t) / std_t
 
     def numpy(self, batch: np.ndarray) -> np.ndarray:
         """The same transform in numpy: uint8 [N, H, W, C] -> float32 [N, C, H, W] (for onnxruntime)."""

@@ -6,6 +6,7 @@ the shard collector (`collect.ShardCollector`) and the writers (`rows.add_batch`
 """
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -23,7 +24,9 @@ class ScanJob:
     image count with the default pixel budget); resize: (H, W) every image is resized to, or None;
     save_maps: write each model's argmax maps as index PNGs. pin_memory: decoded batches are copied
     into pinned host memory on the reader side (a model runs on a GPU: its transfer then overlaps
-    the decoding of the next batch, `models.devices.to_device`).
+    the decoding of the next batch, `models.devices.to_device`). decode_workers: threads that decode
+    the images (`engines.decoding`; 1: the reader thread alone). map_pool: the threads that encode and
+    write argmax PNGs off the writer thread (`rows.add_batch`; None: the writer thread writes them).
     """
 
     pool: Any
@@ -35,6 +38,8 @@ class ScanJob:
     resize: tuple[int, int] | None
     save_maps: bool
     pin_memory: bool = False
+    decode_workers: int = 1
+    map_pool: Executor | None = None
 
 
 def on_gpu(model: Any) -> bool:

@@ -1,10 +1,12 @@
 """The local scan engine: run the planned shards of a scan with three threads on this machine.
 
-  reader  — decodes the images of unfinished shards ahead of time (and hashes their files) and
-            groups them into batches of one image size (`engines.pipeline`);
+  reader  — decodes the images of unfinished shards ahead of time (and hashes their files) on a
+            pool of `job.decode_workers` threads, in id order, and groups them into batches of
+            one image size (`engines.pipeline`, `engines.decoding`);
   main    — runs each model's `predict_proba` on a batch, nothing else (`engines.forward`);
   writer  — computes the statistics and pair distances (`engines.forward.batch_result`), saves the
-            argmax maps as index PNGs, then writes the finished shard's Parquet files, in order
+            argmax maps as index PNGs (on a small pool of map threads when decode_workers > 1),
+            then writes the finished shard's Parquet files, in order, once its maps are written
             (`engines.rows`; so a shard file on disk implies its maps exist).
 `run_local(..., inline=True)` runs the same steps one after the other on the calling thread (same
 files). Tried as the default when torch uses every core, it was slower: on 2 cores with torch on
@@ -23,6 +25,8 @@ import logging
 import queue
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 from blindspots.batches import BatchLimits
@@ -44,6 +48,7 @@ log = logging.getLogger(__name__)
 # running Python code the main thread waits up to 5 ms for it. Measured: a busy pure-Python thread
 # slows a 1-thread forward 4.5x at 5 ms, 1.16x at 0.2 ms, not at all at 0.05 ms.
 SCAN_SWITCH_INTERVAL_S = 5e-5
+MAP_THREAD_SHARE = 2  # decode threads per map-writing thread (see `map_threads`)
 
 
 def run_local(job: ScanJob, plans: list[ShardPlan], bar: Any, *, prefetch: int = 4, inline: bool = False) -> None:
@@ -59,12 +64,29 @@ def run_local(job: ScanJob, plans: list[ShardPlan], bar: Any, *, prefetch: int =
         messages = (m for p in plans for m in shard_messages(job.pool, p, job.batch_size, job.resize))
         _drive(messages, ShardCollector(job, plans, call), job, bar)
         return
+    map_pool = ThreadPoolExecutor(map_threads(job.decode_workers), thread_name_prefix="blindspots-scan-maps") \
+        if job.save_maps and job.decode_workers > 1 else None
+    try:
+        _run_threads(replace(job, map_pool=map_pool), plans, bar, prefetch)
+    finally:
+        if map_pool is not None:
+            map_pool.shutdown(wait=True)  # maps of shards not written (an error) still finish: no torn files
+
+
+def map_threads(decode_workers: int) -> int:
+    """Threads that encode and write argmax PNGs beside `decode_workers` decode threads: one per
+    MAP_THREAD_SHARE of them (encoding a map costs a fraction of decoding its image)."""
+    return max(1, -(-decode_workers // MAP_THREAD_SHARE))
+
+
+def _run_threads(job: ScanJob, plans: list[ShardPlan], bar: Any, prefetch: int) -> None:
+    """The reader, main and writer threads of `run_local` (job.map_pool, if any, is the caller's)."""
     stop = threading.Event()
     batches: queue.Queue = queue.Queue(maxsize=prefetch)
     jobs: queue.Queue = queue.Queue(maxsize=2)  # a job holds a batch's probabilities: keep few in flight
     stage = _pinned if job.pin_memory else None
-    reader = Worker(lambda: read_batches(job.pool, plans, job.batch_size, job.resize, batches, stop, stage),
-                    "blindspots-scan-reader")
+    reader = Worker(lambda: read_batches(job.pool, plans, job.batch_size, job.resize, batches, stop, stage,
+                                         job.decode_workers), "blindspots-scan-reader")
     writer = Worker(lambda: run_jobs(jobs), "blindspots-scan-writer")
     reader.start()
     writer.start()

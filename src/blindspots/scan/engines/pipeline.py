@@ -1,5 +1,5 @@
-"""The scan's threads: a reader that decodes images ahead into same-size batches, and a writer
-that runs file writes in order. Bounded queues keep memory flat; every blocking put checks a
+"""The scan's threads: a reader that decodes images ahead into same-size batches (on a pool of
+decode threads, `engines.decoding`), and a writer that runs file writes in order. Bounded queues keep memory flat; every blocking put checks a
 stop flag (or the writer's health) so that an interrupted scan never hangs.
 """
 from __future__ import annotations
@@ -7,12 +7,16 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import dataclass, field
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
-from PIL import Image
 
 from blindspots.batches import BatchLimits, size_batches
+from blindspots.scan.engines.decoding import decoded_items, resize_image
+
+__all__ = ["DONE", "Batch", "EndShard", "Errors", "Worker", "make_batch", "put_until_stopped", "read_batches",
+           "resize_image", "run_jobs", "shard_messages", "submit"]
 
 
 @dataclass
@@ -71,28 +75,37 @@ def put_until_stopped(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
 
 
 def read_batches(pool: Any, plans: Sequence[Any], batch_size: int | BatchLimits, resize: tuple[int, int] | None,
-                 q: queue.Queue, stop: threading.Event, stage: Callable[[Any], Any] | None = None) -> None:
+                 q: queue.Queue, stop: threading.Event, stage: Callable[[Any], Any] | None = None,
+                 workers: int = 1) -> None:
     """Reader thread: put each planned shard's messages (`shard_messages`), then DONE. stage: applied
-    to each message here, on this thread, before it is queued (e.g. pinning a batch's pixels)."""
-    for plan in plans:
-        for msg in shard_messages(pool, plan, batch_size, resize):
-            if stage is not None:
-                msg = stage(msg)
-            if stop.is_set() or not put_until_stopped(q, msg, stop):
-                return
-    put_until_stopped(q, DONE, stop)
+    to each message here, on this thread, before it is queued (e.g. pinning a batch's pixels).
+    workers: decode threads (`engines.decoding`; 1: every image decoded on this thread)."""
+    executor = ThreadPoolExecutor(workers, thread_name_prefix="blindspots-scan-decode") if workers > 1 else None
+    try:
+        for plan in plans:
+            for msg in shard_messages(pool, plan, batch_size, resize, executor, workers):
+                if stage is not None:
+                    msg = stage(msg)
+                if stop.is_set() or not put_until_stopped(q, msg, stop):
+                    return
+        put_until_stopped(q, DONE, stop)
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
 
 
-def shard_messages(pool: Any, plan: Any, batch_size: int | BatchLimits,
-                   resize: tuple[int, int] | None) -> Iterator[Batch | Errors | EndShard]:
+def shard_messages(pool: Any, plan: Any, batch_size: int | BatchLimits, resize: tuple[int, int] | None,
+                   executor: Executor | None = None, workers: int = 1) -> Iterator[Batch | Errors | EndShard]:
     """One shard's messages, in order: same-size Batch messages, then the shard's Errors
     (undecodable ids, if any), then EndShard. Both engines batch through here, so a shard's
-    batches (and hence every float of the score table) do not depend on the engine.
+    batches (and hence every float of the score table) do not depend on the engine, nor on how
+    many threads decode (`engines.decoding.decoded_items` hands the images on in id order).
 
     plan: an object with .k, .ids and .needs_images; a shard that needs no images gives Batch
     messages without pixels (images=None). resize: (H, W) to resize to (bilinear), or None.
     batch_size: a `BatchLimits` (images and pixels per batch, `blindspots.batches.size_batches`), or
-    an image count with the default pixel budget.
+    an image count with the default pixel budget. executor, workers: the decode threads (None: this
+    thread decodes).
     Each decoded image's file is hashed here too, so exact duplicates are known without a second
     pass: from the same read as the decode when the pool has `iter_hashed_items` (`ImagePool`),
     else by `pool.content_hash(id)`, when the pool has it.
@@ -105,44 +118,13 @@ def shard_messages(pool: Any, plan: Any, batch_size: int | BatchLimits,
         yield EndShard(plan.k)
         return
     errors: list[tuple[str, str]] = []
-    decoded = _decoded(pool, plan.ids, resize, errors)
+    decoded = decoded_items(pool, plan.ids, resize, errors, executor, workers, limits.max_pixels)
     for group in size_batches(decoded, lambda g: g[1].shape, max_images=limits.max_images,
                               max_pixels=limits.max_pixels):
         yield make_batch(plan.k, group)
     if errors:
         yield Errors(plan.k, errors)
     yield EndShard(plan.k)
-
-
-def _decoded(pool: Any, ids: Sequence[str], resize: tuple[int, int] | None, errors: list[tuple[str, str]]
-             ) -> Iterator[tuple[str, np.ndarray, tuple[int, int], str | None]]:
-    """(id, image, size before resize, content hash) per readable image; the others go to `errors`."""
-    hashed = getattr(pool, "iter_hashed_items", None)
-    hash_of = None if hashed is not None else getattr(pool, "content_hash", None)
-    for item in (hashed or pool.iter_items)(ids):
-        if item.image is None:
-            errors.append((item.id, str(item.error)))
-            continue
-        image = item.image
-        size = image.shape[:2]
-        if resize is not None and tuple(size) != tuple(resize):
-            image = resize_image(image, resize)
-        yield item.id, image, size, item.content_hash if hashed else _hash(hash_of, item.id)
-
-
-def resize_image(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """uint8 [H, W, 3] -> uint8 [size[0], size[1], 3], bilinear (the scan's `resize`)."""
-    return np.asarray(Image.fromarray(image).resize((size[1], size[0]), Image.BILINEAR))
-
-
-def _hash(hash_of: Callable[[str], str] | None, image_id: str) -> str | None:
-    """The content hash of one image's file, or None (no hasher, or the file changed under us)."""
-    if hash_of is None:
-        return None
-    try:
-        return hash_of(image_id)
-    except (OSError, ValueError):
-        return None
 
 
 def make_batch(k: int, group: list[tuple[str, np.ndarray, tuple[int, int], str | None]]) -> Batch:

@@ -7,6 +7,7 @@ results come back. So the files a scan leaves do not depend on the engine.
 """
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +32,7 @@ class ShardRows:
     errors: dict[str, dict[str, str]] = field(default_factory=dict)  # model -> id -> message
     pairs: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
     disk: dict[str, set[str]] = field(default_factory=dict)  # model -> ids with a saved map (read once)
+    map_writes: list[Future] = field(default_factory=list)  # map PNGs being written by the job's map pool
 
 
 def add_errors(msg: Errors, shard: ShardRows) -> None:
@@ -58,6 +60,8 @@ def add_batch(res: BatchResult, plan: ShardPlan, shard: ShardRows, job: ScanJob)
         if job.save_maps and not layout.model_shard(name, plan.k).exists():
             if mr.pngs is not None:
                 map_files.write_pngs(layout, name, mr.ids, mr.pngs)
+            elif job.map_pool is not None:  # encoded and written off this thread; awaited by finish_shard
+                shard.map_writes.append(job.map_pool.submit(map_files.save_maps, layout, name, mr.ids, mr.argmax))
             else:
                 map_files.save_maps(layout, name, mr.ids, mr.argmax)
     for g, vals in res.pairs.items():
@@ -98,7 +102,11 @@ def _saved(layout: ScanLayout, shard: ShardRows, model: str, k: int) -> set[str]
 
 
 def finish_shard(plan: ShardPlan, shard: ShardRows, job: ScanJob) -> None:
-    """Write the shard's Parquet files (its maps were saved by `add_batch` before)."""
+    """Write the shard's Parquet files once its maps are on disk (saved, or being saved by the job's
+    map pool, by `add_batch` before): a shard file on disk implies its maps exist (resume)."""
+    for pending in shard.map_writes:
+        pending.result()  # re-raises a failed write: the shard is then not written
+    shard.map_writes.clear()
     layout, target, num_classes = job.layout, job.target, job.num_classes
     ids = plan.ids
     if plan.need_meta:

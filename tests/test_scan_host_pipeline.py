@@ -1,0 +1,198 @@
+"""The scan's host pipeline: parallel decoding and map writing give the serial scan's files, bit for bit.
+
+Compared against `decode_workers=1` (one reader thread, maps written by the writer thread, as the
+scan ran before the pool of decode threads): the score table (exact floats, error rows, hashes),
+every map file's bytes, resume after an interruption, and a failed map write that must keep its
+shard off the disk.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from blindspots.data import ImagePool
+from blindspots.data.sources import open_pool
+from blindspots.models.adapters import CallableSegmenter, TorchSegmenter
+from blindspots.scan import maps as map_files
+from blindspots.scan import read_score_table, scan_pool
+from blindspots.scan.engines import decoding
+from pool_sources_helpers import photos, write_folder, write_parquet
+
+torch.set_num_threads(1)
+C = 4
+
+
+def tiny_net(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, C, 1))
+
+
+def models() -> dict:
+    return {"t": TorchSegmenter(tiny_net(0), C, batch_size=8), "g": TorchSegmenter(tiny_net(1), C, batch_size=8)}
+
+
+@pytest.fixture(scope="module")
+def items() -> dict[str, bytes]:
+    return photos(24)  # real photo crops of three sizes, PNG and JPEG, some in a subfolder
+
+
+def table(out: Path) -> pd.DataFrame:
+    return read_score_table(out).set_index("id").sort_index()
+
+
+def map_bytes(out: Path) -> dict[str, bytes]:
+    root = out / "maps"
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.png"))}
+
+
+def scan(pool, out: Path, workers: int, models_: dict | None = None, **kw) -> Path:
+    args = {"target": "t", "batch_size": 4, "shard_size": 8, "progress": False, "decode_workers": workers, **kw}
+    return scan_pool(pool, models_ or models(), out, **args)
+
+
+@pytest.mark.parametrize("kind", ["folder", "parquet"])
+def test_parallel_scan_equals_the_serial_scan(tmp_path, items, kind):
+    """Folder pools decode per id on the workers; Parquet's bytes are read in runs and only decoded there.
+    Either way: the same table (floats exact, error rows and hashes included) and the same map bytes."""
+    if kind == "folder":
+        pool_of = lambda: ImagePool(write_folder(tmp_path / "pool", items) if not (tmp_path / "pool").exists()  # noqa: E731
+                                    else tmp_path / "pool")
+    else:
+        write_parquet(tmp_path / "pq", items)
+        pool_of = lambda: open_pool(tmp_path / "pq")  # noqa: E731
+    serial = scan(pool_of(), tmp_path / "serial", 1)
+    for workers in (2, 5):
+        par = scan(pool_of(), tmp_path / f"par{workers}", workers)
+        a, b = table(serial), table(par)
+        assert (a["status"] == "error").sum() >= 1  # the corrupt file is an error row in both
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+        assert map_bytes(par) == map_bytes(serial) and len(map_bytes(par)) == 2 * (a["status"] == "ok").sum()
+
+
+def test_parallel_scan_with_resize_and_one_image_per_batch(tmp_path, items):
+    pool = ImagePool(write_folder(tmp_path / "pool", items))
+    kw = {"resize": (24, 32), "batch_size": 1}
+    pd.testing.assert_frame_equal(table(scan(pool, tmp_path / "a", 1, **kw)), table(scan(pool, tmp_path / "b", 3, **kw)),
+                                  check_exact=True)
+
+
+def test_interrupted_parallel_scan_resumes_to_the_serial_table(tmp_path, items):
+    pool = ImagePool(write_folder(tmp_path / "pool", items))
+    net = TorchSegmenter(tiny_net(0), C)
+    calls = {"n": 0}
+
+    def flaky(images: np.ndarray) -> np.ndarray:
+        calls["n"] += 1
+        if calls["n"] == 4:  # Ctrl-C in the second shard
+            raise KeyboardInterrupt
+        return net.predict_proba(images)
+
+    out = tmp_path / "scan"
+    with pytest.raises(KeyboardInterrupt):
+        scan(pool, out, 4, models_={"t": CallableSegmenter(flaky, C)})
+    done = sorted(p.name for p in (out / "models" / "t").glob("*.parquet"))
+    assert done == ["shard-00000.parquet"]
+    for image_id in read_score_table(out, allow_partial=True)["id"]:  # a written shard has all of its maps
+        assert (out / "maps" / "t" / image_id).with_suffix(".png").is_file() or image_id == "broken.jpg"
+    scan(pool, out, 4, models_={"t": CallableSegmenter(net.predict_proba, C)})
+    ref = scan(pool, tmp_path / "ref", 1, models_={"t": net})
+    pd.testing.assert_frame_equal(table(out), table(ref), check_exact=True)
+    assert map_bytes(out) == map_bytes(ref)
+
+
+def test_a_failed_map_write_keeps_its_shard_off_the_disk(tmp_path, items, monkeypatch):
+    pool = ImagePool(write_folder(tmp_path / "pool", items, corrupt=False))
+    real = map_files.save_maps
+
+    def failing(layout, model, ids, maps):
+        if any("photo_01" in i for i in ids):  # a batch of the second shard
+            raise OSError("disk full")
+        real(layout, model, ids, maps)
+
+    monkeypatch.setattr(map_files, "save_maps", failing)
+    out = tmp_path / "scan"
+    with pytest.raises(OSError, match="disk full"):
+        scan(pool, out, 3)
+    written = {p.name for p in (out / "models" / "t").glob("*.parquet")}
+    assert "shard-00001.parquet" not in written and "shard-00000.parquet" in written
+
+
+class SlowPool:
+    """A duck-typed pool whose decodes take random times (out of order on threads) and count in-flight work."""
+
+    def __init__(self, n: int, side: int = 8) -> None:
+        self.ids = [f"im_{i:03d}" for i in range(n)]
+        self.side, self.busy, self.peak = side, 0, 0
+        self.lock = threading.Lock()
+        self.rng = random.Random(0)
+
+    def iter_items(self, ids):
+        from blindspots.data.sources.base import PoolItem
+
+        for image_id in ids:
+            with self.lock:
+                self.busy += 1
+                self.peak = max(self.peak, self.busy)
+                delay = self.rng.random() * 0.004
+            time.sleep(delay)
+            with self.lock:
+                self.busy -= 1
+            if image_id.endswith("7"):
+                yield PoolItem(image_id, None, "unreadable")
+            else:
+                yield PoolItem(image_id, np.full((self.side, self.side, 3), int(image_id[-3:]) % 256, np.uint8), None)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 6])
+def test_decoded_items_keep_id_order_and_errors(workers):
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = SlowPool(60)
+    errors: list[tuple[str, str]] = []
+    with ThreadPoolExecutor(workers) as ex:
+        got = list(decoding.decoded_items(pool, pool.ids, None, errors, ex, workers, budget=None))
+    assert [g[0] for g in got] == [i for i in pool.ids if not i.endswith("7")]
+    assert all(int(g[1][0, 0, 0]) == int(g[0][-3:]) and g[2] == (8, 8) and g[3] is None for g in got)
+    assert errors == [(i, "unreadable") for i in pool.ids if i.endswith("7")]
+    assert pool.peak <= workers
+
+
+def test_images_decoded_ahead_follow_the_pixel_budget():
+    assert decoding.ahead(4, None, 0) == 8
+    assert decoding.ahead(4, 1_000_000, 0) == 4  # nothing seen yet: one per worker
+    assert decoding.ahead(4, 1_000_000, 512 * 512) == 4  # 3 fit the budget: still one per worker
+    assert decoding.ahead(4, 1_000_000, 128 * 128) == 8  # small images: twice the workers
+    assert decoding.ahead(4, 1_000_000, 13_000_000) == 4  # photos above the budget: one per worker
+
+
+def test_decode_workers_argument(tmp_path):
+    assert decoding.check_decode_workers(None) == decoding.default_decode_workers() >= 1
+    assert decoding.check_decode_workers(3) == 3
+    for bad in (0, -2, 1.5, True, "4"):
+        with pytest.raises(ValueError, match="decode_workers: expected a positive integer.*got"):
+            decoding.check_decode_workers(bad)
+    pool = ImagePool(write_folder(tmp_path / "pool", photos(2), corrupt=False))
+    with pytest.raises(ValueError, match="decode_workers"):
+        scan(pool, tmp_path / "out", 0)
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
+def test_batch_size_auto_without_a_gpu_is_the_default_batch(tmp_path, items, caplog):
+    from blindspots.scan.engines.autobatch import check_batch_size
+
+    pool = ImagePool(write_folder(tmp_path / "pool", items))
+    with caplog.at_level("INFO", logger="blindspots.scan.engines.autobatch"):
+        auto = scan(pool, tmp_path / "auto", 2, batch_size="auto")
+    assert "no model on a GPU, 16 images a batch" in caplog.text
+    pd.testing.assert_frame_equal(table(auto), table(scan(pool, tmp_path / "16", 2, batch_size=16)), check_exact=True)
+    assert check_batch_size("Auto") == "auto" and check_batch_size(3) == 3
+    for bad in (0, "big", 2.5, None):
+        with pytest.raises(ValueError, match="batch_size: expected a positive integer or 'auto', got"):
+            check_batch_size(bad)
