@@ -6,7 +6,7 @@
   fitting set: ``estimator.sa_mean_`` / ``sa_std_``).
 - ``surprise_heatmaps``: SA of every pixel; MDSA is fused into the forward pass by whitening the
   low-resolution feature map before upsampling (exact: upsampling weights sum to 1, so it commutes
-  with the affine whitening).
+  with the affine whitening); for a model on a GPU in torch ops there (``surprise.device``).
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from blindspots.models.adapters import as_image_batch
+from blindspots.surprise.device import device_mdsa_map, on_device
 from blindspots.surprise.estimators import MDSA, SurpriseEstimator
 from blindspots.surprise.fused import FUSED_MODES, fused_argmax_mdsa_map, fused_mdsa_map
 from blindspots.surprise.sampler import (FIT_CAP_PER_CLASS, FIT_MAX_IMAGES, FIT_PIXELS_PER_CLASS,
@@ -350,6 +351,13 @@ def surprise_heatmaps(extractor: TraceExtractor, estimator: SurpriseEstimator,
             fused_argmax_mdsa_map(estimator, feat, y, mode=extractor.interpolation,
                                   align_corners=extractor.align_corners, num_classes=extractor.num_classes,
                                   out=sa_all[start:stop], pred_out=pred_all[start:stop])
+            continue
+        if fused and on_device(feat, estimator, extractor.interpolation):
+            # on the forward's GPU: the features never leave it, only the two maps come back
+            pred_d = classes_from_scores(y, kind, keep_device=True)
+            sa_all[start:stop] = device_mdsa_map(estimator, feat, pred_d, mode=extractor.interpolation,
+                                                 align_corners=extractor.align_corners).cpu().numpy()
+            pred_all[start:stop] = pred_d.cpu().numpy()
             continue
         pred_t = classes_from_scores(y, kind)
         pred = pred_t.numpy()

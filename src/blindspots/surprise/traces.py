@@ -61,13 +61,14 @@ def argmax_classes(y: torch.Tensor) -> torch.Tensor:
     return y.argmax(dim=1)
 
 
-def classes_from_scores(y: torch.Tensor, kind: str) -> torch.Tensor:
+def classes_from_scores(y: torch.Tensor, kind: str, keep_device: bool = False) -> torch.Tensor:
     """Predicted class int64 [n, ...] of a model output float [n, C, ...] of `kind` (see
     ``TraceExtractor.forward_scores``): the argmax, or for one channel (binary) logit > 0 / probability > 0.5
-    (the argmax of [1 - p, p])."""
+    (the argmax of [1 - p, p]). On the CPU unless `keep_device` (then where `y` is)."""
     if y.shape[1] == 1 and kind in ("logits", "probabilities"):
         return (y[:, 0] > (0.0 if kind == "logits" else 0.5)).long()
-    return argmax_classes(y).cpu()
+    pred = argmax_classes(y)
+    return pred if keep_device else pred.cpu()
 
 
 class TraceExtractor:
