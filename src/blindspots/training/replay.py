@@ -38,7 +38,7 @@ from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 from blindspots.metrics import evaluate
 from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
 from blindspots.models.checkpoints import TRAIN_STATE_FORMAT, save_checkpoint_dict
-from blindspots.models.devices import resolve_device
+from blindspots.models.devices import resolve_device, to_device
 from blindspots.training.loop import poly_lr, resume_state, run_epochs
 from blindspots.training.precision import MixedPrecision
 
@@ -321,7 +321,7 @@ class ReplayFinetuner:
             order = rng.permutation(n)
             flips = rng.random(n) < 0.5 if self.flip else np.zeros(n, dtype=bool)
             module.train()
-            run = 0.0
+            run = torch.zeros((), dtype=torch.float64, device=device)  # summed where the loss is: no sync a step
             for b in range(per_epoch):
                 idx = order[b * self.batch_size:(b + 1) * self.batch_size]
                 step = epoch * per_epoch + b
@@ -329,19 +329,22 @@ class ReplayFinetuner:
                     g["lr"] = poly_lr(lr, step, total, self.power)
                 items = [_check_pair(*train[int(i)], where=f"training item {int(i)}") for i in idx]
                 ims, mks = collate(items, self.image_size, flips[idx])
+                labelled = bool((mks != self.ignore_index).any())
                 x = preprocess(ims, device)
                 with amp.autocast():
                     y = select_output(module(x), self.output_key)
                 y = y.float()  # the loss in float32 (a no-op at fp32)
                 if y.shape[-2:] != x.shape[-2:]:
                     y = F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
-                loss = F.cross_entropy(y, torch.from_numpy(mks).to(device), ignore_index=self.ignore_index)
+                loss = F.cross_entropy(y, to_device(torch.from_numpy(mks), device), ignore_index=self.ignore_index)
                 opt.zero_grad(set_to_none=True)
-                if torch.isfinite(loss):  # an all-ignore batch gives NaN: skip it
+                # an all-ignore batch gives NaN: skip it. On a GPU that is read from the mask on the host, so
+                # the host queues the next batch while the GPU runs this one (bool(isfinite) waited for it)
+                if bool(torch.isfinite(loss)) if device.type == "cpu" else labelled:
                     amp.step(loss, opt)
-                    run += float(loss.detach())
+                    run += loss.detach()  # float64, in step order: the bits `run += float(loss)` gave
                 bar.update(1)
-            return run / per_epoch
+            return float(run) / per_epoch
 
         def end_epoch(epoch: int, loss: float) -> None:
             losses.append(loss)
