@@ -312,3 +312,24 @@ def test_gpu_adapter_leaves_probabilities_on_the_device():
     got = seg.predict_proba_device(images(3, 32))
     assert got.device.type == "cuda" and got.dtype == torch.float32
     np.testing.assert_allclose(got.cpu().numpy(), seg.predict_proba(images(3, 32)), atol=1e-6)
+
+
+# -- the device machine's checks (tests/gpu_checks.py; benchmarks/gpu_all.py runs them without pytest) -------
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("name", sorted(__import__("gpu_checks").CHECKS))
+def test_gpu_check(name, tmp_path):
+    from gpu_checks import CHECKS
+
+    CHECKS[name][0](torch.device("cuda"), tmp_path)
+
+
+@pytest.mark.parametrize("name", ["device statistics = host statistics", "surprise maps on the device = CPU maps",
+                                  "scan on the device = CPU scan"])
+def test_gpu_checks_hold_on_the_cpu(name, tmp_path):
+    """The same code paths on CPU tensors (and a 4-thread CPU scan against the serial one)."""
+    from gpu_checks import CHECKS
+
+    CHECKS[name][0](torch.device("cpu"), tmp_path)
