@@ -29,7 +29,8 @@ def scan(
     competitor: list[str] = typer.Option([], "--competitor", "-c", help="A competing model as NAME=SPEC; repeat "
                                          "for several. NAME alone reuses a competitor already scanned into --out."),
     out: Path = typer.Option(..., "--out", "-o", help="Scan folder (created; an existing scan there is resumed)."),
-    batch_size: int = typer.Option(16, help="At most this many images per forward pass."),
+    batch_size: str = typer.Option("16", help="At most this many images per forward pass, or 'auto': as many as "
+                                   "the GPU's free memory holds (logged; 16 without a GPU)."),
     max_pixels: int = typer.Option(DEFAULT_MAX_PIXELS, help="At most this many pixels per forward pass (images "
                                    "of one size are batched up to it; a larger image goes alone): bounds the "
                                    "scan's memory on large photos. 0: no pixel budget."),
@@ -52,6 +53,8 @@ def scan(
     gpus_per_actor: Optional[float] = typer.Option(None, help="GPUs each model actor asks Ray for with --engine ray "
                                                    "(e.g. 1, or 0.5 for two actors per GPU); its models then run "
                                                    "on that GPU (device=auto). Default: none (CPU)."),
+    decode_workers: Optional[int] = typer.Option(None, help="Threads that decode the images (--engine local); "
+                                                 "default: one per core, at most 16."),
 ) -> None:
     """Scan POOL with a target and competitors (MAD Algorithm 1, steps 2-4 and 7-9)."""
     from blindspots.models.load import load_model
@@ -75,9 +78,11 @@ def scan(
         competitors.append(name)
     image_pool = open_cli_pool(pool, list_file=list_file, list_column=list_column, pool_format=pool_format,
                                image_column=image_column, storage_option=storage_option)
-    scan_pool(image_pool, models, out, target=t_name, competitors=competitors, batch_size=batch_size,
+    batch: int | str = int(batch_size) if batch_size.strip().isdigit() else batch_size  # "auto": scan_pool checks
+    scan_pool(image_pool, models, out, target=t_name, competitors=competitors, batch_size=batch,
               max_pixels=max_pixels or None, shard_size=shard_size, save_maps=maps, resize=size, progress=progress,
-              engine=engine, ray_address=address, actors=actors, gpus_per_actor=gpus_per_actor)
+              engine=engine, ray_address=address, actors=actors, gpus_per_actor=gpus_per_actor,
+              decode_workers=decode_workers)
     table = read_score_table(out)
     n_err = int((table[schema.STATUS] == schema.STATUS_ERROR).sum())
     # error rows: unreadable files, refused links, and images a model failed on (see the `error` column)
