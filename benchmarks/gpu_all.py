@@ -7,7 +7,7 @@ Needs only torch, torchvision, transformers, pyarrow, pandas, numba, typer and P
 
 1. Checks (tests/gpu_checks.py), PASS or FAIL each: device statistics against the host pass, a scan on the
    device against the CPU scan, batch_size=auto, surprise maps on the device against the CPU maps, replay
-   fine-tuning, torchvision's GPU JPEG decoder against Pillow.
+   fine-tuning, label scores from device probabilities, torchvision's GPU JPEG decoder against Pillow.
 2. Benchmarks, on the MiT-b2-like SegFormer of benchmarks/gpu_scan.py (27.5 M parameters, random weights,
    150 classes) and `--n` JPEGs of 512x512:
    a. scan vs model alone, fp32 and bf16: the scan (`scan_pool`, batch_size="auto", decode threads, map
@@ -22,7 +22,9 @@ Needs only torch, torchvision, transformers, pyarrow, pandas, numba, typer and P
       autocast), images/s;
    e. surprise maps (`surprise_heatmaps`, MDSA on the decoder's 768-channel input) against the forward
       with the feature hook alone, images/s;
-   f. decoding the pool's JPEGs: Pillow on 1 / 4 / all host threads, a process pool, torchvision's
+   f. label-quality scores (`get_label_quality_scores`, softmin) of 16 images with the probabilities left
+      on the GPU, against the same model's probabilities brought to the host first;
+   g. decoding the pool's JPEGs: Pillow on 1 / 4 / all host threads, a process pool, torchvision's
       `decode_jpeg(device="cuda")`.
 Prints a compact table of the figures, the GPU, the CPU model and the load.
 """
@@ -48,7 +50,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the checks: tests/gpu_checks.py
 
-from gpu_checks import CHECKS  # noqa: E402
+from gpu_checks import CHECKS, Skip  # noqa: E402
 from gpu_scan import B2, TINY, make_model, make_pool, model_only, sync  # noqa: E402
 
 from blindspots.data.sources import decode_image  # noqa: E402
@@ -96,6 +98,10 @@ def run_checks(device: torch.device, work: Path) -> None:
         t = time.perf_counter()
         try:
             detail = check(device, tmp)
+        except Skip as exc:
+            print(f"SKIP  {name}: {exc}", flush=True)
+            got[name] = f"skip {exc}"
+            continue
         except Exception as exc:  # noqa: BLE001 - every check reports, the run goes on
             print(f"FAIL  {name} ({time.perf_counter() - t:.1f} s): {type(exc).__name__}: {exc}", flush=True)
             traceback.print_exc(limit=3)
@@ -321,7 +327,36 @@ def bench_surprise(folder: Path, device: torch.device, images: list[np.ndarray],
                            "maps_img_per_s": len(x) / m, "forward_img_per_s": len(x) / f, "ratio": m / f}
 
 
-# -- 2f. decoding --------------------------------------------------------------------------------------------
+# -- 2f. label scores from device probabilities --------------------------------------------------------------
+
+
+def bench_labels(seg32: Any, images: list[np.ndarray], classes: int) -> None:
+    try:
+        from blindspots.labels import get_label_quality_scores
+    except ImportError as exc:  # blindspots.labels imports scipy (its region finder)
+        say(f"label scores: skipped, blindspots.labels needs {exc.name or exc}")
+        RESULTS["labels"] = f"skipped: needs {exc.name or exc}"
+        return
+
+    rng = np.random.default_rng(1)
+    masks = [np.kron(rng.integers(0, classes, (8, 8)), np.ones((im.shape[0] // 8, im.shape[1] // 8),
+                                                              np.int64)).astype(np.uint8) for im in images]
+    dev = seg32.device
+    device_path = lambda: get_label_quality_scores(model=seg32, dataset=list(zip(images, masks)),  # noqa: E731
+                                                   model_batch_size=8, verbose=False)
+    host_path = lambda: get_label_quality_scores(  # noqa: E731 - what a GPU model cost before: every plane to host
+        np.stack(masks), np.concatenate([seg32.predict_proba(np.stack(images[s:s + 8]))
+                                         for s in range(0, len(images), 8)]), verbose=False)
+    device_path()
+    t_dev = timed(device_path, dev)
+    t_host = timed(host_path, dev)
+    say(f"label scores of {len(images)} images: device probabilities {len(images) / t_dev:.1f} img/s, probabilities "
+        f"to the host {len(images) / t_host:.1f} img/s ({t_host / t_dev:.1f}x)")
+    RESULTS["labels"] = {"images": len(images), "device_img_per_s": len(images) / t_dev,
+                         "host_img_per_s": len(images) / t_host}
+
+
+# -- 2g. decoding --------------------------------------------------------------------------------------------
 
 
 def bench_decode(pool_root: Path, device: torch.device) -> None:
@@ -366,7 +401,7 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--tiny", action="store_true", help="tiny SegFormer, 24 images of 64x64, 8 classes: any machine")
     ap.add_argument("--skip", default="", help="comma-separated sections to skip: checks, scan, precision, stats, "
-                    "finetune, surprise, decode")
+                    "finetune, surprise, labels, decode")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "blindspots-gpu-all")
     args = ap.parse_args()
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -401,6 +436,7 @@ def main() -> None:
         "finetune": lambda: bench_finetune(models["fp32"], images[:64], classes, 8 if not args.tiny else 4,
                                            2),
         "surprise": lambda: bench_surprise(folder, device, images[:64], 16),
+        "labels": lambda: bench_labels(models["fp32"], images[:16], classes),
         "decode": lambda: bench_decode(Path(pool.root), device),
     }
     for name, fn in sections.items():

@@ -18,6 +18,10 @@ from PIL import Image
 C = 5
 
 
+class Skip(Exception):
+    """A check that cannot run on this machine (a package it needs is missing): reported, not failed."""
+
+
 class TinySeg(torch.nn.Module):
     """conv(stride 2)-BN-ReLU-conv: float [N, 3, H, W] -> logits [N, C, H/2, W/2] (the adapter upsamples)."""
 
@@ -170,6 +174,25 @@ def check_fine_tuning(device: torch.device, _tmp: Path) -> str:
     return f"losses {losses[0]:.3f} -> {losses[-1]:.3f}, val mIoU {ft.val_miou_:.3f}"
 
 
+def check_label_scores_device(device: torch.device, _tmp: Path) -> str:
+    """Label-quality scores of a model on `device` (its probabilities stay there) equal the scores of the same
+    probabilities brought to the host."""
+    try:
+        from blindspots.labels import get_label_quality_scores
+    except ImportError as exc:  # blindspots.labels imports scipy (its region finder)
+        raise Skip(f"blindspots.labels needs {exc.name or exc}") from None
+
+    x = images(6, 40, seed=9)
+    masks = (x[..., 1].astype(np.int64) * C // 256).astype(np.uint8)
+    masks[:, :4, :4] = 255  # ignored pixels
+    seg = segmenter(0, device, batch_size=4)
+    got, pix = get_label_quality_scores(model=seg, dataset=list(zip(x, masks)), model_batch_size=4, verbose=False)
+    ref, ref_pix = get_label_quality_scores(masks, seg.predict_proba(x), verbose=False)
+    assert np.array_equal(got, ref), f"image scores {got} != {ref}"
+    assert np.array_equal(np.asarray(pix), ref_pix)
+    return f"{len(got)} image scores and their pixel scores equal, min {got.min():.4f}"
+
+
 def check_decode_jpeg_on_gpu(device: torch.device, tmp: Path) -> str:
     """torchvision's GPU JPEG decoder against Pillow on the same files (IDCTs differ: a few levels)."""
     from torchvision.io import decode_jpeg, read_file
@@ -195,5 +218,6 @@ CHECKS: dict[str, tuple[Callable[[torch.device, Path], str], bool]] = {
     "batch_size=auto": (check_batch_auto, False),
     "surprise maps on the device = CPU maps": (check_surprise_device, False),
     "fine-tuning on the device": (check_fine_tuning, False),
+    "label scores from device probabilities": (check_label_scores_device, False),
     "GPU JPEG decode = Pillow": (check_decode_jpeg_on_gpu, False),
 }

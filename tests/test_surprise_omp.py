@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from blindspots.surprise import _fused_parallel as passes
-from blindspots.surprise.fused import _sources, fused_argmax_mdsa_map, fused_mdsa_map
+from blindspots.surprise.fused import axis_sources, fused_argmax_mdsa_map, fused_mdsa_map
 from test_surprise_fused import direct, fitted
 
 torch.set_num_threads(1)
@@ -45,8 +45,8 @@ def test_mark_and_counts_equal_numpy(threads, mode, align):
     n, h, w, h0, w0 = 3, 19, 26, 5, 7
     pred = rng.integers(-1, 7, (n, h, w))
     lut = np.array([0, -1, 1, 2, -1, 3], dtype=np.int64)  # ids 6 and -1: no model
-    y0, y1, _ = _sources(h, h0, mode, align)
-    x0, x1, _ = _sources(w, w0, mode, align)
+    y0, y1, _ = axis_sources(h, h0, mode, align)
+    x0, x1, _ = axis_sources(w, w0, mode, align)
     mark = np.zeros((4, n, h0, w0), dtype=np.uint8)
     counts = np.zeros((4, n), dtype=np.int64)
     span = np.empty((n, 2), dtype=np.int64)

@@ -7,6 +7,7 @@ an image with no labelled pixel scores 1.0.
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import warnings
@@ -16,12 +17,14 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
+from blindspots.labels._internal.device import DeviceModelBatches, device_scan_chunk
 from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index,
                                                 check_positive_int, chunk_images, warn_unnormalised)
 from blindspots.labels._internal.ordered_threads import ordered_map, resolve_n_jobs
 from blindspots.labels._internal.pixels import scan_chunk
 from blindspots.labels.filter import LabelIssueFinder, print_evaluated
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
+from blindspots.scan.engines.forward import on_accelerator
 
 if TYPE_CHECKING:  # torch is heavy; the label engine itself needs only numpy
     from blindspots.models.adapters import Segmenter
@@ -88,6 +91,8 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
         "num_pixel_issues" (one vectorised pass, as `find_label_issues`).
     verbose: progress bar (stderr); with "num_pixel_issues", also cleanlab's line on stdout (see
         `find_label_issues`).
+    model + dataset with a model on a GPU ("softmin"): the probabilities stay on the GPU and only the
+        pixel scores come back (`_internal.device`); the same scores as the host path's.
     pred_probs that do not sum to 1 (e.g. np.random.random arrays, as in cleanlab's examples) are used
     as given, as cleanlab does, with one warning. NaN, inf or negative values raise: "softmin" checks
     the label's probability of every pixel and every value of every 16th image row (`CHECK_ROW_STEP`;
@@ -111,7 +116,14 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
     if downsample != 1:
         warnings.warn(f"downsample={downsample} is ignored by method 'softmin' (only 'num_pixel_issues' uses it)",
                       UserWarning, stacklevel=2)
-    src = as_batches(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
+    on_device = model is not None and dataset is not None and on_accelerator(model)
+    if on_device:  # a model on a GPU: the probabilities stay there, one pixel score each comes back
+        as_batches(labels, pred_probs, model=model, dataset=dataset)  # the same argument checks
+        src: Any = DeviceModelBatches(model, dataset, batch_size=model_batch_size)
+        scan_fn: Any = device_scan_chunk
+    else:
+        src = as_batches(labels, pred_probs, model=model, dataset=dataset, model_batch_size=model_batch_size)
+        scan_fn = functools.partial(scan_chunk, need_pred=False, check=True, row_step=CHECK_ROW_STEP)
     image_scores: list[np.ndarray] = []
     parts: list[np.ndarray] = []  # only for iterables of unknown length without pixel_scores_out
     pix: np.ndarray | None = None
@@ -123,20 +135,20 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
         """(start, labels, pred_probs, pix when the scores go straight into it, else None)."""
         nonlocal pix
         for start, lab, pp in src.iter(chunk):
+            dtype = src.dtype if on_device else pp.dtype  # a device tensor's: float32
             if return_pixel_scores and pix is None and src.n is not None and not parts:
-                pix = _open_out(pixel_scores_out, (src.n,) + lab.shape[1:], pp.dtype, "pixel_scores_out")
+                pix = _open_out(pixel_scores_out, (src.n,) + lab.shape[1:], dtype, "pixel_scores_out")
             # write the pixel scores straight into the output when it is a plain array of the same layout
             direct = (pix is not None and type(pix) is np.ndarray and lab.shape[1:] == pix.shape[1:]
-                      and pix.dtype == pp.dtype and pix.flags.c_contiguous)
+                      and pix.dtype == dtype and pix.flags.c_contiguous)
             yield start, lab, pp, (pix if direct else None)
 
     def score(job: tuple[int, np.ndarray, np.ndarray, np.ndarray | None]
               ) -> tuple[int, str | None, np.ndarray, np.ndarray, np.ndarray | None]:
         """One chunk on a worker thread: (start, note, pixel scores [b, H, W], image scores [b], target)."""
         start, lab, pp, target = job
-        r = scan_chunk(lab, pp, ignore_index, need_pred=False, check=True, start=start, atol=atol,
-                       score=None if target is None else target[start:start + len(lab)],
-                       row_step=CHECK_ROW_STEP, describe=not described.is_set())
+        r = scan_fn(lab, pp, ignore_index, start=start, atol=atol,
+                    score=None if target is None else target[start:start + len(lab)], describe=not described.is_set())
         if r.note is not None:
             described.set()
         if not hasattr(scratch, "work"):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from blindspots.surprise.estimators import MDSA
-from blindspots.surprise.fused import FUSED_MODES, PAD_COLUMNS, _sources
+from blindspots.surprise.fused import FUSED_MODES, PAD_COLUMNS, axis_sources
 
 CHUNK_CELLS = 1 << 16  # base cells per table chunk: 4 x 65536 x D float32 corner rows (D = 768: 0.8 GB)
 
@@ -22,7 +22,7 @@ CHUNK_CELLS = 1 << 16  # base cells per table chunk: 4 x 65536 x D float32 corne
 def _axis(out: int, inp: int, mode: str, align_corners: bool, device: torch.device
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(first source int64 [out], second source int64 [out], weights float32 [out, 3]) on `device`."""
-    return tuple(torch.tensor(a, device=device) for a in _sources(out, inp, mode, align_corners))  # type: ignore
+    return tuple(torch.tensor(a, device=device) for a in axis_sources(out, inp, mode, align_corners))  # type: ignore
 
 
 def _whitening(estimator: MDSA, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -63,7 +63,7 @@ def _weights(lam: torch.Tensor) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=64)
-def _sources(out: int, inp: int, mode: str, align_corners: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def axis_sources(out: int, inp: int, mode: str, align_corners: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Along one axis (read-only, cached): first source index int64 [out], second source index int64 [out]
     (the first where only one is read: nearest, or the clamped border) and weights float32 [out, 3]."""
     i0, lam = _axis(out, inp, mode, align_corners)
@@ -181,8 +181,8 @@ class _Grid:
         if classes.size * n * h0 * w0 > ROW_MAX:  # the rows of marked cells are numbered in int32 (pos)
             raise ValueError(f"features: expected at most {ROW_MAX} (class, image, cell) triples per call, got "
                              f"{classes.size} classes x {n} images x {h0}x{w0} cells: score fewer images per call")
-        self.y0, self.y1, self.ry = _sources(h, h0, mode, align_corners)
-        self.x0, self.x1, self.qx = _sources(w, w0, mode, align_corners)
+        self.y0, self.y1, self.ry = axis_sources(h, h0, mode, align_corners)
+        self.x0, self.x1, self.qx = axis_sources(w, w0, mode, align_corners)
         # slot s = class classes_[s]; ids past the modelled ones: no model
         self.lut = np.full(self.slots, -1, dtype=np.int64)
         self.lut[classes] = np.arange(classes.size)

@@ -380,11 +380,19 @@ class ModelBatches(IterableBatches):
             name = f"image {index[j]}" + ("" if ds_ids is None else f" ({ds_ids[index[j]]!r})")
             raise ValueError(f"dataset: expected each mask at its image's size ({h}, {w}), got {masks[j].shape} "
                              f"at {name}; resize the mask (nearest neighbour) or its image to match")
-        probs = predict_images(self.model, images, None if ds_ids is None else [ds_ids[i] for i in index])
+        probs = self._probabilities(images, None if ds_ids is None else [ds_ids[i] for i in index])
         if probs.ndim != 4 or probs.shape[0] != len(images) or probs.shape[2:] != (h, w):
             raise ValueError(f"model: expected predict_proba to return [b, K, {h}, {w}] at the mask resolution, "
                              f"got {probs.shape}")
         return probs
+
+    def _probabilities(self, images: list[np.ndarray], ids: Sequence[str] | None) -> Any:
+        """float [b, K, H, W] of one forward (a subclass may leave them on the model's device)."""
+        return predict_images(self.model, images, ids)
+
+    def _stack(self, parts: list[Any]) -> Any:
+        """One batch of per-image probabilities [K, H, W] -> [b, K, H, W]."""
+        return np.stack(parts)
 
     def _generate(self, start: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         n = len(self.dataset)
@@ -404,7 +412,7 @@ class ModelBatches(IterableBatches):
                 e = j + 1
                 while e < len(items) and items[e][1].shape == items[j][1].shape:
                     e += 1
-                yield np.stack([m for _, m in items[j:e]]), np.stack(probs[j:e])  # type: ignore[arg-type]
+                yield np.stack([m for _, m in items[j:e]]), self._stack(probs[j:e])
                 j = e
 
     def iter(self, images_per_chunk: int | None = None, start: int = 0) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:

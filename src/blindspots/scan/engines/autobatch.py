@@ -20,6 +20,7 @@ import numpy as np
 
 from blindspots.batches import DEFAULT_MAX_PIXELS, BatchLimits
 from blindspots.scan.engines.job import on_gpu
+from blindspots.scan.stats import model_stats
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +54,6 @@ def probe_size(pool: Any, ids: Sequence[str], resize: tuple[int, int] | None) ->
 def bytes_per_image(model: Any, size: tuple[int, int]) -> int:
     """Peak device memory of the scan's device path (forward, probabilities, statistics) per image of `size`,
     above what the device held before (PROBE_IMAGES blank images; at least 1 byte)."""
-    from blindspots.scan.stats import model_stats
-
     torch = sys.modules["torch"]  # a model on a GPU: torch is imported
     device = model.device
     torch.cuda.synchronize(device)
