@@ -196,3 +196,30 @@ def test_batch_size_auto_without_a_gpu_is_the_default_batch(tmp_path, items, cap
     for bad in (0, "big", 2.5, None):
         with pytest.raises(ValueError, match="batch_size: expected a positive integer or 'auto', got"):
             check_batch_size(bad)
+
+
+def test_batch_size_auto_divides_free_memory_by_the_measured_need(monkeypatch, caplog):
+    """The sizing rule with torch.cuda's memory counters faked (no GPU here): peak 3000 B above the base
+    for 2 images, probabilities of 2 x 100 float32 held 3 times -> (3000 + 3 * 800) / 2 = 2700 B an image."""
+    from blindspots.scan.engines import autobatch
+
+    class FakeGpuModel:
+        device = "cuda:0"
+        batch_size = 4
+
+        def predict_proba_device(self, images):
+            return torch.full((len(images), 2, 10, 5), 0.5)
+
+    counters = {"allocated": 1000, "peak": 4000}
+    for name, fn in {"synchronize": lambda d=None: None, "reset_peak_memory_stats": lambda d=None: None,
+                     "memory_allocated": lambda d=None: counters["allocated"],
+                     "max_memory_allocated": lambda d=None: counters["peak"],
+                     "mem_get_info": lambda d=None: (270_000, 10**9)}.items():
+        monkeypatch.setattr(torch.cuda, name, fn)
+    assert autobatch.bytes_per_image(FakeGpuModel(), (10, 5)) == (3000 + 3 * 800) // 2
+    with caplog.at_level("INFO", logger="blindspots.scan.engines.autobatch"):
+        limits = autobatch.auto_limits({"m": FakeGpuModel()}, lambda: (10, 5))
+    assert limits.max_images == 270_000 // 2 // 2700 == 50 and limits.max_pixels == 50 * 10 * 5
+    assert "forwards of its own batch_size=4" in caplog.text and "50 images a batch" in caplog.text
+    counters["peak"] = 10**9  # a model that needs more than the free memory still gets one image
+    assert autobatch.auto_limits({"m": FakeGpuModel()}, lambda: (10, 5)).max_images == 1

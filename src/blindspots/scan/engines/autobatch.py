@@ -4,8 +4,9 @@ On a GPU a forward of a few images is bound by launching its kernels, not by the
 (a MiT-b2-like SegFormer at 512x512: the scan ran 3 images a batch under the default 1-megapixel
 budget); a larger batch spreads that cost. How large fits is measured, not guessed: each model on a
 CUDA device runs the scan's own device path (`predict_proba_device` and `scan.stats.model_stats`) on
-PROBE_IMAGES blank images of the pool's first image size, and its peak allocation above what was held
-before, per image, divides AUTO_MEMORY_SHARE of the device's free memory. The pixel budget follows
+PROBE_IMAGES blank images of the pool's first image size; its peak allocation above what was held
+before, plus the probabilities of the batches the writer may still hold (HELD_BATCHES), per image,
+divides AUTO_MEMORY_SHARE of the device's free memory. The pixel budget follows
 (images x pixels of the probed size), so larger photos later in a pool get proportionally fewer a batch.
 
 Models on the CPU keep the usual default (AUTO_CPU_IMAGES images, the default pixel budget).
@@ -29,6 +30,7 @@ AUTO_MEMORY_SHARE = 0.5  # of the free device memory: room for the batch in flig
 AUTO_MAX_IMAGES = 64  # beyond this the launch cost per image is already small; larger only costs latency
 AUTO_CPU_IMAGES = 16  # the scan's default count where no model is on a GPU
 PROBE_IMAGES = 2
+HELD_BATCHES = 3  # probabilities alive beside a forward: the writer's queue (2 jobs) and the job it runs
 
 
 def check_batch_size(batch_size: Any) -> int | str:
@@ -52,16 +54,20 @@ def probe_size(pool: Any, ids: Sequence[str], resize: tuple[int, int] | None) ->
 
 
 def bytes_per_image(model: Any, size: tuple[int, int]) -> int:
-    """Peak device memory of the scan's device path (forward, probabilities, statistics) per image of `size`,
-    above what the device held before (PROBE_IMAGES blank images; at least 1 byte)."""
+    """Device memory a scan needs per image of `size`: the peak of its device path (forward, probabilities,
+    statistics) above what the device held before, plus the probabilities of HELD_BATCHES batches that wait
+    for the writer thread meanwhile (PROBE_IMAGES blank images; at least 1 byte)."""
     torch = sys.modules["torch"]  # a model on a GPU: torch is imported
     device = model.device
     torch.cuda.synchronize(device)
     base = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
-    model_stats(model.predict_proba_device(np.zeros((PROBE_IMAGES, size[0], size[1], 3), np.uint8)))
+    proba = model.predict_proba_device(np.zeros((PROBE_IMAGES, size[0], size[1], 3), np.uint8))
+    model_stats(proba)
     torch.cuda.synchronize(device)
-    return max(1, (torch.cuda.max_memory_allocated(device) - base) // PROBE_IMAGES)
+    peak = torch.cuda.max_memory_allocated(device) - base
+    held = proba.element_size() * proba.numel() if isinstance(proba, torch.Tensor) else 0  # numpy: on the host
+    return max(1, (peak + HELD_BATCHES * held) // PROBE_IMAGES)
 
 
 def auto_limits(models: Mapping[str, Any], size_of: Callable[[], tuple[int, int]],
