@@ -156,6 +156,12 @@ def check_surprise_device(device: torch.device, _tmp: Path) -> str:
     sa, pr = surprise_heatmaps(ext, est, x)  # the device path on a GPU, the CPU fused path on the CPU
     assert np.array_equal(pr, pred.cpu().numpy())
     np.testing.assert_allclose(sa, ref, rtol=1e-4, atol=1e-4)
+    from blindspots.surprise import LSA  # another estimator: the host path, its features brought back first
+
+    lsa = LSA().fit(feat.permute(0, 2, 3, 1).reshape(-1, feat.shape[1]).cpu().numpy()[::7],
+                    pred[:, ::2, ::2].reshape(-1).cpu().numpy()[::7])
+    sa_lsa, pr_lsa = surprise_heatmaps(ext, lsa, x[:2])
+    assert np.array_equal(pr_lsa, pred[:2].cpu().numpy()) and np.isfinite(sa_lsa).any()
     return f"maps of {x.shape[0]} images {x.shape[1]}x{x.shape[2]} within 1e-4, {int(np.isnan(ref).sum())} NaN pixels"
 
 

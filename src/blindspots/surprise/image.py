@@ -359,6 +359,7 @@ def surprise_heatmaps(extractor: TraceExtractor, estimator: SurpriseEstimator,
                                                  align_corners=extractor.align_corners).cpu().numpy()
             pred_all[start:stop] = pred_d.cpu().numpy()
             continue
+        feat = feat.cpu()  # the host paths below (other estimators and modes) read the features as numpy
         pred_t = classes_from_scores(y, kind)
         pred = pred_t.numpy()
         pred_all[start:stop] = pred
