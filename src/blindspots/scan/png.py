@@ -39,4 +39,4 @@ def encode_index_png(index_map: np.ndarray, *, level: int = 1) -> bytes:
     raw = np.zeros((h, rows.shape[1] + 1), dtype=np.uint8)  # each row: filter byte 0 (None), then pixels
     raw[:, 1:] = rows
     header = struct.pack(">IIBBBBB", w, h, depth, 0, 0, 0, 0)  # greyscale, deflate, no filter, no interlace
-    return b"".join((_SIGNATURE, _chunk(b"IHDR", header), _chunk(b"IDAT", zlib.compress(raw.tobytes(), level)), _IEND))
+    return b"".join((_SIGNATURE, _chunk(b"IHDR", header), _chunk(b"IDAT", zlib.compress(raw, level)), _IEND))
