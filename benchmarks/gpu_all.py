@@ -34,6 +34,7 @@ import argparse
 import copy
 import json
 import logging
+import multiprocessing
 import os
 import shutil
 import sys
@@ -371,7 +372,7 @@ def bench_decode(pool_root: Path, device: torch.device) -> None:
             t = time.perf_counter()
             list(ex.map(decode_image, datas))
             got[f"Pillow, {w} threads"] = n / (time.perf_counter() - t)
-    with ProcessPoolExecutor(cores) as ex:
+    with ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("spawn")) as ex:  # no fork of CUDA
         list(ex.map(decode_image, datas[:cores]))
         t = time.perf_counter()
         list(ex.map(decode_image, datas, chunksize=8))
