@@ -411,6 +411,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("blindspots.scan.api").setLevel(logging.ERROR)  # one model: "scan without competitors"
     logging.getLogger("blindspots.scan.engines.autobatch").setLevel(logging.INFO)  # the batch=auto choice
+    logging.getLogger("blindspots.surprise").setLevel(logging.ERROR)  # a random model's few-trace classes
+    logging.getLogger("blindspots.data.sources").setLevel(logging.ERROR)  # the checks' corrupt file, on purpose
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "none (CPU run)"
