@@ -223,3 +223,24 @@ def test_batch_size_auto_divides_free_memory_by_the_measured_need(monkeypatch, c
     assert "forwards of its own batch_size=4" in caplog.text and "50 images a batch" in caplog.text
     counters["peak"] = 10**9  # a model that needs more than the free memory still gets one image
     assert autobatch.auto_limits({"m": FakeGpuModel()}, lambda: (10, 5)).max_images == 1
+
+
+def test_batch_size_auto_keeps_a_batch_below_int_max_elements(monkeypatch):
+    """torch's CUDA bilinear upsampling refuses outputs of INT_MAX elements: with memory to spare, 150 classes
+    at 512x512 get 54 images a batch (54 x 150 x 512^2 < 2^31 - 1 <= 55 x ...), not the memory rule's 64."""
+    from blindspots.scan.engines import autobatch
+
+    class FakeGpuModel:
+        device, num_classes, batch_size = "cuda:0", 150, 64
+
+        def predict_proba_device(self, images):
+            return np.zeros((len(images), 1), np.float32)  # a host array: no held device memory counted
+
+    for name, fn in {"synchronize": lambda d=None: None, "reset_peak_memory_stats": lambda d=None: None,
+                     "memory_allocated": lambda d=None: 0, "max_memory_allocated": lambda d=None: 2 * 2**20,
+                     "mem_get_info": lambda d=None: (10**12, 10**12)}.items():
+        monkeypatch.setattr(torch.cuda, name, fn)
+    monkeypatch.setattr(autobatch, "model_stats", lambda proba: None)
+    limits = autobatch.auto_limits({"m": FakeGpuModel()}, lambda: (512, 512))
+    assert limits.max_images == 54 and 54 * 150 * 512 * 512 < 2**31 - 1 < 55 * 150 * 512 * 512
+    assert limits.max_pixels == 54 * 512 * 512

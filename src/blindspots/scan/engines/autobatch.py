@@ -31,6 +31,9 @@ AUTO_MAX_IMAGES = 64  # beyond this the launch cost per image is already small; 
 AUTO_CPU_IMAGES = 16  # the scan's default count where no model is on a GPU
 PROBE_IMAGES = 2
 HELD_BATCHES = 3  # probabilities alive beside a forward: the writer's queue (2 jobs) and the job it runs
+# torch's CUDA upsampling refuses an output of INT_MAX elements or more: the probabilities [n, C, H, W] of a
+# batch stay below it (on an H200, 64 images of 512x512 at 150 classes would be 2.5e9 elements)
+MAX_BATCH_ELEMENTS = 2**31 - 1
 
 
 def check_batch_size(batch_size: Any) -> int | str:
@@ -86,6 +89,8 @@ def auto_limits(models: Mapping[str, Any], size_of: Callable[[], tuple[int, int]
         need = bytes_per_image(m, size)
         free = int(torch.cuda.mem_get_info(m.device)[0])
         fit = max(1, min(max_images, int(free * share) // need))
+        classes = int(getattr(m, "num_classes", 1) or 1)
+        fit = max(1, min(fit, MAX_BATCH_ELEMENTS // (classes * size[0] * size[1])))
         log.info("batch_size=auto: model %r on %s needs %.1f MiB an image of %dx%d, %.1f GiB free: %d images",
                  name, m.device, need / 2**20, size[0], size[1], free / 2**30, fit)
         chunk = getattr(m, "batch_size", None)
