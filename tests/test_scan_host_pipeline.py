@@ -199,8 +199,8 @@ def test_batch_size_auto_without_a_gpu_is_the_default_batch(tmp_path, items, cap
 
 
 def test_batch_size_auto_divides_free_memory_by_the_measured_need(monkeypatch, caplog):
-    """The sizing rule with torch.cuda's memory counters faked (no GPU here): peak 3000 B above the base
-    for 2 images, probabilities of 2 x 100 float32 held 3 times -> (3000 + 3 * 800) / 2 = 2700 B an image."""
+    """The sizing rule with torch.cuda's memory counters faked (no GPU here): peak 5400 B above the base
+    for 2 images -> 2700 B an image."""
     from blindspots.scan.engines import autobatch
 
     class FakeGpuModel:
@@ -210,13 +210,13 @@ def test_batch_size_auto_divides_free_memory_by_the_measured_need(monkeypatch, c
         def predict_proba_device(self, images):
             return torch.full((len(images), 2, 10, 5), 0.5)
 
-    counters = {"allocated": 1000, "peak": 4000}
+    counters = {"allocated": 1000, "peak": 6400}
     for name, fn in {"synchronize": lambda d=None: None, "reset_peak_memory_stats": lambda d=None: None,
                      "memory_allocated": lambda d=None: counters["allocated"],
                      "max_memory_allocated": lambda d=None: counters["peak"],
                      "mem_get_info": lambda d=None: (270_000, 10**9)}.items():
         monkeypatch.setattr(torch.cuda, name, fn)
-    assert autobatch.bytes_per_image(FakeGpuModel(), (10, 5)) == (3000 + 3 * 800) // 2
+    assert autobatch.bytes_per_image(FakeGpuModel(), (10, 5)) == 5400 // 2
     with caplog.at_level("INFO", logger="blindspots.scan.engines.autobatch"):
         limits = autobatch.auto_limits({"m": FakeGpuModel()}, lambda: (10, 5))
     assert limits.max_images == 270_000 // 2 // 2700 == 50 and limits.max_pixels == 50 * 10 * 5
@@ -244,3 +244,17 @@ def test_batch_size_auto_keeps_a_batch_below_int_max_elements(monkeypatch):
     limits = autobatch.auto_limits({"m": FakeGpuModel()}, lambda: (512, 512))
     assert limits.max_images == 54 and 54 * 150 * 512 * 512 < 2**31 - 1 < 55 * 150 * 512 * 512
     assert limits.max_pixels == 54 * 512 * 512
+
+
+def test_debug_log_says_where_the_threads_wait(tmp_path, items, caplog):
+    pool = ImagePool(write_folder(tmp_path / "pool", items))
+    with caplog.at_level("DEBUG", logger="blindspots.scan.engines.local"):
+        scan(pool, tmp_path / "out", 3)
+    line = [r.getMessage() for r in caplog.records if "scan stages" in r.getMessage()]
+    assert len(line) == 1 and line[0].startswith("scan stages (3 decode threads): ")
+    for stage in ("main: waiting for batches", "main: forward", "main: queueing for the writer", "writer: statistics",
+                  "writer: rows and maps", "writer: shard files after their maps", "reader: waiting for the main thread",
+                  "reader: waiting for decode threads"):
+        assert stage in line[0]
+    seconds = [float(x.split()[-2]) for x in line[0].split(": ", 1)[1].split(", ")]
+    assert all(s >= 0 for s in seconds) and sum(seconds) > 0

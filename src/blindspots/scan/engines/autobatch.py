@@ -5,8 +5,7 @@ On a GPU a forward of a few images is bound by launching its kernels, not by the
 budget); a larger batch spreads that cost. How large fits is measured, not guessed: each model on a
 CUDA device runs the scan's own device path (`predict_proba_device` and `scan.stats.model_stats`) on
 PROBE_IMAGES blank images of the pool's first image size; its peak allocation above what was held
-before, plus the probabilities of the batches the writer may still hold (HELD_BATCHES), per image,
-divides AUTO_MEMORY_SHARE of the device's free memory. The pixel budget follows
+before, per image, divides AUTO_MEMORY_SHARE of the device's free memory. The pixel budget follows
 (images x pixels of the probed size), so larger photos later in a pool get proportionally fewer a batch.
 
 Models on the CPU keep the usual default (AUTO_CPU_IMAGES images, the default pixel budget).
@@ -30,7 +29,6 @@ AUTO_MEMORY_SHARE = 0.5  # of the free device memory: room for the batch in flig
 AUTO_MAX_IMAGES = 64  # beyond this the launch cost per image is already small; larger only costs latency
 AUTO_CPU_IMAGES = 16  # the scan's default count where no model is on a GPU
 PROBE_IMAGES = 2
-HELD_BATCHES = 3  # probabilities alive beside a forward: the writer's queue (2 jobs) and the job it runs
 # torch's CUDA upsampling refuses an output of INT_MAX elements or more: the probabilities [n, C, H, W] of a
 # batch stay below it (on an H200, 64 images of 512x512 at 150 classes would be 2.5e9 elements)
 MAX_BATCH_ELEMENTS = 2**31 - 1
@@ -58,19 +56,17 @@ def probe_size(pool: Any, ids: Sequence[str], resize: tuple[int, int] | None) ->
 
 def bytes_per_image(model: Any, size: tuple[int, int]) -> int:
     """Device memory a scan needs per image of `size`: the peak of its device path (forward, probabilities,
-    statistics) above what the device held before, plus the probabilities of HELD_BATCHES batches that wait
-    for the writer thread meanwhile (PROBE_IMAGES blank images; at least 1 byte)."""
+    statistics) above what the device held before (PROBE_IMAGES blank images; at least 1 byte). The
+    probabilities are freed once their statistics are queued (`forward.begin_stats`): no batch waiting for
+    the writer thread holds them."""
     torch = sys.modules["torch"]  # a model on a GPU: torch is imported
     device = model.device
     torch.cuda.synchronize(device)
     base = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
-    proba = model.predict_proba_device(np.zeros((PROBE_IMAGES, size[0], size[1], 3), np.uint8))
-    model_stats(proba)
+    model_stats(model.predict_proba_device(np.zeros((PROBE_IMAGES, size[0], size[1], 3), np.uint8)))
     torch.cuda.synchronize(device)
-    peak = torch.cuda.max_memory_allocated(device) - base
-    held = proba.element_size() * proba.numel() if isinstance(proba, torch.Tensor) else 0  # numpy: on the host
-    return max(1, (peak + HELD_BATCHES * held) // PROBE_IMAGES)
+    return max(1, (torch.cuda.max_memory_allocated(device) - base) // PROBE_IMAGES)
 
 
 def auto_limits(models: Mapping[str, Any], size_of: Callable[[], tuple[int, int]],

@@ -54,15 +54,26 @@ class ShardCollector:
         message (counted now), result: the batch's statistics (computed inside the write job)."""
         plan, shard = self.plans[k], self._shard(k)
         self.health.add(plan.run, ok, errors)
-        self.run(lambda: add_batch(result(), plan, shard, self.job))
+        self.run(lambda: self._add(result, plan, shard))
+
+    def _add(self, result: Callable[[], BatchResult], plan: ShardPlan, shard: ShardRows) -> None:
+        stages = self.job.stages
+        with stages("writer: statistics"):
+            res = result()
+        with stages("writer: rows and maps"):
+            add_batch(res, plan, shard, self.job)
 
     def end_shard(self, k: int) -> None:
         """Every image of shard k is in: write it, or hold it back while a model is undecided."""
         self.health.check(self.planned, final=False)
         plan, shard = self.plans[k], self.rows.pop(k, None) or ShardRows()
-        self.deferred.append(lambda: finish_shard(plan, shard, self.job))
+        self.deferred.append(lambda: self._finish(plan, shard))
         if not self.health.undecided():
             self._flush()
+
+    def _finish(self, plan: ShardPlan, shard: ShardRows) -> None:
+        with self.job.stages("writer: shard files after their maps"):
+            finish_shard(plan, shard, self.job)
 
     def close(self) -> None:
         """The scan's end: a model that failed on every image stops it here; else the held shards go."""

@@ -28,6 +28,7 @@ import numpy as np
 from PIL import Image
 
 from blindspots.data.sources.base import PoolItem, PoolSource
+from blindspots.scan.engines.stages import NO_STAGES
 
 log = logging.getLogger(__name__)
 
@@ -126,11 +127,12 @@ def _hash(hash_of: Callable[[str], str], image_id: str) -> str | None:
 
 
 def decoded_items(pool: Any, ids: Sequence[str], resize: tuple[int, int] | None, errors: list[tuple[str, str]],
-                  executor: Executor | None = None, workers: int = 1, budget: int | None = None
-                  ) -> Iterator[Decoded]:
+                  executor: Executor | None = None, workers: int = 1, budget: int | None = None,
+                  stages: Any = NO_STAGES) -> Iterator[Decoded]:
     """(id, image, size before resize, content hash) per readable image of `ids`, in order; the others'
     (id, reason) go to `errors`. executor: the decode threads (None or workers=1: on this thread, as a
-    serial reader); budget: the batch pixel budget that bounds the images decoded ahead (`ahead`)."""
+    serial reader); budget: the batch pixel budget that bounds the images decoded ahead (`ahead`);
+    stages: the scan's per-stage clock (`engines.stages`)."""
     hashed = hasattr(pool, "iter_hashed_items")
     hash_of = None if hashed else getattr(pool, "content_hash", None)
     tasks = _raw_tasks(pool, ids) if _reads_raw(pool) else _item_tasks(pool, ids)
@@ -138,7 +140,7 @@ def decoded_items(pool: Any, ids: Sequence[str], resize: tuple[int, int] | None,
     if executor is None or workers <= 1:
         results: Iterator[tuple[Any, ...]] = (run(t) for t in tasks)
     else:
-        results = _ordered(executor, run, tasks, workers, budget)
+        results = _ordered(executor, run, tasks, workers, budget, stages)
     for item, image, size, digest in results:
         if image is None:
             errors.append((item.id, str(item.error)))
@@ -147,19 +149,22 @@ def decoded_items(pool: Any, ids: Sequence[str], resize: tuple[int, int] | None,
 
 
 def _ordered(executor: Executor, run: Callable[[Any], Any], tasks: Iterator[Any], workers: int,
-             budget: int | None) -> Iterator[Any]:
+             budget: int | None, stages: Any = NO_STAGES) -> Iterator[Any]:
     """run(task) for each task on the executor, results in task order, `ahead(...)` in flight at most."""
     pending: deque[Future] = deque()
     largest = 0
     try:
         for task in tasks:
             while len(pending) >= ahead(workers, budget, largest):
-                result = pending.popleft().result()
+                with stages("reader: waiting for decode threads"):
+                    result = pending.popleft().result()
                 largest = max(largest, _pixels(result))
                 yield result
             pending.append(executor.submit(run, task))
         while pending:
-            yield pending.popleft().result()
+            with stages("reader: waiting for decode threads"):
+                result = pending.popleft().result()
+            yield result
     finally:
         for f in pending:  # an interrupted scan: drop what was not started
             f.cancel()

@@ -4,7 +4,8 @@ Ray engine's actors).
 
 `forward` runs each model a shard still needs on a batch; a model that raises on the batch is
 retried image by image, and the images it still fails on get its one-line message (status
-'error' in the score table). `batch_result` turns the probabilities into what the score table
+'error' in the score table). For a model on a GPU it also queues the statistics there
+(`begin_stats`), so the writer thread waits for that batch's results only. `batch_result` turns the probabilities into what the score table
 keeps (`scan.stats.model_stats`: argmax map, class fractions, entropy, max probability) and the
 (target, competitor) distances between maps computed in this batch, so that only small arrays
 leave the forward.
@@ -21,7 +22,7 @@ import numpy as np
 from blindspots.models.protocol import ModelFailure, predict_segmenter
 from blindspots.scan.engines.pipeline import Batch
 from blindspots.scan.plan import ShardPlan
-from blindspots.scan.stats import model_stats, pair_distances
+from blindspots.scan.stats import begin_device_stats, model_stats, pair_distances
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class Output:
     """One model's probabilities on part of a batch: positions into the batch's ids."""
 
     pos: list[int]
-    proba: Any  # float32 [len(pos), C, H, W]: numpy, or a torch tensor on the model's GPU
+    proba: Any  # float32 [len(pos), C, H, W] numpy, or for a model on a GPU its queued statistics (PendingStats)
 
 
 @dataclass
@@ -148,7 +149,19 @@ def forward(msg: Batch, run: list[str], models: Mapping[str, Any], num_classes: 
                     text = message(name, err)
                     log.warning("model %r failed on %s: %s", name, msg.ids[i], text)
                     errors.setdefault(name, {})[msg.ids[i]] = text
+    for out in outputs.values():
+        out.proba = begin_stats(out.proba)
     return outputs, errors
+
+
+def begin_stats(proba: Any) -> Any:
+    """Probabilities on an accelerator -> their statistics queued there at once (`scan.stats.PendingStats`):
+    the GPU runs them right behind the forward, the caller's thread does not wait, and the probabilities
+    are freed here rather than held until the writer thread takes the batch. Anything else unchanged."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(proba, torch.Tensor) and proba.device.type != "cpu":
+        return begin_device_stats(proba)
+    return proba
 
 
 def concat(parts: list[Any]) -> Any:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from blindspots.batches import BatchLimits
+from blindspots.scan.engines.stages import NO_STAGES
 from blindspots.scan.layout import ScanLayout
 
 
@@ -27,6 +28,7 @@ class ScanJob:
     the decoding of the next batch, `models.devices.to_device`). decode_workers: threads that decode
     the images (`engines.decoding`; 1: the reader thread alone). map_pool: the threads that encode and
     write argmax PNGs off the writer thread (`rows.add_batch`; None: the writer thread writes them).
+    stages: the local engine's per-stage clock (`engines.stages`; a no-op by default).
     """
 
     pool: Any
@@ -40,6 +42,7 @@ class ScanJob:
     pin_memory: bool = False
     decode_workers: int = 1
     map_pool: Executor | None = None
+    stages: Any = NO_STAGES  # a `stages.StageTimes` when the local engine logs where its threads wait
 
 
 def on_gpu(model: Any) -> bool:

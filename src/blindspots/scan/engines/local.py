@@ -33,6 +33,7 @@ from blindspots.batches import BatchLimits
 from blindspots.scan.engines.collect import ShardCollector, call
 from blindspots.scan.engines.forward import ALL_FAIL_MIN, MAX_ERROR_CHARS, batch_result, forward
 from blindspots.scan.engines.job import ScanJob
+from blindspots.scan.engines.stages import StageTimes
 from blindspots.scan.engines.pipeline import (DONE, Batch, Errors, Worker, read_batches, run_jobs, shard_messages,
                                               submit)
 from blindspots.scan.plan import ShardPlan
@@ -66,11 +67,14 @@ def run_local(job: ScanJob, plans: list[ShardPlan], bar: Any, *, prefetch: int =
         return
     map_pool = ThreadPoolExecutor(map_threads(job.decode_workers), thread_name_prefix="blindspots-scan-maps") \
         if job.save_maps and job.decode_workers > 1 else None
+    stages = StageTimes() if log.isEnabledFor(logging.DEBUG) else job.stages
     try:
-        _run_threads(replace(job, map_pool=map_pool), plans, bar, prefetch)
+        _run_threads(replace(job, map_pool=map_pool, stages=stages), plans, bar, prefetch)
     finally:
         if map_pool is not None:
             map_pool.shutdown(wait=True)  # maps of shards not written (an error) still finish: no torn files
+        if isinstance(stages, StageTimes):
+            log.debug("scan stages (%d decode threads): %s", job.decode_workers, stages.summary())
 
 
 def map_threads(decode_workers: int) -> int:
@@ -86,7 +90,7 @@ def _run_threads(job: ScanJob, plans: list[ShardPlan], bar: Any, prefetch: int) 
     jobs: queue.Queue = queue.Queue(maxsize=2)  # a job holds a batch's probabilities: keep few in flight
     stage = _pinned if job.pin_memory else None
     reader = Worker(lambda: read_batches(job.pool, plans, job.batch_size, job.resize, batches, stop, stage,
-                                         job.decode_workers), "blindspots-scan-reader")
+                                         job.decode_workers, job.stages), "blindspots-scan-reader")
     writer = Worker(lambda: run_jobs(jobs), "blindspots-scan-writer")
     reader.start()
     writer.start()
@@ -161,16 +165,24 @@ def _drive(messages: Iterator[Any], collector: ShardCollector, job: ScanJob, bar
     without it fell within the same spread of runs (1.73-1.82 GiB, three each): a bound by design,
     not a measured gain there; the cost is one idle forward per outsized photo."""
     budget = BatchLimits.of(job.batch_size).max_pixels
-    for msg in messages:
+    stages = job.stages
+    it = iter(messages)
+    while True:
+        with stages("main: waiting for batches"):
+            msg = next(it, DONE)
+        if msg is DONE:
+            break
         if isinstance(msg, Errors):
             collector.errors(msg)
             bar.update(len(msg.items))
         elif isinstance(msg, Batch):
             plan = collector.plans[msg.k]
-            outputs, errors = forward(msg, plan.run, job.models, job.num_classes)
-            collector.batch(msg.k, {m: len(o.pos) for m, o in outputs.items()}, errors,
-                            lambda msg=msg, plan=plan, outputs=outputs, errors=errors: batch_result(
-                                msg, plan, outputs, errors, job.target, job.num_classes))
+            with stages("main: forward"):
+                outputs, errors = forward(msg, plan.run, job.models, job.num_classes)
+            with stages("main: queueing for the writer"):
+                collector.batch(msg.k, {m: len(o.pos) for m, o in outputs.items()}, errors,
+                                lambda msg=msg, plan=plan, outputs=outputs, errors=errors: batch_result(
+                                    msg, plan, outputs, errors, job.target, job.num_classes))
             del outputs  # inline: the probabilities go as soon as their statistics are taken
             if settle is not None and budget is not None and msg.images is not None and \
                     msg.images.shape[0] * msg.images.shape[1] * msg.images.shape[2] > budget:

@@ -14,6 +14,7 @@ import numpy as np
 
 from blindspots.batches import BatchLimits, size_batches
 from blindspots.scan.engines.decoding import decoded_items, resize_image
+from blindspots.scan.engines.stages import NO_STAGES
 
 __all__ = ["DONE", "Batch", "EndShard", "Errors", "Worker", "make_batch", "put_until_stopped", "read_batches",
            "resize_image", "run_jobs", "shard_messages", "submit"]
@@ -76,17 +77,21 @@ def put_until_stopped(q: queue.Queue, item: Any, stop: threading.Event) -> bool:
 
 def read_batches(pool: Any, plans: Sequence[Any], batch_size: int | BatchLimits, resize: tuple[int, int] | None,
                  q: queue.Queue, stop: threading.Event, stage: Callable[[Any], Any] | None = None,
-                 workers: int = 1) -> None:
+                 workers: int = 1, stages: Any = NO_STAGES) -> None:
     """Reader thread: put each planned shard's messages (`shard_messages`), then DONE. stage: applied
     to each message here, on this thread, before it is queued (e.g. pinning a batch's pixels).
-    workers: decode threads (`engines.decoding`; 1: every image decoded on this thread)."""
+    workers: decode threads (`engines.decoding`; 1: every image decoded on this thread). stages: the
+    scan's per-stage clock (`engines.stages`)."""
     executor = ThreadPoolExecutor(workers, thread_name_prefix="blindspots-scan-decode") if workers > 1 else None
     try:
         for plan in plans:
-            for msg in shard_messages(pool, plan, batch_size, resize, executor, workers):
+            for msg in shard_messages(pool, plan, batch_size, resize, executor, workers, stages):
                 if stage is not None:
-                    msg = stage(msg)
-                if stop.is_set() or not put_until_stopped(q, msg, stop):
+                    with stages("reader: pinning"):
+                        msg = stage(msg)
+                with stages("reader: waiting for the main thread"):
+                    put = not stop.is_set() and put_until_stopped(q, msg, stop)
+                if not put:
                     return
         put_until_stopped(q, DONE, stop)
     finally:
@@ -95,7 +100,8 @@ def read_batches(pool: Any, plans: Sequence[Any], batch_size: int | BatchLimits,
 
 
 def shard_messages(pool: Any, plan: Any, batch_size: int | BatchLimits, resize: tuple[int, int] | None,
-                   executor: Executor | None = None, workers: int = 1) -> Iterator[Batch | Errors | EndShard]:
+                   executor: Executor | None = None, workers: int = 1,
+                   stages: Any = NO_STAGES) -> Iterator[Batch | Errors | EndShard]:
     """One shard's messages, in order: same-size Batch messages, then the shard's Errors
     (undecodable ids, if any), then EndShard. Both engines batch through here, so a shard's
     batches (and hence every float of the score table) do not depend on the engine, nor on how
@@ -118,7 +124,7 @@ def shard_messages(pool: Any, plan: Any, batch_size: int | BatchLimits, resize: 
         yield EndShard(plan.k)
         return
     errors: list[tuple[str, str]] = []
-    decoded = decoded_items(pool, plan.ids, resize, errors, executor, workers, limits.max_pixels)
+    decoded = decoded_items(pool, plan.ids, resize, errors, executor, workers, limits.max_pixels, stages)
     for group in size_batches(decoded, lambda g: g[1].shape, max_images=limits.max_images,
                               max_pixels=limits.max_pixels):
         yield make_batch(plan.k, group)
