@@ -59,6 +59,7 @@ from blindspots.machine import cpu_model  # noqa: E402
 from blindspots.models.devices import autocast  # noqa: E402
 from blindspots.models.load import load_model  # noqa: E402
 from blindspots.scan import scan_pool  # noqa: E402
+from blindspots.scan.engines import local as local_engine  # noqa: E402
 from blindspots.scan.engines.autobatch import auto_limits  # noqa: E402
 from blindspots.scan.stats import device_stats, device_stats_unfused  # noqa: E402
 
@@ -120,9 +121,12 @@ def batches_of(images: list[np.ndarray], b: int) -> list[np.ndarray]:
     return [np.stack(images[s:s + b]) for s in range(0, len(images), b)]
 
 
-def scan_once(seg: Any, pool: Any, out: Path, batch_size: Any, max_pixels: Any = "default") -> float:
+def scan_once(seg: Any, pool: Any, out: Path, batch_size: Any, max_pixels: Any = "default",
+              decode_workers: int | None = None) -> float:
     shutil.rmtree(out, ignore_errors=True)
     kw = {} if max_pixels == "default" else {"max_pixels": max_pixels}
+    if decode_workers is not None:
+        kw["decode_workers"] = decode_workers
     t = time.perf_counter()
     scan_pool(pool, {"m": seg}, out, target="m", batch_size=batch_size, shard_size=256, progress=False, **kw)
     return time.perf_counter() - t
@@ -154,6 +158,22 @@ def bench_scan(models: dict[str, Any], pool: Any, images: list[np.ndarray], auto
                     t = model_only(seg, bauto)
                 got[key].append(n / t)
         rows[p] = {k: float(np.median(v)) for k, v in got.items()}
+        stage_log = logging.getLogger("blindspots.scan.engines.local")
+        stage_log.setLevel(logging.DEBUG)  # where the scan's threads wait: one line a scan
+        try:
+            for workers, switch in ((None, None), (4, None), (None, 5e-3)):
+                old_switch = local_engine.SCAN_SWITCH_INTERVAL_S
+                local_engine.SCAN_SWITCH_INTERVAL_S = switch or old_switch  # Python's default 5 ms: the GIL's share
+                try:
+                    t = scan_once(seg, pool, work / "scan", "auto", decode_workers=workers)
+                finally:
+                    local_engine.SCAN_SWITCH_INTERVAL_S = old_switch
+                key = f"scan_auto_{workers or 'default'}_workers_switch_{switch or old_switch:g}"
+                rows[p][key] = n / t
+                say(f"{p}: scan (auto batch, decode workers {workers or 'default'}, GIL switch interval "
+                    f"{switch or old_switch:g} s) {n / t:.1f} img/s")
+        finally:
+            stage_log.setLevel(logging.WARNING)
         r_ = rows[p]
         say(f"{p}: scan (auto batch {auto_b}) {r_['scan_auto']:.1f} img/s, scan (batch 8) {r_['scan_b8']:.1f}, "
             f"forward + device statistics {r_['stats_auto']:.1f}, model alone batch 8 {r_['model_b8']:.1f}, "
@@ -472,7 +492,10 @@ def summary() -> None:
         for p, r in scan["img_per_s"].items():
             print(f"  {p}: scan {r['scan_auto']:.1f} img/s (batch {scan['auto_batch']}), model alone "
                   f"{r['model_auto']:.1f} -> {r['scan_auto'] / r['model_auto']:.2f}x (target >= 0.8); batch 8: scan "
-                  f"{r['scan_b8']:.1f}, model alone {r['model_b8']:.1f}")
+                  f"{r['scan_b8']:.1f}, model alone {r['model_b8']:.1f}; forward + device statistics "
+                  f"{r['stats_auto']:.1f}")
+            print("    scan variants: " + ", ".join(f"{k[len('scan_auto_'):]} {v:.1f}" for k, v in r.items()
+                                                  if k.startswith("scan_auto_")))
     for key, label, target in (("finetune", "fine-tuning / plain loop", ">= 0.9"),
                                ("surprise", "surprise maps time / forward time", "<= 1.15")):
         if isinstance(RESULTS.get(key), dict):
