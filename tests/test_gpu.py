@@ -336,3 +336,16 @@ def test_gpu_checks_hold_on_the_cpu(name, tmp_path):
     from gpu_checks import CHECKS
 
     CHECKS[name][0](torch.device("cpu"), tmp_path)
+
+
+def test_device_stats_of_channels_last_probabilities():
+    """The scan's upsampled logits are channels-last (the adapter's input is NHWC memory): same statistics."""
+    from blindspots.scan.stats import device_stats
+
+    proba = torch.softmax(torch.from_numpy(np.random.default_rng(4).normal(size=(3, 6, 10, 14)).astype(np.float32)), 1)
+    last = proba.contiguous(memory_format=torch.channels_last)
+    for chunk in (1 << 26, 6 * 14 * 3):  # whole images, and three rows at a time
+        a, b = device_stats(proba, chunk_values=chunk), device_stats(last, chunk_values=chunk)
+        for name in ("argmax", "frac", "maxprob"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+        np.testing.assert_allclose(a.entropy, b.entropy, rtol=1e-6)

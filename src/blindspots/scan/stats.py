@@ -86,16 +86,18 @@ def begin_device_stats(proba: Any, chunk_values: int = DEVICE_CHUNK_VALUES) -> P
     counts = torch.bincount((idx + offsets).reshape(-1), minlength=n * c).view(n, c)
     ent = torch.empty((n, h, w), dtype=torch.float32, device=p.device)  # per-pixel sum of -p log p
     per_image = c * h * w
+    # the scratch takes the probabilities' layout (empty_like keeps channels-last strides, which the scan's
+    # upsampled logits have): entr then reads and writes both in memory order, no transposing pass
     if per_image <= chunk_values:  # whole images a chunk: two kernels each
         k = min(n, chunk_values // per_image)
-        buf = torch.empty((k, c, h, w), dtype=torch.float32, device=p.device)
+        buf = torch.empty_like(p[:k])
         for i in range(0, n, k):
             e = min(n, i + k)
             torch.special.entr(p[i:e], out=buf[:e - i])
             torch.sum(buf[:e - i], dim=1, out=ent[i:e])
     else:  # rows of one image a chunk
         rows = max(1, min(h, chunk_values // max(1, c * w)))
-        buf = torch.empty((c, rows, w), dtype=torch.float32, device=p.device)
+        buf = torch.empty_like(p[0, :, :rows])
         for i in range(n):
             for s in range(0, h, rows):
                 e = min(h, s + rows)
