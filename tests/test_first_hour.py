@@ -148,8 +148,12 @@ def test_init_reuses_a_fitting_scan_and_refuses_another(tmp_path: Path, setup: d
     code, out = init(tmp_path, setup, "--scan", scan)
     assert code == 0 and "taken as round 0's scan" in out, out
     proj = tmp_path / "proj"
+    # the taken scan is round 0's finished scan step: `status` goes on with mining, not "next step is 'scan'"
+    code, out = cli("status", proj)
+    assert code == 0 and "round 0: next step is 'mine'" in out and "next: blindspots round" in out, out
+    assert "round 0  scan      done" in out, out
     code, out = cli("round", proj)
-    assert code == 0 and "waiting for ratings" in out, out
+    assert code == 0 and "waiting for ratings" in out and "blindspots ratings import" in out, out
     # the maps are the scan's own files (hard links): `round` did not scan again
     theirs, ours = scan / "maps" / "target" / "img00.png", proj / "scans" / "maps" / "target_v0" / "img00.png"
     assert os.stat(theirs).st_ino == os.stat(ours).st_ino

@@ -12,7 +12,6 @@ from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_
 from blindspots.cli.report import write_round_pages
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, SimulateSettings, TestSetSettings)
-from blindspots.data.sources import ImagePool
 
 # Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
 # them).
@@ -86,8 +85,7 @@ def init(
     """Create a project folder: blindspots.toml, the SQLite store, scans/, masks/, checkpoints/, reports/.
 
     Every model is loaded and run on one pool image first, so a bad spec fails here."""
-    from blindspots.loop import check_config
-    from blindspots.loop.project import STORE_FILE, Project
+    from blindspots.loop import create_project
 
     tname, tpath = _model_spec(target, "target", "--target")
     comps = [ModelSettings(*_model_spec(c, "", "--competitor")) for c in competitor]
@@ -105,40 +103,12 @@ def init(
         base_dir=Path.cwd(),
     )
     storage_options(storage_option)  # KEY=VALUE, checked before anything is read
-    if "://" not in pool and not any(c in pool for c in "*?[{") and not Path(pool).exists():
-        raise ValueError(f"--pool: expected an existing folder, list file or shard (or a URI), got {pool!r}")
-    for key, p in [("--train-data", train_data), ("--val-data", val_data)]:
-        if p is not None and not p.is_dir():
-            raise ValueError(f"{key}: expected an existing folder, got {str(p)!r}")
-    if (project / STORE_FILE).exists():
-        raise ValueError(f"project: expected a folder without a project, got {str(project)!r} "
-                         f"(it already holds {STORE_FILE})")
-    check_config(cfg)  # every model loads and runs on one pool image; S0/T0 hold images with masks
+    proj = create_project(project, cfg, scan=scan)  # every check of `blindspots.loop.setup`, then the folder
     if scan is not None:
-        _check_scan(cfg, scan)  # before the folder exists: a refused scan leaves nothing behind
-    proj = Project.create(project, cfg)
-    if scan is not None:
-        from blindspots.loop import target_column
-        from blindspots.loop.scan_reuse import adopt_scan
-
-        adopt_scan(scan, proj.scan_dir, tname, target_column(proj, 0))
         typer.echo(f"  scan: {scan} taken as round 0's scan (same pool, same models); `round` will not scan again")
     typer.echo(f"created project {proj.path}\n  settings: {proj.path / 'blindspots.toml'}\n"
                f"  ratings: {raters} per candidate image (`blindspots config {project} --raters N` changes it; "
                f"one person rating alone: 1)\n  next: blindspots round {project}")
-
-
-def _check_scan(cfg, scan: Path) -> None:  # noqa: ANN001 - Config
-    """`init --scan`: the scan fits the new project (loop/scan_reuse.py), else ValueError with the reason."""
-    from blindspots.loop.models import absolute_spec, load_spec
-    from blindspots.loop.scan_reuse import check_scan_fits
-
-    here = str(Path(cfg.base_dir).resolve())
-    specs = {cfg.target.name: cfg.target.path, **{c.name: c.path for c in cfg.competitors}}
-    models = {n: load_spec(absolute_spec(s, cfg.base_dir), import_dir=here) for n, s in specs.items()}
-    lf = None if cfg.pool.list_file is None else cfg.resolve(cfg.pool.list_file)
-    check_scan_fits(scan, ImagePool(cfg.resolve(cfg.pool.root), list_file=lf), models, cfg.target.name,
-                    cfg.scan.shard_size)
 
 
 def round_(
@@ -157,6 +127,7 @@ def round_(
         typer.echo(f"  {line}")
     proj.log_event("round-run", {"state": st.state, "round": st.round, "step": st.step})
     typer.echo(st.message)
+    _echo_next(st, project)
     if st.state == "finished":
         leaderboard(project)
     if st.awaited:
@@ -189,7 +160,16 @@ def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
             typer.echo(f"  {line}")
     st = loop_status(proj)
     typer.echo(st.message)
+    _echo_next(st, project)
     refresh_round_page(project, st.round)
+
+
+def _echo_next(st, project: Path) -> None:  # noqa: ANN001 - loop.Status
+    """The status's next actions, phrased as commands."""
+    from blindspots.loop import phrase_commands
+
+    if st.next:
+        typer.echo(phrase_commands(st.next, project))
 
 
 def refresh_round_page(project: Path, round: int) -> None:
