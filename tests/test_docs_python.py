@@ -59,7 +59,11 @@ def test_python_page_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert [a.kind for a in status.next] == ["import_masks", "register_version"]
     assert "next: project.import_masks('FOLDER')" in out and "blindspots " not in status.message
     assert project.store.step(0, "scan")["result"]["adopted"]  # the project took the scan, did not scan again
-    assert Path(ns["project"].report()).is_file() and (tmp_path / "runs/own/scan/report/index.html").is_file()
+    page = Path(project.report())
+    assert page.is_file() and (tmp_path / "runs/own/scan/report/index.html").is_file()
+    # round 0 exported S ∪ T and waits for masks and the target's next version: it is not finished
+    html = page.read_text(encoding="utf-8")
+    assert "Round 0 is finished" not in html and "It waits for the target retrained on S(1)" in html
 
 
 def test_import_blindspots_is_cheap_and_names_the_front_door() -> None:
