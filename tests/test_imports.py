@@ -56,15 +56,50 @@ def _resolve(importer: str, is_package: bool, level: int, module: str | None) ->
     return ".".join(base + ([module] if module else []))
 
 
+def _is_type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (isinstance(t, ast.Attribute)
+                                                                    and t.attr == "TYPE_CHECKING")
+
+
+def lazy_face_names(mods: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """face -> {name: the module that defines it} for package faces whose names load on first use
+    (`blindspots._lazy.lazy_names`): their `if TYPE_CHECKING:` imports say where each name comes from, and
+    `from face import name` runs that module's import."""
+    out: dict[str, dict[str, str]] = {}
+    for face, path in mods.items():
+        if path.name != "__init__.py" or "lazy_names(" not in (text := path.read_text()):
+            continue
+        names: dict[str, str] = {}
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.If) and _is_type_checking(node):
+                for s in node.body:
+                    if isinstance(s, ast.ImportFrom) and s.module:
+                        names.update({a.asname or a.name: _resolve(face, True, s.level, s.module) for a in s.names})
+        out[face] = names
+    return out
+
+
+_LAZY_FACES: dict[tuple[str, ...], dict[str, dict[str, str]]] = {}  # by the modules' names
+
+
+def _lazy_faces(mods: dict[str, Path]) -> dict[str, dict[str, str]]:
+    key = tuple(sorted(mods))
+    if key not in _LAZY_FACES:
+        _LAZY_FACES[key] = lazy_face_names(mods)
+    return _LAZY_FACES[key]
+
+
 def _imports_of(name: str, path: Path, node: ast.Import | ast.ImportFrom, mods: dict[str, Path]) -> list[str]:
     """What an import statement imports: package modules by module name (`from pkg import sub` imports the module
-    pkg.sub when there is one, else a name of pkg; `import a.b.c` of a name inside a module: its module), other
-    packages by dotted name."""
+    pkg.sub when there is one, else a name of pkg, or the module a lazy face loads that name from; `import a.b.c`
+    of a name inside a module: its module), other packages by dotted name."""
     if isinstance(node, ast.Import):
         targets = [a.name for a in node.names]
     else:
         base = _resolve(name, path.name == "__init__.py", node.level, node.module)
-        targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+        lazy = {} if base == name else _lazy_faces(mods).get(base, {})
+        targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else lazy.get(a.name, base) for a in node.names]
     out = []
     for t in targets:
         if t.startswith(ROOT + "."):
@@ -176,6 +211,12 @@ def test_every_top_level_package_has_a_layer() -> None:
     assert {_top(m) for m in GRAPH} <= set(LAYERS)
 
 
+def test_a_name_of_a_lazy_face_is_an_import_of_its_module() -> None:
+    assert lazy_face_names(_modules())["blindspots.defuse"]["ReviewFolder"] == "blindspots.defuse.review_folder"
+    assert "blindspots.defuse.review_folder" in GRAPH["blindspots.cli.defuse"]  # `from blindspots.defuse import ...`
+    assert "blindspots.workflows" in GRAPH["blindspots"]  # the front door's names
+
+
 def test_graph_sees_function_level_imports() -> None:
     assert "blindspots.models.load" in GRAPH["blindspots.cli.scan"]  # imported inside `scan`
 
@@ -266,12 +307,6 @@ LIGHT_START_ROOTS = ("blindspots.cli.*", "blindspots.loop", "blindspots.app.main
                      "blindspots.models.adapters.hf")
 #: (importer, imported) function-level imports that break an import cycle, with the reason
 CYCLE_BREAKS: dict[tuple[str, str], str] = {}
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    t = node.test
-    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (isinstance(t, ast.Attribute)
-                                                                    and t.attr == "TYPE_CHECKING")
 
 
 def split_imports(mods: dict[str, Path] | None = None) -> tuple[dict[str, set[str]], list[tuple[str, int, str]]]:
