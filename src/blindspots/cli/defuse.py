@@ -16,7 +16,7 @@ import typer
 
 from blindspots.cli.defuse_setup import (CLASS_NAMES, PRESET, format_presets, holdout_record, load_data, parse_lambdas,
                                          preset_help, resolve, training_part, validation_split)
-from blindspots.data.classfile import read_classes
+from blindspots.data import read_classes
 
 # Lazy imports: matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
 
@@ -61,9 +61,8 @@ def train_classifier_cmd(
 ) -> None:
     """Train a zoo classifier (not part of Defuse itself; for trying the pipeline). Its checkpoint keeps the
     class names (votes use them) and which images were held out."""
-    from blindspots.models.classifier_zoo import build_classifier, save_classifier
-    from blindspots.training.classification import accuracy, train_classifier
-    from blindspots.training.loop import torch_seeded
+    from blindspots.models import build_classifier, save_classifier
+    from blindspots.training import accuracy, torch_seeded, train_classifier
 
     d = load_data(data, limit, class_names)
     keep, record = holdout_record(d, data, holdout, seed)
@@ -101,7 +100,7 @@ def train_vae(
     seed: int = SEED,
 ) -> None:
     """Train the β-VAE (resumable) and save reconstruction/sample grids."""
-    from blindspots.defuse.vae import BetaVAE
+    from blindspots.defuse import BetaVAE
 
     d = load_data(data, limit)
     vae = BetaVAE(latent_dim=resolve(preset, "latent_dim", latent_dim), beta=resolve(preset, "beta", beta),
@@ -142,10 +141,9 @@ def identify(
 ) -> None:
     """Identify failures (Algorithm 1) over the classifier's training images of --data (the images
     train-classifier held out stay unseen, for `correct` to validate on)."""
-    from blindspots.defuse.identify import IdentifySettings
-    from blindspots.defuse.identify import identify as run
-    from blindspots.defuse.vae import BetaVAE
-    from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
+    from blindspots.defuse import BetaVAE, IdentifySettings
+    from blindspots.defuse.identify import identify as run  # the face's `identify` is shadowed by its module
+    from blindspots.models import load_classifier, load_classifier_module
 
     d, which = training_part(load_classifier_module(classifier)[1], load_data(data, limit), data)
     typer.echo(f"identifying over {which}")
@@ -179,8 +177,8 @@ def distill(
     seed: int = SEED,
 ) -> None:
     """Fit the Dirichlet-process GMM and keep the heavy components as candidate scenarios."""
-    from blindspots.defuse.identify import Identified
-    from blindspots.scenarios.clustering import Distiller
+    from blindspots.defuse import Identified
+    from blindspots.scenarios import Distiller
 
     sc = Distiller(n_components=resolve(preset, "n_components", n_components),
                    max_codes=resolve(preset, "max_codes", max_codes), weight_threshold=weight_threshold,
@@ -209,7 +207,7 @@ def export_review_cmd(
 ) -> None:
     """Sample review images per scenario and write them with a votes template (CSV)."""
     from blindspots.defuse import ReviewFolder
-    from blindspots.models.classifier_zoo import load_classifier_module
+    from blindspots.models import load_classifier_module
 
     names = tuple(load_classifier_module(classifier)[1]["class_names"])
     if class_names is not None:
@@ -246,7 +244,7 @@ def import_votes(
 ) -> None:
     """Import votes (CSV, or simulated), decide failure scenarios and print annotator agreement."""
     from blindspots.defuse import ReviewFolder
-    from blindspots.human.votes import agreement_table, format_agreement_table
+    from blindspots.human import agreement_table, format_agreement_table
 
     res = ReviewFolder(review).import_votes(votes, simulate=simulate, annotators=annotators, error_rate=error_rate,
                                             rho=rho, judge=judge, seed=seed)
@@ -296,12 +294,9 @@ def correct(
     seed: int = SEED,
 ) -> None:
     """Fine-tune on L(D) + λ·CE(D_f) over the λ sweep; keep the best by validation accuracy (on held-out images)."""
-    from blindspots.defuse import ReviewFolder
-    from blindspots.defuse.correct import scenario_data
-    from blindspots.defuse.experiment import run_experiment
-    from blindspots.defuse.vae import BetaVAE
-    from blindspots.models.classifier_zoo import load_classifier_module
-    from blindspots.scenarios.clustering import Scenarios
+    from blindspots.defuse import BetaVAE, ReviewFolder, run_experiment, scenario_data
+    from blindspots.models import load_classifier_module
+    from blindspots.scenarios import Scenarios
 
     d = load_data(data, limit)
     module, info = load_classifier_module(classifier)
@@ -358,13 +353,11 @@ def report(
     scenario grids (Fig. 3), λ trade-off (Fig. 5), nearest neighbours (Fig. 6)."""
     import pandas as pd
 
-    from blindspots.defuse import ReviewFolder, sweep_test_accuracy
-    from blindspots.defuse.identify import Identified
-    from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff, plot_tsne
-    from blindspots.defuse.vae import BetaVAE
-    from blindspots.models.classifier_zoo import load_classifier_module
-    from blindspots.scenarios.review import load_review
-    from blindspots.training.classification import predict_labels
+    from blindspots.defuse import (BetaVAE, Identified, plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff,
+                                   plot_tsne, ReviewFolder, sweep_test_accuracy)
+    from blindspots.models import load_classifier_module
+    from blindspots.scenarios import load_review
+    from blindspots.training import predict_labels
 
     d = load_data(data, limit)
     model = BetaVAE.load(vae)

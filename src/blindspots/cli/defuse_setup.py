@@ -20,9 +20,8 @@ from typing import Any, Optional
 import numpy as np
 import typer
 
-from blindspots.data.classfile import read_classes
-from blindspots.data.classsets import ClassificationSet, load_classification_set, split_indices
-from blindspots.defuse.presets import CPU_LAMBDAS, CPU_PRESETS
+from blindspots.data import ClassificationSet, load_classification_set, read_classes, split_indices
+from blindspots.defuse import CPU_LAMBDAS, CPU_PRESETS
 
 # Lazy imports: pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
 
@@ -49,7 +48,7 @@ def presets() -> dict[str, dict[str, Any]]:
     """preset name -> option name -> value: 'paper', 'cpu' (defuse.presets' MNIST preset) and 'cpu-<set>'
     for defuse.presets' other measured data sets. PAPER_LAMBDAS is imported here, not at CLI start (defuse.correct
     loads torch)."""
-    from blindspots.defuse.correct import PAPER_LAMBDAS
+    from blindspots.defuse import PAPER_LAMBDAS
 
     def lams(values) -> str:
         return ",".join(f"{x:g}" for x in values)

@@ -16,6 +16,8 @@ from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSet
 # Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
 # them).
 
+PAPER_FINETUNE = FinetuneSettings()  # the defaults of the fine-tuning options: the paper's, from config
+
 ratings_app = typer.Typer(help="Weak labels (ACR ratings 1-5 or out-of-domain) of the mined candidates M.",
                           no_args_is_help=True)
 masks_app = typer.Typer(help="Pixel labels of the counterexamples S and the test set T.", no_args_is_help=True)
@@ -38,7 +40,7 @@ def _model_spec(spec: str, default_name: str, option: str) -> tuple[str, str]:
 
 def open_project(project: Path):  # noqa: ANN202 - Project
     """`Project.open` for the commands (loop and web)."""
-    from blindspots.loop.project import Project
+    from blindspots.loop import Project
 
     return Project.open(project)  # a ProjectError (ValueError) becomes one line via the CLI handler
 
@@ -75,9 +77,11 @@ def init(
     n4: int = typer.Option(100, "--n4", help="Size of S per round, lowest MOS (paper: 100)."),
     raters: int = typer.Option(3, "--raters", help="Ratings needed per candidate (paper: 3)."),
     test_size: int = typer.Option(30, "--test-size", help="Size of each unbiased test set T(i) (paper: 30)."),
-    epochs: int = typer.Option(80, "--epochs", help="Fine-tuning epochs (paper: 80)."),
-    batch_size: int = typer.Option(2, "--batch-size", help="Fine-tuning mini-batch size (paper: 2)."),
-    lrs: str = typer.Option("1e-5,5e-5,1e-4", "--lrs", help="Initial learning rates to grid-search on T0, comma separated."),
+    epochs: int = typer.Option(PAPER_FINETUNE.epochs, "--epochs", help="Fine-tuning epochs (paper: 80)."),
+    batch_size: int = typer.Option(PAPER_FINETUNE.batch_size, "--batch-size",
+                                   help="Fine-tuning mini-batch size (paper: 2)."),
+    lrs: str = typer.Option(",".join(f"{x:g}" for x in PAPER_FINETUNE.lrs), "--lrs",
+                            help="Initial learning rates to grid-search on T0, comma separated."),
     scan: Optional[Path] = typer.Option(None, "--scan", help="A scan you already made of this pool with these "
                                         "models (`blindspots scan`, same names, specs and options): the project "
                                         "takes it instead of scanning again; any other scan is refused with the reason."),
@@ -117,8 +121,7 @@ def round_(
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps."),
 ) -> None:
     """Advance the loop to the next step that needs a human, and say what is awaited."""
-    from blindspots.loop import advance
-    from blindspots.loop.progress import activity_since_last_round, last_event_id, steps_ran
+    from blindspots.loop import activity_since_last_round, advance, last_event_id, steps_ran
 
     proj = open_project(project)
     before, since = last_event_id(proj), activity_since_last_round(proj)
@@ -151,7 +154,7 @@ def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
         when = done_at if isinstance(done_at, str) and done_at else f"started {r['started_at']}"
         typer.echo(f"round {r['round']}  {r['step']:<9} {state:<8} model v{r['model_version']}  "
                    f"seed {r['seed']}  {when}")
-    from blindspots.loop.progress import activity_since_last_round
+    from blindspots.loop import activity_since_last_round
 
     since = activity_since_last_round(proj)
     if since:
@@ -174,7 +177,7 @@ def _echo_next(st, project: Path) -> None:  # noqa: ANN001 - loop.Status
 
 def refresh_round_page(project: Path, round: int) -> None:
     """Rewrite the round's report page, so that it shows the state `status` just printed."""
-    from blindspots.report.round_page import write_round_report
+    from blindspots.report import write_round_report
 
     try:
         write_round_report(project, round)
@@ -185,7 +188,7 @@ def refresh_round_page(project: Path, round: int) -> None:
 def leaderboard(project: Path = typer.Argument(..., help="Project folder.")) -> None:
     """Print Table 1: every model's mIoU on T0 and on each unbiased test set T(i)."""
     from blindspots.loop import leaderboard_frame
-    from blindspots.mine.testset import format_leaderboard
+    from blindspots.mine import format_leaderboard
 
     df = leaderboard_frame(open_project(project))
     typer.echo(format_leaderboard(df) if len(df) else "no round has been evaluated yet")
@@ -214,7 +217,7 @@ def export(
                                  image_root=image_root, document_root=document_root)
     typer.echo(f"wrote {path}")
     if format == "labelstudio":
-        from blindspots.loop.steps.export import labelstudio_config_path
+        from blindspots.loop import labelstudio_config_path
 
         typer.echo(f"wrote {labelstudio_config_path(path)} (paste it into the Label Studio project's Settings → "
                    "Labeling Interface, then import the tasks; docs/annotation_tools.md)")

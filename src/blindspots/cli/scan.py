@@ -54,7 +54,7 @@ def scan(
                                                    "on that GPU (device=auto). Default: none (CPU)."),
 ) -> None:
     """Scan POOL with a target and competitors (MAD Algorithm 1, steps 2-4 and 7-9)."""
-    from blindspots.models.load import load_model
+    from blindspots.models import load_model
     from blindspots.scan import read_score_table, scan_pool, schema
 
     size = None

@@ -11,9 +11,9 @@ import typer
 
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, open_cli_pool, storage_option_option)
-from blindspots.data.classes import Classes
+from blindspots.data import Classes
 from blindspots.data.sources import ImagePool
-from blindspots.data.segsets import SegmentationSet
+from blindspots.data import SegmentationSet
 from blindspots.ids import artifact_path
 
 # Lazy imports: matplotlib, pandas, scipy, torch (`blindspots --help` starts without them).

@@ -28,6 +28,9 @@ _SOURCES = {
     "format_table": "blindspots.defuse.table",
     **dict.fromkeys(["Identified", "IdentifySettings", "identify"], "blindspots.defuse.identify"),
     "BetaVAE": "blindspots.defuse.vae",
+    **dict.fromkeys(["plot_nearest_neighbours", "plot_scenario_grids", "plot_tradeoff", "plot_tsne"],
+                    "blindspots.defuse.plots"),
+    **dict.fromkeys(["CPU_LAMBDAS", "CPU_PRESETS"], "blindspots.defuse.presets"),
     **dict.fromkeys(["ReviewFolder", "Votes"], "blindspots.defuse.review_folder"),
     **dict.fromkeys(["report_table", "sweep_test_accuracy"], "blindspots.defuse.report_table"),
     **dict.fromkeys(["Distiller", "Scenarios", "distill", "scenario_responsibilities"],
@@ -43,6 +46,8 @@ if TYPE_CHECKING:  # what type checkers and the import-graph test see
     from blindspots.defuse.experiment import Experiment, run_experiment
     from blindspots.defuse.identify import Identified, IdentifySettings, identify
     from blindspots.defuse.table import format_table
+    from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff, plot_tsne
+    from blindspots.defuse.presets import CPU_LAMBDAS, CPU_PRESETS
     from blindspots.defuse.report_table import report_table, sweep_test_accuracy
     from blindspots.defuse.review_folder import ReviewFolder, Votes
     from blindspots.defuse.vae import BetaVAE

@@ -11,8 +11,9 @@ from blindspots._lazy import make_callable
 from blindspots.scan.api import scan_pool
 from blindspots.scan import schema
 from blindspots.scan.layout import find_map
+from blindspots.scan.manifest import load_manifest
 from blindspots.scan.stats import ModelStats, model_stats, pair_distances
 from blindspots.scan.table import read_score_table
 
-__all__ = ["ModelStats", "find_map", "model_stats", "pair_distances", "read_score_table", "scan_pool", "schema"]
+__all__ = ["ModelStats", "find_map", "load_manifest", "model_stats", "pair_distances", "read_score_table", "scan_pool", "schema"]
 make_callable(__name__, "blindspots.workflows.scan:scan")  # `blindspots.scan(pool, ...)`: the front door
