@@ -250,7 +250,9 @@ def masks_import(
 
     p = open_project(project)
     n = import_masks(p, source, round=round, annotator=annotator)
-    typer.echo(f"imported {n} masks; {after_masks_import(p, round)}")
+    st = after_masks_import(p, round)
+    typer.echo(f"imported {n} masks; {st.message}")
+    _echo_next(st, project)
 
 
 def register_model(

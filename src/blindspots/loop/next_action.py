@@ -9,8 +9,7 @@ from pathlib import Path
 #: kind -> (the command, with {project}; the call on a `blindspots.Project` named `project`)
 _PHRASES: dict[str, tuple[str, str]] = {
     "advance": ("blindspots round {project}", "project.advance()"),
-    "rate": ("blindspots serve {project}  (people rate on its /rate page)",
-             "# people rate on the web app's /rate page (`blindspots serve`)"),
+    "rate": ("blindspots serve {project}", "# people rate on the web app's /rate page (`blindspots serve`)"),
     "import_ratings": ("blindspots ratings import {project} FILE.csv", "project.import_ratings('FILE.csv')"),
     "export_masks": ("blindspots export {project} --format cvat", "project.export('cvat')"),
     "import_masks": ("blindspots masks import {project} FOLDER", "project.import_masks('FOLDER')"),
@@ -42,7 +41,7 @@ class NextAction:
 
 
 #: what the loop waiting for ratings asks for: people rate (app or CSV), then the loop goes on
-RATE_ACTIONS = (NextAction("rate", "1-5 or out-of-domain per candidate"),
+RATE_ACTIONS = (NextAction("rate", "people rate each candidate 1-5 or out-of-domain on its /rate page"),
                 NextAction("import_ratings", "columns image_id,rater,score"),
                 NextAction("advance", "once the ratings are in"))
 #: what the loop waiting for pixel labels asks for: masks drawn elsewhere (or in the app), then the loop goes on
