@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 _SOURCES = {
     **dict.fromkeys(["Project", "Scan", "open_scan"], "blindspots.workflows"),
     **dict.fromkeys(["NextAction", "ProjectBusy", "Status"], "blindspots.loop"),
+    "keep_freed_memory": "blindspots.allocator",
 }
 
 #: subpackages that attribute access imports; `scan` is also the front door's function (the package is callable)
@@ -33,5 +34,6 @@ __all__ = ["__version__", "scan", *sorted(_SOURCES)]
 __getattr__, __dir__ = lazy_names(__name__, _SOURCES, globals(), _SUBPACKAGES)  # PEP 562: loads on first use
 
 if TYPE_CHECKING:  # what type checkers and the import-graph test see
+    from blindspots.allocator import keep_freed_memory
     from blindspots.loop import NextAction, ProjectBusy, Status
     from blindspots.workflows import Project, Scan, open_scan
