@@ -2,19 +2,13 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, open_cli_pool, storage_option_option)
-from blindspots.data import Classes
-from blindspots.data.sources import ImagePool
-from blindspots.data import SegmentationSet
-from blindspots.ids import artifact_path
 
 # Lazy imports: matplotlib, pandas, scipy, torch (`blindspots --help` starts without them).
 
@@ -130,37 +124,10 @@ def analyze(
     batch_size: int = typer.Option(16, help="Images per forward pass."),
 ) -> None:
     """Table 3 (Spearman SA vs IoU with p-values) and Figure 9 (label-saving trade-off, first estimator)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import pandas as pd
+    from blindspots.surprise.analysis import write_table3
 
-    from blindspots.surprise import check_same_source, fitted_extractor, load_estimator
-    from blindspots.surprise.analysis import label_saving_tradeoff, plot_label_saving, sa_and_iou, spearman_table
-
-    check_same_source(estimator)
-    ests = {}
-    for path in estimator:
-        est = load_estimator(path)
-        ests[est.name.upper() if est.name.upper() not in ests else f"{est.name.upper()}_{len(ests)}"] = est
-    ex = fitted_extractor(estimator[0], model, batch_size, features)
-    groups = _parse_groups(group)
-    data = SegmentationSet(images, masks)
-    sa, iou, in_label, _ = sa_and_iou(ex, ests, data, groups=groups, per_class=per_class, seed=seed,
-                                      progress=True)
-    names = list(groups) if groups else [str(k) for k in range(ex.num_classes)]
-    table = spearman_table(sa, iou, names, in_label)
-    first = next(iter(sa))
-    curves = {}
-    for g, nm in enumerate(names):
-        use = in_label[:, g] & np.isfinite(sa[first][:, g])
-        if use.sum():
-            curves[nm] = label_saving_tradeoff(sa[first][use, g], iou[use, g])
-    if not curves:
-        raise ValueError("masks: expected some images whose label and prediction share a group, got none")
-    out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "table3.csv", index=False)
-    pd.concat([df.assign(group=k) for k, df in curves.items()]).to_csv(out / "figure9.csv", index=False)
-    plot_label_saving(curves, title=f"{first} label-saving trade-off").savefig(out / "figure9.png", dpi=120)
+    table = write_table3(images, masks, estimator, out, model=model, features=features, groups=_parse_groups(group),
+                         per_class=per_class, seed=seed, batch_size=batch_size)
     typer.echo(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     typer.echo(f"-> {out / 'table3.csv'}, {out / 'figure9.png'}")
 
@@ -183,47 +150,14 @@ def view(
     batch_size: int = typer.Option(16, help="Images per forward pass."),
 ) -> None:
     """Draw Figure 6 panels (input, label, prediction, difference, SA above threshold, SA heatmap)."""
-    from blindspots.surprise import fitted_extractor, load_estimator, surprise_heatmaps
-    from blindspots.surprise.views import pad_frames, panels_for, save_png, write_video
+    from blindspots.surprise.views import write_panels
 
-    if limit < 1:
-        raise ValueError(f"--limit: expected at least 1 image, got {limit}")
-    if threshold is not None and not math.isfinite(threshold):
-        raise ValueError(f"--threshold: expected a finite SA value, got {threshold}")
-    est = load_estimator(estimator)
-    ex = fitted_extractor(estimator, model, batch_size, features)
-    classes = getattr(ex.model, "classes", None) or Classes(tuple(f"class{k}" for k in range(ex.num_classes)))
-    # lists: images of different sizes are run one size at a time
-    if masks is not None:
-        data = SegmentationSet(images, masks)
-        ids = data.ids[:limit]
-        pairs = [data.load(i) for i in ids]
-        imgs = [p[0] for p in pairs]
-        labels = [p[1] for p in pairs]
-    else:
-        pool = ImagePool(images)
-        items = list(pool.iter_items(pool.ids[:limit]))  # an unreadable file is skipped, as `score` does
-        bad = [f"{it.id} ({it.error})" for it in items if not it.ok]
-        if bad:
-            typer.echo(f"skipped {len(bad)} unreadable image(s): {', '.join(bad[:5])}"
-                       + (" ..." if len(bad) > 5 else ""), err=True)
-        ids = [it.id for it in items if it.ok]
-        imgs = [it.image for it in items if it.ok]
-        if not ids:
-            raise ValueError(f"images: expected readable images in {str(images)!r}, got none ({len(bad)} unreadable)")
-        labels = None
-    sa, pred = surprise_heatmaps(ex, est, imgs, progress=True, ids=list(ids))
-    if maps is not None:
-        for i, m in zip(ids, sa):
-            path = artifact_path(maps, i, ".npy")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.save(path, np.asarray(m, dtype=np.float32))
-    frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
-    for i, frame in zip(ids, frames):
-        save_png(frame, out / (Path(i).with_suffix(".png")))
-    if video is not None:
-        write_video(pad_frames(frames), video, fps=fps)  # panels of different sizes: centred on one canvas
-    typer.echo(f"wrote {len(frames)} panels -> {out}" + (f" and {video}" if video else "")
+    n, skipped = write_panels(images, estimator, out, masks=masks, video=video, maps=maps, model=model,
+                              features=features, threshold=threshold, limit=limit, fps=fps, batch_size=batch_size)
+    if skipped:
+        typer.echo(f"skipped {len(skipped)} unreadable image(s): {', '.join(skipped[:5])}"
+                   + (" ..." if len(skipped) > 5 else ""), err=True)
+    typer.echo(f"wrote {n} panels -> {out}" + (f" and {video}" if video else "")
                + (f"; SA maps -> {maps}" if maps is not None else ""))
 
 
