@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 
 from blindspots.cli.defuse_setup import (CLASS_NAMES, PRESET, format_presets, holdout_record, load_data, parse_lambdas,
@@ -308,8 +307,7 @@ def correct(
     typer.echo(said)
     sd = scenario_data(Scenarios.load(scenarios), decisions, BetaVAE.load(vae),
                        n_per=resolve(preset, "n_per", n_per), tau=resolve(preset, "tau", tau), seed=seed)
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out / "scenario_sets.npz", **vars(sd))
+    sd.save(out / "scenario_sets.npz")  # the honest table reads its held-out test samples
     (out / "validation.txt").write_text(said + "\n")
     labelled = folder.labelled_identified() if baseline else None
     exp = run_experiment(module, info, (train.images, train.labels), (valid.images, valid.labels), sd, out,
@@ -351,20 +349,8 @@ def report(
 ) -> None:
     """Print the before / control / identified-examples / Defuse table and write the figures: t-SNE (Fig. 2),
     scenario grids (Fig. 3), λ trade-off (Fig. 5), nearest neighbours (Fig. 6)."""
-    import pandas as pd
+    from blindspots.defuse import ReviewFolder, write_report_figures
 
-    from blindspots.defuse import (BetaVAE, Identified, plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff,
-                                   plot_tsne, ReviewFolder, sweep_test_accuracy)
-    from blindspots.models import load_classifier_module
-    from blindspots.scenarios import load_review
-    from blindspots.training import predict_labels
-
-    d = load_data(data, limit)
-    model = BetaVAE.load(vae)
-    module, info = load_classifier_module(classifier)
-    names = np.array(info["class_names"], dtype=object)  # figures show class names, not ids
-    ident = Identified.load(identified)
-    rs = load_review(review)
     t = load_data(test) if test else None
     out.mkdir(parents=True, exist_ok=True)
     if correct_dir is not None and t is not None and judge is not None:
@@ -375,31 +361,6 @@ def report(
     else:
         typer.echo("no table: it needs --correct (the fine-tuned models), --test (images no step saw) and "
                    "--judge (an independent classifier)")
-    written = []
-    fails = rs.items["scenario"].unique()
-    labels = None
-    if (review / "decisions.csv").is_file():
-        dec = pd.read_csv(review / "decisions.csv")
-        fails = dec.loc[dec["is_failure"], "scenario"].to_numpy()
-        labels = dict(zip(dec["scenario"], dec["label_name"].astype(str)))
-    written.append(plot_tsne(model.encode(d.images)[0], ident.codes[:1000], out / "fig2_tsne.png", seed=seed))
-    sel = np.isin(rs.items["scenario"], fails)
-    if sel.any():
-        pred = rs.items["prediction"].to_numpy()
-        written.append(plot_scenario_grids(rs.images[sel], names[pred[sel]], rs.items["scenario"].to_numpy()[sel],
-                                           out / "fig3_scenarios.png", labels=labels))
-        f_pred = predict_labels(module, d.images)
-        wrong = np.flatnonzero(f_pred != d.labels)
-        ref = wrong if len(wrong) else np.arange(len(d))
-        pick = np.flatnonzero(sel)[:10]
-        written.append(plot_nearest_neighbours(rs.images[pick], names[pred[pick]], d.images[ref], names[f_pred[ref]],
-                                               out / "fig6_nearest.png"))
-    if correct_dir is not None and (correct_dir / "sweep.csv").is_file():
-        sweeps = {}
-        for name, csv, folder in (("Defuse", "sweep.csv", "sweep"), ("identified examples", "baseline_sweep.csv",
-                                                                       "baseline")):
-            if (correct_dir / csv).is_file():
-                sweeps[name] = sweep_test_accuracy(pd.read_csv(correct_dir / csv), classifier, correct_dir / folder, t)
-        if all({"scenario_acc", "test_acc"} <= set(sw.columns) for sw in sweeps.values()):
-            written.append(plot_tradeoff(sweeps, out / "fig5_tradeoff.png"))
+    written = write_report_figures(load_data(data, limit), classifier, vae, identified, review, out,
+                                   correct_dir=correct_dir, test=t, seed=seed)
     typer.echo("wrote " + ", ".join(str(p) for p in written))
