@@ -152,7 +152,7 @@ def test_votes_by_name_one_voter(review, tmp_path):
 
 
 def test_cli_errors_and_presets(review, tmp_path):
-    from blindspots.cli.defuse_setup import presets
+    from blindspots.defuse import preset_table as presets
 
     one_line_error(["defuse", "import-votes", "--review", str(review)], "--votes", "--simulate")
     one_line_error(["defuse", "import-votes", "--review", str(review), "--votes", str(tmp_path / "missing.csv")],
@@ -177,7 +177,7 @@ def test_cli_errors_and_presets(review, tmp_path):
 
 
 def test_correct_validation_without_recorded_holdout():
-    from blindspots.cli.defuse_setup import holdout_record, load_data, recorded_holdout, validation_split
+    from blindspots.defuse import holdout_record, load_data, recorded_holdout, validation_split
 
     d = load_data("sklearn-digits", 100)
     keep, rec = holdout_record(d, "sklearn-digits", 0.2, seed=3)

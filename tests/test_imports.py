@@ -222,8 +222,7 @@ KNOWN_CLI_PAST_FACE: dict[tuple[str, str], str] = {
     ("blindspots.cli.web", "blindspots.app.store"): "the app's face imports FastAPI (`annotators`, `sets` need not)",
 }
 #: cli modules that still compute (import an array or table library) rather than parse, call and print
-KNOWN_CLI_COMPUTING: set[str] = {"blindspots.cli.defuse_setup",
-                                 "blindspots.cli.web"}
+KNOWN_CLI_COMPUTING: set[str] = {"blindspots.cli.web"}
 #: what computing takes: a module of cli/ importing one of these holds a domain rule that belongs in the library
 COMPUTING = frozenset({"numpy", "pandas", "torch", "scipy", "sklearn", "pyarrow"})
 

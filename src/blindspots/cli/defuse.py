@@ -3,7 +3,7 @@
 Data specs (--data, --val, --test): 'sklearn-digits', 'mnist-5k', a .npz (images, labels, class_names),
 'IMAGES_IDX:LABELS_IDX', or a class-folder root. Every step writes files the next one reads.
 Settings: `--preset paper` (default) is the paper's GPU settings, `--preset cpu` finishes in minutes
-on a 2-core CPU; an option given explicitly always wins (cli/defuse_setup.py lists both).
+on a 2-core CPU; an option given explicitly always wins (`blindspots.defuse.settings` holds both).
 """
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from typing import Optional
 
 import typer
 
-from blindspots.cli.defuse_setup import (CLASS_NAMES, PRESET, format_presets, holdout_record, load_data, parse_lambdas,
-                                         preset_help, resolve, training_part, validation_split)
+from blindspots.cli.defuse_setup import CLASS_NAMES, PRESET, preset_help
+from blindspots.defuse import (format_presets, holdout_record, load_data, parse_lambdas, resolve, training_part,
+                               validation_split)
 from blindspots.data import read_classes
 
 # Lazy imports: matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
