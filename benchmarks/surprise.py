@@ -163,14 +163,14 @@ def bench_forward(arch: str, size: int, batch: int, epochs: int, workdir: Path, 
         return y if y.shape[-2:] == (size, size) else torch.nn.functional.interpolate(
             y, size=(size, size), mode="bilinear", align_corners=False)
 
-    def kernel_time(kernels: str) -> float:  # the fused map alone, timed right after a forward (as in use)
+    def kernel_time() -> float:  # the fused map alone, timed right after a forward (as in use)
         feat_b, y, _ = ex.forward_scores(imgs, None)
         t0 = time.perf_counter()
         fused_argmax_mdsa_map(est, feat_b, y, mode=ex.interpolation, align_corners=ex.align_corners,
-                              num_classes=ex.num_classes, kernels=kernels)
+                              num_classes=ex.num_classes)
         return time.perf_counter() - t0
 
-    kernel_time("prange")  # compile or cache load
+    kernel_time()  # compile or cache load
     runs = {"proba": lambda: seg.predict_proba(imgs), "logits": logits, "sa": lambda: surprise_heatmaps(ex, est, imgs)}
     times: dict[str, list[float]] = {k: [] for k in runs}
     for r in range(rounds):  # interleaved, rotating which goes first, so drift hits all alike
@@ -193,17 +193,10 @@ def bench_forward(arch: str, size: int, batch: int, epochs: int, workdir: Path, 
           f"{batch / med['logits']:6.1f} img/s | forward + per-pixel MDSA of every pixel {batch / med['sa']:6.1f} "
           f"img/s (medians)\n  median ratio to predict_proba {ratio('proba')}\n  median ratio to the forward to "
           f"logits {ratio('logits')}   [{_load()}]")
-    # the same passes written the standard way (numba prange, torch.mm whitening) against the hand-made path
-    # (torch's OpenMP threads through GOMP_parallel, MKL's sgemm_ per image), each timed right after a forward
-    kt: dict[str, list[float]] = {"omp": [], "prange": []}
-    for r in range(rounds):
-        for kernels in (("omp", "prange") if r % 2 == 0 else ("prange", "omp")):
-            kt[kernels].append(kernel_time(kernels))
-    per_round = np.array(kt["prange"]) / np.array(kt["omp"])
-    print(f"  the fused map alone after a forward (medians of {rounds} interleaved rounds): hand-made (torch's "
-          f"OpenMP threads) {1e3 * np.median(kt['omp']):.2f} ms, standard (numba prange) "
-          f"{1e3 * np.median(kt['prange']):.2f} ms per batch; prange / hand-made {np.median(per_round):.3f} "
-          f"(quartiles {np.percentile(per_round, 25):.3f}-{np.percentile(per_round, 75):.3f})   [{_load()}]")
+    kt = [kernel_time() for _ in range(rounds)]
+    print(f"  the fused map alone after a forward (numba prange, torch.mm whitening): median of {rounds} runs "
+          f"{1e3 * np.median(kt):.2f} ms per batch (quartiles {1e3 * np.percentile(kt, 25):.2f}-"
+          f"{1e3 * np.percentile(kt, 75):.2f})   [{_load()}]")
 
 
 def main() -> None:

@@ -479,4 +479,7 @@ def test_dashboard_and_openapi(world: dict, client: TestClient) -> None:
         assert path in documented, path
     st = client.get("/api/status", headers=bearer(ANN)).json()
     assert "awaited" not in st and "state" in st
+    from blindspots.loop.next_action import KINDS
+
+    assert all(set(a) == {"kind", "why"} and a["kind"] in KINDS for a in st["next"])  # what to do next, as data
 

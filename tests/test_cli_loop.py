@@ -146,3 +146,21 @@ def test_demo_runs_end_to_end_on_tiny_sizes_and_resumes(tmp_path: Path) -> None:
     assert any("resuming" in line for line in lines) and again["status"].finished
     with pytest.raises(ValueError, match="sizes"):
         run_demo(tmp_path / "x", sizes={"bogus": 1})
+
+
+def test_a_second_round_on_the_same_project_waits_then_says_another_runs(world: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from blindspots.loop import lock
+
+    proj = tmp_path / "p"
+    code, out = init(world, proj)
+    assert code == 0, out
+    monkeypatch.setattr(lock, "DEFAULT_WAIT_S", 0.3)
+    with lock.advance_lock(proj):  # another run holds the project (its own open file, as another process would)
+        code, out = invoke("round", proj, "--max-steps", "1")
+    assert code == 2 and "expected no other run of the loop" in out and "after waiting 0.3 s" in out, out
+    from blindspots.loop import Project
+
+    assert Project.open(proj).step(0, "scan") is None  # the refused run ran nothing
+    code, out = invoke("round", proj, "--max-steps", "1")  # the lock is free again
+    assert code == 0 and "paused before step 'mine'" in out, out

@@ -104,6 +104,23 @@ def test_cli_pipeline(tmp_path):
     table = pd.read_csv(tmp_path / "fig" / "table.csv")
     assert len(table) == 4 and table[["test_acc", "scenario_acc", "judge_acc"]].notna().all().all()
 
+    # the same workflow from Python: the review folder in, the honest table out (what `report` printed)
+    from blindspots.data.classsets import load_classification_set
+    from blindspots.defuse import ReviewFolder
+
+    folder = ReviewFolder(tmp_path / "rev")
+    pd.testing.assert_frame_equal(folder.decisions, pd.read_csv(tmp_path / "rev" / "decisions.csv"))
+    images, labels = folder.labelled_identified()
+    assert len(images) == len(labels) == 12
+    rows, _, text = folder.honest_table(clf, tmp_path / "cor", load_classification_set("sklearn-digits"), clf)
+    pd.testing.assert_frame_equal(rows, table, check_dtype=False)
+    assert text.splitlines()[0] in out
+    again = ReviewFolder.export(tmp_path / "sc.npz", vae, clf, tmp_path / "rev2", class_names=NAMES, n_per=3)
+    with pytest.raises(ValueError, match="decisions.csv from import_votes"):
+        again.honest_table(clf, tmp_path / "cor", load_classification_set("sklearn-digits"), clf)
+    res = again.import_votes(simulate=clf, annotators=3)
+    assert res.simulated and len(res.decisions) == again.review.items["scenario"].nunique()
+
 
 @pytest.fixture()
 def review(tmp_path):
@@ -135,7 +152,7 @@ def test_votes_by_name_one_voter(review, tmp_path):
 
 
 def test_cli_errors_and_presets(review, tmp_path):
-    from blindspots.cli.defuse_setup import presets
+    from blindspots.defuse import preset_table as presets
 
     one_line_error(["defuse", "import-votes", "--review", str(review)], "--votes", "--simulate")
     one_line_error(["defuse", "import-votes", "--review", str(review), "--votes", str(tmp_path / "missing.csv")],
@@ -160,7 +177,7 @@ def test_cli_errors_and_presets(review, tmp_path):
 
 
 def test_correct_validation_without_recorded_holdout():
-    from blindspots.cli.defuse_setup import holdout_record, load_data, recorded_holdout, validation_split
+    from blindspots.defuse import holdout_record, load_data, recorded_holdout, validation_split
 
     d = load_data("sklearn-digits", 100)
     keep, rec = holdout_record(d, "sklearn-digits", 0.2, seed=3)

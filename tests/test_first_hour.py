@@ -85,7 +85,7 @@ def test_one_annotator_finishes_a_round_and_exports_a_past_round_again(tmp_path:
         assert r.status_code == 200, r.text
     # one count, labelled, in the app, `status` and `round`: images rated by enough people, answers in
     counts = f"0 of {n} images rated by enough people (3 each), {n} of {3 * n} answers in"
-    assert r.json()["progress"]["counts"] == counts
+    assert r.json()["progress"]["counts"] == counts and r.json()["progress"]["next"] is None  # others must rate
     code, st = cli("status", proj)
     assert code == 0 and counts in st and "only 1 person can rate (alice)" in st and "--raters 1" in st, st
     page = (proj / "reports" / "html" / "round-0" / "index.html").read_text()  # rewritten by `status`
@@ -95,6 +95,10 @@ def test_one_annotator_finishes_a_round_and_exports_a_past_round_again(tmp_path:
     code, out = cli("config", proj, "--raters", 1)
     assert code == 0 and "ratings.raters: 3 -> 1" in out and f"{n} of {n} images rated by enough people" in out, out
     assert cli("config", proj, "--raters", 0)[0] == 2
+    # alone and done: the finished rating page says what goes on (rate.js shows `progress.next`)
+    client = TestClient(__import__("blindspots.app", fromlist=["create_app"]).create_app(proj))  # the new quota
+    progress = client.get("/api/ratings/queue", headers=auth).json()["progress"]
+    assert progress["next"] == f"blindspots round {proj}", progress
     code, out = cli("round", proj)
     assert code == 0 and "exported for pixel labelling" in out and "cannot fine-tune" in out, out
     folder = proj / "reports" / "round-0"
@@ -148,8 +152,12 @@ def test_init_reuses_a_fitting_scan_and_refuses_another(tmp_path: Path, setup: d
     code, out = init(tmp_path, setup, "--scan", scan)
     assert code == 0 and "taken as round 0's scan" in out, out
     proj = tmp_path / "proj"
+    # the taken scan is round 0's finished scan step: `status` goes on with mining, not "next step is 'scan'"
+    code, out = cli("status", proj)
+    assert code == 0 and "round 0: next step is 'mine'" in out and "next: blindspots round" in out, out
+    assert "round 0  scan      done" in out, out
     code, out = cli("round", proj)
-    assert code == 0 and "waiting for ratings" in out, out
+    assert code == 0 and "waiting for ratings" in out and "blindspots ratings import" in out, out
     # the maps are the scan's own files (hard links): `round` did not scan again
     theirs, ours = scan / "maps" / "target" / "img00.png", proj / "scans" / "maps" / "target_v0" / "img00.png"
     assert os.stat(theirs).st_ino == os.stat(ours).st_ino

@@ -559,7 +559,7 @@ def test_label_plan_round_goes_on_with_label_studio(server, world: Path, root: P
     for x, task in _tasks(client, conn.masks_project).items():
         _annotate(client, task["id"], task["predictions"][0]["result"])  # accepted as predicted
     got = ls.pull(p)
-    assert sorted(got.stored) == sorted(need) and "register" in got.next, got.next
+    assert sorted(got.stored) == sorted(need) and "register_version" in [a.kind for a in got.after.next], got.after
     rounds.advance(p, progress=False)
     board = rounds.leaderboard_frame(p)
     assert ("round 0", "T1") in board.columns and board[("round 0", "T1")].notna().all(), board

@@ -134,7 +134,10 @@ def test_human_answers_via_csv_and_mask_folder(world: Path, tmp_path: Path) -> N
     st = bl.advance(p, progress=False)
     assert st.state == "awaiting_ratings" and st.round == 0 and st.total == 2 * len(p.candidates(0, "M"))
     assert set(st.awaited) == set(p.candidates(0, "M")["id"])
-    assert "ratings" in st.message and "blindspots ratings import" in st.message
+    assert "ratings" in st.message and "blindspots" not in st.message  # a status, not a shell command
+    assert [a.kind for a in st.next] == ["rate", "import_ratings", "advance"]
+    assert st.next[1].as_command(p.path) == f"blindspots ratings import {p.path} FILE.csv"
+    assert st.next[1].as_call() == "project.import_ratings('FILE.csv')"
     assert bl.advance(p, progress=False).state == "awaiting_ratings"  # still waiting, nothing lost
     ids = list(p.candidates(0, "M")["id"])
     csv = tmp_path / "ratings.csv"

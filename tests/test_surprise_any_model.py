@@ -211,4 +211,4 @@ def test_cli_fit_score_onnx_layer_and_precomputed_features(setup, monkeypatch):
     # features read by id cannot be added to a scan's table (its compute sees pixels only): one-line error
     r = runner.invoke(app, ["surprise", "score", str(root / "images"), "-e", str(root / "sa" / "npy.npz"),
                             "--scan", str(root / "no_scan")])
-    assert r.exit_code == 2 and "--scan: expected features computed from pixels" in r.output, r.output
+    assert r.exit_code == 2 and "scan (--scan): expected features computed from pixels" in r.output, r.output

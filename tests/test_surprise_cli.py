@@ -235,8 +235,8 @@ def test_score_of_an_empty_pool_says_so(workspace, tmp_path):
     assert r.exit_code == 2 and "pool: expected images in" in r.output, r.output
 
 
-@pytest.mark.parametrize("extra, message", [(["--limit", "0"], "--limit: expected at least 1 image, got 0"),
-                                            (["--threshold", "nan"], "--threshold: expected a finite SA value")])
+@pytest.mark.parametrize("extra, message", [(["--limit", "0"], "limit (--limit): expected at least 1 image, got 0"),
+                                            (["--threshold", "nan"], "threshold (--threshold): expected a finite SA value")])
 def test_view_bad_limit_and_threshold(workspace, tmp_path, extra, message):
     """--limit 0 said "images: expected readable images ..., got none (0 unreadable)"; --threshold nan drew
     panels with an empty 'SA > nan' tile."""

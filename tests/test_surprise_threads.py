@@ -48,11 +48,10 @@ def test_public_calls_leave_thread_counts_as_they_were(two_threads):
     seg = fitted()
     feats = torch.from_numpy(rng.normal(size=(3, 6, 5, 7)).astype(np.float32))
     scores = torch.from_numpy(rng.normal(size=(3, 5, 23, 30)).astype(np.float32))
-    for kernels in ("omp", "prange"):
-        for n in (3, 1):  # one image: numba's prange would run on one thread
-            _, pred = fused_argmax_mdsa_map(seg, feats[:n], scores[:n], kernels=kernels)
-            fused_mdsa_map(seg, feats[:n], pred, kernels=kernels)
-            assert counts() == before, (kernels, n)
+    for n in (3, 1):  # one image: numba's prange would run on one thread
+        _, pred = fused_argmax_mdsa_map(seg, feats[:n], scores[:n])
+        fused_mdsa_map(seg, feats[:n], pred)
+        assert counts() == before, n
 
 
 FIRST_USE = """
@@ -64,7 +63,7 @@ rng = np.random.default_rng(0)
 est = MDSA().fit(rng.normal(size=(400, 6)).astype(np.float32), np.repeat([0, 1], 200))
 feats = torch.from_numpy(rng.normal(size=(2, 6, 4, 4)).astype(np.float32))
 scores = torch.from_numpy(rng.normal(size=(2, 2, 16, 16)).astype(np.float32))
-fused_argmax_mdsa_map(est, feats, scores, kernels="prange")
+fused_argmax_mdsa_map(est, feats, scores)
 print(torch.get_num_threads())
 """
 

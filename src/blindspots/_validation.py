@@ -16,6 +16,7 @@ import numpy as np
 __all__ = [
     "check_class_ids",
     "check_ignore_index",
+    "check_max_pixels",
     "check_int",
     "check_label_map",
     "check_labels",
@@ -47,6 +48,11 @@ def check_seed(seed: Any, name: str = "seed") -> int:
     return check_int(seed, name, minimum=0)  # type: ignore[return-value]
 
 
+def check_max_pixels(max_pixels: Any, name: str = "max_pixels", *, allow_none: bool = False) -> int | None:
+    """A pixel budget: an integer >= 1 (None passes when `allow_none`: no budget)."""
+    return check_int(max_pixels, name, minimum=1, allow_none=allow_none)
+
+
 def check_number(value: Any, name: str, *, low: float | None = None, high: float | None = None,
                  low_open: bool = False, high_open: bool = False) -> float:
     """A finite real number in [low, high] (open ends with low_open / high_open; None: unbounded).
@@ -72,13 +78,18 @@ def check_number(value: Any, name: str, *, low: float | None = None, high: float
 
 # --- label maps and class ids ------------------------------------------------------------------
 
-def check_ignore_index(ignore_index: Any, num_classes: int) -> int | None:
-    """None, or an integer outside the class ids 0..C-1 (255 by default in the APIs)."""
+def check_ignore_index(ignore_index: Any, num_classes: int | None = None, *, negative: bool = True) -> int | None:
+    """None, or an integer outside the class ids 0..C-1 (255 by default in the APIs; C = num_classes when
+    known). negative=False: also >= 0, for a value compared with mask pixels, which are never negative
+    (a negative ignore_index would ignore nothing)."""
     if ignore_index is None:
         return None
     if not _is_int(ignore_index):
         raise ValueError(f"ignore_index: expected an integer or None, got {ignore_index!r}")
-    if 0 <= ignore_index < num_classes:
+    if ignore_index < 0 and not negative:
+        raise ValueError(f"ignore_index: expected a non-negative mask value outside the class ids (255 by "
+                         f"default) or None, got {ignore_index}")
+    if num_classes is not None and 0 <= ignore_index < num_classes:
         raise ValueError(
             f"ignore_index: expected a value outside the class ids 0..{num_classes - 1} (or None), "
             f"got {ignore_index}"

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Hashable, Iterable, Iterator, Sequence, TypeVar
 
+from blindspots._validation import check_max_pixels as _check_pixels
+
 T = TypeVar("T")
 
 #: Default pixel budget of one batch: 1 megapixel (e.g. 16 images of 256x256, one 1280x720 frame, a
@@ -38,11 +40,7 @@ class BatchLimits:
 
 def check_max_pixels(max_pixels: int | None, name: str = "max_pixels") -> int | None:
     """`max_pixels` as an int >= 1 (or None: no pixel budget); ValueError naming `name` otherwise."""
-    if max_pixels is None:
-        return None
-    if isinstance(max_pixels, bool) or not isinstance(max_pixels, int) or max_pixels < 1:
-        raise ValueError(f"{name}: expected a positive integer number of pixels (or None), got {max_pixels!r}")
-    return max_pixels
+    return _check_pixels(max_pixels, name, allow_none=True)
 
 
 def _pixels(size: Sequence[int]) -> int:

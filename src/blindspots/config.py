@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from blindspots.atomic import write_atomic
 from blindspots.data.sources import open_pool, parse_storage_option
 
 CONFIG_FILE = "blindspots.toml"
@@ -422,11 +423,9 @@ def dumps_config(cfg: Config) -> str:
 
 
 def save_config(cfg: Config, path: str | Path) -> Path:
-    """Write the config atomically (tmp + replace) to `path` (a folder gets blindspots.toml)."""
+    """Write the config atomically (`atomic.write_atomic`) to `path` (a folder gets blindspots.toml)."""
     path = Path(path)
     if path.is_dir():
         path = path / CONFIG_FILE
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(dumps_config(cfg), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    text = dumps_config(cfg)
+    return write_atomic(path, lambda t: t.write_text(text, encoding="utf-8"))

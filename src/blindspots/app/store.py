@@ -27,7 +27,6 @@ handler sleep in growing steps, which turns 20 concurrent raters into long laten
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
 import secrets
 import threading
@@ -36,6 +35,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from blindspots.atomic import write_atomic
 from blindspots.ids import artifact_name, check_image_id
 from blindspots.loop.project import Project, hash_token
 
@@ -125,12 +125,8 @@ class AppStore:
     def add_fix(self, set_name: str, image_id: str, mask: np.ndarray, annotator: str | None) -> Path:
         """Store a corrected mask (uint8 [H, W]) as an index PNG; written atomically, then committed."""
         path = self.fix_path(set_name, image_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}.{threading.get_ident()}")
-        Image.fromarray(np.asarray(mask, dtype=np.uint8), mode="L").save(tmp, format="PNG")
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        image = Image.fromarray(np.asarray(mask, dtype=np.uint8), mode="L")
+        write_atomic(path, lambda t: image.save(t, format="PNG"), fsync=True)
         rel = path.relative_to(self.project.path).as_posix()
         with self.write_lock:
             self.project.put_fix(set_name, image_id, rel, annotator)

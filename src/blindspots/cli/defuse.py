@@ -3,7 +3,7 @@
 Data specs (--data, --val, --test): 'sklearn-digits', 'mnist-5k', a .npz (images, labels, class_names),
 'IMAGES_IDX:LABELS_IDX', or a class-folder root. Every step writes files the next one reads.
 Settings: `--preset paper` (default) is the paper's GPU settings, `--preset cpu` finishes in minutes
-on a 2-core CPU; an option given explicitly always wins (cli/defuse_setup.py lists both).
+on a 2-core CPU; an option given explicitly always wins (`blindspots.defuse.settings` holds both).
 """
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 
-from blindspots.cli.defuse_setup import (CLASS_NAMES, PRESET, format_presets, holdout_record, load_data, parse_lambdas,
-                                         preset_help, resolve, training_part, validation_split)
-from blindspots.data.classfile import read_classes
+from blindspots.cli.defuse_setup import CLASS_NAMES, PRESET, preset_help
+from blindspots.defuse import (format_presets, holdout_record, load_data, parse_lambdas, resolve, training_part,
+                               validation_split)
+from blindspots.data import read_classes
 
 # Lazy imports: matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
 
@@ -61,9 +61,8 @@ def train_classifier_cmd(
 ) -> None:
     """Train a zoo classifier (not part of Defuse itself; for trying the pipeline). Its checkpoint keeps the
     class names (votes use them) and which images were held out."""
-    from blindspots.models.classifier_zoo import build_classifier, save_classifier
-    from blindspots.training.classification import accuracy, train_classifier
-    from blindspots.training.loop import torch_seeded
+    from blindspots.models import build_classifier, save_classifier
+    from blindspots.training import accuracy, torch_seeded, train_classifier
 
     d = load_data(data, limit, class_names)
     keep, record = holdout_record(d, data, holdout, seed)
@@ -101,7 +100,7 @@ def train_vae(
     seed: int = SEED,
 ) -> None:
     """Train the β-VAE (resumable) and save reconstruction/sample grids."""
-    from blindspots.defuse.vae import BetaVAE
+    from blindspots.defuse import BetaVAE
 
     d = load_data(data, limit)
     vae = BetaVAE(latent_dim=resolve(preset, "latent_dim", latent_dim), beta=resolve(preset, "beta", beta),
@@ -142,10 +141,9 @@ def identify(
 ) -> None:
     """Identify failures (Algorithm 1) over the classifier's training images of --data (the images
     train-classifier held out stay unseen, for `correct` to validate on)."""
-    from blindspots.defuse.identify import IdentifySettings
-    from blindspots.defuse.identify import identify as run
-    from blindspots.defuse.vae import BetaVAE
-    from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
+    from blindspots.defuse import BetaVAE, IdentifySettings
+    from blindspots.defuse.identify import identify as run  # the face's `identify` is shadowed by its module
+    from blindspots.models import load_classifier, load_classifier_module
 
     d, which = training_part(load_classifier_module(classifier)[1], load_data(data, limit), data)
     typer.echo(f"identifying over {which}")
@@ -179,8 +177,8 @@ def distill(
     seed: int = SEED,
 ) -> None:
     """Fit the Dirichlet-process GMM and keep the heavy components as candidate scenarios."""
-    from blindspots.defuse.identify import Identified
-    from blindspots.scenarios.clustering import Distiller
+    from blindspots.defuse import Identified
+    from blindspots.scenarios import Distiller
 
     sc = Distiller(n_components=resolve(preset, "n_components", n_components),
                    max_codes=resolve(preset, "max_codes", max_codes), weight_threshold=weight_threshold,
@@ -208,10 +206,8 @@ def export_review_cmd(
     seed: int = SEED,
 ) -> None:
     """Sample review images per scenario and write them with a votes template (CSV)."""
-    from blindspots.defuse.vae import BetaVAE
-    from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
-    from blindspots.scenarios.clustering import Scenarios
-    from blindspots.scenarios.review import build_review, export_review
+    from blindspots.defuse import ReviewFolder
+    from blindspots.models import load_classifier_module
 
     names = tuple(load_classifier_module(classifier)[1]["class_names"])
     if class_names is not None:
@@ -220,17 +216,11 @@ def export_review_cmd(
             raise ValueError(f"class_names: expected {len(names)} names (the classifier's classes) in {class_names}, "
                              f"got {len(given)}")
         names = given
-    review = build_review(Scenarios.load(scenarios), BetaVAE.load(vae), load_classifier(classifier), names,
-                          n_per=n_per, tau=resolve(preset, "tau", tau), seed=seed)
-    export_review(review, out)
-    n_id = 0
-    if identified is not None:
-        from blindspots.cli.defuse_identified import export_identified
-        from blindspots.defuse.identify import Identified
-
-        n_id = export_identified(Identified.load(identified), BetaVAE.load(vae), load_classifier(classifier), names,
-                                 out, n_identified, seed=seed)
-    typer.echo(f"{len(review)} images from {review.items['scenario'].nunique()} scenarios"
+    folder = ReviewFolder.export(scenarios, vae, classifier, out, class_names=names, n_per=n_per,
+                                 tau=resolve(preset, "tau", tau), identified=identified, n_identified=n_identified,
+                                 seed=seed)
+    items, n_id = folder.review.items, folder.n_identified
+    typer.echo(f"{len(items)} images from {items['scenario'].nunique()} scenarios"
                f"{f' and {n_id} identified failures' if n_id else ''} -> {out}; "
                f"fill votes_template.csv (label: one of {', '.join(names)} (any case), a class id, or 'none'; "
                "annotator optional) and run import-votes")
@@ -253,42 +243,14 @@ def import_votes(
     seed: int = SEED,
 ) -> None:
     """Import votes (CSV, or simulated), decide failure scenarios and print annotator agreement."""
-    from blindspots.cli.defuse_identified import save_identified_labels, split_votes
-    from blindspots.human.simulate_votes import SimulatedAnnotators
-    from blindspots.human.votes import agreement_table, format_agreement_table, read_votes_csv
-    from blindspots.models.classifier_zoo import load_classifier
-    from blindspots.scenarios.review import decide_scenarios, load_review
+    from blindspots.defuse import ReviewFolder
+    from blindspots.human import agreement_table, format_agreement_table
 
-    rs = load_review(review)
-    if (votes is None) == (simulate is None):
-        raise ValueError(f"votes: expected exactly one of --votes FILE or --simulate ORACLE.pt, got "
-                         f"{'both' if votes else 'neither'}")
-    if votes is not None:
-        table = read_votes_csv(votes, rs.class_names)
-    else:
-        oracle = load_classifier(simulate)  # type: ignore[arg-type]
-        panel = SimulatedAnnotators(oracle, n_annotators=annotators, error_rate=error_rate, seed=seed)
-        images, ids = rs.images, list(rs.items["item_id"])
-        if (review / "identified.npz").is_file():
-            with np.load(review / "identified.npz") as z:
-                images, ids = np.concatenate([images, z["images"]]), ids + [str(i) for i in z["item_id"]]
-        table = panel.vote(images, ids)
-        table.to_csv(review / "votes_simulated.csv", index=False)
+    res = ReviewFolder(review).import_votes(votes, simulate=simulate, annotators=annotators, error_rate=error_rate,
+                                            rho=rho, judge=judge, seed=seed)
+    if res.simulated:
         typer.echo("NOTE: votes are SIMULATED by an oracle classifier, not people")
-    table, on_identified = split_votes(table)
-    id_labels = save_identified_labels(review, on_identified, len(rs.class_names))
-    decisions, items = decide_scenarios(rs, table, rho=rho)
-    if judge is not None:
-        from blindspots.defuse.evaluation import flag_disputed, judge_agreement, judge_labels
-
-        label = dict(zip(decisions["scenario"], decisions["label"]))
-        lab = items["scenario"].map(label).to_numpy(dtype=np.int64)
-        has = lab >= 0  # scenarios whose voters gave a class
-        agree = judge_agreement(items["scenario"].to_numpy()[has], lab[has],
-                                judge_labels(load_classifier(judge), rs.images[has]), class_names=rs.class_names)
-        decisions = flag_disputed(decisions, agree)
-    decisions.to_csv(review / "decisions.csv", index=False)
-    items.to_csv(review / "items_voted.csv", index=False)
+    decisions, id_labels = res.decisions, res.identified_labels
     typer.echo(decisions.to_string(index=False))
     typer.echo(f"\n{int(decisions['is_failure'].sum())} failure scenarios -> {review / 'decisions.csv'}")
     if "judge_disputed" in decisions.columns:
@@ -296,7 +258,7 @@ def import_votes(
         typer.echo(f"the judge (a SIMULATION) disputes the label of failure scenarios {disputed}: to discard one, set "
                    "its is_failure to False in decisions.csv" if disputed else
                    "the judge (a SIMULATION) disputes no failure scenario's label")
-    typer.echo(format_agreement_table(agreement_table(items[items["n_votes"] > 0])))
+    typer.echo(format_agreement_table(agreement_table(res.items[res.items["n_votes"] > 0])))
     if len(id_labels):
         n_cls = int((id_labels["label"] >= 0).sum())
         typer.echo(f"{len(id_labels)} identified failures voted on, {n_cls} labelled with a class "
@@ -332,30 +294,23 @@ def correct(
     seed: int = SEED,
 ) -> None:
     """Fine-tune on L(D) + λ·CE(D_f) over the λ sweep; keep the best by validation accuracy (on held-out images)."""
-    import pandas as pd
-
-    from blindspots.cli.defuse_identified import load_identified_examples
-    from blindspots.defuse.correct import scenario_data
-    from blindspots.defuse.experiment import run_experiment
-    from blindspots.defuse.vae import BetaVAE
-    from blindspots.models.classifier_zoo import load_classifier_module
-    from blindspots.scenarios.clustering import Scenarios
+    from blindspots.defuse import BetaVAE, ReviewFolder, run_experiment, scenario_data
+    from blindspots.models import load_classifier_module
+    from blindspots.scenarios import Scenarios
 
     d = load_data(data, limit)
     module, info = load_classifier_module(classifier)
     if len(info["class_names"]) != d.num_classes:
         raise ValueError(f"data: expected {len(info['class_names'])} classes (the classifier's), got {d.num_classes}")
-    decisions = review / "decisions.csv"
-    if not decisions.is_file():
-        raise ValueError(f"review: expected {decisions} from import-votes, got none; run import-votes first")
+    folder = ReviewFolder(review)
+    decisions = folder.decisions  # ValueError before import-votes
     train, valid, said = validation_split(info, d, data, val, load_data(val) if val else None, val_fraction, seed)
     typer.echo(said)
-    sd = scenario_data(Scenarios.load(scenarios), pd.read_csv(decisions), BetaVAE.load(vae),
+    sd = scenario_data(Scenarios.load(scenarios), decisions, BetaVAE.load(vae),
                        n_per=resolve(preset, "n_per", n_per), tau=resolve(preset, "tau", tau), seed=seed)
-    out.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out / "scenario_sets.npz", **vars(sd))
+    sd.save(out / "scenario_sets.npz")  # the honest table reads its held-out test samples
     (out / "validation.txt").write_text(said + "\n")
-    labelled = load_identified_examples(review) if baseline else None
+    labelled = folder.labelled_identified() if baseline else None
     exp = run_experiment(module, info, (train.images, train.labels), (valid.images, valid.labels), sd, out,
                          lambdas=parse_lambdas(resolve(preset, "lambdas", lambdas)),
                          epochs=resolve(preset, "correct_epochs", epochs), batch_size=BATCH, seed=seed,
@@ -395,57 +350,18 @@ def report(
 ) -> None:
     """Print the before / control / identified-examples / Defuse table and write the figures: t-SNE (Fig. 2),
     scenario grids (Fig. 3), λ trade-off (Fig. 5), nearest neighbours (Fig. 6)."""
-    import pandas as pd
+    from blindspots.defuse import ReviewFolder, write_report_figures
 
-    from blindspots.cli.defuse_table import report_table, sweep_test_accuracy
-    from blindspots.defuse.identify import Identified
-    from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff, plot_tsne
-    from blindspots.defuse.vae import BetaVAE
-    from blindspots.models.classifier_zoo import load_classifier_module
-    from blindspots.scenarios.review import load_review
-    from blindspots.training.classification import predict_labels
-
-    d = load_data(data, limit)
-    model = BetaVAE.load(vae)
-    module, info = load_classifier_module(classifier)
-    names = np.array(info["class_names"], dtype=object)  # figures show class names, not ids
-    ident = Identified.load(identified)
-    rs = load_review(review)
     t = load_data(test) if test else None
     out.mkdir(parents=True, exist_ok=True)
     if correct_dir is not None and t is not None and judge is not None:
-        rows, agreement, text = report_table(classifier, correct_dir, t, judge)
+        rows, agreement, text = ReviewFolder(review).honest_table(classifier, correct_dir, t, judge)
         rows.to_csv(out / "table.csv", index=False)
         agreement.to_csv(out / "judge_agreement.csv", index=False)
         typer.echo(text + "\n")
     else:
         typer.echo("no table: it needs --correct (the fine-tuned models), --test (images no step saw) and "
                    "--judge (an independent classifier)")
-    written = []
-    fails = rs.items["scenario"].unique()
-    labels = None
-    if (review / "decisions.csv").is_file():
-        dec = pd.read_csv(review / "decisions.csv")
-        fails = dec.loc[dec["is_failure"], "scenario"].to_numpy()
-        labels = dict(zip(dec["scenario"], dec["label_name"].astype(str)))
-    written.append(plot_tsne(model.encode(d.images)[0], ident.codes[:1000], out / "fig2_tsne.png", seed=seed))
-    sel = np.isin(rs.items["scenario"], fails)
-    if sel.any():
-        pred = rs.items["prediction"].to_numpy()
-        written.append(plot_scenario_grids(rs.images[sel], names[pred[sel]], rs.items["scenario"].to_numpy()[sel],
-                                           out / "fig3_scenarios.png", labels=labels))
-        f_pred = predict_labels(module, d.images)
-        wrong = np.flatnonzero(f_pred != d.labels)
-        ref = wrong if len(wrong) else np.arange(len(d))
-        pick = np.flatnonzero(sel)[:10]
-        written.append(plot_nearest_neighbours(rs.images[pick], names[pred[pick]], d.images[ref], names[f_pred[ref]],
-                                               out / "fig6_nearest.png"))
-    if correct_dir is not None and (correct_dir / "sweep.csv").is_file():
-        sweeps = {}
-        for name, csv, folder in (("Defuse", "sweep.csv", "sweep"), ("identified examples", "baseline_sweep.csv",
-                                                                       "baseline")):
-            if (correct_dir / csv).is_file():
-                sweeps[name] = sweep_test_accuracy(pd.read_csv(correct_dir / csv), classifier, correct_dir / folder, t)
-        if all({"scenario_acc", "test_acc"} <= set(sw.columns) for sw in sweeps.values()):
-            written.append(plot_tradeoff(sweeps, out / "fig5_tradeoff.png"))
+    written = write_report_figures(load_data(data, limit), classifier, vae, identified, review, out,
+                                   correct_dir=correct_dir, test=t, seed=seed)
     typer.echo("wrote " + ", ".join(str(p) for p in written))

@@ -52,9 +52,8 @@ def run_demo(out: Path, *, seed: int = 0, pool_size: int | None = None, progress
         people (ratings of M), to be answered in the web app (`blindspots serve`).
     Returns {"project": path, "status": Status, "leaderboard": DataFrame, "zoo": summary, "times": dict}.
     """
-    from blindspots.loop import advance, leaderboard_frame
-    from blindspots.loop.project import Project
-    from blindspots.training.zoo import train_zoo
+    from blindspots.loop import advance, leaderboard_frame, Project
+    from blindspots.training import train_zoo
 
     d = dict(DEMO)
     unknown = sorted(set(sizes or {}) - set(DEMO))
@@ -128,7 +127,7 @@ def demo(
                                        "then `blindspots annotators add`, `blindspots serve` and `blindspots round`."),
 ) -> None:
     """Two full MAD rounds on procedural scenes with simulated humans; prints Table 1."""
-    from blindspots.mine.testset import format_leaderboard
+    from blindspots.mine import format_leaderboard
 
     t0 = time.perf_counter()
     res = run_demo(out, seed=seed, pool_size=pool_size, progress=not quiet, echo=typer.echo, simulate=simulate)

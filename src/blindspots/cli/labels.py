@@ -7,10 +7,8 @@ from typing import Optional
 import typer
 
 from blindspots.cli.pool_options import open_cli_pool, storage_option_option
-from blindspots.data.classes import DEFAULT_IGNORE_INDEX
-from blindspots.data.classfile import read_classes
-from blindspots.data.segsets import open_segset
-from blindspots.data.sources.labelled import SourceSegmentationSet
+from blindspots.data import DEFAULT_IGNORE_INDEX, open_segset, read_classes
+from blindspots.data.sources import SourceSegmentationSet
 
 # Lazy imports: matplotlib, pandas, scipy, torch (`blindspots --help` starts without them).
 
@@ -84,7 +82,7 @@ def label_issues(
 ) -> None:
     """Rank images by label quality, flag mislabelled pixels and group them into typed regions
     (confident learning for segmentation; cleanlab-compatible). Images may differ in size."""
-    from blindspots.labels.review import mask_png_writer, review_label_issues, save_review, worst_images_figure
+    from blindspots.labels import mask_png_writer, review_label_issues, save_review, worst_images_figure
 
     if fmt not in ("csv", "parquet"):
         raise typer.BadParameter(f"expected csv or parquet, got {fmt!r}", param_hint="--format")
@@ -97,7 +95,7 @@ def label_issues(
     dataset = seg_model = None
     row_ids = None
     if model is not None:
-        from blindspots.models.load import load_model
+        from blindspots.models import load_model
 
         if images is not None and masks is not None and _is_source(images):  # images from a store or shards
             dataset = _source_set(images, masks, classes, ids, storage_option)

@@ -76,6 +76,7 @@ def pull(
 ) -> None:
     """Pull finished annotations into the project's masks (or ratings); `blindspots round` then continues."""
     from blindspots.integrations.labelstudio import pull as do_pull
+    from blindspots.loop import NextAction, phrase_commands
 
     if watch is not None and not watch > 0:
         raise ValueError(f"--watch: expected seconds > 0, got {watch}")
@@ -83,6 +84,10 @@ def pull(
         report = do_pull(open_project(project), kind="ratings" if ratings else "masks", ignore_other=ignore_other)
         for line in report.lines():
             typer.echo(line)
+        after = report.after.next if report.after is not None else (
+            (NextAction("advance", "once every candidate has its ratings"),) if ratings else ())
+        if after:
+            typer.echo(phrase_commands(after, project))
         if watch is None or not report.waiting:
             return
         time.sleep(watch)

@@ -12,10 +12,11 @@ from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_
 from blindspots.cli.report import write_round_pages
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, SimulateSettings, TestSetSettings)
-from blindspots.data.sources import ImagePool
 
 # Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
 # them).
+
+PAPER_FINETUNE = FinetuneSettings()  # the defaults of the fine-tuning options: the paper's, from config
 
 ratings_app = typer.Typer(help="Weak labels (ACR ratings 1-5 or out-of-domain) of the mined candidates M.",
                           no_args_is_help=True)
@@ -39,7 +40,7 @@ def _model_spec(spec: str, default_name: str, option: str) -> tuple[str, str]:
 
 def open_project(project: Path):  # noqa: ANN202 - Project
     """`Project.open` for the commands (loop and web)."""
-    from blindspots.loop.project import Project
+    from blindspots.loop import Project
 
     return Project.open(project)  # a ProjectError (ValueError) becomes one line via the CLI handler
 
@@ -76,9 +77,11 @@ def init(
     n4: int = typer.Option(100, "--n4", help="Size of S per round, lowest MOS (paper: 100)."),
     raters: int = typer.Option(3, "--raters", help="Ratings needed per candidate (paper: 3)."),
     test_size: int = typer.Option(30, "--test-size", help="Size of each unbiased test set T(i) (paper: 30)."),
-    epochs: int = typer.Option(80, "--epochs", help="Fine-tuning epochs (paper: 80)."),
-    batch_size: int = typer.Option(2, "--batch-size", help="Fine-tuning mini-batch size (paper: 2)."),
-    lrs: str = typer.Option("1e-5,5e-5,1e-4", "--lrs", help="Initial learning rates to grid-search on T0, comma separated."),
+    epochs: int = typer.Option(PAPER_FINETUNE.epochs, "--epochs", help="Fine-tuning epochs (paper: 80)."),
+    batch_size: int = typer.Option(PAPER_FINETUNE.batch_size, "--batch-size",
+                                   help="Fine-tuning mini-batch size (paper: 2)."),
+    lrs: str = typer.Option(",".join(f"{x:g}" for x in PAPER_FINETUNE.lrs), "--lrs",
+                            help="Initial learning rates to grid-search on T0, comma separated."),
     scan: Optional[Path] = typer.Option(None, "--scan", help="A scan you already made of this pool with these "
                                         "models (`blindspots scan`, same names, specs and options): the project "
                                         "takes it instead of scanning again; any other scan is refused with the reason."),
@@ -86,8 +89,7 @@ def init(
     """Create a project folder: blindspots.toml, the SQLite store, scans/, masks/, checkpoints/, reports/.
 
     Every model is loaded and run on one pool image first, so a bad spec fails here."""
-    from blindspots.loop import check_config
-    from blindspots.loop.project import STORE_FILE, Project
+    from blindspots.loop import create_project
 
     tname, tpath = _model_spec(target, "target", "--target")
     comps = [ModelSettings(*_model_spec(c, "", "--competitor")) for c in competitor]
@@ -105,40 +107,12 @@ def init(
         base_dir=Path.cwd(),
     )
     storage_options(storage_option)  # KEY=VALUE, checked before anything is read
-    if "://" not in pool and not any(c in pool for c in "*?[{") and not Path(pool).exists():
-        raise ValueError(f"--pool: expected an existing folder, list file or shard (or a URI), got {pool!r}")
-    for key, p in [("--train-data", train_data), ("--val-data", val_data)]:
-        if p is not None and not p.is_dir():
-            raise ValueError(f"{key}: expected an existing folder, got {str(p)!r}")
-    if (project / STORE_FILE).exists():
-        raise ValueError(f"project: expected a folder without a project, got {str(project)!r} "
-                         f"(it already holds {STORE_FILE})")
-    check_config(cfg)  # every model loads and runs on one pool image; S0/T0 hold images with masks
+    proj = create_project(project, cfg, scan=scan)  # every check of `blindspots.loop.setup`, then the folder
     if scan is not None:
-        _check_scan(cfg, scan)  # before the folder exists: a refused scan leaves nothing behind
-    proj = Project.create(project, cfg)
-    if scan is not None:
-        from blindspots.loop import target_column
-        from blindspots.loop.scan_reuse import adopt_scan
-
-        adopt_scan(scan, proj.scan_dir, tname, target_column(proj, 0))
         typer.echo(f"  scan: {scan} taken as round 0's scan (same pool, same models); `round` will not scan again")
     typer.echo(f"created project {proj.path}\n  settings: {proj.path / 'blindspots.toml'}\n"
                f"  ratings: {raters} per candidate image (`blindspots config {project} --raters N` changes it; "
                f"one person rating alone: 1)\n  next: blindspots round {project}")
-
-
-def _check_scan(cfg, scan: Path) -> None:  # noqa: ANN001 - Config
-    """`init --scan`: the scan fits the new project (loop/scan_reuse.py), else ValueError with the reason."""
-    from blindspots.loop.models import absolute_spec, load_spec
-    from blindspots.loop.scan_reuse import check_scan_fits
-
-    here = str(Path(cfg.base_dir).resolve())
-    specs = {cfg.target.name: cfg.target.path, **{c.name: c.path for c in cfg.competitors}}
-    models = {n: load_spec(absolute_spec(s, cfg.base_dir), import_dir=here) for n, s in specs.items()}
-    lf = None if cfg.pool.list_file is None else cfg.resolve(cfg.pool.list_file)
-    check_scan_fits(scan, ImagePool(cfg.resolve(cfg.pool.root), list_file=lf), models, cfg.target.name,
-                    cfg.scan.shard_size)
 
 
 def round_(
@@ -147,8 +121,7 @@ def round_(
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps."),
 ) -> None:
     """Advance the loop to the next step that needs a human, and say what is awaited."""
-    from blindspots.loop import advance
-    from blindspots.loop.progress import activity_since_last_round, last_event_id, steps_ran
+    from blindspots.loop import activity_since_last_round, advance, last_event_id, steps_ran
 
     proj = open_project(project)
     before, since = last_event_id(proj), activity_since_last_round(proj)
@@ -157,6 +130,7 @@ def round_(
         typer.echo(f"  {line}")
     proj.log_event("round-run", {"state": st.state, "round": st.round, "step": st.step})
     typer.echo(st.message)
+    _echo_next(st, project)
     if st.state == "finished":
         leaderboard(project)
     if st.awaited:
@@ -180,7 +154,7 @@ def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
         when = done_at if isinstance(done_at, str) and done_at else f"started {r['started_at']}"
         typer.echo(f"round {r['round']}  {r['step']:<9} {state:<8} model v{r['model_version']}  "
                    f"seed {r['seed']}  {when}")
-    from blindspots.loop.progress import activity_since_last_round
+    from blindspots.loop import activity_since_last_round
 
     since = activity_since_last_round(proj)
     if since:
@@ -189,12 +163,21 @@ def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
             typer.echo(f"  {line}")
     st = loop_status(proj)
     typer.echo(st.message)
+    _echo_next(st, project)
     refresh_round_page(project, st.round)
+
+
+def _echo_next(st, project: Path) -> None:  # noqa: ANN001 - loop.Status
+    """The status's next actions, phrased as commands."""
+    from blindspots.loop import phrase_commands
+
+    if st.next:
+        typer.echo(phrase_commands(st.next, project))
 
 
 def refresh_round_page(project: Path, round: int) -> None:
     """Rewrite the round's report page, so that it shows the state `status` just printed."""
-    from blindspots.report.round_page import write_round_report
+    from blindspots.report import write_round_report
 
     try:
         write_round_report(project, round)
@@ -205,7 +188,7 @@ def refresh_round_page(project: Path, round: int) -> None:
 def leaderboard(project: Path = typer.Argument(..., help="Project folder.")) -> None:
     """Print Table 1: every model's mIoU on T0 and on each unbiased test set T(i)."""
     from blindspots.loop import leaderboard_frame
-    from blindspots.mine.testset import format_leaderboard
+    from blindspots.mine import format_leaderboard
 
     df = leaderboard_frame(open_project(project))
     typer.echo(format_leaderboard(df) if len(df) else "no round has been evaluated yet")
@@ -234,7 +217,7 @@ def export(
                                  image_root=image_root, document_root=document_root)
     typer.echo(f"wrote {path}")
     if format == "labelstudio":
-        from blindspots.loop.steps.export import labelstudio_config_path
+        from blindspots.loop import labelstudio_config_path
 
         typer.echo(f"wrote {labelstudio_config_path(path)} (paste it into the Label Studio project's Settings → "
                    "Labeling Interface, then import the tasks; docs/annotation_tools.md)")
@@ -267,7 +250,9 @@ def masks_import(
 
     p = open_project(project)
     n = import_masks(p, source, round=round, annotator=annotator)
-    typer.echo(f"imported {n} masks; {after_masks_import(p, round)}")
+    st = after_masks_import(p, round)
+    typer.echo(f"imported {n} masks; {st.message}")
+    _echo_next(st, project)
 
 
 def register_model(

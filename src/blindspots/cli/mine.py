@@ -40,7 +40,7 @@ def mine(
     gallery: bool = typer.Option(True, "--gallery/--no-gallery", help="Write index.html with thumbnails."),
 ) -> None:
     """Pick N images of SCAN_DIR with a strategy; write OUT/picks.csv, OUT/picks.parquet, OUT/index.html."""
-    from blindspots.mine.run import mine_scan, write_picks
+    from blindspots.mine import mine_scan, write_picks
 
     settings = {"mad": {"distance": distance, "n3": n3}, "madplus": {"distance": distance, "n3": n3},
                 "surprise": {"kind": kind}}.get(strategy, {})
@@ -52,7 +52,7 @@ def mine(
     csv, _ = write_picks(picks, out)
     typer.echo(f"picked {len(picks)} image(s) with {strategy} -> {csv} (and picks.parquet)")
     if gallery:
-        from blindspots.report.gallery import write_gallery
+        from blindspots.report import write_gallery
 
         label, intro = _score_words(strategy, distance, kind, seed)
         index = write_gallery(picks, scan_dir, out, pool_root=pool, title=f"{strategy}: {len(picks)} picks",
@@ -63,9 +63,8 @@ def mine(
 def _add_model_columns(scan_dir: Path, strategy: str, target: Optional[str], model: Optional[str],
                        pool: Optional[Path], dropout: Optional[float], mc_passes: int) -> None:
     """Strategies that need the model (margin, BALD, core-set): add their columns to the scan once."""
-    from blindspots.mine.columns import missing_kinds
-    from blindspots.mine.registry import needs_model, sampler_names
-    from blindspots.scan.table import load_manifest
+    from blindspots.mine import missing_kinds, needs_model, sampler_names
+    from blindspots.scan import load_manifest
 
     manifest = load_manifest(scan_dir)
     if manifest is None or strategy not in sampler_names():
@@ -78,7 +77,7 @@ def _add_model_columns(scan_dir: Path, strategy: str, target: Optional[str], mod
         raise ValueError(f"--model: strategy {strategy!r} reads {missing} columns of {name!r} that the scan lacks; "
                          f"pass the model's spec (--model SPEC) to compute them once over the pool")
     from blindspots.mine.acquisition import add_acquisition_columns  # torch: only when columns are missing
-    from blindspots.models.load import load_model
+    from blindspots.models import load_model
 
     root = pool or Path(manifest["pool_root"])
     add_acquisition_columns(scan_dir, ImagePool(root), load_model(model), name, kinds=missing, mc_passes=mc_passes,
@@ -116,7 +115,7 @@ def _check_scan_fits(scan_dir: Path, strategy: str, kind: str) -> None:
     """ValueError saying what to do when the scan lacks what `strategy` ranks by: MAD without a
     competitor, surprise without `surprise score --scan` columns (the samplers' own errors name
     columns and arguments that do not help)."""
-    from blindspots.scan.table import load_manifest
+    from blindspots.scan import load_manifest
 
     manifest = load_manifest(scan_dir)
     if manifest is None:

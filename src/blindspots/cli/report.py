@@ -29,10 +29,8 @@ def report(
                                         "folder that was scanned)."),
 ) -> None:
     """Write SOURCE's report: one self-contained page (OUT/index.html) plus its figures as PNG."""
-    from blindspots.report.defuse_page import write_defuse_report
-    from blindspots.report.labels_page import write_label_issues_report
-    from blindspots.report.scan_page import write_scan_report
-    from blindspots.report.surprise_page import write_surprise_report
+    from blindspots.report import (write_defuse_report, write_label_issues_report, write_scan_report,
+                                   write_surprise_report)
 
     kind = source_kind(source)
     if kind != "project" and round is not None:
@@ -55,9 +53,7 @@ def source_kind(source: Path) -> str:
     """What SOURCE is, sniffed once: "project" (blindspots.toml), "scan" (scan.json), "label-issues",
     "surprise" or "defuse" (an engine's --out folder); anything else is taken for a project, whose
     opening then says what is missing."""
-    from blindspots.report.defuse_page import is_defuse_dir
-    from blindspots.report.labels_page import is_label_issues_dir
-    from blindspots.report.surprise_page import is_surprise_dir
+    from blindspots.report import is_defuse_dir, is_label_issues_dir, is_surprise_dir
 
     if (source / "blindspots.toml").is_file():
         return "project"
@@ -72,9 +68,8 @@ def source_kind(source: Path) -> str:
 def _project_report(source: Path, round: int | None, out: Path | None, *, n: int, scenarios: bool) -> Path:
     """The round page of a project: the project opened once, its scan manifest read once."""
     from blindspots.loop import Project
-    from blindspots.report.round_page import default_round, round_scenarios, write_round_report
-    from blindspots.report.scenario_votes import export_scenario_votes, vote_prefix
-    from blindspots.scan.manifest import load_manifest
+    from blindspots.report import default_round, export_scenario_votes, round_scenarios, vote_prefix, write_round_report
+    from blindspots.scan import load_manifest
 
     project = Project.open(source)
     i = default_round(project) if round is None else round
@@ -98,8 +93,8 @@ def write_round_pages(project: Path, last_round: int) -> Path | None:
     round's own results are already stored.
     """
     from blindspots.loop import Project
-    from blindspots.report.round_page import write_round_report
-    from blindspots.scan.manifest import load_manifest
+    from blindspots.report import write_round_report
+    from blindspots.scan import load_manifest
 
     path = None
     try:

@@ -57,7 +57,7 @@ def scan(
                                                  "default: one per core, at most 16."),
 ) -> None:
     """Scan POOL with a target and competitors (MAD Algorithm 1, steps 2-4 and 7-9)."""
-    from blindspots.models.load import load_model
+    from blindspots.models import load_model
     from blindspots.scan import read_score_table, scan_pool, schema
 
     size = None

@@ -19,7 +19,7 @@ def config(
                                      "candidates form S (paper: 100). One person drawing the masks: e.g. 10."),
 ) -> None:
     """Show the project's settings, or change the rater quota and the size of S (kept in blindspots.toml)."""
-    from blindspots.loop.progress import rating_progress, set_n4, set_raters
+    from blindspots.loop import rating_progress, set_n4, set_raters
 
     proj = open_project(project)
     if n4 is not None:

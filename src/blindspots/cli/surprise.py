@@ -1,23 +1,14 @@
 """`blindspots surprise fit|score|analyze|view`: surprise adequacy (LSA, MDSA, DSA) from the command line."""
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
-import numpy as np
 import typer
 
-from blindspots.batches import size_batches
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, open_cli_pool, storage_option_option)
-from blindspots.data.classes import Classes
-from blindspots.data.sources import ImagePool
-from blindspots.data.segsets import SegmentationSet
-from blindspots.ids import artifact_path
-from blindspots.models.spec_syntax import absolute_spec
 
 # Lazy imports: matplotlib, pandas, scipy, torch (`blindspots --help` starts without them).
 
@@ -29,88 +20,6 @@ surprise_app = typer.Typer(help="Surprise adequacy (LSA, MDSA, DSA): fit per-cla
 FEATURES_HELP = ("Feature maps from elsewhere: a folder of <image id>.npy arrays (float [D, h, w] or [D], the "
                  "id's extension replaced by .npy) or 'module:function' returning [N, D, h, w] / [N, D]; the "
                  "model then only gives the predictions (any kind, also ONNX, TorchScript or precomputed).")
-
-
-def _extractor(model: str, layer: Optional[str], interpolation: str, batch_size: int,
-               features: Optional[str] = None):
-    from blindspots.models.load import load_features, load_model
-    from blindspots.surprise.traces import TraceExtractor
-
-    source = load_features(features) if features else None
-    return TraceExtractor(load_model(model, batch_size=batch_size), layer, features=source,
-                          interpolation=interpolation)
-
-
-def _sidecar(estimator: Path) -> dict:
-    path = estimator.with_suffix(".json")
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def _fitted_extractor(estimator: Path, model: Optional[str], batch_size: int, features: Optional[str] = None):
-    """The trace extractor recorded at fit (model spec, layer, interpolation, features); `model` and
-    `features` override the recorded ones (e.g. the pool's own precomputed feature folder)."""
-    meta = _sidecar(estimator)
-    return _extractor(model or meta.get("model", ""), meta.get("layer"), meta.get("interpolation", "bilinear"),
-                      batch_size, features or meta.get("features"))
-
-
-def _check_same_source(estimators: list[Path]) -> None:
-    """analyze scores every estimator with the first one's extractor: estimators fitted on another model,
-    layer, interpolation or feature source would be scored on traces they never saw (silently wrong)."""
-    keys = ("model", "layer", "interpolation", "features")
-    first = {k: _sidecar(estimators[0]).get(k) for k in keys}
-    for path in estimators[1:]:
-        meta = _sidecar(path)
-        if not meta:
-            continue
-        got = {k: meta.get(k) for k in keys}
-        if got != first and _sidecar(estimators[0]):
-            raise ValueError(f"--estimator: expected estimators fitted on one model and layer (all are scored "
-                             f"with the first one's traces: {first}), got {got} for {str(path)!r}")
-
-
-def _claim_part(scan: Path, part: str, estimator: Path, model: Optional[str], features: Optional[str],
-                per_class: int, seed: int) -> None:
-    """Record in `extra/<part>/surprise.json` what fills the part (estimator bytes, model, features,
-    per_class, seed). add_columns resumes a part by its name only: scoring another estimator or model
-    into the same `--name` kept the old columns and said "added". Parts without the record (older
-    runs) are not checked."""
-    from blindspots.scan.extra import claim_part
-
-    settings = {"estimator_sha256": hashlib.sha256(estimator.read_bytes()).hexdigest(),
-                "model": model or _sidecar(estimator).get("model", ""),
-                "features": features or _sidecar(estimator).get("features"), "per_class": per_class, "seed": seed}
-    claim_part(scan / "extra" / part, settings, "surprise.json", "--name")
-
-
-class _ScoreColumns:
-    """`compute` of `add_columns` for `score --scan`: picklable (paths and specs only), so that Ray
-    tasks can run it; loads the estimator and the extractor on its first call, once per process."""
-
-    _loaded: dict[tuple, tuple] = {}  # per process: a Ray worker scores many shards
-
-    def __init__(self, estimator: Path, model: Optional[str], batch_size: int, features: Optional[str], name: str,
-                 per_class: int, seed: int) -> None:
-        spec = model or _sidecar(estimator).get("model", "")
-        self.key = (str(estimator.resolve()), absolute_spec(spec, str(Path.cwd())) if spec else spec, batch_size,
-                    features)
-        self.name, self.per_class, self.seed = name, per_class, seed
-
-    def loaded(self) -> tuple:
-        """(estimator, trace extractor)."""
-        if self.key not in self._loaded:
-            from blindspots.surprise.estimators import load_estimator
-
-            est, model, batch_size, features = self.key
-            self._loaded[self.key] = (load_estimator(Path(est)), _fitted_extractor(Path(est), model or None,
-                                                                                   batch_size, features))
-        return self._loaded[self.key]
-
-    def __call__(self, images, ids=None) -> dict:
-        from blindspots.surprise.image import surprise_columns
-
-        est, ex = self.loaded()
-        return surprise_columns(ex, est, images, self.name, per_class=self.per_class, seed=self.seed, ids=ids)
 
 
 def _parse_groups(values: list[str]) -> dict[str, list[int]] | None:
@@ -150,24 +59,14 @@ def fit(
     batch_size: int = typer.Option(16, help="Images per forward pass."),
 ) -> None:
     """Fit one SA model per class on traces sampled from a labelled training set (resumable)."""
-    from blindspots.surprise.estimators import make_estimator
-    from blindspots.surprise.image import collect_fit_traces
+    from blindspots.surprise import fit_estimator
 
-    ex = _extractor(model, layer, interpolation, batch_size, features)
-    data = SegmentationSet(images, masks)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    x, y = collect_fit_traces(ex, data, max_images=max_images, per_class=per_class, cap=cap, seed=seed,
-                              checkpoint=out.with_suffix(".traces.npz"),
-                              checkpoint_key={"model": model, "features": features, "images": images.resolve(),
-                                              "masks": masks.resolve()})
-    est = make_estimator(kind).fit(x, y)
-    est.save(out)
-    meta = {"model": model, "layer": ex.layer, "interpolation": interpolation, "kind": kind, "traces": int(len(y))}
-    if features:
-        meta["features"] = features
-    out.with_suffix(".json").write_text(json.dumps(meta, indent=1))
-    source = f"layer {ex.layer}" if ex.layer is not None or not features else f"features {features}"
-    typer.echo(f"fitted {kind} on {len(y)} traces of {len(est.classes_)} classes ({source}) -> {out}")
+    est = fit_estimator(model, images, masks, out, kind=kind, layer=layer, features=features,
+                        interpolation=interpolation, max_images=max_images, per_class=per_class, cap=cap, seed=seed,
+                        batch_size=batch_size)
+    meta = json.loads(out.with_suffix(".json").read_text())
+    source = f"layer {meta['layer']}" if meta["layer"] is not None or not features else f"features {features}"
+    typer.echo(f"fitted {kind} on {meta['traces']} traces of {len(est.classes_)} classes ({source}) -> {out}")
 
 
 @surprise_app.command("score")
@@ -197,64 +96,18 @@ def score(
                                           "'ray://HOST:10001'); default: a new local Ray."),
 ) -> None:
     """Score every image of a pool: image SA and class SA columns for the score table."""
-    import pandas as pd
+    from blindspots.surprise import score_pool
 
-    from blindspots.scan.extra import add_columns
-    from blindspots.surprise.estimators import load_estimator
-    from blindspots.surprise.image import surprise_columns
-
-    if (out is None) == (scan is None):
-        raise ValueError(f"--out / --scan: expected exactly one of them, got out={out}, scan={scan}")
-    if engine != "local" and scan is None:
-        raise ValueError(f"--engine: expected 'local' without --scan (--out is written by this process), "
-                         f"got {engine!r}")
-    if name is None:
-        from blindspots.scan.manifest import load_manifest
-
-        manifest = load_manifest(scan) if scan is not None else None
-        name = str(manifest["target"]) if manifest and manifest.get("target") else "target"
-    est = load_estimator(estimator)
-    ex = _fitted_extractor(estimator, model, batch_size, features)
     image_pool = open_cli_pool(pool, list_file=list_file, list_column=list_column, pool_format=pool_format,
                                image_column=image_column, storage_option=storage_option)
-
-    def compute(images: np.ndarray, ids: list[str] | None = None) -> dict[str, np.ndarray]:
-        return surprise_columns(ex, est, images, name, per_class=per_class, seed=seed, ids=ids)
-
+    result = score_pool(image_pool, estimator, scan=scan, out=out, model=model, name=name, features=features,
+                        per_class=per_class, seed=seed, batch_size=batch_size, engine=engine, address=address)
     if scan is not None:
-        if ex.by_id:
-            raise ValueError("--scan: expected features computed from pixels (a model or a callable), got features "
-                             "read by image id; use --out for precomputed feature maps")
-        part = f"surprise_{est.name}__{name}"
-        _claim_part(scan, part, estimator, model, features, per_class, seed)
-        scorer = _ScoreColumns(estimator, model, batch_size, features, name, per_class, seed)
-        scorer._loaded[scorer.key] = (est, ex)  # this process has them loaded already
-        cols = add_columns(scan, image_pool, part, scorer, batch_size=batch_size, engine=engine,
-                           ray_address=address)
-        typer.echo(f"added {len(cols)} surprise columns to the score table of {scan} (extra/{part})")
+        part = {c.split("__")[0] + "__" + c.split("__")[1] for c in result}
+        typer.echo(f"added {len(result)} surprise columns to the score table of {scan} (extra/{', '.join(sorted(part))})")
         return
-    rows: list[pd.DataFrame] = []
-    n_ok, n_bad = 0, 0
-
-    def readable() -> Iterator[tuple[str, np.ndarray]]:
-        nonlocal n_ok, n_bad
-        for it in image_pool.iter_items(progress=True):  # streamed: batches of one size in memory
-            if it.image is None:
-                rows.append(pd.DataFrame({"id": [it.id], "status": "error"}))
-                n_bad += 1
-                continue
-            n_ok += 1
-            yield it.id, it.image
-
-    for group in size_batches(readable(), lambda g: g[1].shape, max_images=batch_size):
-        ids = [g[0] for g in group]
-        rows.append(pd.DataFrame({"id": ids, "status": "ok", **compute(np.stack([g[1] for g in group]), ids)}))
-    if not rows:
-        raise ValueError(f"pool: expected images in {str(pool)!r}, got none")
-    table = pd.concat(rows, ignore_index=True).sort_values("id").reset_index(drop=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    table.to_parquet(out, index=False)
-    typer.echo(f"scored {n_ok} images ({n_bad} unreadable) -> {out}")
+    n_bad = int((result["status"] != "ok").sum())
+    typer.echo(f"scored {len(result) - n_bad} images ({n_bad} unreadable) -> {out}")
 
 
 @surprise_app.command("analyze")
@@ -271,37 +124,10 @@ def analyze(
     batch_size: int = typer.Option(16, help="Images per forward pass."),
 ) -> None:
     """Table 3 (Spearman SA vs IoU with p-values) and Figure 9 (label-saving trade-off, first estimator)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import pandas as pd
+    from blindspots.surprise.analysis import write_table3
 
-    from blindspots.surprise.analysis import label_saving_tradeoff, plot_label_saving, sa_and_iou, spearman_table
-    from blindspots.surprise.estimators import load_estimator
-
-    _check_same_source(estimator)
-    ests = {}
-    for path in estimator:
-        est = load_estimator(path)
-        ests[est.name.upper() if est.name.upper() not in ests else f"{est.name.upper()}_{len(ests)}"] = est
-    ex = _fitted_extractor(estimator[0], model, batch_size, features)
-    groups = _parse_groups(group)
-    data = SegmentationSet(images, masks)
-    sa, iou, in_label, _ = sa_and_iou(ex, ests, data, groups=groups, per_class=per_class, seed=seed,
-                                      progress=True)
-    names = list(groups) if groups else [str(k) for k in range(ex.num_classes)]
-    table = spearman_table(sa, iou, names, in_label)
-    first = next(iter(sa))
-    curves = {}
-    for g, nm in enumerate(names):
-        use = in_label[:, g] & np.isfinite(sa[first][:, g])
-        if use.sum():
-            curves[nm] = label_saving_tradeoff(sa[first][use, g], iou[use, g])
-    if not curves:
-        raise ValueError("masks: expected some images whose label and prediction share a group, got none")
-    out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "table3.csv", index=False)
-    pd.concat([df.assign(group=k) for k, df in curves.items()]).to_csv(out / "figure9.csv", index=False)
-    plot_label_saving(curves, title=f"{first} label-saving trade-off").savefig(out / "figure9.png", dpi=120)
+    table = write_table3(images, masks, estimator, out, model=model, features=features, groups=_parse_groups(group),
+                         per_class=per_class, seed=seed, batch_size=batch_size)
     typer.echo(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     typer.echo(f"-> {out / 'table3.csv'}, {out / 'figure9.png'}")
 
@@ -324,48 +150,14 @@ def view(
     batch_size: int = typer.Option(16, help="Images per forward pass."),
 ) -> None:
     """Draw Figure 6 panels (input, label, prediction, difference, SA above threshold, SA heatmap)."""
-    from blindspots.surprise.estimators import load_estimator
-    from blindspots.surprise.image import surprise_heatmaps
-    from blindspots.surprise.views import pad_frames, panels_for, save_png, write_video
+    from blindspots.surprise.views import write_panels
 
-    if limit < 1:
-        raise ValueError(f"--limit: expected at least 1 image, got {limit}")
-    if threshold is not None and not math.isfinite(threshold):
-        raise ValueError(f"--threshold: expected a finite SA value, got {threshold}")
-    est = load_estimator(estimator)
-    ex = _fitted_extractor(estimator, model, batch_size, features)
-    classes = getattr(ex.model, "classes", None) or Classes(tuple(f"class{k}" for k in range(ex.num_classes)))
-    # lists: images of different sizes are run one size at a time
-    if masks is not None:
-        data = SegmentationSet(images, masks)
-        ids = data.ids[:limit]
-        pairs = [data.load(i) for i in ids]
-        imgs = [p[0] for p in pairs]
-        labels = [p[1] for p in pairs]
-    else:
-        pool = ImagePool(images)
-        items = list(pool.iter_items(pool.ids[:limit]))  # an unreadable file is skipped, as `score` does
-        bad = [f"{it.id} ({it.error})" for it in items if not it.ok]
-        if bad:
-            typer.echo(f"skipped {len(bad)} unreadable image(s): {', '.join(bad[:5])}"
-                       + (" ..." if len(bad) > 5 else ""), err=True)
-        ids = [it.id for it in items if it.ok]
-        imgs = [it.image for it in items if it.ok]
-        if not ids:
-            raise ValueError(f"images: expected readable images in {str(images)!r}, got none ({len(bad)} unreadable)")
-        labels = None
-    sa, pred = surprise_heatmaps(ex, est, imgs, progress=True, ids=list(ids))
-    if maps is not None:
-        for i, m in zip(ids, sa):
-            path = artifact_path(maps, i, ".npy")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.save(path, np.asarray(m, dtype=np.float32))
-    frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
-    for i, frame in zip(ids, frames):
-        save_png(frame, out / (Path(i).with_suffix(".png")))
-    if video is not None:
-        write_video(pad_frames(frames), video, fps=fps)  # panels of different sizes: centred on one canvas
-    typer.echo(f"wrote {len(frames)} panels -> {out}" + (f" and {video}" if video else "")
+    n, skipped = write_panels(images, estimator, out, masks=masks, video=video, maps=maps, model=model,
+                              features=features, threshold=threshold, limit=limit, fps=fps, batch_size=batch_size)
+    if skipped:
+        typer.echo(f"skipped {len(skipped)} unreadable image(s): {', '.join(skipped[:5])}"
+                   + (" ..." if len(skipped) > 5 else ""), err=True)
+    typer.echo(f"wrote {n} panels -> {out}" + (f" and {video}" if video else "")
                + (f"; SA maps -> {maps}" if maps is not None else ""))
 
 

@@ -15,7 +15,7 @@ zoo_app = typer.Typer(help="Reference segmentation architectures (no pretrained 
 @zoo_app.command("list")
 def list_models() -> None:
     """List the zoo architectures."""
-    from blindspots.models.zoo import ZOO, ZOO_DESCRIPTIONS
+    from blindspots.models import ZOO, ZOO_DESCRIPTIONS
 
     for name in ZOO:
         typer.echo(f"{name:16s} {ZOO_DESCRIPTIONS.get(name, '')}")
@@ -38,7 +38,7 @@ def train(
     jobs: int = typer.Option(-1, "--jobs", "-j", help="Processes rendering the scenes (-1: all cores)."),
 ) -> None:
     """Train a target and competitors on procedural scenes (resumable) and report their mIoU."""
-    from blindspots.training.zoo import DEFAULT_COMPETITORS, DEFAULT_TARGET, train_zoo
+    from blindspots.training import DEFAULT_COMPETITORS, DEFAULT_TARGET, train_zoo
 
     comps = DEFAULT_COMPETITORS if competitors is None else tuple(c.strip() for c in competitors.split(",") if c.strip())
     summary = train_zoo(out, target=target or DEFAULT_TARGET, competitors=comps, n_train=n_train, n_val=n_val,

@@ -1,7 +1,10 @@
 """Defuse for image classifiers (Slack et al.): identify failures with a β-VAE, distill them into
 failure scenarios with a Dirichlet-process GMM, review the scenarios, and correct the classifier.
 
-vae.py (β-VAE) · identify.py (Algorithm 1) · correct.py (λ sweep) · experiment.py (sweep, control and
+vae.py (β-VAE) · identify.py (Algorithm 1) · review_folder.py (`ReviewFolder`: the review folder as one
+workflow object, export for people, votes in, failure scenarios decided, the honest table out) ·
+report_table.py (that table from the `correct` folder) · report_figures.py (Figures 2, 3, 5 and 6 of `defuse report`) · settings.py (presets, data specs with class
+names, the held-out split) · correct.py (λ sweep) · experiment.py (sweep, control and
 baseline rows, as `defuse correct` runs them) · evaluation.py (the honest
 table: before / λ = 0 control / identified examples / Defuse, judged independently) · table.py (its files and
 text, torch-free) · plots.py
@@ -26,6 +29,14 @@ _SOURCES = {
     "format_table": "blindspots.defuse.table",
     **dict.fromkeys(["Identified", "IdentifySettings", "identify"], "blindspots.defuse.identify"),
     "BetaVAE": "blindspots.defuse.vae",
+    **dict.fromkeys(["plot_nearest_neighbours", "plot_scenario_grids", "plot_tradeoff", "plot_tsne"],
+                    "blindspots.defuse.plots"),
+    **dict.fromkeys(["CPU_LAMBDAS", "CPU_PRESETS"], "blindspots.defuse.presets"),
+    **dict.fromkeys(["ReviewFolder", "Votes"], "blindspots.defuse.review_folder"),
+    **dict.fromkeys(["report_table", "sweep_test_accuracy"], "blindspots.defuse.report_table"),
+    "write_report_figures": "blindspots.defuse.report_figures",
+    **dict.fromkeys(["PAPER", "format_presets", "holdout_record", "load_data", "parse_lambdas", "preset_table",
+                     "recorded_holdout", "resolve", "training_part", "validation_split"], "blindspots.defuse.settings"),
     **dict.fromkeys(["Distiller", "Scenarios", "distill", "scenario_responsibilities"],
                     "blindspots.scenarios.clustering"),
 }
@@ -39,5 +50,12 @@ if TYPE_CHECKING:  # what type checkers and the import-graph test see
     from blindspots.defuse.experiment import Experiment, run_experiment
     from blindspots.defuse.identify import Identified, IdentifySettings, identify
     from blindspots.defuse.table import format_table
+    from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids, plot_tradeoff, plot_tsne
+    from blindspots.defuse.presets import CPU_LAMBDAS, CPU_PRESETS
+    from blindspots.defuse.report_figures import write_report_figures
+    from blindspots.defuse.report_table import report_table, sweep_test_accuracy
+    from blindspots.defuse.review_folder import ReviewFolder, Votes
+    from blindspots.defuse.settings import (PAPER, format_presets, holdout_record, load_data, parse_lambdas,
+                                            preset_table, recorded_holdout, resolve, training_part, validation_split)
     from blindspots.defuse.vae import BetaVAE
     from blindspots.scenarios.clustering import Distiller, Scenarios, distill, scenario_responsibilities

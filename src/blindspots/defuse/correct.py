@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from blindspots.atomic import write_atomic
 from blindspots.defuse.vae import BetaVAE
 from blindspots.models.checkpoints import load_state_dict, save_state_dict
 from blindspots.scenarios.clustering import Scenarios
@@ -54,6 +55,15 @@ class ScenarioData:
     val_images: np.ndarray | None = None
     val_labels: np.ndarray | None = None
     val_scenario: np.ndarray | None = None
+
+    def save(self, path: str | Path) -> Path:
+        """Every array into one compressed .npz at `path` (written atomically); `report_table` reads the
+        test arrays back."""
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:  # a file object: np.savez adds no ".npz" to the temporary name
+                np.savez_compressed(fh, **vars(self))
+
+        return write_atomic(path, write)
 
 
 def scenario_data(scenarios: Scenarios, failures: pd.DataFrame, vae: BetaVAE, *, n_per: int = 256,

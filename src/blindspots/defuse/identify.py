@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from blindspots.atomic import write_atomic
 from blindspots.defuse.vae import BetaVAE, to_uint8
 from blindspots.models.adapters import Classifier, TorchClassifier
 
@@ -246,9 +247,7 @@ def identify(
         else:
             part = _identify_shard(run, mu, labels, used, shard, s)
             if path is not None:
-                tmp = path.with_name(path.stem + ".tmp.npz")
-                np.savez(tmp, **part)
-                tmp.replace(path)
+                write_atomic(path, lambda t: _savez(t, part))
         n_decoded += int(part["n_decoded"])
         n_wrong += int(part["n_wrong"])
         parts.append(part)
@@ -295,6 +294,11 @@ def select_sources(vae: BetaVAE, classifier: Classifier, images: np.ndarray, lab
               "n_skipped_reconstruction": int((correct & ~recon_ok).sum()), "n_sources_used": int(len(used))}
     logger.info("identify sources: %s of %d", counts, len(labels))
     return used, counts
+
+
+def _savez(tmp: Path, arrays: dict[str, np.ndarray]) -> None:
+    with open(tmp, "wb") as fh:  # a file object: np.savez adds no ".npz" to the temporary name
+        np.savez(fh, **arrays)
 
 
 def _identify_shard(run: DecodeClassify, mu: np.ndarray, labels: np.ndarray, used: np.ndarray, shard: int,

@@ -11,8 +11,10 @@ class ids, verbose lines on stdout); docs/labels.md lists the remaining differen
 """
 from blindspots.labels.filter import LabelIssueFinder, find_label_issues
 from blindspots.labels.rank import get_label_quality_scores, issues_from_scores
-from blindspots.labels.review import find_issue_regions, review_label_issues
+from blindspots.labels.review import (find_issue_regions, mask_png_writer, review_label_issues, save_review,
+                                      worst_images_figure)
 from blindspots.labels.summary import common_label_issues, display_issues, filter_by_class
 
 __all__ = ["LabelIssueFinder", "common_label_issues", "display_issues", "filter_by_class", "find_issue_regions",
-           "find_label_issues", "get_label_quality_scores", "issues_from_scores", "review_label_issues"]
+           "find_label_issues", "get_label_quality_scores", "issues_from_scores", "mask_png_writer", "review_label_issues",
+           "save_review", "worst_images_figure"]

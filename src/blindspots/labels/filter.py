@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index,
-                                                check_positive_int)
+from blindspots._validation import check_ignore_index
+from blindspots.labels._internal.inputs import PROB_ATOL, ArrayBatches, as_batches, check_positive_int
 from blindspots.labels._internal.pixels import sortable_key, upsample_mask
 from blindspots.labels._internal.stats import ArrayStats, CachedStats, PixelStats
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
@@ -96,7 +96,7 @@ class LabelIssueFinder:
 
     def _check_settings(self) -> None:
         check_positive_int(self.downsample, "downsample")
-        self.ignore_index = check_ignore_index(self.ignore_index)
+        self.ignore_index = check_ignore_index(self.ignore_index, negative=False)
         if self.batch_size is not None:
             check_positive_int(self.batch_size, "batch_size")
         if not (isinstance(self.atol, (int, float)) and self.atol >= 0):

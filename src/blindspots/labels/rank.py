@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
+from blindspots._validation import check_ignore_index
 from blindspots.labels._internal.device import DeviceModelBatches, device_scan_chunk
-from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_ignore_index,
-                                                check_positive_int, chunk_images, warn_unnormalised)
+from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, as_batches, check_positive_int, chunk_images,
+                                                warn_unnormalised)
 from blindspots.labels._internal.ordered_threads import ordered_map, resolve_n_jobs
 from blindspots.labels._internal.pixels import scan_chunk
 from blindspots.labels.filter import LabelIssueFinder, print_evaluated
@@ -105,7 +106,7 @@ def get_label_quality_scores(labels: Any = None, pred_probs: Any = None, *, meth
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
         raise ValueError(f"temperature: expected a number > 0, got {temperature!r}")
     check_positive_int(downsample, "downsample")
-    ignore_index = check_ignore_index(ignore_index)
+    ignore_index = check_ignore_index(ignore_index, negative=False)
     if batch_size is not None:
         check_positive_int(batch_size, "batch_size")
     if method == "num_pixel_issues":

@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from blindspots._validation import check_ignore_index
 from blindspots.labels._internal.figures import worst_images_figure
-from blindspots.labels._internal.inputs import BadLabelError, bad_label_advice, check_ignore_index
+from blindspots.labels._internal.inputs import BadLabelError, bad_label_advice
 from blindspots.labels._internal.pixels import argmax_max, label_probs
 from blindspots.labels._internal.regions import IssueRegion, image_regions, regions_frame
 from blindspots.labels.filter import LabelIssueFinder
@@ -202,7 +203,7 @@ def find_issue_regions(issues: np.ndarray, labels: np.ndarray, pred_probs: np.nd
     issues: bool [N, H, W] (e.g. from find_label_issues); labels: int [N, H, W];
     pred_probs: float [N, K, H, W]. See `image_regions` for the other settings.
     """
-    ignore_index = check_ignore_index(ignore_index)
+    ignore_index = check_ignore_index(ignore_index, negative=False)
     issues, labels = np.asarray(issues), np.asarray(labels)
     if issues.ndim != 3 or issues.dtype != np.bool_:
         raise ValueError(f"issues: expected a bool array of shape (N, H, W), got {issues.dtype} {issues.shape}")

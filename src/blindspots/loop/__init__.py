@@ -38,19 +38,27 @@ from blindspots.loop.context import (LABEL_STEPS, STEPS, LoopContext, Status, pl
 from blindspots.loop.driver import advance, status
 from blindspots.loop.exchange import after_masks_import, export_for_annotation, import_masks, import_ratings
 from blindspots.loop.leaderboard import leaderboard_frame, write_leaderboard
+from blindspots.loop.lock import ProjectBusy
+from blindspots.loop.next_action import NextAction, phrase_commands
+from blindspots.loop.progress import (activity_since_last_round, last_event_id, rating_progress, set_n4, set_raters,
+                                      steps_ran)
 from blindspots.loop.project import Project, ProjectError
-from blindspots.loop.setup import check_config, register_version
+from blindspots.loop.setup import check_config, create_project, register_version
 from blindspots.loop.steps import STEP_REGISTRY, Step, masks_needed
+from blindspots.loop.steps.export import labelstudio_config_path
 
 __all__ = [
     # the project folder and running it
-    "Project", "ProjectError", "advance", "status", "Status",
+    "Project", "ProjectError", "ProjectBusy", "advance", "status", "Status", "NextAction", "phrase_commands",
     # people's answers in and out
     "import_ratings", "import_masks", "after_masks_import", "export_for_annotation", "masks_needed",
+    "labelstudio_config_path", "rating_progress", "set_raters", "set_n4",
+    # what happened since the last run
+    "activity_since_last_round", "last_event_id", "steps_ran",
     # Table 1
     "leaderboard_frame", "write_leaderboard",
     # creating a project, new target versions
-    "check_config", "register_version",
+    "check_config", "create_project", "register_version",
     # the steps and their context
     "STEPS", "LABEL_STEPS", "STEP_REGISTRY", "Step", "LoopContext", "plan", "step_seed", "target_column",
     "project_classes",

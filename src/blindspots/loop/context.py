@@ -13,6 +13,7 @@ import pandas as pd
 from blindspots.data.classes import Classes
 from blindspots.data.segsets import SegmentationSet
 from blindspots.loop.models import finetune_blocker, is_path_spec, load_spec
+from blindspots.loop.next_action import NextAction
 from blindspots.loop.project import Project, ProjectError
 from blindspots.scan import read_score_table
 from blindspots.scan.table import load_manifest
@@ -32,6 +33,8 @@ class Status:
     waiting for the target's next version) or "finished".
     round: the current round i; step: the step waiting (or "done").
     awaited: image ids still missing an answer; done / total: answers in / needed.
+    next: what a person can do next, as data (`NextAction`: `as_command(folder)` for the command
+        line, `as_call()` for Python); the message says where the loop stands, never a command.
     """
 
     state: str
@@ -41,6 +44,7 @@ class Status:
     awaited: list[str] = field(default_factory=list)
     done: int = 0
     total: int = 0
+    next: tuple[NextAction, ...] = ()
 
     @property
     def finished(self) -> bool:

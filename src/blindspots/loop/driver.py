@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 from blindspots.loop.context import LABEL_STEPS, STEPS, LoopContext, Status, finetune_blocker_of, plan, step_seed
+from blindspots.loop.lock import advance_lock
+from blindspots.loop.next_action import MASK_ACTIONS, RATE_ACTIONS, NextAction
 from blindspots.loop.progress import masks_line, rating_progress
 from blindspots.loop.project import Project, ProjectError
 from blindspots.loop.steps import STEP_REGISTRY, export_dir, masks_needed, ratings_progress, t_masks_complete
@@ -32,8 +34,8 @@ def _stopped(project: Project) -> Status:
     blocker = finetune_blocker_of(project)
     last = project.config.project.rounds
     if blocker is None:
-        return Status("finished", last, "done", f"all {last} rounds are done; see `blindspots leaderboard "
-                      f"{project.path}`")
+        return Status("finished", last, "done", f"all {last} rounds are done",
+                      next=(NextAction("leaderboard", "Table 1"),))
     done = [i for i in range(last + 1) if (project.step(i, "export") or {}).get("status") == "done"]
     i = done[-1] if done else 0
     r = (project.step(i, "export") or {}).get("result") or {}
@@ -44,12 +46,13 @@ def _stopped(project: Project) -> Status:
     head = (f"round {i}: S({i + 1}) ∪ T({i + 1}), {len(need)} images ({n_s} in S({i + 1}), {n_t} in T({i + 1}){both}), "
             f"exported for pixel labelling to {r.get('folder', export_dir(project, i))} (images, predictions, "
             f"cvat.zip, labelstudio.json and its labelling config); {masks_line(project, i, need)}")
+    retrained = NextAction("register_version", f"the target retrained on S({i + 1}) in your own stack; then advance")
     if (project.step(i, "evaluate") or {}).get("status") == "done":
-        p = project.path
-        return Status("exported", i, "done", f"{head}; every model was scored on T({i + 1}) (`blindspots "
-                      f"leaderboard {p}`). Next: retrain the target on S({i + 1}) in your own stack, then "
-                      f"`blindspots register {p} SPEC` and `blindspots round {p}` ({blocker})")
-    return Status("exported", i, "done", f"{head}; the loop stops here: {blocker}")
+        return Status("exported", i, "done", f"{head}; every model was scored on T({i + 1}). Next: retrain the "
+                      f"target on S({i + 1}) in your own stack and register it ({blocker})",
+                      next=(retrained, NextAction("leaderboard", f"Table 1 with T({i + 1})")))
+    return Status("exported", i, "done", f"{head}; the loop stops here: {blocker}",
+                  next=(NextAction("import_masks", f"masks of T({i + 1}) score every model on it"), retrained))
 
 
 def _one_line(e: BaseException) -> str:
@@ -63,8 +66,14 @@ def advance(project: Project, *, simulate: bool = False, progress: bool = True,
 
     simulate: simulated raters / annotators answer (needs `simulate.ground_truth`).
     max_steps: stop after this many steps (None: no limit) — for tests and stepping by hand.
-    Returns a Status; re-running after a crash continues with the unfinished step.
+    Returns a Status; re-running after a crash continues with the unfinished step. One run at a time:
+    a second `advance` on the same project waits briefly, then raises `ProjectBusy` (`loop.lock`).
     """
+    with advance_lock(project.path):
+        return _advance(project, simulate=simulate, progress=progress, max_steps=max_steps)
+
+
+def _advance(project: Project, *, simulate: bool, progress: bool, max_steps: int | None) -> Status:
     ctx = LoopContext(project, simulate=simulate, progress=progress)
     seed = project.config.project.seed
     if plan(project) is LABEL_STEPS:
@@ -139,20 +148,21 @@ def status(project: Project) -> Status:
     st = project.step(i, step)
     err = project.step_failure(i, step) if st is not None and st["status"] != "done" else None
     if err is not None:
-        return Status("failed", i, step, f"round {i}: step {step!r} failed: {err}; fix the cause and run "
-                      f"`blindspots round {project.path}` to retry")
+        return Status("failed", i, step, f"round {i}: step {step!r} failed: {err}; fix the cause and retry",
+                      next=(NextAction("advance", "retries the step"),))
     if step == "ratings" and st is not None:
         missing, have, total = ratings_progress(ctx, i)
         prog = rating_progress(project, i)
         if not prog.missing:  # every answer is in; the loop goes on at the next `round`
-            return Status("ready", i, step, f"round {i}: ratings complete ({prog.counts()}); run "
-                          f"`blindspots round {project.path}` to go on", missing, have, total)
+            return Status("ready", i, step, f"round {i}: ratings complete ({prog.counts()})", missing, have,
+                          total, next=(NextAction("advance", f"selects S({i + 1}) and T({i + 1})"),))
         return Status("awaiting_ratings", i, step, f"round {i}: waiting for ratings: {prog.counts()}"
-                      + (f"; {prog.advice()}" if prog.unreachable else ""), missing, have, total)
+                      + (f"; {prog.advice()}" if prog.unreachable else ""), missing, have, total, next=RATE_ACTIONS)
     if step == "masks" and st is not None:
         need = masks_needed(project, i)
         have = set(project.masks_for_round(i)["id"])
         missing = [x for x in need if x not in have]
         return Status("awaiting_masks", i, step, f"round {i}: waiting for masks ({len(need) - len(missing)}/"
-                      f"{len(need)} in)", missing, len(need) - len(missing), len(need))
-    return Status("ready", i, step, f"round {i}: next step is {step!r}; run `blindspots round {project.path}`")
+                      f"{len(need)} in)", missing, len(need) - len(missing), len(need), next=MASK_ACTIONS)
+    return Status("ready", i, step, f"round {i}: next step is {step!r}",
+                  next=(NextAction("advance", f"runs {step!r} and what follows until people are needed"),))

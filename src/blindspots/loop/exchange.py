@@ -7,9 +7,10 @@ from blindspots.data.formats import import_cvat, import_labelstudio, read_masks
 from blindspots.data.formats.masks import mask_filename
 from blindspots.human.ratings import Ratings
 from blindspots.human.scores import rating_answer
-from blindspots.loop.context import LABEL_STEPS, LoopContext, plan
+from blindspots.loop.context import LABEL_STEPS, LoopContext, Status, plan
 from blindspots.loop.driver import current_position
 from blindspots.loop.maps import target_map
+from blindspots.loop.next_action import MASK_ACTIONS, NextAction
 from blindspots.loop.project import Project
 from blindspots.loop.steps import export_annotation, masks_needed
 
@@ -96,22 +97,26 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
     return len(masks)
 
 
-def after_masks_import(project: Project, round: int | None = None) -> str:
-    """What comes after a masks import into `round` (default: as `import_masks` chose), in one line:
-    how many of S ∪ T still lack masks, else the next command (label plan: `register`)."""
+def after_masks_import(project: Project, round: int | None = None) -> Status:
+    """Where round `round` (default: as `import_masks` chose) stands after a masks import: how many of
+    S ∪ T still lack masks, else what comes next (label plan: scoring on T, then the target's next
+    version), with the next actions as data."""
     i = _round_arg(project, round)
     need = masks_needed(project, i)
     have = set(project.masks_for_round(i)["id"])
-    missing = sum(x not in have for x in need)
-    where = project.path
+    missing = [x for x in need if x not in have]
+    done = len(need) - len(missing)
     if missing:
-        return (f"{missing} of the {len(need)} images of round {i}'s S ∪ T still need masks "
-                f"(`blindspots status {where}`)")
+        return Status("awaiting_masks", i, "masks", f"{len(missing)} of the {len(need)} images of round {i}'s "
+                      "S ∪ T still need masks", missing, done, len(need), next=MASK_ACTIONS)
     if plan(project) is LABEL_STEPS and project.model(project.config.target.name).version <= i:
-        return (f"round {i}'s S ∪ T all have masks: `blindspots round {where}` scores the models on T({i + 1}) "
-                f"(`blindspots leaderboard`); retrain the target on S in your own stack, then "
-                f"`blindspots register {where} SPEC` and `blindspots round {where}`")
-    return f"run `blindspots round {where}` to continue"
+        return Status("ready", i, "evaluate", f"round {i}'s S ∪ T all have masks: the next run of the loop "
+                      f"scores the models on T({i + 1}); then retrain the target on S in your own stack and "
+                      "register it as its next version", [], done, len(need),
+                      next=(NextAction("advance", f"scores every model on T({i + 1})"),
+                            NextAction("register_version", "the retrained target; then advance")))
+    return Status("ready", i, "masks", f"round {i}'s S ∪ T all have masks", [], done, len(need),
+                  next=(NextAction("advance", "goes on with the masks"),))
 
 
 def export_for_annotation(project: Project, fmt: str, out: str | Path | None = None, *,

@@ -120,11 +120,9 @@ def finetune_blocker(spec: str, target: str, data: Iterable[str], *, import_dir:
         name = KIND_NAMES.get(kind, kind)
         article = "an" if name[:1] in "AEIOUaeiou" else "a"
         return (f"the target {target!r} is {article} {name} model, which blindspots cannot "
-                "fine-tune: label S, retrain it in "
-                "your own stack, then register the new model with `blindspots register PROJECT SPEC` as the "
-                "next version and run `blindspots round` again")
+                "fine-tune: label S, retrain it in your own stack, then register the new model as the target's "
+                "next version")
     if not all(data):
         return ("the project has no training data (--train-data and --val-data) to fine-tune with: label S, "
-                "retrain the target in your own stack, then register the new model with `blindspots register "
-                "PROJECT SPEC` as the next version and run `blindspots round` again")
+                "retrain the target in your own stack, then register the new model as the target's next version")
     return None

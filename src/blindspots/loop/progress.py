@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from blindspots.config import CONFIG_FILE, save_config
+from blindspots.loop.next_action import NextAction
 
 __all__ = ["RatingProgress", "rating_progress", "set_raters"]
 
@@ -66,7 +67,9 @@ class RatingProgress:
     def to_dict(self) -> dict[str, Any]:
         return {"round": self.round, "images": self.images, "complete": self.complete, "answers": self.answers,
                 "needed": self.needed, "raters": self.raters, "people": list(self.people),
-                "unreachable": self.unreachable, "counts": self.counts(), "advice": self.advice()}
+                "unreachable": self.unreachable, "counts": self.counts(), "advice": self.advice(),
+                # once every image has its ratings, the loop goes on: the one command that does it
+                "next": None if self.missing else NextAction("advance").as_command(self.project)}
 
 
 def rating_progress(project: Any, round: int) -> RatingProgress:

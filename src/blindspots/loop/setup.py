@@ -1,4 +1,5 @@
-"""Checks `init` runs before it creates a project, and registering a target's next version.
+"""Creating a checked project (`create_project`, what `blindspots init` and `blindspots.Project.create`
+run) and registering a target's next version.
 
 Everything a round would trip over later is tried here, once: the pool has a readable image,
 every model loads (any spec kind `blindspots.models.load` takes) and runs on that image with one
@@ -13,12 +14,18 @@ from typing import Any
 
 from blindspots.config import Config
 from blindspots.data.segsets import SegmentationSet
+from blindspots.data.sources import ImagePool
 from blindspots.ids import check_unique_artifacts
+from blindspots.loop.context import LoopContext, step_seed, target_column
 from blindspots.loop.models import absolute_spec, finetune_blocker, load_spec, probe_models
+from blindspots.loop.project import STORE_FILE, Project
+from blindspots.loop.scan_reuse import adopt_scan, check_scan_fits
+from blindspots.loop.steps import STEP_REGISTRY
 
 log = logging.getLogger(__name__)
 
-__all__ = ["first_pool_image", "check_models", "check_labelled_data", "check_config", "register_version"]
+__all__ = ["first_pool_image", "check_models", "check_labelled_data", "check_config", "create_project",
+           "register_version"]
 
 
 def first_pool_image(cfg: Config) -> tuple[str, Any]:
@@ -81,6 +88,59 @@ def check_config(cfg: Config) -> int:
         except ValueError as e:  # a bad option: say which model's spec it is
             raise ValueError(f"models.{name}: {e}") from None
     return check_models(specs, image_id, image, import_dir=str(Path(cfg.base_dir).resolve()))
+
+
+def create_project(path: str | Path, cfg: Config, *, scan: str | Path | None = None) -> Project:
+    """A new project at `path` after every check of the module docstring; a `Project`.
+
+    scan: a scan of this pool with these models made before (`blindspots scan`): checked to fit
+    (`loop.scan_reuse.check_scan_fits`), then taken as round 0's scan and recorded as its finished
+    `scan` step, so that `status` and the first `advance` go on with mining. A refused scan or any
+    failed check leaves no folder behind. ValueError naming the argument otherwise."""
+    path = Path(path)
+    pool = str(cfg.pool.root)
+    if "://" not in pool and not any(c in pool for c in "*?[{") and not cfg.resolve(pool).exists():
+        raise ValueError(f"pool.root (--pool): expected an existing folder, list file or shard (or a URI), "
+                         f"got {pool!r}")
+    for key in ("train", "val"):
+        value = getattr(cfg.data, key)
+        if value and not cfg.resolve(value).is_dir():
+            raise ValueError(f"data.{key} (--{key}-data): expected an existing folder, got {value!r}")
+    if (path / STORE_FILE).exists():
+        raise ValueError(f"path (project): expected a folder without a project, got {str(path)!r} "
+                         f"(it already holds {STORE_FILE})")
+    check_config(cfg)  # every model loads and runs on one pool image; S0/T0 hold images with masks
+    if scan is not None:
+        _check_scan(cfg, Path(scan))  # before the folder exists: a refused scan leaves nothing behind
+    project = Project.create(path, cfg)
+    if scan is not None:
+        _adopt_scan(project, Path(scan))
+    return project
+
+
+def _check_scan(cfg: Config, scan: Path) -> None:
+    """The scan fits a project of `cfg` (loop/scan_reuse.py), else ValueError with the reason."""
+    here = str(Path(cfg.base_dir).resolve())
+    specs = {cfg.target.name: cfg.target.path, **{c.name: c.path for c in cfg.competitors}}
+    models = {n: load_spec(absolute_spec(s, cfg.base_dir), import_dir=here) for n, s in specs.items()}
+    lf = None if cfg.pool.list_file is None else cfg.resolve(cfg.pool.list_file)
+    check_scan_fits(scan, ImagePool(cfg.resolve(cfg.pool.root), list_file=lf), models, cfg.target.name,
+                    cfg.scan.shard_size)
+
+
+def _adopt_scan(project: Project, scan: Path) -> None:
+    """Copy the checked scan in as round 0's and record round 0's `scan` step as done with it, as the
+    step would have (`advance` then starts with mining; `status` says so)."""
+    name = target_column(project, 0)
+    adopt_scan(scan, project.scan_dir, project.config.target.name, name)
+    ctx = LoopContext(project, simulate=False, progress=False)
+    project.start_round(0, model_version=0)
+    project.begin_step(0, "scan", STEP_REGISTRY["scan"].settings(ctx), model_version=0,
+                       seed=step_seed(project.config.project.seed, 0, "scan"))
+    table = ctx.score_table(0)
+    project.end_step(0, "scan", {"target_column": name, "scanned": [], "adopted": str(scan),
+                                 "reused": sorted(c.name for c in project.config.competitors),
+                                 "n_images": int(len(table)), "n_errors": int((table["status"] != "ok").sum())})
 
 
 def _absolute(cfg: Config, spec: str) -> str:

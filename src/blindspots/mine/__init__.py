@@ -4,6 +4,7 @@ ones read, and imports torch only there), and unbiased test sets."""
 from blindspots.mine.badge import BADGESampler, kmeans_pp_seeding
 from blindspots.mine.bald import BALDSampler, PowerBALDSampler
 from blindspots.mine.base import Sampler
+from blindspots.mine.columns import missing_kinds
 from blindspots.mine.coreset import CoreSetSampler, k_center_greedy
 from blindspots.mine.entropy import EntropySampler
 from blindspots.mine.mad import MADSampler, class_area_ranges
@@ -13,8 +14,9 @@ from blindspots.mine.random import RandomSampler
 from blindspots.mine.run import mine_scan, write_picks
 from blindspots.mine.registry import SAMPLERS, make_sampler, needs_model, sampler_names, sampler_settings
 from blindspots.mine.surprise import SurpriseSampler
+from blindspots.mine.testset import format_leaderboard, ranking_stability
 
 __all__ = ["BADGESampler", "BALDSampler", "CoreSetSampler", "EntropySampler", "MADPlusSampler", "MADSampler", "MarginSampler",
            "PowerBALDSampler", "RandomSampler", "SAMPLERS", "Sampler", "SurpriseSampler", 
-           "class_area_ranges", "k_center_greedy", "kmeans_pp_seeding", "make_sampler", "mine_scan", "needs_model", "sampler_names",
+           "class_area_ranges", "format_leaderboard", "k_center_greedy", "missing_kinds", "kmeans_pp_seeding", "make_sampler", "mine_scan", "needs_model", "ranking_stability", "sampler_names",
            "sampler_settings", "write_picks"]

@@ -159,6 +159,15 @@ def format_leaderboard(df: pd.DataFrame, digits: int = 4) -> str:
     return df.to_string(float_format=lambda v: f"{v:.{digits}f}", na_rep="—")
 
 
+def _srcc(scores: np.ndarray, ref: np.ndarray) -> float:
+    """Spearman's rank correlation of two mIoU vectors over the models where both are finite; NaN when fewer
+    than two are, or when either ranking is all ties."""
+    ok = np.isfinite(scores) & np.isfinite(ref)
+    if ok.sum() < 2 or np.ptp(scores[ok]) == 0 or np.ptp(ref[ok]) == 0:
+        return float("nan")
+    return float(spearmanr(scores[ok], ref[ok]).statistic)
+
+
 def ranking_stability(confusions: Mapping[str, np.ndarray], *, ks: Sequence[int] | None = None,
                       reference_k: int | None = None, n_repeats: int = 1, seed: int = 0) -> pd.DataFrame:
     """Appendix C: SRCC between the model ranking on k test images and on the reference k.
@@ -169,7 +178,9 @@ def ranking_stability(confusions: Mapping[str, np.ndarray], *, ks: Sequence[int]
     reference_k: default N (the largest k).
     n_repeats: 1 uses the first k images in the test set's order (the paper); more draws that
         many random image orders (seeded) and averages.
-    Returns DataFrame [k, srcc, srcc_std] (srcc NaN when a ranking is constant).
+    Returns DataFrame [k, srcc, srcc_std] (srcc over the models whose mIoU is finite at both k; NaN when a
+    ranking is constant or fewer than two models have one). The one SRCC rule: the round page's
+    `report.ranking.topk_srcc` calls it.
     """
     if len(confusions) < 2:
         raise ValueError(f"confusions: expected at least 2 models to rank, got {len(confusions)}")
@@ -191,10 +202,9 @@ def ranking_stability(confusions: Mapping[str, np.ndarray], *, ks: Sequence[int]
     for rep in range(max(1, int(n_repeats))):
         order = np.arange(n) if n_repeats <= 1 else rng.permutation(n)
         cum = np.cumsum(stack[:, order], axis=1)  # [M, N, C, C]: cum[:, k-1] = first k images
-        ref_scores = [miou_from_confusion(cum[m, ref - 1]) for m in range(len(stack))]
+        ref_scores = np.array([miou_from_confusion(cum[m, ref - 1]) for m in range(len(stack))])
         for k in ks:
-            scores = [miou_from_confusion(cum[m, k - 1]) for m in range(len(stack))]
-            rho = spearmanr(ref_scores, scores).statistic if np.ptp(scores) > 0 and np.ptp(ref_scores) > 0 else np.nan
-            results[k].append(float(rho))
+            scores = np.array([miou_from_confusion(cum[m, k - 1]) for m in range(len(stack))])
+            results[k].append(_srcc(scores, ref_scores))
     return pd.DataFrame({"k": ks, "srcc": [float(np.nanmean(v)) if not np.all(np.isnan(v)) else np.nan for v in results.values()],
                          "srcc_std": [float(np.nanstd(v)) if not np.all(np.isnan(v)) else np.nan for v in results.values()]})

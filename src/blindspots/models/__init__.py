@@ -22,6 +22,9 @@ _SOURCES = {
                      "TorchClassifier", "TorchPreprocess", "TorchScriptClassifier", "TorchScriptSegmenter",
                      "TorchSegmenter", "select_output"], "blindspots.models.adapters"),
     **dict.fromkeys(["load_features", "load_model"], "blindspots.models.load"),
+    **dict.fromkeys(["build_classifier", "load_classifier", "load_classifier_module", "save_classifier"],
+                    "blindspots.models.classifier_zoo"),
+    **dict.fromkeys(["ZOO", "ZOO_DESCRIPTIONS"], "blindspots.models.zoo"),
     **dict.fromkeys(["TRAINABLE_KINDS", "absolute_spec", "parse_spec", "spec_kind"], "blindspots.models.spec_syntax"),
     "probe_model": "blindspots.models.probe",
     **dict.fromkeys(["Classifier", "FeatureModel", "ModelFailure", "Segmenter", "as_image_batch",
@@ -37,7 +40,10 @@ if TYPE_CHECKING:  # what type checkers and the import-graph test see
                                            InputPolicy, OnnxClassifier, OnnxSegmenter, PrecomputedFeatures,
                                            PrecomputedSegmenter, TorchClassifier, TorchPreprocess,
                                            TorchScriptClassifier, TorchScriptSegmenter, TorchSegmenter, select_output)
+    from blindspots.models.classifier_zoo import (build_classifier, load_classifier, load_classifier_module,
+                                                  save_classifier)
     from blindspots.models.load import load_features, load_model
+    from blindspots.models.zoo import ZOO, ZOO_DESCRIPTIONS
     from blindspots.models.spec_syntax import TRAINABLE_KINDS, absolute_spec, parse_spec, spec_kind
     from blindspots.models.probe import probe_model
     from blindspots.models.protocol import (Classifier, FeatureModel, ModelFailure, Segmenter, as_image_batch,

@@ -10,13 +10,14 @@ callers name the keys such an untagged file must have.
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any, Iterable
 
 import torch
 from torch import nn
+
+from blindspots.atomic import write_atomic
 
 FORMAT_KEY = "format"
 #: a bare module state dict (weights only), e.g. one λ of the Defuse correction sweep
@@ -30,14 +31,9 @@ TRAIN_STATE_FORMAT = "blindspots.train-state/1"
 
 
 def save_checkpoint_dict(path: str | Path, payload: dict[str, Any], *, format: str) -> Path:
-    """Write {format: <format>, **payload} atomically (tmp file + os.replace: an interrupted save never
+    """Write {format: <format>, **payload} atomically (`atomic.write_atomic`: an interrupted save never
     leaves a half-written checkpoint). Creates the parent folder. Returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({FORMAT_KEY: format, **payload}, tmp)
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, lambda t: torch.save({FORMAT_KEY: format, **payload}, t))
 
 
 def _why(exc: BaseException) -> str:

@@ -4,24 +4,19 @@ set T grows?
 The models are ranked by mIoU on the top-k images of T (T ordered by MOS, lowest first: the most
 confirmed failures first); each top-k ranking is compared with the ranking at the largest k (all of
 T, the reference) by Spearman's rank correlation (SRCC), for k from half of T up to all of it. SRCC
-of the mIoU values equals the SRCC of the rankings they induce.
+of the mIoU values equals the SRCC of the rankings they induce. The SRCC is `mine.ranking_stability`'s
+(one rule); this module picks the page's k range and adds each model's mIoU at each k.
 """
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
 
-from blindspots.metrics import iou_per_class
-
-
-def _miou(cm: np.ndarray) -> float:
-    iou = iou_per_class(cm)
-    return float(np.nanmean(iou)) if np.isfinite(iou).any() else float("nan")
+from blindspots.metrics import mean_iou
+from blindspots.mine import ranking_stability
 
 
 def topk_srcc(confusions: Mapping[str, np.ndarray], k_min: int | None = None) -> pd.DataFrame:
@@ -45,15 +40,7 @@ def topk_srcc(confusions: Mapping[str, np.ndarray], k_min: int | None = None) ->
     if not 1 <= k_min <= n:
         raise ValueError(f"k_min: expected 1..{n}, got {k_min}")
     cum = {m: np.cumsum(v, axis=0) for m, v in stacks.items()}  # cum[m][k-1]: confusion of the top-k
-    ref = np.array([_miou(cum[m][n - 1]) for m in names])
-    rows = []
-    for k in range(k_min, n + 1):
-        vals = np.array([_miou(cum[m][k - 1]) for m in names])
-        ok = np.isfinite(vals) & np.isfinite(ref)
-        srcc = float("nan")
-        if ok.sum() >= 2 and np.ptp(vals[ok]) > 0 and np.ptp(ref[ok]) > 0:
-            with warnings.catch_warnings():  # constant input is handled above
-                warnings.simplefilter("ignore")
-                srcc = float(spearmanr(vals[ok], ref[ok]).statistic)
-        rows.append({"k": k, "srcc": srcc, **{f"miou {m}": v for m, v in zip(names, vals)}})
-    return pd.DataFrame(rows)
+    frame = ranking_stability(stacks, ks=range(k_min, n + 1))[["k", "srcc"]]
+    for m in names:
+        frame[f"miou {m}"] = [mean_iou(cum[m][k - 1]) for k in frame["k"]]
+    return frame

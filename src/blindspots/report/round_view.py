@@ -152,9 +152,11 @@ def _agreement(ratings: pd.DataFrame, mos: pd.DataFrame, figs: Path, out: Path) 
              "table": Table(["id", "scores", "span", "mean |difference|", "ratings"], rows, {1, 2, 3})}, summ)
 
 
-def _stage(i: int, steps: pd.DataFrame, rated: str, n_labelled: int, n_st: int) -> list[tuple[str, bool]]:
+def _stage(i: int, steps: pd.DataFrame, rated: str, n_labelled: int, n_st: int,
+           next_version: bool = True) -> list[tuple[str, bool]]:
     """Where round i stands (what the loop waits for, or that it is finished), as (text, is_code) parts.
-    rated: the ratings' progress in words (`loop.progress.rating_progress`)."""
+    rated: the ratings' progress in words (`loop.progress.rating_progress`). next_version: whether the
+    target's version i+1 exists (a round that exported S ∪ T waits for it: it is not finished before)."""
     go_on = [("then ", False), ("blindspots round PROJECT", True), (" goes on.", False)]
     if not len(steps):
         return [(f"Round {i} has not started: ", False), ("blindspots round PROJECT", True),
@@ -162,8 +164,13 @@ def _stage(i: int, steps: pd.DataFrame, rated: str, n_labelled: int, n_st: int) 
     open_ = steps[steps["status"] != "done"]
     if not len(open_):
         last = str(steps["step"].iloc[-1])
-        if last in ("finetune", "export"):
+        if last == "finetune" or (last == "export" and next_version):
             return [(f"Round {i} is finished.", False)]
+        if last == "export":  # the label plan: people label S ∪ T elsewhere, the user retrains the target
+            return [(f"Round {i} exported S({i + 1}) ∪ T({i + 1}) for pixel labelling ({n_labelled} of {n_st} "
+                     f"masks in; those of T({i + 1}) score every model on it). It waits for the target retrained "
+                     f"on S({i + 1}) in your own stack: ", False), ("blindspots register PROJECT SPEC", True),
+                    (", then ", False), ("blindspots round PROJECT", True), (" starts round " + str(i + 1) + ".", False)]
         return [(f"Round {i} stopped after step {last}; ", False), ("blindspots round PROJECT", True),
                 (" goes on.", False)]
     step, status = str(open_["step"].iloc[0]), str(open_["status"].iloc[0])
@@ -308,7 +315,7 @@ def build_round_view(p: Project, i: int, out: Path, manifest: dict, *, n_gallery
     rated = prog.counts() + (f"; {prog.advice()}" if prog.unreachable else "")
     n_st = len(masks_needed(p, i))  # S ∪ T: an image in both is labelled once
     n_cands, n_masks = len(p.candidates(i, "M")), len(p.masks_for_round(i))
-    stage = _stage(i, steps, rated, n_masks, n_st)
+    stage = _stage(i, steps, rated, n_masks, n_st, next_version=p.target_version() > i)
     cols = [c for c in ("step", "status", "model_version", "seed") if c in steps.columns]
     steps_table = Table(cols, steps[cols].astype(str).values.tolist()) if len(steps) else None
 

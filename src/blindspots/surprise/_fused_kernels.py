@@ -1,60 +1,18 @@
 """Compiled loops of per-pixel surprise (numba): the argmax and the fused MDSA map's passes over output
-pixels and over marked cells, one image per call (``_fused_parallel`` runs them on torch's threads).
+pixels and over marked cells, one image per call (``_fused_prange`` spreads the images over numba's
+``prange``).
 
 Kept apart so that numba is imported (and these kernels compiled, then cached on disk) only when a
 heatmap is first computed. The passes over output pixels (``argmax_image``, ``mark_image``, both in one
 pass in ``argmax_mark_image``, and ``pixel_image``) do O(1) work per pixel (per class for the argmax);
-the O(d) work is done once per marked (class slot, cell): centring in ``gather_image``, whitening by a
-BLAS matmul (MKL's ``sgemm_`` per image in ``image_mdsa``; else torch.mm in ``fused``), dot products in
-``tables_image``. Each call does one image: images are independent, so ``_fused_parallel`` spreads them
-over torch's OpenMP threads, which a forward leaves spinning (a Python thread per core measured slower:
-it shares a core with a spinning worker). ``image_mdsa`` does all of one image's stages in one call,
-while its data is in that core's cache.
+the O(d) work is done once per marked (class slot, cell): centring in ``gather_image``, whitening by
+torch.mm per class (in ``fused``), dot products in ``tables_image``. Images are independent, so any
+split over threads gives the one-thread results bit for bit.
 """
 from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
-
-from blindspots.surprise._signature import BOOL, INT64, Array, KernelSignature, trampoline
-
-# ``sgemm_rows`` (the intrinsic of ``image_mdsa``) is kept in this file with every kernel it calls, so that an
-# edit here invalidates all of numba's disk cache of them at once (numba checks the source file of the cached
-# function only, not the files of the functions it calls; the trampolines' drivers, made in ``_signature``,
-# are checked at import instead: see ``_signature.trampoline``)
-
-@intrinsic
-def sgemm_rows(typingctx, fn, a, w, c, m, d, cols):
-    """C[m, cols] = A[m, d] @ W[d, cols] (float32, row-major, C-contiguous, at addresses a, w, c) by the
-    Fortran BLAS ``sgemm_`` at address fn (torch's MKL: ``blas_address``), as the column-major product
-    C^T = W^T A^T. Inside an OpenMP region MKL runs it on the calling thread. Sizes are passed as int32 (MKL's
-    LP64 interface): the caller checks they fit (``_omp.sgemm_fits``)."""
-    sig = types.void(*[types.int64] * 7)
-
-    def codegen(context, builder, signature, args):
-        i8, i32, f32 = ir.IntType(8), ir.IntType(32), ir.FloatType()
-        p = ir.PointerType
-        fnty = ir.FunctionType(ir.VoidType(), [p(i8), p(i8), p(i32), p(i32), p(i32), p(f32), p(f32), p(i32),
-                                               p(f32), p(i32), p(f32), p(f32), p(i32)])
-        fn_, a_, w_, c_, m_, d_, cols_ = args
-        ptr = builder.inttoptr(fn_, p(fnty))
-        a_, w_, c_ = (builder.inttoptr(v, p(f32)) for v in (a_, w_, c_))
-
-        def ref(value):
-            slot = builder.alloca(value.type)
-            builder.store(value, slot)
-            return slot
-
-        trans = ref(ir.Constant(i8, ord("N")))
-        rows, inner, outer = (ref(builder.trunc(v, i32)) for v in (cols_, d_, m_))
-        one, zero = ref(ir.Constant(f32, 1.0)), ref(ir.Constant(f32, 0.0))
-        builder.call(ptr, [trans, trans, rows, outer, inner, one, w_, rows, a_, inner, zero, c_, rows])
-        return context.get_dummy_value()
-    return sig, codegen
-
 
 # reassociate and contract float32 sums so the dot products vectorise; NaN / inf semantics are kept
 _FAST = {"nsz", "reassoc", "contract", "arcp"}
@@ -314,111 +272,3 @@ def pixel_image(pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, ry: np.ndarra
         for x in range(w):  # rounding below 0 clipped; NaN (no model) kept
             q = squares[x]
             o[x] = np.sqrt(zero if q < zero else q)
-
-
-@numba.njit(cache=True, nogil=True)
-def image_mdsa(scores: np.ndarray, last: bool, pred: np.ndarray, lut: np.ndarray, y0: np.ndarray, y1: np.ndarray,
-               x0: np.ndarray, x1: np.ndarray, mark: np.ndarray, counts: np.ndarray, span: np.ndarray,
-               cells: np.ndarray, means: np.ndarray, whiten: np.ndarray, ry: np.ndarray, qx: np.ndarray,
-               corners: bool, blas: int, pos: np.ndarray, out: np.ndarray, i: int) -> None:
-    """The whole fused map of image i in one call, its data hot in this core's cache: ``argmax_mark_image``,
-    ``gather_image`` of its marked cells, whitening by one BLAS ``sgemm_`` per class slot (address `blas`,
-    see ``sgemm_rows`` above), ``tables_image`` and ``pixel_image``.
-
-    Arguments as in those; cells float32 [n, h0, w0, d]; means float32 [K, d]; whiten float32 [K, d, D];
-    pos int32 [K, n, h0, w0] gets rows local to image i (its marked cells, slot-major, then row-major)."""
-    argmax_mark_image(scores, last, pred, lut, y0, y1, x0, x1, mark, counts, span, i)
-    k, n = counts.shape
-    d, cols = whiten.shape[1], whiten.shape[2]
-    offsets = np.zeros((k, n), dtype=np.int64)  # column i only: this image's rows
-    m = 0
-    for s in range(k):
-        offsets[s, i] = m
-        m += counts[s, i]
-    centred = np.empty((m, d), dtype=np.float32)
-    gather_image(mark, cells, means, offsets, pos, centred, i)
-    z = np.empty((m, cols), dtype=np.float32)
-    for s in range(k):  # one product per class slot present, over the cells it reads
-        if counts[s, i] > 0:
-            r = offsets[s, i]
-            # addresses as int64 (numba types them uint64, and uint64 + int64 as float64), taken here in the
-            # loop: numba may free an array right after its last use, and holding an address does not count
-            sgemm_rows(blas, np.int64(centred.ctypes.data) + 4 * r * d, np.int64(whiten[s].ctypes.data),
-                       np.int64(z.ctypes.data) + 4 * r * cols, counts[s, i], d, cols)
-    nrm, nxt = np.empty(m, dtype=np.float32), np.empty(m, dtype=np.float32)
-    table = np.empty((m, 9), dtype=np.float32)
-    tables_image(mark, pos, z, corners, offsets, counts, nrm, nxt, table, i)
-    pixel_image(pred, lut, y0, ry, x0, qx, pos, table, out, i)
-
-
-# ---- trampolines: numba cfuncs that ``_omp.run`` runs on torch's OpenMP threads (``_fused_parallel``) ----
-# One signature per kernel declares its arguments (in the kernel's order, before the image index i); the
-# packing (``SIGNATURE.pack``) and the driver that reads them back and loops over the images (``driver``) are
-# both generated from it. Dimension names shared by several arguments must have one size (checked at pack).
-_MARKING = {"lut": Array("int64", "L"), "y0": Array("int64", "H"), "y1": Array("int64", "H"),
-            "x0": Array("int64", "W"), "x1": Array("int64", "W"), "mark": Array("uint8", "K n h0 w0"),
-            "counts": Array("int64", "K n"), "span": Array("int64", "n 2")}
-_SCORES = {"scores": Array("float32", "n c1 c2 c3"), "last": BOOL, "pred": Array("int64", "n H W")}
-
-ARGMAX = KernelSignature("argmax_image", "n", y=Array("float32", "n c1 c2 c3"), out=Array("int64", "n H W"),
-                         last=BOOL)
-MARK = KernelSignature("mark_image", "n", pred=Array("int64", "n H W"), **_MARKING)
-ARGMAX_MARK = KernelSignature("argmax_mark_image", "n", **_SCORES, **_MARKING)
-GATHER = KernelSignature("gather_image", "n", mark=Array("uint8", "K n h0 w0"), cells=Array("float32", "n h0 w0 d"),
-                         means=Array("float32", "K d"), offsets=Array("int64", "K n"),
-                         pos=Array("int32", "K n h0 w0"), centred=Array("float32", "m d"))
-TABLES = KernelSignature("tables_image", "n", mark=Array("uint8", "K n h0 w0"), pos=Array("int32", "K n h0 w0"),
-                         z=Array("float32", "m D"), corners=BOOL, offsets=Array("int64", "K n"),
-                         counts=Array("int64", "K n"), nrm=Array("float32", "m"), nxt=Array("float32", "m"),
-                         table=Array("float32", "m 9"))
-PIXELS = KernelSignature("pixel_image", "n", pred=Array("int64", "n H W"), lut=Array("int64", "L"),
-                         y0=Array("int64", "H"), ry=Array("float32", "H 3"), x0=Array("int64", "W"),
-                         qx=Array("float32", "W 3"), pos=Array("int32", "K n h0 w0"), table=Array("float32", "m 9"),
-                         out=Array("float32", "n H W"))
-IMAGE_MDSA = KernelSignature("image_mdsa", "n", **_SCORES, **_MARKING, cells=Array("float32", "n h0 w0 d"),
-                             means=Array("float32", "K d"), whiten=Array("float32", "K d D"),
-                             ry=Array("float32", "H 3"), qx=Array("float32", "W 3"), corners=BOOL, blas=INT64,
-                             pos=Array("int32", "K n h0 w0"), out=Array("float32", "n H W"))
-
-_argmax = ARGMAX.driver(argmax_image)
-_mark = MARK.driver(mark_image)
-_argmax_mark = ARGMAX_MARK.driver(argmax_mark_image)
-_gather = GATHER.driver(gather_image)
-_tables = TABLES.driver(tables_image)
-_pixels = PIXELS.driver(pixel_image)
-_image_mdsa = IMAGE_MDSA.driver(image_mdsa)
-
-
-@trampoline(ARGMAX)
-def argmax_chunks(data):
-    _argmax(data)
-
-
-@trampoline(MARK)
-def mark_chunks(data):
-    _mark(data)
-
-
-@trampoline(ARGMAX_MARK)
-def argmax_mark_chunks(data):
-    _argmax_mark(data)
-
-
-@trampoline(GATHER)
-def gather_chunks(data):
-    _gather(data)
-
-
-@trampoline(TABLES)
-def tables_chunks(data):
-    _tables(data)
-
-
-@trampoline(PIXELS)
-def pixels_chunks(data):
-    _pixels(data)
-
-
-@trampoline(IMAGE_MDSA)
-def image_mdsa_chunks(data):
-    _image_mdsa(data)

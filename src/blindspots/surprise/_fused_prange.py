@@ -1,11 +1,6 @@
-"""The fused MDSA map's per-image passes written the standard way: numba ``prange`` over images.
-
-The same per-image kernels as ``_fused_parallel`` (``_fused_kernels.*_image``), spread over images by
-numba's own parallel loop instead of torch's OpenMP threads through ``_omp``. Kept so that
-``benchmarks/surprise.py --only forward`` measures the two side by side on the same passes (the
-hand-made path is kept only where it is clearly faster; see docs/surprise.md, "Speed"). Images are
-independent, so both give the one-thread results bit for bit. The whitening stays torch.mm
-(``fused._whiten_marked``): there is no one-call-per-image path here.
+"""The fused MDSA map's per-image passes (``_fused_kernels.*_image``), spread over images by numba's own
+parallel loop (``prange``), as many threads as torch uses. Images are independent, so any split gives the
+one-thread results bit for bit. The whitening is torch.mm per class (``fused._whiten_marked``).
 """
 from __future__ import annotations
 
@@ -67,31 +62,44 @@ def _pixels(pred, lut, y0, ry, x0, qx, pos, table, out):
         k.pixel_image(pred, lut, y0, ry, x0, qx, pos, table, out, i)
 
 
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _argmax(y, out, last):
+    for i in numba.prange(out.shape[0]):
+        k.argmax_image(y, out, last, i)
+
+
+def argmax(y: np.ndarray, out: np.ndarray, channels_last: bool) -> None:
+    """out int64 [n, H, W] = argmax over the channels of y float32 ([n, H, W, C] when `channels_last`,
+    else [n, C, H, W]; C-contiguous), as ``_fused_kernels.argmax_image``, one image per iteration."""
+    with _threads(out.shape[0]):
+        _argmax(y, out, bool(channels_last))
+
+
 def argmax_mark(scores: np.ndarray, channels_last: bool, pred, lut, y0, y1, x0, x1, mark_, counts, span) -> None:
-    """As ``_fused_parallel.argmax_mark``."""
+    """``_fused_kernels.argmax_mark_image`` of every image (arguments as there; mark_ and counts zeroed)."""
     with _threads(pred.shape[0]):
         _argmax_mark(scores, channels_last, pred, lut, y0, y1, x0, x1, mark_, counts, span)
 
 
 def mark(pred, lut, y0, y1, x0, x1, mark_, counts, span) -> None:
-    """As ``_fused_parallel.mark``."""
+    """``_fused_kernels.mark_image`` of every image (arguments as there; mark_ and counts zeroed)."""
     with _threads(pred.shape[0]):
         _mark(pred, lut, y0, y1, x0, x1, mark_, counts, span)
 
 
 def gather(mark_, cells, means, offsets, pos, centred) -> None:
-    """As ``_fused_parallel.gather``."""
+    """``_fused_kernels.gather_image`` of every image (arguments as there)."""
     with _threads(mark_.shape[1]):
         _gather(mark_, cells, means, offsets, pos, centred)
 
 
 def tables(mark_, pos, z, corners: bool, offsets, counts, nrm, nxt, table) -> None:
-    """As ``_fused_parallel.tables``."""
+    """``_fused_kernels.tables_image`` of every image (arguments as there)."""
     with _threads(mark_.shape[1]):
         _tables(mark_, pos, z, corners, offsets, counts, nrm, nxt, table)
 
 
 def pixels(pred, lut, y0, ry, x0, qx, pos, table, out) -> None:
-    """As ``_fused_parallel.pixels``."""
+    """``_fused_kernels.pixel_image`` of every image (arguments as there)."""
     with _threads(pred.shape[0]):
         _pixels(pred, lut, y0, ry, x0, qx, pos, table, out)

@@ -23,8 +23,11 @@ from tqdm.auto import tqdm
 
 from blindspots.metrics import evaluate, per_image_class_iou
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
+from blindspots.data.segsets import SegmentationSet
 from blindspots.models.adapters import TorchSegmenter
+from blindspots.surprise.estimators import load_estimator
 from blindspots.surprise.image import class_surprise, group_surprise, size_groups
+from blindspots.surprise.pool import check_same_source, fitted_extractor
 from blindspots.training.replay import SubsetPairs
 
 logger = logging.getLogger(__name__)
@@ -303,3 +306,40 @@ def sa_and_iou(extractor: Any, estimators: Mapping[str, Any], dataset: Any, *,
     same = all(p is not None for p in preds) and len({p.shape[1:] for p in preds}) == 1
     return ({k: np.concatenate(v) for k, v in out_sa.items()}, np.concatenate(ious), np.concatenate(labs),
             np.concatenate(preds) if same else np.zeros(0, dtype=np.int64))
+
+
+def write_table3(images: str | Path, masks: str | Path, estimators: Sequence[str | Path], out: str | Path, *,
+                 model: str | None = None, features: str | None = None,
+                 groups: Mapping[str, Sequence[int]] | None = None, per_class: int = 1000, seed: int = 0,
+                 batch_size: int = 16, progress: bool = True) -> pd.DataFrame:
+    """Table 3 (Spearman SA vs IoU with p-values, every estimator) and Figure 9 (the first estimator's
+    label-saving trade-off) on a labelled set (images/, masks/ folders), written to `out` as table3.csv,
+    figure9.csv and figure9.png; returns Table 3. Every estimator is scored with the first one's traces
+    (`check_same_source`); groups: class groups NAME -> ids (default: one group per class)."""
+    paths = [Path(e) for e in estimators]
+    if not paths:
+        raise ValueError("estimators: expected at least one estimator file, got none")
+    check_same_source(paths)
+    ests: dict[str, Any] = {}
+    for path in paths:
+        est = load_estimator(path)
+        ests[est.name.upper() if est.name.upper() not in ests else f"{est.name.upper()}_{len(ests)}"] = est
+    ex = fitted_extractor(paths[0], model, batch_size, features)
+    sa, iou, in_label, _ = sa_and_iou(ex, ests, SegmentationSet(images, masks), groups=groups, per_class=per_class,
+                                      seed=seed, progress=progress)
+    names = list(groups) if groups else [str(k) for k in range(ex.num_classes)]
+    table = spearman_table(sa, iou, names, in_label)
+    first = next(iter(sa))
+    curves = {}
+    for g, nm in enumerate(names):
+        use = in_label[:, g] & np.isfinite(sa[first][:, g])
+        if use.sum():
+            curves[nm] = label_saving_tradeoff(sa[first][use, g], iou[use, g])
+    if not curves:
+        raise ValueError("masks: expected some images whose label and prediction share a group, got none")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "table3.csv", index=False)
+    pd.concat([df.assign(group=k) for k, df in curves.items()]).to_csv(out / "figure9.csv", index=False)
+    plot_label_saving(curves, title=f"{first} label-saving trade-off").savefig(out / "figure9.png", dpi=120)
+    return table

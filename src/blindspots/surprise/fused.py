@@ -15,11 +15,10 @@ table per (class, base cell), O(d) — compiled with numba (``_fused_kernels``).
 rounding, for bilinear (either align_corners) and nearest interpolation; other modes fall back to
 upsampling the whitened map (``image.mdsa_map``).
 
-Where it runs: images are independent, so every pass takes one image at a time on torch's own OpenMP
-threads, which the forward leaves spinning (``_omp``; threads of our own measured slower). From the
-model's scores (``fused_argmax_mdsa_map``, what ``surprise_heatmaps`` uses) the argmax is taken in the
-marking pass and, where torch's MKL is found, all stages of an image run in one call (``image_mdsa``:
-per-class ``sgemm_`` on that thread) while its data is in that core's cache.
+Where it runs: images are independent, so every pass takes one image at a time, spread over numba's
+``prange`` threads (``_fused_prange``, as many as torch uses); the whitening is one torch.mm per class.
+From the model's scores (``fused_argmax_mdsa_map``, what ``surprise_heatmaps`` uses) the argmax is taken
+in the marking pass.
 """
 from __future__ import annotations
 
@@ -28,7 +27,6 @@ import functools
 import numpy as np
 import torch
 
-from blindspots.surprise import _omp
 from blindspots.surprise.estimators import MDSA
 
 # Lazy imports: numba (its JIT kernels are compiled or loaded by their first call).
@@ -75,19 +73,16 @@ def axis_sources(out: int, inp: int, mode: str, align_corners: bool) -> tuple[np
 
 
 def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | torch.Tensor, *,
-                   mode: str = "bilinear", align_corners: bool = False, num_classes: int | None = None,
-                   kernels: str = "prange") -> np.ndarray:
+                   mode: str = "bilinear", align_corners: bool = False, num_classes: int | None = None
+                   ) -> np.ndarray:
     """Per-pixel MDSA float32 [n, H, W] under each pixel's predicted class.
 
     features: float32 [n, d, h0, w0] low-resolution features (all d, as at fit); pred: int [n, H, W]
     argmax maps at output resolution (numpy or torch). mode / align_corners: the interpolation that maps
     features to output pixels ("bilinear" or "nearest"). num_classes: optional bound C on the ids in pred
-    (the model's classes). kernels: "prange" (default: numba's own parallel loop, the standard mechanism)
-    or "omp" (the hand-made passes on torch's OpenMP threads: 1.09-1.25x faster on the map alone,
-    about 1% of forward + map; measured side by side in benchmarks/surprise.py). NaN where
-    the predicted class has no model.
+    (the model's classes). NaN where the predicted class has no model.
     """
-    passes = _passes(kernels)
+    passes = _passes()
 
     pred_t = pred.cpu() if isinstance(pred, torch.Tensor) else torch.from_numpy(np.asarray(pred))
     if pred_t.ndim != 3 or pred_t.is_floating_point() or pred_t.is_complex() or pred_t.numel() == 0:
@@ -100,7 +95,7 @@ def fused_mdsa_map(estimator: MDSA, features: torch.Tensor, pred: np.ndarray | t
 
 def fused_argmax_mdsa_map(estimator: MDSA, features: torch.Tensor, scores: torch.Tensor, *,
                           mode: str = "bilinear", align_corners: bool = False, num_classes: int | None = None,
-                          out: np.ndarray | None = None, pred_out: np.ndarray | None = None, kernels: str = "prange"
+                          out: np.ndarray | None = None, pred_out: np.ndarray | None = None
                           ) -> tuple[np.ndarray, np.ndarray]:
     """(per-pixel MDSA float32 [n, H, W], argmax classes int64 [n, H, W]) from the model's scores float32
     [n, C, H, W] (logits or probabilities, CPU; channels-last strides are read as they are), with the
@@ -110,7 +105,7 @@ def fused_argmax_mdsa_map(estimator: MDSA, features: torch.Tensor, scores: torch
     out / pred_out: optional C-contiguous float32 / int64 [n, H, W] arrays to write into (e.g. slices of
     the caller's result), else new ones. Other arguments as in ``fused_mdsa_map``.
     """
-    passes = _passes(kernels)
+    passes = _passes()
 
     if scores.ndim != 4 or scores.dtype != torch.float32 or scores.device.type != "cpu" or scores.shape[1] < 1:
         raise ValueError(f"scores: expected CPU float32 [n, C, H, W], got {scores.dtype} {tuple(scores.shape)} on "
@@ -123,34 +118,16 @@ def fused_argmax_mdsa_map(estimator: MDSA, features: torch.Tensor, scores: torch
     last = scores.detach().permute(0, 2, 3, 1)
     channels_last = last.is_contiguous()  # as some models return: read a row at a time, no copy
     y = last if channels_last else scores.detach().contiguous()
-    means, whiten = estimator.padded_whitening(PAD_COLUMNS)
-    # sgemm_ takes int32 sizes: [cells of a slot in one image, d] x [d, D]; larger ones take torch.mm instead
-    h0, w0 = grid.mark.shape[2:]
-    fits = _omp.sgemm_fits(h0 * w0, *whiten.shape[1:])
-    blas = _omp.blas_address() if kernels == "omp" and fits else 0
-    if blas:  # the whole map of each image in one call, on torch's threads: no pass between images' stages
-        cells = features.detach().float().cpu().permute(0, 2, 3, 1).contiguous().numpy()  # [n, h0, w0, d]
-        pos = np.empty(grid.mark.shape, dtype=np.int32)
-        passes.image_mdsa(y.numpy(), channels_last, pred_np, grid.lut, grid.y0, grid.y1, grid.x0, grid.x1, grid.mark,
-                          grid.counts, grid.span, cells, means, whiten.numpy(), grid.ry, grid.qx,
-                          mode == "bilinear", blas, pos, out)
-        grid.check_ids()
-        return out, pred_np
     passes.argmax_mark(y.numpy(), channels_last, pred_np, grid.lut, grid.y0, grid.y1, grid.x0, grid.x1, grid.mark,
                        grid.counts, grid.span)
     return grid.finish(passes, estimator, features, pred_np, out), pred_np
 
 
-def _passes(kernels: str):
-    """The module of per-image passes: torch's OpenMP threads ("omp") or numba's prange ("prange")."""
-    # numba: imported (and the kernels compiled or loaded from its cache) on first use
-    if kernels == "omp":
-        from blindspots.surprise import _fused_parallel
-        return _fused_parallel
-    if kernels == "prange":
-        from blindspots.surprise import _fused_prange
-        return _fused_prange
-    raise ValueError(f"kernels: expected 'omp' or 'prange', got {kernels!r}")
+def _passes():  # noqa: ANN202 - the module of per-image passes
+    """The per-image passes over numba's prange (imported, and the kernels compiled or loaded from numba's
+    cache, on first use)."""
+    from blindspots.surprise import _fused_prange
+    return _fused_prange
 
 
 def _check_out(out: np.ndarray | None, shape: tuple[int, ...], dtype: type, name: str) -> np.ndarray:
@@ -246,7 +223,6 @@ def _whiten_marked(passes, estimator: MDSA, features: torch.Tensor, mark: np.nda
     start = 0
     for s, stop in enumerate(bounds):  # one matmul per class present, over the cells it reads
         if start < stop:
-            # on torch's own threads, which the forward left spinning, ready
             torch.mm(src[start:stop], whiten[s], out=z[start:stop])
         start = stop
     return pos, z.numpy(), offsets

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from blindspots.atomic import write_atomic
 from blindspots.models.adapters import as_image_batch
 from blindspots.surprise.device import device_mdsa_map, on_device
 from blindspots.surprise.estimators import MDSA, SurpriseEstimator
@@ -128,9 +129,11 @@ def _save_partial(path: Path, chosen: np.ndarray, traces: list[np.ndarray], labe
                   done: int, settings: str = "") -> None:
     x = np.concatenate(traces) if traces else np.zeros((0, 0), np.float32)
     y = np.concatenate(labels) if labels else np.zeros(0, np.int64)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, chosen=chosen, traces=x, labels=y, done=done, settings=np.array(settings))
-    tmp.replace(path)  # atomic: an interrupt never leaves a half-written checkpoint
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:  # a file object: np.savez adds no ".npz" to the temporary name
+            np.savez(fh, chosen=chosen, traces=x, labels=y, done=done, settings=np.array(settings))
+
+    write_atomic(path, write)  # an interrupt never leaves a half-written checkpoint
     traces[:] = [x]
     labels[:] = [y]
 

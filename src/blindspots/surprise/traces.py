@@ -44,12 +44,10 @@ def argmax_classes(y: torch.Tensor) -> torch.Tensor:
     where there is one (as torch.argmax).
 
     CPU float32 maps [n, C, H, W] take one compiled pass (``_fused_kernels.argmax_image``, images split
-    over torch's OpenMP threads by ``_fused_parallel.argmax``): measured on
-    [8, 8, 128, 128], 2 threads, 0.8-1.2 ms against 3-6 ms for an amax / compare / weighted-amax in torch
-    and 40-70 ms for torch.argmax(dim=1) with the project's torch 2.14 on the 2-core machine (a slow
-    non-innermost-axis argmax there). Anything else goes to torch.argmax."""
+    over numba's prange by ``_fused_prange.argmax``): torch.argmax(dim=1) along a non-innermost axis is
+    slow on CPU with the project's torch (docs/surprise.md, "Speed"). Anything else goes to torch.argmax."""
     if y.ndim == 4 and y.device.type == "cpu" and y.dtype == torch.float32:
-        from blindspots.surprise import _fused_parallel as passes  # numba: imported on first use
+        from blindspots.surprise import _fused_prange as passes  # numba: imported on first use
 
         out = np.empty((y.shape[0], *y.shape[2:]), dtype=np.int64)
         last = y.detach().permute(0, 2, 3, 1)

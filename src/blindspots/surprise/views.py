@@ -6,6 +6,7 @@ input and the prediction, the bottom row the thresholded pixels and the heatmap.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -15,6 +16,12 @@ from matplotlib import colormaps
 from PIL import Image, ImageDraw
 
 from blindspots.data.classes import Classes
+from blindspots.data.segsets import SegmentationSet
+from blindspots.data.sources import ImagePool
+from blindspots.ids import artifact_path
+from blindspots.surprise.estimators import load_estimator
+from blindspots.surprise.image import surprise_heatmaps
+from blindspots.surprise.pool import fitted_extractor
 
 NAN_COLOUR = np.array([128, 128, 128], dtype=np.uint8)  # pixels with no SA (class not modelled)
 
@@ -171,3 +178,47 @@ def read_video_frames(path: str | Path) -> list[np.ndarray]:
 
 __all__: Sequence[str] = ("heatmap_rgb", "surprise_panel", "save_png", "write_video", "panels_for",
                           "read_video_frames")
+
+
+def write_panels(images: str | Path, estimator: str | Path, out: str | Path, *, masks: str | Path | None = None,
+                 video: str | Path | None = None, maps: str | Path | None = None, model: str | None = None,
+                 features: str | None = None, threshold: float | None = None, limit: int = 200, fps: float = 5.0,
+                 batch_size: int = 16, progress: bool = True) -> tuple[int, list[str]]:
+    """Figure 6 panels (input, [label,] prediction, [difference,] SA above threshold, SA heatmap) of the
+    first `limit` images of a folder (in id order), one PNG each in `out`; masks: a folder of label masks
+    (adds the label and difference tiles); video: also an MP4 of the panels; maps: also each image's
+    per-pixel SA as `<id>.npy` (float32 [H, W], NaN where the predicted class has no model); threshold:
+    the SA of the "above" tile (default: the 90th percentile). Returns (panels written, unreadable images
+    skipped as 'id (why)'); ValueError when no image is readable."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit (--limit): expected at least 1 image, got {limit!r}")
+    if threshold is not None and not math.isfinite(threshold):
+        raise ValueError(f"threshold (--threshold): expected a finite SA value, got {threshold}")
+    est = load_estimator(estimator)
+    ex = fitted_extractor(estimator, model, batch_size, features)
+    classes = getattr(ex.model, "classes", None) or Classes(tuple(f"class{k}" for k in range(ex.num_classes)))
+    bad: list[str] = []
+    if masks is not None:  # lists: images of different sizes are run one size at a time
+        data = SegmentationSet(images, masks)
+        ids = data.ids[:limit]
+        pairs = [data.load(i) for i in ids]
+        imgs, labels = [p[0] for p in pairs], [p[1] for p in pairs]
+    else:
+        pool = ImagePool(images)
+        items = list(pool.iter_items(pool.ids[:limit]))  # an unreadable file is skipped, as scoring does
+        bad = [f"{it.id} ({it.error})" for it in items if not it.ok]
+        ids, imgs, labels = [it.id for it in items if it.ok], [it.image for it in items if it.ok], None
+        if not ids:
+            raise ValueError(f"images: expected readable images in {str(images)!r}, got none ({len(bad)} unreadable)")
+    sa, pred = surprise_heatmaps(ex, est, imgs, progress=progress, ids=list(ids))
+    if maps is not None:
+        for i, m in zip(ids, sa):
+            path = artifact_path(maps, i, ".npy")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, np.asarray(m, dtype=np.float32))
+    frames = list(panels_for(imgs, pred, sa, classes, labels=labels, threshold=threshold))
+    for i, frame in zip(ids, frames):
+        save_png(frame, Path(out) / Path(i).with_suffix(".png"))
+    if video is not None:
+        write_video(pad_frames(frames), video, fps=fps)  # panels of different sizes: centred on one canvas
+    return len(frames), bad

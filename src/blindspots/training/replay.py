@@ -11,7 +11,7 @@ Datasets are anything with `len()` and `[i] -> (image uint8 [H, W, 3], mask uint
 (e.g. `blindspots.data.segsets.SegmentationSet`, or `PairList`). Masks hold class ids and
 255 (ignore) for unlabeled pixels.
 
-Each grid run checkpoints after every epoch (atomic: tmp file + os.replace) under
+Each grid run checkpoints after every epoch (atomic: `atomic.write_atomic`) under
 `work_dir/lr-<lr>/`; an interrupted `fit` started again with the same arguments continues
 where it stopped and ends with the same weights as an uninterrupted run (shuffling and
 flips are drawn from `seed` and the epoch number, not from a running generator).
@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
@@ -34,6 +33,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from blindspots._validation import check_int, check_number
+from blindspots.atomic import write_atomic
+from blindspots.config import FinetuneSettings
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 from blindspots.metrics import evaluate
 from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
@@ -44,7 +45,9 @@ from blindspots.training.precision import MixedPrecision
 
 log = logging.getLogger(__name__)
 
-PAPER_LRS = (1e-5, 5e-5, 1e-4)
+#: the paper's fine-tuning settings (Section 4.1), defined once in `config.FinetuneSettings`
+_PAPER = FinetuneSettings()
+PAPER_LRS = tuple(_PAPER.lrs)
 
 
 class PairSet(Protocol):
@@ -206,11 +209,11 @@ class ReplayFinetuner:
 
     lrs: Sequence[float] = PAPER_LRS
     _: KW_ONLY
-    epochs: int = 80
-    batch_size: int = 2
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    power: float = 0.9
+    epochs: int = _PAPER.epochs
+    batch_size: int = _PAPER.batch_size
+    momentum: float = _PAPER.momentum
+    weight_decay: float = _PAPER.weight_decay
+    power: float = _PAPER.power
     max_replay: int | None = None
     image_size: int | None = None
     flip: bool = True
@@ -283,9 +286,7 @@ class ReplayFinetuner:
                                device=resolve_device(self.device),
                                preprocess=self.preprocess, output_key=self.output_key)
         if done is not None:
-            tmp = done.with_name("result.json.tmp")
-            tmp.write_text(json.dumps({"lr": lr, "val_miou": miou}))
-            os.replace(tmp, done)
+            write_atomic(done, lambda t: t.write_text(json.dumps({"lr": lr, "val_miou": miou})))
         return miou
 
     def _train_one(self, model: nn.Module, train: PairSet, lr: float, work: Path | None) -> tuple[nn.Module, list[float]]:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from blindspots.atomic import write_atomic
 from blindspots.data.scenes import POOL_HARD_FRACTION, SCENE_CLASSES, render_scene_arrays
 from blindspots.models.checkpoints import FORMAT_KEY, save_checkpoint_dict
 from blindspots.models.zoo import ZOO, build_model, read_checkpoint
@@ -99,9 +99,7 @@ def train_zoo(
                                    "metrics": metrics}
         _save_metrics(out / f"{name}.pt", metrics)
         logger.info("%s (%s): in %.3f hard %.3f", name, role, metrics["val_in"]["miou"], metrics["val_hard"]["miou"])
-    tmp = out / "zoo.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2))
-    os.replace(tmp, out / "zoo.json")
+    write_atomic(out / "zoo.json", lambda t: t.write_text(json.dumps(summary, indent=2)))
     return summary
 
 

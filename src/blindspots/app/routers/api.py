@@ -159,7 +159,7 @@ def loop_status(request: Request, who: Principal = Depends(require_user)) -> dic
     """Where the loop stands and what it waits for (awaited ids only for admins)."""
     st = deps.view(request).status()
     out = {"state": st.state, "round": st.round, "step": st.step, "message": st.message, "done": st.done,
-           "total": st.total}
+           "total": st.total, "next": [{"kind": a.kind, "why": a.why} for a in st.next]}
     if who.is_admin:
         out["awaited"] = list(st.awaited)
     return out

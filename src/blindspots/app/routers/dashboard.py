@@ -49,7 +49,8 @@ def dashboard_data(request: Request) -> dict:
     lq = view.label_queue()
     return {"status": {"state": status.state, "round": status.round, "step": status.step,
                        "message": status.message, "done": status.done, "total": status.total,
-                       "awaited": list(status.awaited)[:50], "n_awaited": len(status.awaited)},
+                       "awaited": list(status.awaited)[:50], "n_awaited": len(status.awaited),
+                       "next": [a.as_command(project.path) for a in status.next]},
             "rating_round": rnd, "candidates": n_m, "annotators": people, "agreement": agreement,
             "masks": {"done": lq["done"], "total": lq["total"]},
             "leaderboard_html": board_html, "figures": list(figure_files(request)),

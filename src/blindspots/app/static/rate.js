@@ -41,7 +41,8 @@
       $("finished-text").textContent = `All ${items.length} images of round ${round} are rated by you. ` +
         (unsent ? `${unsent} answer(s) are not saved yet; they are sent as soon as the server takes them.`
           : "Every answer is saved. Thank you!") +
-        (left ? ` The round still needs answers from others: ${p.counts}.` : "");
+        (left ? ` The round still needs answers from others: ${p.counts}.` : "") +
+        (p && p.next ? ` Every image of round ${p.round} has its ratings: the loop goes on with ${p.next}.` : "");
     }
   }
   function history() {

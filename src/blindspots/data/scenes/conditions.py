@@ -172,12 +172,6 @@ def sample_conditions(
 
 
 
-def check_seed(seed: Any, name: str = "seed") -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"{name}: expected a non-negative int, got {seed!r}")
-    return int(seed)
-
-
 def check_size(size: Any) -> int:
     """A scene side in pixels: an int in [16, 2048], else ValueError."""
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or not 16 <= size <= 2048:

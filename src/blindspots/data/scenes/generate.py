@@ -14,7 +14,9 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
-from blindspots.data.scenes.conditions import (SCENE_CLASSES, SceneConditions, check_distribution, check_seed,
+from blindspots._validation import check_seed
+from blindspots.atomic import write_atomic
+from blindspots.data.scenes.conditions import (SCENE_CLASSES, SceneConditions, check_distribution,
                                                check_size, sample_conditions)
 from blindspots.data.scenes.render import render_scene
 from blindspots.data.segsets import SegmentationSet
@@ -114,9 +116,7 @@ def render_scene_arrays(
 
 
 def _save_png_atomic(arr: np.ndarray, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    Image.fromarray(arr).save(tmp, format="PNG")
-    os.replace(tmp, path)
+    write_atomic(path, lambda t: Image.fromarray(arr).save(t, format="PNG"))
 
 
 def _scene_id(i: int) -> str:
@@ -163,13 +163,15 @@ def generate_scene_set(
         cond = sample_conditions(np.random.default_rng([s, 0]), distribution)  # cheap; same draw as rendering
         rows.append({"id": _scene_id(i), "seed": s, **cond.to_dict(), "is_hard": cond.is_hard,
                      "hard_factors": "|".join(cond.hard_factors)})
-    tmp = out / (CONDITIONS_CSV + ".tmp")
-    with open(tmp, "w", newline="") as fh:
-        names = ["id", "seed"] + [f.name for f in fields(SceneConditions)] + ["is_hard", "hard_factors"]
-        writer = csv.DictWriter(fh, fieldnames=names)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, out / CONDITIONS_CSV)
+    names = ["id", "seed"] + [f.name for f in fields(SceneConditions)] + ["is_hard", "hard_factors"]
+
+    def write_csv(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=names)
+            writer.writeheader()
+            writer.writerows(rows)
+
+    write_atomic(out / CONDITIONS_CSV, write_csv)
     return SegmentationSet(out / "images", out / "masks", classes=SCENE_CLASSES)
 
 

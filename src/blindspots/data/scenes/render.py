@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from blindspots.data.scenes.canvas import Canvas, fast_noise, smooth_noise
-from blindspots.data.scenes.conditions import SKY, SceneConditions, check_seed, check_size, sample_conditions
+from blindspots._validation import check_seed
+from blindspots.data.scenes.conditions import SKY, SceneConditions, check_size, sample_conditions
 from blindspots.data.scenes.street import TEX_FINE, TEX_LOW, Street
 
 

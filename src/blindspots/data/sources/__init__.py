@@ -31,6 +31,7 @@ from blindspots.data.sources.fiftyone import open_fiftyone
 from blindspots.data.sources.folder import ImagePool
 from blindspots.data.sources.fs import get_fs, is_uri, parse_storage_option, split_uri_options
 from blindspots.data.sources.hf import HFDiskSource
+from blindspots.data.sources.labelled import SourceSegmentationSet
 from blindspots.data.sources.listfile import LIST_SUFFIXES, ListSource
 from blindspots.data.sources.prefix import PrefixSource
 from blindspots.data.sources.tables import find_image_column
@@ -40,7 +41,7 @@ from blindspots.data.sources.webdataset import TarSource
 # start without it).
 
 __all__ = ["FORMATS", "ImageDecodeError", "ImagePool", "ListSource", "PoolItem", "PoolSource", "PrefixSource", "RawItem",
-           "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option", "register_format"]
+           "SourceSegmentationSet", "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option", "register_format"]
 
 FORMATS = ("folder", "images", "list", "parquet", "webdataset", "hf")
 #: More kinds of source (e.g. a FiftyOne dataset): format -> (factory, URI scheme or None); `register_format`.

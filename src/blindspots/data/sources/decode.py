@@ -25,6 +25,7 @@ from typing import Iterable
 
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
+from blindspots._validation import check_max_pixels
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +153,6 @@ def open_file_or_bytes(source: str | Path | bytes | bytearray) -> tuple[io.Bytes
     if st.st_size == 0:
         raise ImageDecodeError("empty file (0 bytes)", label)
     return path, label
-
-
-def check_max_pixels(max_pixels: int) -> int:
-    if isinstance(max_pixels, bool) or not isinstance(max_pixels, (int, np.integer)) or max_pixels < 1:
-        raise ValueError(f"max_pixels: expected a positive integer, got {max_pixels!r}")
-    return int(max_pixels)
 
 
 def open_image(source: str | Path | bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:

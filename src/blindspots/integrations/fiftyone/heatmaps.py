@@ -24,6 +24,7 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
+from blindspots.atomic import write_atomic
 from blindspots.ids import artifact_path, find_artifact
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.png import encode_index_png
@@ -58,10 +59,8 @@ def write_disagreement_maps(scan_dir: str | Path, target: str, competitors: Sequ
         dest = artifact_path(out_dir, image_id)
         if not dest.is_file() or dest.stat().st_mtime < max(os.stat(s).st_mtime for s in sources):  # type: ignore[arg-type]
             maps = [_read(s) for s in sources]  # type: ignore[arg-type]
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(encode_index_png(disagreement_map(maps[0], maps[1:])))
-            os.replace(tmp, dest)  # a reader (FiftyOne's App) never sees half a file
+            png = encode_index_png(disagreement_map(maps[0], maps[1:]))
+            write_atomic(dest, lambda t: t.write_bytes(png))  # a reader (FiftyOne's App) never sees half a file
         out.append(dest)
     return out
 
@@ -96,10 +95,8 @@ def write_surprise_maps(ids: Sequence[str], maps_dir: str | Path, out_dir: str |
     out: list[Path | None] = [None] * len(ids)
     for k in tqdm(sorted(arrays), desc="surprise maps", unit="img", disable=not progress):
         dest = artifact_path(out_dir, ids[k])
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(encode_index_png(surprise_to_uint8(arrays[k], low, high)))
-        os.replace(tmp, dest)
+        png = encode_index_png(surprise_to_uint8(arrays[k], low, high))
+        write_atomic(dest, lambda t: t.write_bytes(png))
         out[k] = dest
     return out, (low, high)
 

@@ -9,11 +9,11 @@ Ledger keys are "<Label Studio project id>:<task id>":
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from blindspots.atomic import write_atomic
 from blindspots.integrations.labelstudio.client import LabelStudio, read_token
 
 CONNECTION_FILE = "labelstudio.json"
@@ -72,8 +72,5 @@ def load_connection(project_path: Path) -> Connection:
 
 def save_connection(project_path: Path, conn: Connection) -> Path:
     """Write atomically (a crash leaves the old file or the new one, never half of one)."""
-    path = connection_path(project_path)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(asdict(conn), indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    text = json.dumps(asdict(conn), indent=1, sort_keys=True)
+    return write_atomic(connection_path(project_path), lambda t: t.write_text(text, encoding="utf-8"))

@@ -34,7 +34,7 @@ class PullReport:
     skipped: list[str] = field(default_factory=list)     # tasks skipped (cancelled) or submitted empty
     deleted: list[str] = field(default_factory=list)     # pushed tasks deleted in Label Studio
     ignored: list[str] = field(default_factory=list)     # annotated tasks of images the round does not await
-    next: str = ""
+    after: Any = None  # masks: the round's `loop.Status` after the pull (next actions as data); ratings: None
 
     def lines(self) -> list[str]:
         out = [f"pulled {len(self.stored)} {self.kind} answer(s) from Label Studio project {self.ls_project} "
@@ -47,8 +47,8 @@ class PullReport:
         if self.ignored:
             out.append(f"annotations on images the round does not await, ignored ({len(self.ignored)}): "
                        f"{', '.join(self.ignored[:10])}")
-        if self.next:
-            out.append(self.next)
+        if self.after is not None:
+            out.append(self.after.message)
         return out
 
 
@@ -161,7 +161,7 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
     project.log_event("labelstudio-pull", {"kind": kind, "ls_project": pid, "stored": len(writes),
                                            "skipped": len(report.skipped), "deleted": len(report.deleted)},
                       step=kind)
-    report.next = _next(project, kind, sorted({w[0] for w in writes}))
+    report.after = _after(project, kind, sorted({w[0] for w in writes}))
     return report
 
 
@@ -191,12 +191,13 @@ def _rating(ann: dict, label: str) -> int | str | None:
     return None
 
 
-def _next(project: Any, kind: str, rounds: list[int]) -> str:
+def _after(project: Any, kind: str, rounds: list[int]) -> Any:
+    """The round's `Status` after a masks pull (None after ratings: `loop.status` says how many are in)."""
     from blindspots.loop import after_masks_import
 
-    if kind == "masks":
-        try:
-            return after_masks_import(project, rounds[-1] if rounds else None)
-        except ValueError:
-            return ""
-    return f"run `blindspots round {project.path}` to continue once every candidate has its ratings"
+    if kind != "masks":
+        return None
+    try:
+        return after_masks_import(project, rounds[-1] if rounds else None)
+    except ValueError:  # no round awaits masks
+        return None

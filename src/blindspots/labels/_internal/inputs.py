@@ -61,18 +61,6 @@ def bad_label_advice(value: int, num_classes: int, ignore_index: int | None) -> 
     return f"a negative label: map it to a class id 0..{num_classes - 1}{ign}"
 
 
-def check_ignore_index(ignore_index: Any) -> int | None:
-    """ignore_index: int or None; anything else is a ValueError."""
-    if ignore_index is None:
-        return None
-    if isinstance(ignore_index, (bool, np.bool_)) or not isinstance(ignore_index, (int, np.integer)):
-        raise ValueError(f"ignore_index: expected an int or None, got {ignore_index!r}")
-    if ignore_index < 0:  # a mask pixel value: a negative one never occurs, so nothing would be ignored
-        raise ValueError(f"ignore_index: expected a non-negative mask value outside the class ids (255 by "
-                         f"default) or None, got {ignore_index}")
-    return int(ignore_index)
-
-
 def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
     """An int >= minimum, else ValueError naming `name` (the shared check, `_validation.check_int`)."""
     return check_int(value, name, minimum=minimum)

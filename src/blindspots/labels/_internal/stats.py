@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from blindspots.atomic import write_atomic
 from blindspots.labels._internal.inputs import (PROB_ATOL, ArrayBatches, IterableBatches, ModelBatches, chunk_images,
                                                 warn_unnormalised)
 from blindspots.labels._internal.pixels import block_majority, block_mean_probs, scan_chunk
@@ -247,9 +248,7 @@ class CachedStats:
 
     def _save_manifest(self, settings: dict, done: int, total: int | None, complete: bool) -> None:
         man = dict(self._layout, settings=settings, done=done, total=total, complete=complete, version=_VERSION)
-        tmp = self.dir / "manifest.json.tmp"
-        tmp.write_text(json.dumps(man))
-        os.replace(tmp, self.dir / "manifest.json")
+        write_atomic(self.dir / "manifest.json", lambda t: t.write_text(json.dumps(man)))
 
     def _read_shapes(self, n_images: int | None = None) -> np.ndarray:
         """int64 [n, 2]: (H, W) of the first n_images cached images (all when None)."""

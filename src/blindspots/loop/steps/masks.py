@@ -4,6 +4,7 @@ from __future__ import annotations
 from blindspots.human.simulate import SimulatedAnnotator
 from blindspots.loop.context import LoopContext, Status
 from blindspots.loop.maps import ground_truth
+from blindspots.loop.next_action import MASK_ACTIONS
 from blindspots.loop.project import Project
 from blindspots.loop.steps.base import Step
 
@@ -36,9 +37,8 @@ class MasksStep(Step):
         if missing:
             return Status("awaiting_masks", i, "masks",
                           f"round {i}: waiting for pixel labels of {len(missing)} of {len(need)} images "
-                          f"(S({i + 1}) ∪ T({i + 1})). Export them with `blindspots export {p.path} --format cvat` "
-                          f"(or labelstudio), then `blindspots masks import {p.path} ...`, or use the web app; "
-                          "then run `blindspots round` again.", missing, len(need) - len(missing), len(need))
+                          f"(S({i + 1}) ∪ T({i + 1})).", missing, len(need) - len(missing), len(need),
+                          next=MASK_ACTIONS)
         return {"n_masks": len(need)}
 
 

@@ -9,6 +9,7 @@ from blindspots.human.scores import rating_answer
 from blindspots.human.simulate import SimulatedRaters, image_miou
 from blindspots.loop.context import LoopContext, Status
 from blindspots.loop.maps import ground_truth, target_map
+from blindspots.loop.next_action import RATE_ACTIONS
 from blindspots.loop.progress import rating_progress
 from blindspots.loop.steps.base import Step
 
@@ -30,13 +31,11 @@ class RatingsStep(Step):
             simulate_ratings(ctx, i, missing, seed)
             missing, have, total = ratings_progress(ctx, i)
         if missing:
-            prog, p = rating_progress(ctx.project, i), ctx.project.path
-            todo = (f"Rate in the web app (`blindspots serve {p}`) or import a CSV with `blindspots ratings "
-                    f"import {p} FILE.csv`, then run `blindspots round {p}` again."
-                    + (f" This round cannot finish as it is: {prog.advice()}." if prog.unreachable else ""))
+            prog = rating_progress(ctx.project, i)
             return Status("awaiting_ratings", i, "ratings",
-                          f"round {i}: waiting for ratings of M({i + 1}) (1-5 or out-of-domain): {prog.counts()}. "
-                          + todo, missing, have, total)
+                          f"round {i}: waiting for ratings of M({i + 1}) (1-5 or out-of-domain): {prog.counts()}."
+                          + (f" This round cannot finish as it is: {prog.advice()}." if prog.unreachable else ""),
+                          missing, have, total, next=RATE_ACTIONS)
         r = ctx.project.ratings_for_round(i)
         return {"n_ratings": int(len(r)), "n_raters": int(r["annotator"].nunique()) if len(r) else 0,
                 "n_out_of_domain": int(r.loc[r["out_of_domain"], "id"].nunique()) if len(r) else 0}

@@ -1,4 +1,5 @@
-"""The table `blindspots defuse report` prints, from the files `defuse correct` wrote.
+"""The honest table (`ReviewFolder.honest_table`, what `blindspots defuse report` prints), from the files
+`defuse correct` wrote.
 
 Rows (defuse.evaluation.ROW_NAMES): the classifier before correction, the λ = 0 control
 (control.pt), the identified-examples baseline (baseline.pt) and Defuse (corrected.pt); columns:
@@ -13,23 +14,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-# Lazy imports: scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
+from blindspots.data.classsets import ClassificationSet
+from blindspots.defuse.evaluation import format_agreement, format_table, honest_table, judge_agreement, judge_labels
+from blindspots.human.simulate_votes import STRONG_JUDGE, oracle_accuracy
+from blindspots.models.checkpoints import load_weights
+from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
+from blindspots.training.classification import accuracy, predict_labels
 
 #: checkpoint in the `correct` folder -> table row (the classifier itself is "before")
 FILES = {"control.pt": "control (λ=0)", "baseline.pt": "identified examples", "corrected.pt": "Defuse"}
 JUDGE_NAME = "judge, simulated"
 
 
-def report_table(classifier: Path, correct_dir: Path, test, judge: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+def report_table(classifier: Path, correct_dir: Path, test: ClassificationSet,
+                 judge: Path) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """(table rows, per-scenario judge agreement, printable text) for the models that exist.
 
     test: a ClassificationSet the models never saw; judge: a classifier checkpoint.
     """
-    from blindspots.defuse.evaluation import format_agreement, format_table, honest_table, judge_agreement, judge_labels
-    from blindspots.human.simulate_votes import STRONG_JUDGE, oracle_accuracy
-    from blindspots.models.classifier_zoo import load_classifier, load_classifier_module
-    from blindspots.training.classification import predict_labels
-
     sets = correct_dir / "scenario_sets.npz"
     if not sets.is_file():
         raise ValueError(f"correct: expected scenario_sets.npz from `defuse correct` in {str(correct_dir)!r}, got none")
@@ -69,12 +71,9 @@ def report_table(classifier: Path, correct_dir: Path, test, judge: Path) -> tupl
     return rows, agreement, text
 
 
-def sweep_test_accuracy(sweep: pd.DataFrame, classifier: Path, folder: Path, test) -> pd.DataFrame:
+def sweep_test_accuracy(sweep: pd.DataFrame, classifier: Path, folder: Path,
+                        test: ClassificationSet | None) -> pd.DataFrame:
     """`sweep` sorted by λ, with test_acc per λ from the saved weights in `folder` when it lacks one."""
-    from blindspots.models.checkpoints import load_weights
-    from blindspots.models.classifier_zoo import load_classifier_module
-    from blindspots.training.classification import accuracy
-
     sweep = sweep.copy()
     if "test_acc" not in sweep.columns and test is not None:
         accs = []

@@ -1,0 +1,159 @@
+"""`blindspots.scan(...)` and `blindspots.open_scan(folder)`: a scan folder as one object a notebook holds.
+
+A `Scan` is a handle on a folder that `blindspots scan` (or `blindspots.scan`) wrote: its score table,
+its argmax maps, mining, surprise columns, the scan page and a FiftyOne dataset are methods on it, each
+calling the library function the command line calls."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from blindspots.batches import DEFAULT_MAX_PIXELS
+from blindspots.data.sources import open_pool
+from blindspots.integrations.fiftyone import export_to_fiftyone, import_fiftyone
+from blindspots.mine import mine_scan, write_picks
+from blindspots.models import load_model
+from blindspots.report import write_gallery, write_scan_report
+from blindspots.scan import find_map, read_score_table, scan_pool
+from blindspots.scan.manifest import load_manifest
+from blindspots.surprise import score_pool
+
+__all__ = ["Scan", "scan", "open_scan"]
+
+ModelsArg = Mapping[str, Any]
+
+
+def named_models(value: ModelsArg | Sequence[str] | str | None, argument: str) -> dict[str, Any]:
+    """{name: spec or model} from a mapping, a 'NAME=SPEC' string or a list of them."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    items = [value] if isinstance(value, str) else list(value)
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, spec = str(item).partition("=")
+        if not sep or not name or not spec:
+            raise ValueError(f"{argument}: expected {{name: model or spec}} or 'NAME=SPEC' strings, got {item!r}")
+        out[name] = spec
+    return out
+
+
+def scan(pool: Any, *, target: ModelsArg | str, out: str | Path, competitors: ModelsArg | Sequence[str] | None = None,
+         batch_size: int = 16, max_pixels: int | None = DEFAULT_MAX_PIXELS, shard_size: int = 256,
+         save_maps: bool = True, resize: tuple[int, int] | None = None, progress: bool = True,
+         engine: str = "local", **engine_options: Any) -> "Scan":
+    """Stream `pool` through the target and its competitors once; write (or resume) the scan folder `out`.
+
+    pool: a folder, list file, URI prefix, Parquet / WebDataset shards (anything
+        `blindspots.data.sources.open_pool` opens) or a pool source object.
+    target: the model under test, {name: model or spec} with one entry or 'NAME=SPEC'.
+    competitors: {name: model or spec} or 'NAME=SPEC' strings; a competitor already scanned into
+        `out` may be given as {name: None} to reuse its columns.
+    A spec is what `blindspots.models.load_model` reads (a zoo .pt, TorchScript, .onnx, a Hugging Face
+    folder, 'module:function', a folder of <id>.npy); a model object needs `predict_proba(uint8
+    [N, H, W, 3]) -> float32 [N, C, H, W]`. The other arguments are `blindspots.scan.scan_pool`'s
+    (engine_options: ray_address, actors, gpus_per_actor for engine="ray").
+    """
+    targets = named_models(target, "target")
+    if len(targets) != 1:
+        raise ValueError(f"target: expected one model as {{name: model or spec}} or 'NAME=SPEC', got {len(targets)}")
+    comps = named_models(competitors, "competitors")
+    name = next(iter(targets))
+    models = {n: load_model(m) if isinstance(m, str) else m for n, m in {**targets, **comps}.items() if m is not None}
+    source = open_pool(pool) if isinstance(pool, (str, Path)) else pool
+    scan_pool(source, models, out, target=name, competitors=list(comps), batch_size=batch_size,
+              max_pixels=max_pixels, shard_size=shard_size, save_maps=save_maps, resize=resize, progress=progress,
+              engine=engine, **engine_options)
+    return Scan(out)
+
+
+def open_scan(folder: str | Path) -> "Scan":
+    """The scan folder `folder` (written by `blindspots scan` or `blindspots.scan`) as a `Scan`."""
+    return Scan(folder)
+
+
+class Scan:
+    """A scan folder. `table` is its score table (one row per image); `maps(id)` the saved argmax maps;
+    `mine` picks candidates; `add_surprise` adds surprise columns; `report` writes the scan page;
+    `to_fiftyone` exports it as a FiftyOne dataset."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        manifest = load_manifest(self.folder)
+        if manifest is None:
+            raise ValueError(f"folder: expected a scan folder with scan.json (from `blindspots.scan`), "
+                             f"got {str(folder)!r}")
+        self.manifest: dict = manifest
+        self._table: pd.DataFrame | None = None
+
+    def __repr__(self) -> str:
+        return f"Scan({str(self.folder)!r}, target={self.target!r}, competitors={self.competitors!r})"
+
+    @property
+    def target(self) -> str:
+        """The name of the model under test."""
+        return str(self.manifest["target"])
+
+    @property
+    def competitors(self) -> list[str]:
+        """The names of the models it is compared with."""
+        return list(self.manifest.get("competitors") or [])
+
+    @property
+    def pool_root(self) -> str:
+        """Where the scanned pool was read from."""
+        return str(self.manifest.get("pool_root", ""))
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """The score table, one row per image (columns: `blindspots.scan.schema`), read once and kept."""
+        if self._table is None:
+            self._table = read_score_table(self.folder)
+        return self._table
+
+    def maps(self, image_id: str) -> dict[str, np.ndarray]:
+        """{model name: its argmax map of `image_id`, int [H, W] of class ids} for every model with a
+        saved map; KeyError when the image is not in the scan."""
+        if image_id not in set(self.table["id"]):
+            raise KeyError(f"image_id: expected an id of the scan, got {image_id!r}")
+        out = {}
+        for name in [self.target, *self.competitors]:
+            path = find_map(self.folder, name, image_id)
+            if path is not None:
+                with Image.open(path) as im:
+                    out[name] = np.asarray(im)
+        return out
+
+    def mine(self, strategy: str = "mad", n: int = 20, *, target: str | None = None, seed: int = 0,
+             out: str | Path | None = None, **settings: Any) -> pd.DataFrame:
+        """The `n` images most likely to be failures by `strategy` (`blindspots.mine.sampler_names()`),
+        in pick order (columns rank, id, score, reason, ...). out: also write picks.csv, picks.parquet
+        and an offline gallery (index.html) there. settings: the strategy's own (n3, distance, kind, ...)."""
+        picks = mine_scan(self.folder, strategy, n, target=target, seed=seed, **settings)
+        if out is not None:
+            write_picks(picks, out)
+            write_gallery(picks, self.folder, out, title=f"{strategy}: {len(picks)} picks")
+        return picks
+
+    def add_surprise(self, estimator: str | Path, *, pool: Any = None, **options: Any) -> list[str]:
+        """Add surprise columns of a fitted estimator (`blindspots.surprise.fit_estimator`) to the score
+        table (resumable); returns their names. pool: where the images are now (default: the scanned
+        folder). options: `blindspots.surprise.score_pool`'s (name, per_class, seed, engine, ...)."""
+        columns = score_pool(pool if pool is not None else self.pool_root, estimator, scan=self.folder, **options)
+        self._table = None  # the table has new columns
+        return list(columns)
+
+    def report(self, out: str | Path | None = None, **options: Any) -> Path:
+        """Write the scan page (default: `<folder>/report/index.html`); returns its path."""
+        return write_scan_report(self.folder, out if out is not None else self.folder / "report", **options)
+
+    def to_fiftyone(self, name: str, **options: Any) -> Any:
+        """Export the scan as the FiftyOne dataset `name` (needs `pip install 'blindspots[fiftyone]'`)
+        and return the dataset."""
+        export_to_fiftyone(self.folder, name, **options)
+        return import_fiftyone().load_dataset(name)

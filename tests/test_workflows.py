@@ -1,0 +1,77 @@
+"""The front door's objects past the happy path of docs/python.md: bad arguments name themselves, and a
+project's answers go in through `blindspots.Project` as through the commands."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import blindspots
+from blindspots.data.scenes import generate_scene_set
+from test_docs_python import tiny_competitor, tiny_target  # noqa: F401 - the specs below import them
+
+TARGET = {"target": "test_docs_python:tiny_target"}
+COMPETITORS = {"competitor": "test_docs_python:tiny_competitor"}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("front")
+    generate_scene_set(root / "pool", 16, seed=2, distribution="pool", size=32, progress=False)
+    scan = blindspots.scan(str(root / "pool" / "images"), target="target=test_docs_python:tiny_target",
+                           competitors=["competitor=test_docs_python:tiny_competitor"], out=root / "scan",
+                           progress=False)
+    return {"root": root, "scan": scan}
+
+
+def test_a_scan_opens_again_and_refuses_what_is_not_one(world: dict, tmp_path: Path) -> None:
+    again = blindspots.open_scan(world["root"] / "scan")
+    assert again.target == "target" and again.competitors == ["competitor"]
+    pd.testing.assert_frame_equal(again.table, world["scan"].table)
+    with pytest.raises(ValueError, match=r"^folder: expected a scan folder with scan.json"):
+        blindspots.open_scan(tmp_path)
+    with pytest.raises(KeyError, match="image_id: expected an id of the scan"):
+        again.maps("no-such-image.png")
+    with pytest.raises(ValueError, match=r"^target: expected \{name: model or spec\} or 'NAME=SPEC' strings"):
+        blindspots.scan(str(world["root"] / "pool" / "images"), target="no-name-here", out=tmp_path / "s")
+    with pytest.raises(ValueError, match=r"^target: expected one model"):
+        blindspots.scan(str(world["root"] / "pool" / "images"), target={**TARGET, **COMPETITORS}, out=tmp_path / "s")
+
+
+def test_a_project_takes_answers_and_says_what_next(world: dict, tmp_path: Path) -> None:
+    root = world["root"]
+    with pytest.raises(ValueError, match=r"^pool.root \(--pool\): expected an existing folder"):
+        blindspots.Project.create(tmp_path / "p0", pool=tmp_path / "nothing", target=TARGET, competitors=COMPETITORS)
+    assert not (tmp_path / "p0").exists()
+    project = blindspots.Project.create(tmp_path / "p", pool=root / "pool" / "images", target=TARGET,
+                                        competitors=COMPETITORS, scan=world["scan"], raters=1, n3=2, n4=2,
+                                        test_size=2)
+    st = project.status()
+    assert (st.state, st.step) == ("ready", "mine") and [a.as_call() for a in st.next] == ["project.advance()"]
+    st = project.advance(progress=False)
+    assert st.state == "awaiting_ratings" and [a.kind for a in st.next] == ["rate", "import_ratings", "advance"]
+    csv = tmp_path / "ratings.csv"
+    pd.DataFrame({"image_id": st.awaited, "rater": "ann", "score": [1 + k % 5 for k in range(len(st.awaited))]}
+                 ).to_csv(csv, index=False)
+    assert project.import_ratings(csv) == len(st.awaited)
+    assert project.status().state == "ready"
+    st = blindspots.Project.open(tmp_path / "p").advance(progress=False)  # the label plan: S ∪ T exported
+    assert st.state == "exported" and [a.kind for a in st.next] == ["import_masks", "register_version"]
+    assert project.export("cvat").is_file()
+    need = dict.fromkeys(project.store.candidates(st.round, "S")["id"].tolist()
+                         + project.store.candidates(st.round, "T")["id"].tolist())
+    masks = tmp_path / "masks"
+    masks.mkdir()
+    from PIL import Image
+
+    for image_id in need:
+        Image.fromarray(np.zeros((32, 32), np.uint8)).save(masks / (Path(image_id).stem + ".png"))
+    assert project.import_masks(masks) == len(need)
+    assert project.leaderboard().empty  # T(1) is scored by the next run of the loop, not by the import
+    assert project.advance(progress=False).state == "exported"
+    board = project.leaderboard()
+    assert set(board.index) == {"target", "competitor"} and board.notna().any().any()  # Table 1, round 0
