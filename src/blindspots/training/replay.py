@@ -9,7 +9,8 @@ size 2 and at most 80 epochs; the initial learning rate is grid-searched over
 
 Datasets are anything with `len()` and `[i] -> (image uint8 [H, W, 3], mask uint8 [H, W])`
 (e.g. `blindspots.data.segsets.SegmentationSet`, or `PairList`). Masks hold class ids and
-255 (ignore) for unlabeled pixels.
+255 (ignore) for unlabeled pixels: partial labels (region answers) train only where they are labelled
+(`training.partial.masked_cross_entropy`).
 
 Each grid run checkpoints after every epoch (atomic: tmp file + os.replace) under
 `work_dir/lr-<lr>/`; an interrupted `fit` started again with the same arguments continues
@@ -40,6 +41,7 @@ from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
 from blindspots.models.checkpoints import TRAIN_STATE_FORMAT, save_checkpoint_dict
 from blindspots.models.devices import resolve_device
 from blindspots.training.loop import poly_lr, resume_state, run_epochs
+from blindspots.training.partial import masked_cross_entropy
 from blindspots.training.precision import MixedPrecision
 
 log = logging.getLogger(__name__)
@@ -335,9 +337,10 @@ class ReplayFinetuner:
                 y = y.float()  # the loss in float32 (a no-op at fp32)
                 if y.shape[-2:] != x.shape[-2:]:
                     y = F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
-                loss = F.cross_entropy(y, torch.from_numpy(mks).to(device), ignore_index=self.ignore_index)
+                # Partial labels (region answers): only labelled pixels carry gradient.
+                loss = masked_cross_entropy(y, torch.from_numpy(mks).to(device), ignore_index=self.ignore_index)
                 opt.zero_grad(set_to_none=True)
-                if torch.isfinite(loss):  # an all-ignore batch gives NaN: skip it
+                if loss is not None and torch.isfinite(loss):  # an all-ignore batch: no step
                     amp.step(loss, opt)
                     run += float(loss.detach())
                 bar.update(1)
