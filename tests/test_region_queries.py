@@ -91,3 +91,21 @@ def test_simulated_answer_is_the_majority_or_mixed() -> None:
     assert simulated_region_answer(truth, seg, 0) == 0
     assert simulated_region_answer(truth, seg, 1) is None
     assert simulated_region_answer(truth, seg, 1, purity=0.5) in (0, 1)
+
+
+def test_label_settings_round_trip_and_name_bad_values(tmp_path) -> None:  # noqa: ANN001
+    from blindspots.config import FILLS, config_from_dict, dumps_config, load_config
+    from blindspots.human.regions import FILL_MODES
+
+    assert FILLS == FILL_MODES
+    raw = {"pool": {"root": "pool"}, "target": {"name": "t", "path": "t.pt"},
+           "competitors": [{"name": "c", "path": "c.pt"}],
+           "labels": {"kind": "regions", "regions_per_image": 5, "fill": "confident", "agree": 0.8}}
+    cfg = config_from_dict(raw, tmp_path)
+    (tmp_path / "blindspots.toml").write_text(dumps_config(cfg))
+    assert load_config(tmp_path).labels == cfg.labels
+    for key, bad, msg in [("kind", "pixels", "labels.kind: expected one of"),
+                          ("regions_per_image", 0, "labels.regions_per_image: expected an integer >= 1"),
+                          ("fill", "zero", "labels.fill"), ("agree", 0, r"labels.agree: expected a probability")]:
+        with pytest.raises(ValueError, match=msg):
+            config_from_dict({**raw, "labels": {**raw["labels"], key: bad}}, tmp_path)

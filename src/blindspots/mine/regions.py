@@ -46,12 +46,19 @@ class RegionQuery:
     pixels: int
 
 
-def region_segments(image: np.ndarray, pixels_per_region: int = PIXELS_PER_REGION) -> np.ndarray:
+def region_segments(image: np.ndarray, pixels_per_region: int = PIXELS_PER_REGION, *,
+                    min_regions: int = 2) -> np.ndarray:
     """SLIC superpixels of uint8 [H, W, 3] sized for region questions -> int32 [H, W] ids 0..n-1 (square
-    blocks of that size where SLIC finds under a quarter of the segments asked for)."""
+    blocks of that size where SLIC finds under a quarter of the segments asked for).
+
+    min_regions: ask for at least this many (a small image is cut finer, so that K questions do not
+    cover all of it).
+    """
     check_int(pixels_per_region, "pixels_per_region", minimum=16)
+    check_int(min_regions, "min_regions", minimum=1)
     h, w = np.asarray(image).shape[:2]
-    n = max(2, h * w // pixels_per_region)
+    n = max(2, min_regions, h * w // pixels_per_region)
+    pixels_per_region = max(1, h * w // n)
     seg = slic_segments(image, n_segments=n)
     if seg.max() + 1 >= max(2, n // 4):
         return seg
