@@ -31,7 +31,7 @@ from blindspots.loop.store import check_round, now
 from blindspots.mine.regions import RegionQuery
 
 __all__ = ["REGION_SOURCE", "set_labels", "save_queries", "queries", "has_queries", "segments", "add_region_answer",
-           "answers", "answer_count", "unanswered", "finish_image", "query_images"]
+           "answers", "answers_of", "answer_count", "unanswered", "finish_image", "query_images"]
 
 #: the `source` of a mask made from region answers
 REGION_SOURCE = "regions"
@@ -147,6 +147,14 @@ def answers(p: Project, round: int, image_id: str) -> dict[int, int | None]:
                                       "ORDER BY time", (check_round(round), image_id)):
         out[int(region)] = None if label is None else int(label)
     return out
+
+
+def answers_of(p: Project, round: int, annotator: str) -> dict[tuple[str, int], int | None]:
+    """{(image_id, region): class id or None (mixed / unsure)} of one annotator's answers in one round."""
+    _tables(p)
+    return {(i, int(r)): (None if label is None else int(label)) for i, r, label in p.db.execute(
+        "SELECT image_id, region, label FROM region_answers WHERE round=? AND annotator=?",
+        (check_round(round), annotator))}
 
 
 def answer_count(p: Project, round: int) -> tuple[int, int]:
