@@ -76,3 +76,11 @@ def test_answers_are_stored_checked_and_make_the_partial_mask(world: dict) -> No
     assert mine == {asked[0].region: "mixed", **{a.region: 2 for a in asked[1:]}}
     other = c.get("/api/regions/queue", headers={"Authorization": f"Bearer {OTHER}"}).json()
     assert other["done"] == 0  # the queue shows each person their own answers
+
+
+def test_label_page_queue_leaves_the_region_images_to_the_region_page(world: dict) -> None:
+    p, c = world["project"], world["client"]
+    q = c.get("/api/labels/queue", headers=AUTH).json()
+    round_ids = {x["id"] for x in q["items"] if x["kind"] == "round"}
+    assert round_ids and round_ids.isdisjoint(rq.query_images(p, 0))
+    assert set(p.candidate_ids(0, "T")) <= round_ids
