@@ -120,3 +120,21 @@ def test_config_command_switches_to_region_labels(tmp_path: Path) -> None:
     assert "labels: regions" in run.invoke(app, ["config", str(p.path)]).output
     bad = run.invoke(app, ["config", str(p.path), "--labels", "pixels"])
     assert bad.exit_code == 2 and "--labels: expected one of ['masks', 'regions'], got 'pixels'" in bad.output
+
+
+def test_round_page_shows_the_region_answers_and_their_cost(world: Path, tmp_path: Path) -> None:  # noqa: F811
+    from blindspots.report.round_page import write_round_report
+
+    p = Project.create(tmp_path / "r", _regions_config(world))
+    assert bl.advance(p, simulate=True, progress=False).finished
+    page = Path(write_round_report(p, 0)).read_text()
+    import re
+
+    said = re.findall(r"<figcaption>region answers: (\d+) of (\d+) regions \((\d+) mixed / unsure\), "
+                      r"([\d.]+) actions, (\d+)% of the pixels labelled</figcaption>", page)
+    images = rq.query_images(p, 0)
+    assert len(said) == len(images) > 0
+    for (done, asked, mixed, actions, _), x in zip(said, images):
+        n = len(rq.queries(p, 0, x))
+        assert int(done) == int(asked) == n and float(actions) == n  # one action an answer
+        assert int(mixed) == sum(v is None for v in rq.answers(p, 0, x).values())
