@@ -48,7 +48,11 @@ CREATE TABLE IF NOT EXISTS region_answers (
 
 
 def _tables(p: Project) -> None:
+    """Make the two tables once per open project (a read then never waits for the write lock)."""
+    if getattr(p, "_region_tables", False):
+        return
     p.db.executescript(_SCHEMA)  # idempotent; executescript commits on its own
+    p._region_tables = True  # type: ignore[attr-defined]
 
 
 def _folder(p: Project, round: int) -> Path:
