@@ -70,6 +70,8 @@ def test_people_answer_regions_and_the_round_goes_on(world: Path, tmp_path: Path
     bl.import_ratings(p, _csv(tmp_path, [(x, f"a{r}", 1 + k % 5) for k, x in enumerate(ids) for r in range(2)]))
     st = bl.advance(p, progress=False)
     assert st.state == "awaiting_masks" and "region labels" in st.message
+    n = rq.answer_count(p, 0)[1]
+    assert n > 0 and f"region answers 0/{n} in" in bl.status(p).message
     t = set(p.candidate_ids(0, "T"))
     by_region = rq.query_images(p, 0)
     assert by_region and not t & set(by_region)

@@ -7,6 +7,7 @@ import logging
 from blindspots.loop.context import LABEL_STEPS, STEPS, LoopContext, Status, finetune_blocker_of, plan, step_seed
 from blindspots.loop.progress import masks_line, rating_progress
 from blindspots.loop.project import Project, ProjectError
+from blindspots.loop.regions import answer_count
 from blindspots.loop.steps import STEP_REGISTRY, export_dir, masks_needed, ratings_progress, t_masks_complete
 
 log = logging.getLogger(__name__)
@@ -153,6 +154,8 @@ def status(project: Project) -> Status:
         need = masks_needed(project, i)
         have = set(project.masks_for_round(i)["id"])
         missing = [x for x in need if x not in have]
+        answered, asked = answer_count(project, i)  # labels.kind = "regions": the questions of S
+        regions = f"; region answers {answered}/{asked} in (the app's /regions page)" if asked else ""
         return Status("awaiting_masks", i, step, f"round {i}: waiting for masks ({len(need) - len(missing)}/"
-                      f"{len(need)} in)", missing, len(need) - len(missing), len(need))
+                      f"{len(need)} in){regions}", missing, len(need) - len(missing), len(need))
     return Status("ready", i, step, f"round {i}: next step is {step!r}; run `blindspots round {project.path}`")
