@@ -5,7 +5,8 @@ least sure, `blindspots.mine.regions`) instead of a whole mask, and fine-tunes o
 A simulated person answers a region with its true majority class when that covers >= 80% of it, else
 "mixed / unsure" (`blindspots.human.regions.simulated_region_answer`); the rest of the image is left out of
 the loss (`--region-fill ignore`) or takes the target's label where every model agrees with probability
->= `--agree` (`confident`). An image's answers are asked once, when it is picked, and kept for later rounds.
+>= `--agree` (`confident`, the default, as in projects). An image's answers are asked once, when it is
+picked, and kept for later rounds.
 
 Cost: a region answer is `C_REGION` actions (1.0, measured on the real page by `benchmarks/region_cost.py`),
 so an image costs K x C_REGION instead of a mask's 31.6; each round buys the same budget as before: the
@@ -37,8 +38,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--labels", choices=("masks", "regions"), default="masks", help="whole masks, or region "
                     "answers (label_efficiency_regions.py)")
     ap.add_argument("--regions-per-image", type=int, default=8, help="regions: K answers per picked image")
-    ap.add_argument("--region-fill", choices=("ignore", "confident"), default="ignore", help="regions: the rest "
-                    "of the image left out of the loss, or the target's label where every model agrees")
+    ap.add_argument("--region-fill", choices=("ignore", "confident"), default="confident", help="regions: the "
+                    "rest of the image left out of the loss, or the target's label where every model agrees (the "
+                    "projects' default)")
     ap.add_argument("--agree", type=float, default=0.9, help="regions, confident fill: each model's probability")
 
 

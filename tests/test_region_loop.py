@@ -22,7 +22,7 @@ def _regions_config(world: Path, **labels):  # noqa: ANN202, F811
 
 
 def test_simulated_region_labels_make_partial_masks_and_fine_tune(world: Path, tmp_path: Path) -> None:  # noqa: F811
-    p = Project.create(tmp_path / "p", _regions_config(world))
+    p = Project.create(tmp_path / "p", _regions_config(world, fill="ignore"))
     st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
     t = set(p.candidate_ids(0, "T"))
