@@ -56,6 +56,8 @@ from blindspots.machine import cpu_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # label_efficiency_mri.py beside it
 
+import label_efficiency_regions  # noqa: E402 - beside it too
+
 SAMPLERS = ("random", "entropy", "margin", "bald", "powerbald", "coreset", "badge", "mad", "madplus")
 RATED = ("mad", "madplus")  # samplers whose candidates people rate before masks are drawn
 # The planted shared blind spot: scenes inside the target's slice whose cars and people are camouflaged,
@@ -187,8 +189,9 @@ def batched(compute, images: np.ndarray, size: int = 50) -> dict[str, np.ndarray
 
 
 def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, args: argparse.Namespace,
-             shared: float | None = None) -> dict:
-    """`args.rounds` rounds of pick -> simulated people -> fine-tune with replay -> evaluate."""
+             shared: float | None = None, labeller=None) -> dict:  # noqa: ANN001
+    """`args.rounds` rounds of pick -> simulated people -> fine-tune with replay -> evaluate.
+    labeller: region answers instead of whole masks (`label_efficiency_regions.RegionLabeller`), or None."""
     import torch
 
     from blindspots.human.cost import LabelCost
@@ -206,6 +209,8 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     ids, images, masks, labels = pool
     cost_model = LabelCost()
     round_budget = args.raters * args.n_m * cost_model.c_rate + args.n4 * cost_model.c_mask
+    n4 = args.n4 if labeller is None else labeller.images_for(args.n4)  # the same budget buys more images
+    cost_model = cost_model if labeller is None else labeller.cost_model(cost_model)
     module, _ = load_checkpoint(world["target"])
     s0, t0 = ArrayPairs(*world["S0"]), ArrayPairs(*world["T0"])
     hard = ArrayPairs(world["hard"][0], world["hard"][1])
@@ -253,7 +258,7 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
             m_ids = list(sampler.select(table, args.n_m, seed=pick_seed)["id"])
             iou = np.array([true_iou[row_of[i]] for i in m_ids])
             ratings = SimulatedRaters(args.raters, noise=0.5, bias_sd=0.3, seed=pick_seed).rate(m_ids, iou)
-            s_ids = list(ratings.select_worst(args.n4, candidates=m_ids)["image_id"])
+            s_ids = list(ratings.select_worst(n4, candidates=m_ids)["image_id"])
             n_ratings += args.raters * len(m_ids)
             seen |= set(m_ids)
         else:
@@ -261,8 +266,8 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
             seen |= set(s_ids)
         labelled += s_ids
         cost = cost_model.of(n_ratings, len(labelled))
-        pairs = ArrayPairs(images[[row_of[i] for i in labelled]],
-                           np.stack([annotator.annotate(i, masks[row_of[i]]) for i in labelled]))
+        label = annotator.annotate if labeller is None else labeller.annotator(proba, row_of)
+        pairs = ArrayPairs(images[[row_of[i] for i in labelled]], np.stack([label(i, masks[row_of[i]]) for i in labelled]))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             ft = ReplayFinetuner([args.ft_lr], epochs=args.ft_epochs, batch_size=8, max_replay=args.max_replay,
@@ -420,6 +425,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--shares", default="0.1,0.25,0.4", help="MAD+ shares for the selection sweep")
     ap.add_argument("--report-only", action="store_true", help="print the tables of WORK/results.json again")
+    label_efficiency_regions.add_arguments(ap)  # --labels masks|regions and the region settings
     args = ap.parse_args(argv)
     for key, value in (QUICK.items() if args.quick else ()):
         if getattr(args, key) == ap.get_default(key):  # what the command line sets stays
@@ -475,7 +481,11 @@ def main(argv: list[str] | None = None) -> dict:
                   flush=True)
         for strategy in args.samplers.split(","):
             t = time.perf_counter()
-            runs.append(run_loop(strategy, seed, world, pool, comps, args, shared=args.madplus_share))
+            labeller = label_efficiency_regions.make_labeller(args, world, pool, comps)
+            runs.append(run_loop(strategy, seed, world, pool, comps, args, shared=args.madplus_share,
+                                 labeller=labeller))
+            if labeller is not None:
+                print(f"  regions: {labeller.summary()}", flush=True)
             last = runs[-1]["points"][-1]
             print(f"seed {seed} {strategy:9s}: hard {last['hard']:.4f} T0 {last['T0']:.4f} {focus} "
                   f"{last[focus]:.4f} cost {last['cost']:.0f} ({time.perf_counter() - t:.0f} s, loadavg "

@@ -23,6 +23,7 @@ Layout of the file (all tables but [pool], [target] and [[competitors]] optional
     [finetune]  lrs, epochs, batch_size, momentum, weight_decay, power, image_size,
                 max_replay, device
     [simulate]  ground_truth, noise, bias, ood_share, boundary_px, drop_below
+    [labels]    kind ("masks" | "regions"), regions_per_image, fill ("ignore" | "confident"), agree
 
 Relative paths are relative to the folder holding the file; `resolve()` makes them absolute.
 Bad values raise `ValueError` naming the key (e.g. "mining.n3: expected ...").
@@ -44,6 +45,8 @@ MODEL_NAME = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*$")  # scan contract, no "__"
 STRATEGIES = ("mad", "madplus", "entropy", "margin", "bald", "powerbald", "coreset", "badge", "surprise",
               "random", "scenario")  # = mine.registry.sampler_names() (a test checks)
 DISTANCES = ("dmiou", "dpa")
+LABEL_KINDS = ("masks", "regions")
+FILLS = ("ignore", "confident")  # = human.regions.FILL_MODES (a test checks)
 
 
 @dataclass
@@ -181,6 +184,22 @@ class SimulateSettings:
 
 
 @dataclass
+class LabelSettings:
+    """What people label in S: "masks" (whole masks, the paper) or "regions" (the class of the
+    `regions_per_image` superpixels where the target disagrees with its competitors and is unsure;
+    `blindspots.mine.regions`). T is always labelled with whole masks (it measures the target).
+    fill: the rest of a region-labelled image is left out of the loss ("ignore") or, where every model
+    gives the same class with probability >= `agree`, takes the target's label ("confident", the default:
+    the higher T0 mIoU of the two on the scenes benchmark, by a margin within the spread over seeds).
+    """
+
+    kind: str = "masks"
+    regions_per_image: int = 8
+    fill: str = "confident"
+    agree: float = 0.9
+
+
+@dataclass
 class Config:
     """All settings of one project (see the module docstring for the file layout)."""
 
@@ -195,6 +214,7 @@ class Config:
     testset: TestSetSettings = field(default_factory=TestSetSettings)
     finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
     simulate: SimulateSettings = field(default_factory=SimulateSettings)
+    labels: LabelSettings = field(default_factory=LabelSettings)
     base_dir: Path = field(default=Path("."), compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -326,12 +346,21 @@ def validate(cfg: Config) -> None:
               getattr(s, key))
 
 
+    lab = cfg.labels
+    _need(lab.kind in LABEL_KINDS, "labels.kind", f"one of {list(LABEL_KINDS)}", lab.kind)
+    _need(_int(lab.regions_per_image) and lab.regions_per_image >= 1, "labels.regions_per_image",
+          "an integer >= 1", lab.regions_per_image)
+    _need(lab.fill in FILLS, "labels.fill", f"one of {list(FILLS)}", lab.fill)
+    _need(_num(lab.agree) and 0 < lab.agree <= 1, "labels.agree", "a probability in (0, 1]", lab.agree)
+
+
 # ---- reading ----------------------------------------------------------------------------
 
 _SECTIONS: dict[str, type] = {
     "project": ProjectSettings, "pool": PoolSettings, "target": ModelSettings, "data": DataSettings,
     "scan": ScanSettings, "mining": MiningSettings, "ratings": RatingSettings,
     "testset": TestSetSettings, "finetune": FinetuneSettings, "simulate": SimulateSettings,
+    "labels": LabelSettings,
 }
 _REQUIRED = ("pool", "target", "competitors")
 
@@ -417,7 +446,7 @@ def dumps_config(cfg: Config) -> str:
         lines += ["", f"[{key}]"] + _toml_table(d[key], key)
     for i, c in enumerate(d["competitors"]):
         lines += ["", "[[competitors]]"] + _toml_table(c, f"competitors[{i}]")
-    for key in ("data", "scan", "mining", "ratings", "testset", "finetune", "simulate"):
+    for key in ("data", "scan", "mining", "ratings", "testset", "finetune", "simulate", "labels"):
         lines += ["", f"[{key}]"] + _toml_table(d[key], key)
     return "\n".join(lines) + "\n"
 

@@ -25,7 +25,7 @@ from blindspots.app import warmup
 from blindspots.app.batching import GroupWriter
 from blindspots.app.docs import add_docs
 from blindspots.app.errors import add_error_handlers
-from blindspots.app.routers import api, dashboard, images, label, rate, review, vote
+from blindspots.app.routers import api, dashboard, images, label, rate, regions, review, vote
 from blindspots.app.security import Guard, NeedsSignIn, SignInThrottle, host_set
 from blindspots.app.sources import ProjectView
 from blindspots.app.store import AppStore
@@ -89,7 +89,7 @@ def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES
     async def _signin(request: Request, exc: NeedsSignIn) -> RedirectResponse:
         return RedirectResponse("/signin", status_code=303)
 
-    for r in (api, rate, label, vote, review, dashboard, images):
+    for r in (api, rate, label, regions, vote, review, dashboard, images):
         app.include_router(r.router)
     app.state.has_docs = add_docs(app)
 

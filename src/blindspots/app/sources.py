@@ -29,6 +29,7 @@ from blindspots.data.sources.decode import decode_image
 from blindspots.ids import artifact_name, find_artifact, legacy_artifact_name
 from blindspots.loop import masks_needed, project_classes, status, target_column
 from blindspots.loop.models import load_spec
+from blindspots.loop.regions import query_images as region_images
 from blindspots.loop.project import Project
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,9 @@ class ProjectView:
         items: list[dict] = []
         if rnd is not None:
             have = set(self.project.masks_for_round(rnd)["id"])
-            items = [{"kind": "round", "ref": str(rnd), "id": i, "done": i in have} for i in self.masks_needed(rnd)]
+            by_region = set(region_images(self.project, rnd))  # answered on the region page instead
+            items = [{"kind": "round", "ref": str(rnd), "id": i, "done": i in have} for i in self.masks_needed(rnd)
+                     if i not in by_region]
         fixed = {(f["set"], f["id"]) for f in self.store.fixes()}
         for s, i in self.confirmed_errors():
             items.append({"kind": "fix", "ref": s, "id": i, "done": (s, i) in fixed})

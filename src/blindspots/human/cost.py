@@ -12,6 +12,12 @@ brush stroke or a save each count one. The defaults are measured, not guessed:
   action per rating in both runs (seeds 0 and 1; one key press, 1-5 or O; the page moves on by itself,
   `app/static/rate.js`).
 
+- `C_REGION = 1.0`: measured by `benchmarks/region_cost.py`: the same scripted annotator answered the 64
+  region questions (8 images of S, K = 8 regions each) of a sample project on the app's region page in
+  Chromium: 1.00 action per answer in both runs (seeds 0 and 1; one key: Enter for the preselected guess, a
+  digit for another class, M for mixed / unsure; the page moves on by itself, `app/static/regions.js`),
+  0.032 and 0.037 s per answer. An image labelled by K regions costs K x C_REGION (8 against a mask's 31.6).
+
 Seconds, the same two runs (AMD EPYC, 2 cores shared, 1-minute load average 7.5 and 9.4), means of the
 two: `C_RATE_SECONDS = 0.045` per rating (0.038, 0.051; image shown to next image shown, the next images
 preloaded) and `C_MASK_SECONDS = 2.78` per mask with the full editor (2.23, 3.33; 10 masks of each
@@ -38,6 +44,7 @@ C_MASK_EDITOR = 31.6
 C_MASK_EMPTY = 222.7
 C_RATE_SECONDS = 0.045
 C_MASK_SECONDS = 2.78
+C_REGION = 1.0
 
 
 @dataclass(frozen=True)

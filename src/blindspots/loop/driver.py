@@ -9,6 +9,7 @@ from blindspots.loop.lock import advance_lock
 from blindspots.loop.next_action import MASK_ACTIONS, RATE_ACTIONS, NextAction
 from blindspots.loop.progress import masks_line, rating_progress
 from blindspots.loop.project import Project, ProjectError
+from blindspots.loop.regions import answer_count
 from blindspots.loop.steps import STEP_REGISTRY, export_dir, masks_needed, ratings_progress, t_masks_complete
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,9 @@ def status(project: Project) -> Status:
         need = masks_needed(project, i)
         have = set(project.masks_for_round(i)["id"])
         missing = [x for x in need if x not in have]
+        answered, asked = answer_count(project, i)  # labels.kind = "regions": the questions of S
+        regions = f"; region answers {answered}/{asked} in (the app's /regions page)" if asked else ""
         return Status("awaiting_masks", i, step, f"round {i}: waiting for masks ({len(need) - len(missing)}/"
-                      f"{len(need)} in)", missing, len(need) - len(missing), len(need), next=MASK_ACTIONS)
+                      f"{len(need)} in){regions}", missing, len(need) - len(missing), len(need), next=MASK_ACTIONS)
     return Status("ready", i, step, f"round {i}: next step is {step!r}",
                   next=(NextAction("advance", f"runs {step!r} and what follows until people are needed"),))

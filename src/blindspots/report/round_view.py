@@ -27,6 +27,7 @@ from blindspots.report.gallery import IMAGE_LAYER, gallery_blocks
 from blindspots.report.html import rel_url
 from blindspots.report.overlays import overlay, thumbnail
 from blindspots.report.ranking import topk_srcc
+from blindspots.report.region_thumbs import region_layer
 from blindspots.report.thumbs import Figure, legend_items, read_image, save_jpeg
 from blindspots.report.views import Pick, Table
 from blindspots.scan import find_map
@@ -263,6 +264,13 @@ def _s_items(p: Project, i: int, mos: pd.DataFrame, manifest: dict, classes: Cla
                   (f"before ({cfg.target.name} version {i})", target_i, _read_map(scan_dir, target_i, image_id)),
                   (f"after ({cfg.target.name} version {i + 1})", target_next,
                    _read_map(scan_dir, target_next, image_id) if has_after else None)]
+        regions = region_layer(p, i, image_id, human, small, palette, classes.ignore_index) \
+            if human is not None and small is not None and classes.ignore_index is not None else None
+        if regions is not None:  # labelled by region answers: those, outlined, and their cost
+            save_jpeg(regions[1], thumbs / "_human" / name)
+            figs_s.append(Figure(regions[0], rel_url(thumbs / "_human" / name, out)))
+            present |= {int(k) for k in np.unique(human) if k != classes.ignore_index}
+            layers = layers[1:]
         for caption, folder, lab in layers:
             if lab is None or small is None:
                 figs_s.append(Figure(caption, None, "not labelled yet" if folder == "_human" else "not scanned yet"))

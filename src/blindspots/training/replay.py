@@ -9,7 +9,8 @@ size 2 and at most 80 epochs; the initial learning rate is grid-searched over
 
 Datasets are anything with `len()` and `[i] -> (image uint8 [H, W, 3], mask uint8 [H, W])`
 (e.g. `blindspots.data.segsets.SegmentationSet`, or `PairList`). Masks hold class ids and
-255 (ignore) for unlabeled pixels.
+255 (ignore) for unlabeled pixels: partial labels (region answers) train only where they are labelled
+(`training.partial.masked_cross_entropy`).
 
 Each grid run checkpoints after every epoch (atomic: `atomic.write_atomic`) under
 `work_dir/lr-<lr>/`; an interrupted `fit` started again with the same arguments continues
@@ -41,6 +42,7 @@ from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
 from blindspots.models.checkpoints import TRAIN_STATE_FORMAT, save_checkpoint_dict
 from blindspots.models.devices import resolve_device, to_device
 from blindspots.training.loop import poly_lr, resume_state, run_epochs
+from blindspots.training.partial import masked_cross_entropy
 from blindspots.training.precision import MixedPrecision
 
 log = logging.getLogger(__name__)
@@ -337,11 +339,13 @@ class ReplayFinetuner:
                 y = y.float()  # the loss in float32 (a no-op at fp32)
                 if y.shape[-2:] != x.shape[-2:]:
                     y = F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
-                loss = F.cross_entropy(y, to_device(torch.from_numpy(mks), device), ignore_index=self.ignore_index)
+                # partial labels (region answers): only labelled pixels carry gradient. An all-ignore batch takes
+                # no step; that is read from the mask on the host, so on a GPU the host queues the next batch
+                # while the GPU runs this one (a check on the device would wait for it)
+                loss = masked_cross_entropy(y, to_device(torch.from_numpy(mks), device), ignore_index=self.ignore_index,
+                                            labelled=labelled)
                 opt.zero_grad(set_to_none=True)
-                # an all-ignore batch gives NaN: skip it. On a GPU that is read from the mask on the host, so
-                # the host queues the next batch while the GPU runs this one (bool(isfinite) waited for it)
-                if bool(torch.isfinite(loss)) if device.type == "cpu" else labelled:
+                if loss is not None and (bool(torch.isfinite(loss)) if device.type == "cpu" else True):
                     amp.step(loss, opt)
                     run += loss.detach()  # float64, in step order: the bits `run += float(loss)` gave
                 bar.update(1)

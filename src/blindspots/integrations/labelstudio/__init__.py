@@ -1,6 +1,7 @@
 """Label Studio, live: connect a project to a Label Studio server, push a round's images as tasks with
-the target's prediction pre-annotated, pull the finished annotations into the project's masks and
-ratings, and serve any registered model as a Label Studio ML backend.
+the target's prediction pre-annotated (region questions as polygons, `regions.py`), pull the finished
+annotations into the project's masks, region answers and ratings, and serve any registered model as a
+Label Studio ML backend.
 
 Public API:
 - `connect(project, url, *, token_env=None, token_file=None, masks_project=None, ratings_project=None,

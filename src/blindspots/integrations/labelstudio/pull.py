@@ -19,7 +19,8 @@ from blindspots.data.formats.labelstudio import annotation_mask, image_path_of
 from blindspots.data.formats.labelstudio_config import RATING_CHOICES
 from blindspots.integrations.labelstudio.connection import KINDS, load_connection, save_connection
 
-# Lazy imports: pandas, pyarrow.parquet (the Label Studio commands start without them).
+# Lazy imports: pandas, pyarrow.parquet, the region questions (`integrations.labelstudio.regions`, `loop.regions`:
+# they import the samplers) (the Label Studio commands start without them).
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,9 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
 
     ignore_other: annotations on images that no round awaits are reported instead of being an error.
     """
+    from blindspots.integrations.labelstudio.regions import pull_region_annotation
     from blindspots.loop import LoopContext, masks_needed
+    from blindspots.loop.regions import query_images
 
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {list(KINDS)}, got {kind!r}")
@@ -99,6 +102,8 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
     awaited = {i: (masks_needed(project, i) if kind == "masks" else [str(x) for x in project.candidates(i, "M")["id"]])
                for i in rounds}
     awaited = {i: ids for i, ids in awaited.items() if ids}
+    by_region = {i: set(query_images(project, i)) if kind == "masks" else set() for i in awaited}
+    results: dict[str, list] = {}  # ledger key -> the annotation's results (region answers read them)
     pushed = conn.pushed(kind)
     report = PullReport(kind, pid)
     other: list[str] = []
@@ -124,10 +129,11 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
                 report.unchanged += 1
                 continue
             mask = _mask(loop, ann, label, i, image_id)
-            if mask is None:
+            if mask is None and image_id not in by_region[i]:  # no polygon left of a region task: all mixed
                 report.skipped.append(label + " submitted empty")
                 continue
             writes.append((i, image_id, mask, _author(ann, users), key, sig))
+            results[key] = list(ann.get("result") or [])
         else:
             for ann in done:
                 key, sig = f"{pid}:{tid}:{ann.get('id')}", _when(ann)[0]
@@ -151,7 +157,11 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
     # 2. store (every answer checked above)
     if kind == "masks":
         for i, image_id, mask, who, key, sig in writes:
-            project.add_mask(i, image_id, mask, source="labelstudio", annotator=who)
+            if image_id in by_region[i]:  # the answers of its regions, exact to the regions' pixels
+                pull_region_annotation(project, i, image_id, results[key], who, class_names=list(loop.classes.names),
+                                       ignore_index=loop.classes.ignore_index)
+            else:
+                project.add_mask(i, image_id, mask, source="labelstudio", annotator=who)
     elif writes:
         project.add_ratings([(i, x, who, score) for i, x, score, who, _, _ in writes])
     for i, image_id, _, _, key, sig in writes:

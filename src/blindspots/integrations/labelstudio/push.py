@@ -1,6 +1,7 @@
 """`push`: a round's images as Label Studio tasks with the target's prediction pre-annotated.
 
-masks: S(i+1) ∪ T(i+1) without a stored mask, into the masks project; ratings: the candidates M(i+1)
+masks: S(i+1) ∪ T(i+1) without a stored mask, into the masks project (an image of S asked about by regions,
+`labels.kind = "regions"`: a polygon per region, `integrations.labelstudio.regions`); ratings: the candidates M(i+1)
 into the ratings project. Each task's data holds the image URL, `blindspots_id`, `round`, `set`
 (S, T or M) and the mining pick's rank / score / reason (`mad_*`), S's MOS (`mos_*`), so the Data
 Manager can sort by them. Pushing again adds only what is not there yet; a pushed task deleted in
@@ -21,7 +22,8 @@ from blindspots.integrations.labelstudio.connect import check_config
 from blindspots.integrations.labelstudio.connection import KINDS, Connection, load_connection, save_connection
 from blindspots.integrations.labelstudio.tasks import brush_prediction, candidate_fields
 
-# Lazy imports: pandas, pyarrow.parquet (the Label Studio commands start without them).
+# Lazy imports: pandas, pyarrow.parquet, the region questions (`integrations.labelstudio.regions`, `loop.regions`:
+# they import the samplers) (the Label Studio commands start without them).
 
 log = logging.getLogger(__name__)
 _BATCH = 25
@@ -85,8 +87,10 @@ def _data(project: Any, i: int, image_id: str, url: str, names: list[str]) -> di
 
 def push(project: Any, *, round: int | None = None, kind: str = "masks", progress: bool = True) -> PushReport:
     """Push round `round`'s (default: the current one) images of `kind` ("masks" or "ratings")."""
+    from blindspots.integrations.labelstudio.regions import region_task
     from blindspots.loop import LoopContext, target_column
     from blindspots.loop.maps import target_map
+    from blindspots.loop.regions import query_images
 
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {list(KINDS)}, got {kind!r}")
@@ -100,7 +104,9 @@ def push(project: Any, *, round: int | None = None, kind: str = "masks", progres
     check_config(config, classes, kind, pid)  # changed in Label Studio since `connect`
     tags = read_config(config)
     brush = next(iter(tags.brush), None)
+    polygon = next(iter(tags.polygon), None)
     ids = _ids_to_push(project, i, kind)
+    by_region = set(query_images(project, i)) if kind == "masks" and polygon and tags.image else set()
     if not ids:
         raise ValueError(f"round: expected images awaiting {kind} in round {i}, got none")
     live = {int(t["id"]) for t in client.tasks(pid)}
@@ -122,7 +128,11 @@ def push(project: Any, *, round: int | None = None, kind: str = "masks", progres
             url = task_image_url(x, image_url=conn.image_url, image_root=None if conn.image_url else pool_root,
                                  document_root=conn.document_root)
             task: dict[str, Any] = {"data": _data(project, i, x, url, list(classes.names))}
-            if brush is not None and tags.image is not None:
+            if x in by_region:  # labels.kind = "regions": a polygon per asked region, the guess pre-labelled
+                rt = region_task(project, i, x, url, class_names=list(classes.names), from_name=str(polygon),
+                                 to_name=str(tags.image), model_version=model)
+                task = {"data": {**task["data"], **rt["data"]}, "predictions": rt["predictions"]}
+            elif brush is not None and tags.image is not None:
                 task["predictions"] = [brush_prediction(target_map(loop, i, x), classes, from_name=brush,
                                                         to_name=tags.image, model_version=model)]
             tasks.append(task)
