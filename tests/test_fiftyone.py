@@ -290,7 +290,7 @@ def test_cli_errors_are_one_line(world: Path, tmp_path: Path) -> None:
     except ImportError:  # the main environment: the install hint, before any work
         from blindspots.data.sources import open_pool
 
-        with pytest.raises(ValueError, match="install it with pip install 'blindspots\\[fiftyone\\]'"):
+        with pytest.raises(ValueError, match="install the extra with pip install 'blindspots\\[fiftyone\\]'"):
             open_pool("fiftyone://street").ids
         res = CliRunner().invoke(app, ["fiftyone", str(world / "project"), "--dataset", "x"])
         assert res.exit_code == 2 and "pip install 'blindspots[fiftyone]'" in res.output

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from blindspots.cli.loop import open_project
+from blindspots.extras import require
 
 # Lazy imports: fastapi, httpx, pandas, scipy, sklearn, threadpoolctl, torch, uvicorn (`blindspots --help` starts
 # without them).
@@ -98,7 +99,7 @@ def listen(
     ignore_other: bool = typer.Option(False, "--ignore-other", help="As for pull."),
 ) -> None:
     """Receive Label Studio's webhooks and pull on each annotation event (instead of polling)."""
-    import uvicorn
+    uvicorn = require("uvicorn", "a Label Studio webhook or ML backend server")
 
     from blindspots.integrations.labelstudio.webhook import create_webhook_app, register_webhooks
 
@@ -117,7 +118,7 @@ def backend(
     port: int = typer.Option(9090, "--port", help="Port (Label Studio's default for ML backends)."),
 ) -> None:
     """Serve a registered model's predictions to Label Studio (the ML backend protocol)."""
-    import uvicorn
+    uvicorn = require("uvicorn", "a Label Studio webhook or ML backend server")
 
     from blindspots.integrations.labelstudio import create_backend
 

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from blindspots.cli.loop import open_project, refresh_round_page
+from blindspots.extras import require
 
 # Lazy imports: fastapi, matplotlib, pandas, scipy, skimage, sklearn, threadpoolctl, torch, uvicorn
 # (`blindspots --help` starts without them).
@@ -32,9 +33,10 @@ def serve(
         "e.g. the name annotators type behind a proxy; '*' for any). Also BLINDSPOTS_ALLOWED_HOSTS."),
 ) -> None:
     """Serve the web app (rate, label, vote, review, dashboard; JSON API under /api)."""
-    import uvicorn
+    uvicorn = require("uvicorn", "blindspots serve")
+    require("fastapi", "blindspots serve")
 
-    from blindspots.app import create_app
+    from blindspots.app.main import create_app
 
     # warm_up: the first annotators do not pay for lazy set-up; the collector skips start-up objects
     web = create_app(project, secure_cookies=secure_cookies, allowed_hosts=allowed_host or None, warm_up=True)

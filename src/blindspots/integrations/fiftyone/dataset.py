@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from blindspots.extras import install_hint, require
 from blindspots.integrations.fiftyone.samples import SampleTable, plain_value
 
 # Lazy imports: fiftyone (optional: only the call that uses it needs it).
@@ -18,17 +19,12 @@ from blindspots.integrations.fiftyone.samples import SampleTable, plain_value
 log = logging.getLogger(__name__)
 
 OWN_TAGS = "blindspots_tags"
-INSTALL_HINT = "pip install 'blindspots[fiftyone]'"
+INSTALL_HINT = install_hint("fiftyone")
 
 
 def import_fiftyone() -> Any:
-    """The `fiftyone` module, or a ValueError saying how to install it (it is an optional extra)."""
-    try:
-        import fiftyone
-    except ImportError as e:
-        raise ValueError(f"fiftyone: expected the FiftyOne package to be importable, got {e}; "
-                         f"install it with {INSTALL_HINT}") from None
-    return fiftyone
+    """The `fiftyone` module, or a MissingExtraError (a ValueError) naming the extra that installs it."""
+    return require("fiftyone", "a FiftyOne dataset")
 
 
 def write_dataset(table: SampleTable, name: str, *, overwrite: bool = False, progress: bool = True) -> dict:

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from blindspots.extras import require
+
 # Lazy imports: httpx (the Label Studio commands start without them); label_studio_sdk (optional: only the call that
 # uses it needs it).
 
@@ -52,11 +54,7 @@ class LabelStudio:
     """One Label Studio server: `url` (http://host:port) and an API token (legacy or personal)."""
 
     def __init__(self, url: str, token: str, *, timeout: float = 60.0) -> None:
-        try:
-            from label_studio_sdk.client import LabelStudio as Sdk
-        except ImportError:
-            raise ValueError("label-studio-sdk: expected it installed to talk to Label Studio, got none "
-                             "(pip install 'blindspots[labelstudio]')") from None
+        Sdk = require("label_studio_sdk.client", "talking to Label Studio").LabelStudio
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url: expected the Label Studio address as http(s)://host:port, got {url!r}")
         self.url = url.rstrip("/")
