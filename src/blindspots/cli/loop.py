@@ -2,6 +2,7 @@
 the troubleshooting loop (Algorithm 1 of the MAD paper) over a project folder."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -13,6 +14,7 @@ from blindspots.cli.report import write_round_pages
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, SimulateSettings, TestSetSettings)
 from blindspots.data.sources import ImagePool
+from blindspots.loop.budget import PAPER_N4, choose_n4, max_candidates
 
 # Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
 # them).
@@ -73,7 +75,8 @@ def init(
     dropout: Optional[float] = typer.Option(None, "--dropout", help="bald, powerbald: dropout p on the classifier "
                                             "layer's input of a target without dropout layers (default: refuse)."),
     n3: int = typer.Option(25, "--n3", help="MAD: images per (competitor, class, direction) (paper: 25)."),
-    n4: int = typer.Option(100, "--n4", help="Size of S per round, lowest MOS (paper: 100)."),
+    n4: Optional[int] = typer.Option(None, "--n4", help="Size of S per round, lowest MOS (paper: 100; default: "
+                                     "100, or a quarter of the most candidates a round can mine when that is fewer)."),
     raters: int = typer.Option(3, "--raters", help="Ratings needed per candidate (paper: 3)."),
     test_size: int = typer.Option(30, "--test-size", help="Size of each unbiased test set T(i) (paper: 30)."),
     epochs: int = typer.Option(80, "--epochs", help="Fine-tuning epochs (paper: 80)."),
@@ -97,7 +100,8 @@ def init(
         target=ModelSettings(tname, tpath), competitors=comps,
         data=DataSettings(train=str(train_data) if train_data else "", val=str(val_data) if val_data else ""),
         project=ProjectSettings(name=project.name, seed=seed, rounds=rounds),
-        mining=MiningSettings(strategy=strategy, n3=n3, dropout=dropout), ratings=RatingSettings(n4=n4, raters=raters),
+        mining=MiningSettings(strategy=strategy, n3=n3, dropout=dropout),
+        ratings=RatingSettings(n4=PAPER_N4 if n4 is None else n4, raters=raters),
         testset=TestSetSettings(size=test_size),
         finetune=FinetuneSettings(lrs=[float(x) for x in lrs.split(",") if x.strip()], epochs=epochs,
                                   batch_size=batch_size),
@@ -113,7 +117,10 @@ def init(
     if (project / STORE_FILE).exists():
         raise ValueError(f"project: expected a folder without a project, got {str(project)!r} "
                          f"(it already holds {STORE_FILE})")
-    check_config(cfg)  # every model loads and runs on one pool image; S0/T0 hold images with masks
+    classes = check_config(cfg)  # every model loads and runs on one pool image; S0/T0 hold images with masks
+    # n4 against the most candidates a round can mine, before any round runs (loop/budget.py)
+    n4, n4_note = choose_n4(n4, max_candidates(max(1, len(comps)), classes, n3))
+    cfg = replace(cfg, ratings=replace(cfg.ratings, n4=n4))
     if scan is not None:
         _check_scan(cfg, scan)  # before the folder exists: a refused scan leaves nothing behind
     proj = Project.create(project, cfg)
@@ -123,6 +130,8 @@ def init(
 
         adopt_scan(scan, proj.scan_dir, tname, target_column(proj, 0))
         typer.echo(f"  scan: {scan} taken as round 0's scan (same pool, same models); `round` will not scan again")
+    if n4_note:
+        typer.echo(f"  {n4_note}", err=n4_note.startswith("warning"))
     typer.echo(f"created project {proj.path}\n  settings: {proj.path / 'blindspots.toml'}\n"
                f"  ratings: {raters} per candidate image (`blindspots config {project} --raters N` changes it; "
                f"one person rating alone: 1)\n  next: blindspots round {project}")
