@@ -8,13 +8,13 @@ from typing import Optional
 
 import typer
 
+from blindspots.cli.common import progress_wanted
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, storage_option_option, storage_options)
 from blindspots.cli.report import write_round_pages
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, SimulateSettings, TestSetSettings)
 from blindspots.data.sources import ImagePool
-from blindspots.loop.budget import PAPER_N4, choose_n4, max_candidates
 
 # Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
 # them).
@@ -90,6 +90,7 @@ def init(
 
     Every model is loaded and run on one pool image first, so a bad spec fails here."""
     from blindspots.loop import check_config
+    from blindspots.loop.budget import PAPER_N4, choose_n4, max_candidates
     from blindspots.loop.project import STORE_FILE, Project
 
     tname, tpath = _model_spec(target, "target", "--target")
@@ -161,7 +162,7 @@ def round_(
 
     proj = open_project(project)
     before, since = last_event_id(proj), activity_since_last_round(proj)
-    st = advance(proj, simulate=simulate, max_steps=max_steps)
+    st = advance(proj, simulate=simulate, max_steps=max_steps, progress=progress_wanted())
     for line in since + steps_ran(proj, before):  # what people did since the last `round`, and what ran now
         typer.echo(f"  {line}")
     proj.log_event("round-run", {"state": st.state, "round": st.round, "step": st.step})
