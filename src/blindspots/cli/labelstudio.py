@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from blindspots.app.port import bind_port, serve_on
 from blindspots.cli.loop import open_project
 from blindspots.extras import require
 
@@ -104,10 +105,11 @@ def listen(
     from blindspots.integrations.labelstudio.webhook import create_webhook_app, register_webhooks
 
     p = open_project(project)
+    sock = bind_port(host, port)  # before the webhooks point here: a busy port is one line, exit code 2
     url = (public_url or f"http://{host}:{port}").rstrip("/") + "/webhook"
     register_webhooks(p.path, url)
     typer.echo(f"pulling on every annotation event; Label Studio posts to {url} (Ctrl-C stops)")
-    uvicorn.run(create_webhook_app(p.path, ignore_other=ignore_other), host=host, port=port, log_level="warning")
+    serve_on(uvicorn, create_webhook_app(p.path, ignore_other=ignore_other), sock, log_level="warning")
 
 
 def backend(
@@ -122,9 +124,10 @@ def backend(
 
     from blindspots.integrations.labelstudio import create_backend
 
+    sock = bind_port(host, port)
     app = create_backend(open_project(project), model=model, version=version)
     typer.echo(f"Label Studio ML backend on http://{host}:{port} (add it in Label Studio: project Settings -> Model)")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    serve_on(uvicorn, app, sock, log_level="warning")
 
 
 def register(app: typer.Typer) -> None:
