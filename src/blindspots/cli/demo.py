@@ -145,11 +145,20 @@ def demo(
     typer.echo("")
     typer.echo(res["status"].message)
     write_round_pages(proj, res["status"].round)
-    typer.echo(f"files: project {proj} (settings blindspots.toml, store store.sqlite, scans/, masks/, "
-               f"checkpoints/, reports/leaderboard.txt); scenes {Path(out) / 'scenes'}; zoo {Path(out) / 'zoo'}")
+    typer.echo(f"files: project {proj} ({project_files(proj)}); scenes {Path(out) / 'scenes'}; zoo {Path(out) / 'zoo'}")
     times = ", ".join(f"{k} {v:.0f} s" for k, v in res["times"].items())
     typer.echo(f"time: {time.perf_counter() - t0:.0f} s ({times})")
     (proj / "reports" / "demo_times.json").write_text(json.dumps(res["times"], indent=2))
+
+
+#: what the demo's project folder holds, in the order it is listed, once each exists
+PROJECT_FILES = (("settings", "blindspots.toml"), ("store", "store.sqlite"), ("", "scans/"), ("", "masks/"),
+                 ("", "checkpoints/"), ("Table 1", "reports/leaderboard.txt"))
+
+
+def project_files(proj: Path) -> str:
+    """The project's files that exist now (`demo --humans` stops before any round is scored: no Table 1 yet)."""
+    return ", ".join(f"{label} {name}".strip() for label, name in PROJECT_FILES if (Path(proj) / name).exists())
 
 
 def register(app: typer.Typer) -> None:

@@ -158,7 +158,7 @@ def round_(
 ) -> None:
     """Advance the loop to the next step that needs a human, and say what is awaited."""
     from blindspots.loop import advance
-    from blindspots.loop.progress import activity_since_last_round, last_event_id, steps_ran
+    from blindspots.loop.progress import activity_since_last_round, last_event_id, steps_done_since, steps_ran
 
     proj = open_project(project)
     before, since = last_event_id(proj), activity_since_last_round(proj)
@@ -167,8 +167,9 @@ def round_(
         typer.echo(f"  {line}")
     proj.log_event("round-run", {"state": st.state, "round": st.round, "step": st.step})
     typer.echo(st.message)
-    if st.state == "finished":
-        leaderboard(project)
+    if st.state == "finished" or any(step == "evaluate" for _, step in steps_done_since(proj, before)):
+        typer.echo("Table 1 (also reports/leaderboard.txt; `blindspots leaderboard` prints it again):")
+        leaderboard(project)  # a round was scored now: its result, where the user is looking
     if st.awaited:
         shown = ", ".join(st.awaited[:10]) + (" ..." if len(st.awaited) > 10 else "")
         typer.echo(f"awaiting {len(st.awaited)} images: {shown}")
