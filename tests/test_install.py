@@ -150,3 +150,30 @@ def test_fresh_venv_core_install_keeps_an_older_torch(tmp_path: Path) -> None:
     seen = _walk(py, tmp_path / "walk", env=env)
     _check_walk(seen)
     assert seen["torch"].split("+")[0] == OLDEST_TORCH
+
+
+@pytest.mark.slow
+def test_fiftyone_extra_resolves_to_the_current_fiftyone(tmp_path: Path) -> None:
+    """`pip install 'blindspots[fiftyone]'` beside torch resolves to the FiftyOne the tests use (its web stack
+    is FiftyOne's own: the core pins nothing of it), not to an old release."""
+    setup = (ROOT / "scripts" / "test.sh").read_text()
+    tested = next(w.split("==")[1] for w in setup.split() if w.startswith("fiftyone=="))
+    venv = tmp_path / "venv"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    pkg = tmp_path / "pkg"
+    shutil.copytree(ROOT / "src", pkg / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, pkg / name)
+    report = tmp_path / "report.json"
+    r = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed",
+                        "--report", str(report), f"{pkg}[fiftyone]", f"torch=={OLDEST_TORCH}"],
+                       capture_output=True, text=True, timeout=1800, env=env)
+    if r.returncode != 0 and ("connection" in r.stderr.lower() or "No matching distribution" in r.stderr):
+        pytest.skip(f"the package index cannot resolve here: {r.stderr[-300:]}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    from packaging.version import Version
+
+    assert Version(got["fiftyone"]) >= Version(tested), f"[fiftyone] resolved to FiftyOne {got['fiftyone']}"
+    assert "fastapi" not in got and "uvicorn" not in got, "the core brought a web stack that FiftyOne would fight"

@@ -112,6 +112,9 @@ class LabelStudio:
         return _plain(self.call("create project", self.sdk.projects.create, title=title, label_config=label_config,
                                 **settings))
 
+    def delete_project(self, project_id: int) -> None:
+        self.call(f"project {project_id}", self.sdk.projects.delete, int(project_id))
+
     def update_project(self, project_id: int, **fields: Any) -> dict:
         return _plain(self.call(f"project {project_id}", self.sdk.projects.update, int(project_id), **fields))
 
