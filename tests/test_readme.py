@@ -46,3 +46,12 @@ def test_python_quick_start_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     exec(compile(code, "README.md (Python quick start)", "exec"), {})
     out = capsys.readouterr().out
     assert "rank" in out and "reason" in out and (tmp_path / "scan" / "scan.json").is_file()
+
+
+def test_readme_links_and_picture_exist() -> None:
+    text = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    local = [t.split("#")[0] for t in targets if not re.match(r"^[a-z]+://", t) and not t.startswith("#")]
+    assert "docs/img/mad_gallery.png" in local and "docs/glossary.md" in local
+    missing = [t for t in local if t and not (ROOT / t).exists()]
+    assert missing == [], f"README.md links to files that do not exist: {missing}"
