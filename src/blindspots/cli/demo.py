@@ -20,6 +20,7 @@ from pathlib import Path
 
 import typer
 
+from blindspots.cli.common import progress_wanted
 from blindspots.cli.report import write_round_pages
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, ScanSettings, SimulateSettings, TestSetSettings)
@@ -131,7 +132,8 @@ def demo(
     from blindspots.mine.testset import format_leaderboard
 
     t0 = time.perf_counter()
-    res = run_demo(out, seed=seed, pool_size=pool_size, progress=not quiet, echo=typer.echo, simulate=simulate)
+    res = run_demo(out, seed=seed, pool_size=pool_size, progress=not quiet and progress_wanted(), echo=typer.echo,
+                   simulate=simulate)
     proj = res["project"]
     typer.echo("")
     typer.echo("Zoo (mIoU on in-distribution / hard held-out scenes):")
