@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 
 def export(scan: str, project: str, picks: str, issues: str, sa_maps: str) -> dict:
@@ -33,6 +34,8 @@ def export(scan: str, project: str, picks: str, issues: str, sa_maps: str) -> di
     p.add_rating(0, sample["blindspots_id"], "carol", 5)
     p.close()
     again = export_to_fiftyone(project, "bs_proj", progress=False)
+    # the project's scan with its picks exported onto the project's dataset: M/S/T and the ids stay
+    export_to_fiftyone(Path(project) / "scans", "bs_proj", picks=[picks], progress=False)
     scan_again = export_to_fiftyone(scan, "bs_scan", picks=[picks], label_issues=issues, surprise_maps=sa_maps,
                                     progress=False)
     return {"cli": res.output, "first": first, "again": again, "scan_again": scan_again,

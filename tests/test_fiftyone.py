@@ -244,6 +244,9 @@ def test_a_real_fiftyone_holds_the_scan_and_the_project(world: Path, tmp_path: P
     # the tag a person added in FiftyOne survived the re-export; the export's own tags were replaced, not doubled
     alice = next(s for s in proj.values() if s["filepath"] == out["alice_sample"])
     assert "checked_by_alice" in alice["tags"] and len(alice["tags"]) == len(set(alice["tags"]))
+    # the scan exported onto the project's dataset added its picks' tags and kept M/S/T (checked above by id)
+    assert {i for i, s in proj.items() if "mined:entropy" in s["tags"]} == set(pd.read_csv(world / "entropy" /
+                                                                                           "picks.csv")["id"])
     assert "disagreement_target_v1" in data["bs_proj"]["schema"]
 
     # the plugin's operator mined the view (8 of the 12 images) as `mine_scan` restricted to its ids does
@@ -290,7 +293,7 @@ def test_cli_errors_are_one_line(world: Path, tmp_path: Path) -> None:
     except ImportError:  # the main environment: the install hint, before any work
         from blindspots.data.sources import open_pool
 
-        with pytest.raises(ValueError, match="install it with pip install 'blindspots\\[fiftyone\\]'"):
+        with pytest.raises(ValueError, match="install the extra with pip install 'blindspots\\[fiftyone\\]'"):
             open_pool("fiftyone://street").ids
         res = CliRunner().invoke(app, ["fiftyone", str(world / "project"), "--dataset", "x"])
         assert res.exit_code == 2 and "pip install 'blindspots[fiftyone]'" in res.output

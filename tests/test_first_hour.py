@@ -170,9 +170,15 @@ def test_init_reuses_a_fitting_scan_and_refuses_another(tmp_path: Path, setup: d
 
 def test_one_person_is_told_when_s_would_be_every_candidate_and_can_lower_n4(tmp_path: Path, setup: dict,
                                                                             caplog) -> None:
-    code, _ = cli("init", tmp_path / "proj", "--pool", setup["pool"], "--target", f"target={setup['target']}",
-                  "--competitor", f"comp={setup['comp']}", "--n3", 3, "--raters", 1, "--test-size", 2)
-    assert code == 0
+    args = ["--pool", setup["pool"], "--target", f"target={setup['target']}", "--competitor", f"comp={setup['comp']}",
+            "--n3", 3, "--raters", 1, "--test-size", 2]
+    # without --n4, init takes a quarter of the most candidates a round can mine (loop/budget.py), and says so
+    code, out = cli("init", tmp_path / "auto", *args)
+    assert code == 0 and "masks per round: the paper's 100 is not less than" in out, out
+    assert Project.open(tmp_path / "auto").config.ratings.n4 < 100
+    # the paper's 100 asked for explicitly: init warns before any round, and mining warns again
+    code, out = cli("init", tmp_path / "proj", *args, "--n4", 100)
+    assert code == 0 and "warning: --n4 100 is not less than" in out, out
     proj = tmp_path / "proj"
     with caplog.at_level("WARNING", logger="blindspots.loop.steps.mine"):
         assert "waiting for ratings" in cli("round", proj)[1]

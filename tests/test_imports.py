@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(["loop", "report", "integrations"], 2),
     **dict.fromkeys(["scan", "mine", "surprise", "labels", "defuse", "scenarios", "human", "training"], 1),
     **dict.fromkeys(["models", "data", "metrics", "ids", "_validation", "config", "allocator", "atomic", "batches", "machine",
-                     "_lazy"], 0),
+                     "_lazy", "extras"], 0),
 }
 
 #: (importer module, imported module) cycles' edges still to be removed.

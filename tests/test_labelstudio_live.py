@@ -164,9 +164,12 @@ def test_ratings_then_masks_from_label_studio_and_the_round_goes_on(live: dict, 
     rep = ls.push(p, progress=False)
     assert sorted(rep.created) == sorted(need)
     tasks = _tasks(client, conn.masks_project)
+    s_ids, t_ids = set(p.candidates(0, "S")["id"]), set(p.candidates(0, "T")["id"])
     for x in need:
         task = client.task(tasks[x]["id"])
-        assert task["data"]["set"] in ("S", "T") and task["data"]["round"] == 0
+        assert task["data"]["set"] in ("S", "T", "S+T") and task["data"]["round"] == 0
+        # an image in both S and T is marked both: Label Studio's T filter shows every image of T
+        assert (task["data"]["in_S"], task["data"]["in_T"]) == (x in s_ids, x in t_ids)
         assert task["data"]["image"].startswith("/data/local-files/?d=world/pool/images/")
         pred = _target_map(p, x)
         np.testing.assert_array_equal(_decoded(task["predictions"][0], pred.shape, names), pred)
@@ -417,10 +420,13 @@ def test_bad_input_is_one_line_and_writes_nothing(live: dict, server, root: Path
     other_task = next(q for q in need if q in tasks and q != pending)
     ann2 = [a for a in client.task(tasks[other_task]["id"])["annotations"] if not a["was_cancelled"]][0]
     client.sdk.annotations.update(id=ann2["id"], result=bad)
+    client.sdk.annotations.update(id=ann["id"], result=bad)  # a second bad annotation: every one is reported
     res = _cli("labelstudio", "pull", p.path, env={TOKEN_ENV: server.token})
-    _assert_one_line_error(res, "'truck'", "nothing was stored")
+    _assert_one_line_error(res, "'truck'", "got 2 that it cannot", f"({other_task})", f"({pending})",
+                           "nothing was stored")
     assert _state(p) == before
     client.sdk.annotations.update(id=ann2["id"], result=_brush(p.load_mask(0, other_task), list(classes.names)))
+    client.sdk.annotations.update(id=ann["id"], result=_brush(edit, list(classes.names)))  # the edit again
     # the server stops answering mid-pull (after the first page of tasks): nothing stored
     with _DyingProxy(server.url, answers=1) as proxy:
         c = ls.load_connection(p.path)
@@ -563,3 +569,22 @@ def test_label_plan_round_goes_on_with_label_studio(server, world: Path, root: P
     rounds.advance(p, progress=False)
     board = rounds.leaderboard_frame(p)
     assert ("round 0", "T1") in board.columns and board[("round 0", "T1")].notna().all(), board
+
+
+def test_failed_connect_leaves_no_projects_behind(server, world: Path, root: Path, monkeypatch, tmp_path: Path) -> None:
+    """connect creates the masks and ratings projects before it checks how Label Studio serves the pool: when
+    that check fails, the projects it created are deleted again and no connection is saved."""
+    monkeypatch.setenv(TOKEN_ENV, server.token)
+    p = make_project(world, root / "connect_fails", labelled=False)
+    client = ls.LabelStudio(server.url, server.token)
+    before = sorted(int(x.id) for x in client.sdk.projects.list())
+    elsewhere = tmp_path / "not_above_the_pool"  # a document root that does not hold the pool
+    elsewhere.mkdir()
+    with pytest.raises(ValueError, match="document_root|image_root") as err:
+        ls.connect(p, server.url, token_env=TOKEN_ENV, document_root=elsewhere)
+    assert "\n" not in str(err.value)
+    assert sorted(int(x.id) for x in client.sdk.projects.list()) == before
+    assert not ls.connection.connection_path(p.path).is_file()
+    conn = ls.connect(p, server.url, token_env=TOKEN_ENV, document_root=server.document_root)  # then it works
+    assert len(set(int(x.id) for x in client.sdk.projects.list()) - set(before)) == 2
+    assert {conn.masks_project, conn.ratings_project} <= {int(x.id) for x in client.sdk.projects.list()}

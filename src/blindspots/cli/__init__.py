@@ -10,6 +10,7 @@ import logging
 import typer
 
 from blindspots.allocator import keep_freed_memory
+from blindspots.cli.common import set_progress
 from blindspots.cli.errors import VERBOSE_KEY
 from blindspots.cli.panels import PanelGroup, apply_panels
 
@@ -48,8 +49,11 @@ MODEL_COMMANDS: frozenset[str] = frozenset({"scan", "round", "demo", "zoo", "sur
 
 @app.callback()
 def _main(ctx: typer.Context,
-          verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details; show tracebacks.")) -> None:
+          verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details; show tracebacks. "
+                                       "Like --no-progress, any command takes it, before or after its name."),
+          no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars.")) -> None:
     ctx.meta[VERBOSE_KEY] = verbose
+    set_progress(not no_progress)  # read by the commands without a progress option of their own (cli/common.py)
     if ctx.invoked_subcommand in MODEL_COMMANDS:
         keep_freed_memory()  # our own process: models' large tensors reuse freed memory (blindspots.allocator)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import typer
 
+from blindspots.cli.common import progress_wanted
 from blindspots.cli.report import write_round_pages
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, ScanSettings, SimulateSettings, TestSetSettings)
@@ -130,7 +131,8 @@ def demo(
     from blindspots.mine import format_leaderboard
 
     t0 = time.perf_counter()
-    res = run_demo(out, seed=seed, pool_size=pool_size, progress=not quiet, echo=typer.echo, simulate=simulate)
+    res = run_demo(out, seed=seed, pool_size=pool_size, progress=not quiet and progress_wanted(), echo=typer.echo,
+                   simulate=simulate)
     proj = res["project"]
     typer.echo("")
     typer.echo("Zoo (mIoU on in-distribution / hard held-out scenes):")
@@ -144,11 +146,20 @@ def demo(
     typer.echo("")
     typer.echo(res["status"].message)
     write_round_pages(proj, res["status"].round)
-    typer.echo(f"files: project {proj} (settings blindspots.toml, store store.sqlite, scans/, masks/, "
-               f"checkpoints/, reports/leaderboard.txt); scenes {Path(out) / 'scenes'}; zoo {Path(out) / 'zoo'}")
+    typer.echo(f"files: project {proj} ({project_files(proj)}); scenes {Path(out) / 'scenes'}; zoo {Path(out) / 'zoo'}")
     times = ", ".join(f"{k} {v:.0f} s" for k, v in res["times"].items())
     typer.echo(f"time: {time.perf_counter() - t0:.0f} s ({times})")
     (proj / "reports" / "demo_times.json").write_text(json.dumps(res["times"], indent=2))
+
+
+#: what the demo's project folder holds, in the order it is listed, once each exists
+PROJECT_FILES = (("settings", "blindspots.toml"), ("store", "store.sqlite"), ("", "scans/"), ("", "masks/"),
+                 ("", "checkpoints/"), ("Table 1", "reports/leaderboard.txt"))
+
+
+def project_files(proj: Path) -> str:
+    """The project's files that exist now (`demo --humans` stops before any round is scored: no Table 1 yet)."""
+    return ", ".join(f"{label} {name}".strip() for label, name in PROJECT_FILES if (Path(proj) / name).exists())
 
 
 def register(app: typer.Typer) -> None:

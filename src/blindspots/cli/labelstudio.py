@@ -9,7 +9,9 @@ from typing import Optional
 
 import typer
 
+from blindspots.app.port import bind_port, serve_on
 from blindspots.cli.loop import open_project
+from blindspots.extras import require
 
 # Lazy imports: fastapi, httpx, pandas, scipy, sklearn, threadpoolctl, torch, uvicorn (`blindspots --help` starts
 # without them).
@@ -103,15 +105,16 @@ def listen(
     ignore_other: bool = typer.Option(False, "--ignore-other", help="As for pull."),
 ) -> None:
     """Receive Label Studio's webhooks and pull on each annotation event (instead of polling)."""
-    import uvicorn
+    uvicorn = require("uvicorn", "a Label Studio webhook or ML backend server")
 
     from blindspots.integrations.labelstudio.webhook import create_webhook_app, register_webhooks
 
     p = open_project(project)
+    sock = bind_port(host, port)  # before the webhooks point here: a busy port is one line, exit code 2
     url = (public_url or f"http://{host}:{port}").rstrip("/") + "/webhook"
     register_webhooks(p.path, url)
     typer.echo(f"pulling on every annotation event; Label Studio posts to {url} (Ctrl-C stops)")
-    uvicorn.run(create_webhook_app(p.path, ignore_other=ignore_other), host=host, port=port, log_level="warning")
+    serve_on(uvicorn, create_webhook_app(p.path, ignore_other=ignore_other), sock, log_level="warning")
 
 
 def backend(
@@ -122,13 +125,14 @@ def backend(
     port: int = typer.Option(9090, "--port", help="Port (Label Studio's default for ML backends)."),
 ) -> None:
     """Serve a registered model's predictions to Label Studio (the ML backend protocol)."""
-    import uvicorn
+    uvicorn = require("uvicorn", "a Label Studio webhook or ML backend server")
 
     from blindspots.integrations.labelstudio import create_backend
 
+    sock = bind_port(host, port)
     app = create_backend(open_project(project), model=model, version=version)
     typer.echo(f"Label Studio ML backend on http://{host}:{port} (add it in Label Studio: project Settings -> Model)")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    serve_on(uvicorn, app, sock, log_level="warning")
 
 
 def register(app: typer.Typer) -> None:

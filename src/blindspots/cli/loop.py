@@ -2,11 +2,13 @@
 the troubleshooting loop (Algorithm 1 of the MAD paper) over a project folder."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from blindspots.cli.common import progress_wanted
 from blindspots.cli.pool_options import (POOL_HELP, format_option, image_column_option, list_column_option,
                                          list_file_option, storage_option_option, storage_options)
 from blindspots.cli.report import write_round_pages
@@ -74,7 +76,8 @@ def init(
     dropout: Optional[float] = typer.Option(None, "--dropout", help="bald, powerbald: dropout p on the classifier "
                                             "layer's input of a target without dropout layers (default: refuse)."),
     n3: int = typer.Option(25, "--n3", help="MAD: images per (competitor, class, direction) (paper: 25)."),
-    n4: int = typer.Option(100, "--n4", help="Size of S per round, lowest MOS (paper: 100)."),
+    n4: Optional[int] = typer.Option(None, "--n4", help="Size of S per round, lowest MOS (paper: 100; default: "
+                                     "100, or a quarter of the most candidates a round can mine when that is fewer)."),
     raters: int = typer.Option(3, "--raters", help="Ratings needed per candidate (paper: 3)."),
     test_size: int = typer.Option(30, "--test-size", help="Size of each unbiased test set T(i) (paper: 30)."),
     epochs: int = typer.Option(PAPER_FINETUNE.epochs, "--epochs", help="Fine-tuning epochs (paper: 80)."),
@@ -99,7 +102,8 @@ def init(
         target=ModelSettings(tname, tpath), competitors=comps,
         data=DataSettings(train=str(train_data) if train_data else "", val=str(val_data) if val_data else ""),
         project=ProjectSettings(name=project.name, seed=seed, rounds=rounds),
-        mining=MiningSettings(strategy=strategy, n3=n3, dropout=dropout), ratings=RatingSettings(n4=n4, raters=raters),
+        mining=MiningSettings(strategy=strategy, n3=n3, dropout=dropout),
+        ratings=RatingSettings(raters=raters),  # n4: create_project's rule
         testset=TestSetSettings(size=test_size),
         finetune=FinetuneSettings(lrs=[float(x) for x in lrs.split(",") if x.strip()], epochs=epochs,
                                   batch_size=batch_size),
@@ -107,7 +111,9 @@ def init(
         base_dir=Path.cwd(),
     )
     storage_options(storage_option)  # KEY=VALUE, checked before anything is read
-    proj = create_project(project, cfg, scan=scan)  # every check of `blindspots.loop.setup`, then the folder
+    # every check of `blindspots.loop.setup`, n4 against the candidates a round can mine, then the folder
+    proj = create_project(project, cfg, scan=scan, n4=n4,
+                          on_note=lambda note: typer.echo(f"  {note}", err=note.startswith("warning")))
     if scan is not None:
         typer.echo(f"  scan: {scan} taken as round 0's scan (same pool, same models); `round` will not scan again")
     typer.echo(f"created project {proj.path}\n  settings: {proj.path / 'blindspots.toml'}\n"
@@ -121,18 +127,19 @@ def round_(
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many steps."),
 ) -> None:
     """Advance the loop to the next step that needs a human, and say what is awaited."""
-    from blindspots.loop import activity_since_last_round, advance, last_event_id, steps_ran
+    from blindspots.loop import activity_since_last_round, advance, last_event_id, steps_done_since, steps_ran
 
     proj = open_project(project)
     before, since = last_event_id(proj), activity_since_last_round(proj)
-    st = advance(proj, simulate=simulate, max_steps=max_steps)
+    st = advance(proj, simulate=simulate, max_steps=max_steps, progress=progress_wanted())
     for line in since + steps_ran(proj, before):  # what people did since the last `round`, and what ran now
         typer.echo(f"  {line}")
     proj.log_event("round-run", {"state": st.state, "round": st.round, "step": st.step})
     typer.echo(st.message)
     _echo_next(st, project)
-    if st.state == "finished":
-        leaderboard(project)
+    if st.state == "finished" or any(step == "evaluate" for _, step in steps_done_since(proj, before)):
+        typer.echo("Table 1 (also reports/leaderboard.txt; `blindspots leaderboard` prints it again):")
+        leaderboard(project)  # a round was scored now: its result, where the user is looking
     if st.awaited:
         shown = ", ".join(st.awaited[:10]) + (" ..." if len(st.awaited) > 10 else "")
         typer.echo(f"awaiting {len(st.awaited)} images: {shown}")

@@ -9,7 +9,9 @@ from typing import Optional
 
 import typer
 
+from blindspots.app.port import bind_port, serve_on
 from blindspots.cli.loop import open_project, refresh_round_page
+from blindspots.extras import require
 
 # Lazy imports: fastapi, matplotlib, pandas, scipy, skimage, sklearn, threadpoolctl, torch, uvicorn
 # (`blindspots --help` starts without them).
@@ -32,10 +34,12 @@ def serve(
         "e.g. the name annotators type behind a proxy; '*' for any). Also BLINDSPOTS_ALLOWED_HOSTS."),
 ) -> None:
     """Serve the web app (rate, label, vote, review, dashboard; JSON API under /api)."""
-    import uvicorn
+    uvicorn = require("uvicorn", "blindspots serve")
+    require("fastapi", "blindspots serve")
 
-    from blindspots.app import create_app
+    from blindspots.app.main import create_app
 
+    sock = bind_port(host, port)  # a busy port: one line and exit code 2, before anything is announced
     # warm_up: the first annotators do not pay for lazy set-up; the collector skips start-up objects
     web = create_app(project, secure_cookies=secure_cookies, allowed_hosts=allowed_host or None, warm_up=True)
     _refresh_round_page(project)
@@ -43,7 +47,7 @@ def serve(
     # Keep idle connections 75 s (uvicorn's default is 5 s): an annotator looking at an image for
     # longer than that would reconnect for the next answer. uvicorn picks uvloop and httptools
     # when they are installed (about a quarter less CPU per request).
-    uvicorn.run(web, host=host, port=port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)
+    serve_on(uvicorn, web, sock, log_level="warning", timeout_keep_alive=KEEP_ALIVE_S)
 
 
 def _refresh_round_page(project: Path) -> None:

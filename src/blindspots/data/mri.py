@@ -18,6 +18,7 @@ from PIL import Image
 from scipy.ndimage import map_coordinates
 
 from blindspots.data.classes import Classes
+from blindspots.extras import require
 
 # Lazy imports: nibabel (optional: only the call that uses it needs it).
 
@@ -49,7 +50,7 @@ def _lut() -> np.ndarray:
 
 
 def _load(path: Path) -> np.ndarray:
-    import nibabel as nib
+    nib = require("nibabel", "reading a NIfTI volume")
 
     return np.asarray(nib.load(str(path)).dataobj)
 
@@ -66,7 +67,7 @@ def _check_root(root: Path, names: tuple[str, ...]) -> dict[str, Path]:
 def _resample_to(path: Path, like: Path) -> np.ndarray:
     """The volume at `path` sampled (trilinear) on the voxel grid of `like`, through both files' affines:
     float32 [X, Y, Z] of `like`'s shape, 0 outside the source."""
-    import nibabel as nib
+    nib = require("nibabel", "reading a NIfTI volume")
 
     src, ref = nib.load(str(path)), nib.load(str(like))
     to_src = np.linalg.inv(src.affine) @ ref.affine

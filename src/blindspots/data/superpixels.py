@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from blindspots.extras import require
+
 # Lazy imports: skimage (the web app starts without them).
 
 # Pixels per segment at each level: "coarse" (~8x8 px) saves clicks on big regions, "fine" (~4x4 px)
@@ -35,7 +37,7 @@ def slic_segments(image: np.ndarray, n_segments: int | None = None, compactness:
     a big photo costs about as much as a 400x400 one. Labels are relabelled to be consecutive from 0
     (SLIC may skip numbers after enforcing connectivity).
     """
-    from skimage.segmentation import slic
+    slic = require("skimage.segmentation", "superpixels (the labelling and region pages)").slic
 
     img = np.asarray(image)
     if img.ndim == 2:

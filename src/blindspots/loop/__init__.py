@@ -41,7 +41,7 @@ from blindspots.loop.leaderboard import leaderboard_frame, write_leaderboard
 from blindspots.loop.lock import ProjectBusy
 from blindspots.loop.next_action import NextAction, phrase_commands
 from blindspots.loop.progress import (activity_since_last_round, last_event_id, rating_progress, set_n4, set_raters,
-                                      steps_ran)
+                                      steps_done_since, steps_ran)
 from blindspots.loop.project import Project, ProjectError
 from blindspots.loop.regions import set_labels
 from blindspots.loop.setup import check_config, create_project, register_version
@@ -55,7 +55,7 @@ __all__ = [
     "import_ratings", "import_masks", "after_masks_import", "export_for_annotation", "masks_needed",
     "labelstudio_config_path", "rating_progress", "set_raters", "set_n4", "set_labels",
     # what happened since the last run
-    "activity_since_last_round", "last_event_id", "steps_ran",
+    "activity_since_last_round", "last_event_id", "steps_done_since", "steps_ran",
     # Table 1
     "leaderboard_frame", "write_leaderboard",
     # creating a project, new target versions

@@ -144,11 +144,16 @@ def activity_since_last_round(project: Any) -> list[str]:
     return out
 
 
-def steps_ran(project: Any, after_event: int) -> list[str]:
-    """'round 0: scan done', ... for the steps that finished after event id `after_event`."""
+def steps_done_since(project: Any, after_event: int) -> list[tuple[int, str]]:
+    """(round, step) of the steps that finished after event id `after_event`, in order."""
     ev = project.events()
     done = ev[(ev["id"] > after_event) & (ev["kind"] == "step-done")]
-    return [f"round {int(r.round)}: {r.step} done" for r in done.itertuples(index=False)]
+    return [(int(r.round), str(r.step)) for r in done.itertuples(index=False)]
+
+
+def steps_ran(project: Any, after_event: int) -> list[str]:
+    """'round 0: scan done', ... for the steps that finished after event id `after_event`."""
+    return [f"round {i}: {step} done" for i, step in steps_done_since(project, after_event)]
 
 
 def last_event_id(project: Any) -> int:

@@ -9,13 +9,15 @@ label space, and S0 / T0 (when given) hold images with masks. So a bad spec or f
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from blindspots.config import Config
 from blindspots.data.segsets import SegmentationSet
 from blindspots.data.sources import ImagePool
 from blindspots.ids import check_unique_artifacts
+from blindspots.loop.budget import choose_n4, max_candidates
 from blindspots.loop.context import LoopContext, step_seed, target_column
 from blindspots.loop.models import absolute_spec, finetune_blocker, load_spec, probe_models
 from blindspots.loop.project import STORE_FILE, Project
@@ -90,8 +92,13 @@ def check_config(cfg: Config) -> int:
     return check_models(specs, image_id, image, import_dir=str(Path(cfg.base_dir).resolve()))
 
 
-def create_project(path: str | Path, cfg: Config, *, scan: str | Path | None = None) -> Project:
+def create_project(path: str | Path, cfg: Config, *, scan: str | Path | None = None, n4: int | None = None,
+                   on_note: Callable[[str], None] | None = None) -> Project:
     """A new project at `path` after every check of the module docstring; a `Project`.
+
+    n4: the size of S per round (`cfg.ratings.n4` is replaced by it); None: the paper's 100, or a
+    quarter of the most candidates a round can mine when 100 would make every candidate a mask
+    (`loop.budget.choose_n4`). on_note: gets the one-line note about that choice, if any (default: logged).
 
     scan: a scan of this pool with these models made before (`blindspots scan`): checked to fit
     (`loop.scan_reuse.check_scan_fits`), then taken as round 0's scan and recorded as its finished
@@ -109,7 +116,11 @@ def create_project(path: str | Path, cfg: Config, *, scan: str | Path | None = N
     if (path / STORE_FILE).exists():
         raise ValueError(f"path (project): expected a folder without a project, got {str(path)!r} "
                          f"(it already holds {STORE_FILE})")
-    check_config(cfg)  # every model loads and runs on one pool image; S0/T0 hold images with masks
+    classes = check_config(cfg)  # every model loads and runs on one pool image; S0/T0 hold images with masks
+    n4, note = choose_n4(n4, max_candidates(max(1, len(cfg.competitors)), classes, cfg.mining.n3))
+    cfg = replace(cfg, ratings=replace(cfg.ratings, n4=n4))
+    if note:
+        (on_note or log.info)(note)
     if scan is not None:
         _check_scan(cfg, Path(scan))  # before the folder exists: a refused scan leaves nothing behind
     project = Project.create(path, cfg)

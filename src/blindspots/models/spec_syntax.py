@@ -7,6 +7,7 @@ importing torch; a `module:attr` spec is imported to tell a factory from a calla
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import os
@@ -80,7 +81,9 @@ def parse_option(key: str, value: Any, spec: str = "") -> Any:
     """One option, as a string from a spec or an already typed value, checked and typed."""
     where = f" in {spec!r}" if spec else ""
     if key not in OPTIONS:
-        raise ValueError(f"spec: expected options among {OPTIONS}, got {key!r}{where}")
+        close = difflib.get_close_matches(str(key), OPTIONS, n=1, cutoff=0.6)  # a typo: name the option meant
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"spec: expected options among {OPTIONS}, got {key!r}{where}{hint}")
     text = str(value).strip()
     if key in ("num_classes", "batch_size", "pad", "max_side"):
         ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool) or text.isdigit()

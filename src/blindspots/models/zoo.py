@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from blindspots.data.classes import Classes
+from blindspots.extras import require
 from blindspots.models.adapters import TorchSegmenter
 from blindspots.models.checkpoints import load_checkpoint_dict, save_checkpoint_dict
 
@@ -111,19 +112,19 @@ class SmallFCN(nn.Module):
 
 
 def _lraspp(c: int) -> nn.Module:
-    from torchvision.models.segmentation import lraspp_mobilenet_v3_large
-    return PadCrop(lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=c), 32)
+    seg = require("torchvision.models.segmentation", "the zoo architecture lraspp_mnv3")
+    return PadCrop(seg.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=c), 32)
 
 
 def _deeplabv3_mnv3(c: int) -> nn.Module:
-    from torchvision.models.segmentation import deeplabv3_mobilenet_v3_large
-    return PadCrop(deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=c,
-                                                aux_loss=False), 32)
+    seg = require("torchvision.models.segmentation", "the zoo architecture deeplabv3_mnv3")
+    return PadCrop(seg.deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=c,
+                                                    aux_loss=False), 32)
 
 
 def _smp(kind: str, encoder: str, multiple: int, **kw: Any) -> Callable[[int], nn.Module]:
     def build(c: int) -> nn.Module:
-        import segmentation_models_pytorch as smp
+        smp = require("segmentation_models_pytorch", f"the zoo architecture {kind}/{encoder}")
         return PadCrop(getattr(smp, kind)(encoder_name=encoder, encoder_weights=None, classes=c, **kw), multiple)
     return build
 

@@ -10,7 +10,6 @@ import math
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import imageio.v2 as imageio
 import numpy as np
 from matplotlib import colormaps
 from PIL import Image, ImageDraw
@@ -22,6 +21,7 @@ from blindspots.ids import artifact_path
 from blindspots.surprise.estimators import load_estimator
 from blindspots.surprise.image import surprise_heatmaps
 from blindspots.surprise.pool import fitted_extractor
+from blindspots.extras import require
 
 NAN_COLOUR = np.array([128, 128, 128], dtype=np.uint8)  # pixels with no SA (class not modelled)
 
@@ -129,6 +129,7 @@ def write_video(frames: Iterable[np.ndarray], path: str | Path, *, fps: float = 
     path.parent.mkdir(parents=True, exist_ok=True)
     if fps <= 0:
         raise ValueError(f"fps: expected a positive frame rate, got {fps}")
+    imageio = require("imageio.v2", "an MP4 of surprise panels")
     writer = None
     shape = None
     count = 0
@@ -169,7 +170,7 @@ def panels_for(images: np.ndarray, preds: np.ndarray, sa_maps: np.ndarray, class
 
 def read_video_frames(path: str | Path) -> list[np.ndarray]:
     """Decode an MP4 back to uint8 RGB frames (for checks)."""
-    reader = imageio.get_reader(str(path))
+    reader = require("imageio.v2", "reading an MP4").get_reader(str(path))
     try:
         return [np.asarray(f) for f in reader]
     finally:

@@ -47,7 +47,8 @@ class Project:
         masks/ (without both, rounds export S for labelling elsewhere instead of fine-tuning).
         ground_truth: true masks of the pool, for simulated people. scan: a scan of this pool with these
         models, taken as round 0's. The settings left None keep the MAD paper's defaults
-        (`blindspots.config`); relative paths are read from `base_dir`.
+        (`blindspots.config`), but n4: None takes the paper's 100 only when a round can mine more
+        candidates than that (`blindspots.loop.create_project`); relative paths are read from `base_dir`.
         """
         targets = named_models(target, "target")
         if len(targets) != 1:
@@ -59,14 +60,14 @@ class Project:
             data=DataSettings(train=str(train_data or ""), val=str(val_data or "")),
             project=_settings(ProjectSettings, name=Path(path).name, seed=seed, rounds=rounds),
             mining=_settings(MiningSettings, strategy=strategy, n3=n3),
-            ratings=_settings(RatingSettings, n4=n4, raters=raters),
+            ratings=_settings(RatingSettings, raters=raters),
             testset=_settings(TestSetSettings, size=test_size),
             finetune=_settings(FinetuneSettings, epochs=epochs, batch_size=batch_size,
                                lrs=None if lrs is None else [float(x) for x in lrs]),
             simulate=SimulateSettings(ground_truth=str(ground_truth or "")),
             base_dir=Path(base_dir))
         folder = scan.folder if isinstance(scan, Scan) else scan
-        return cls(loop.create_project(path, cfg, scan=folder))
+        return cls(loop.create_project(path, cfg, scan=folder, n4=n4))
 
     @classmethod
     def open(cls, path: str | Path) -> "Project":

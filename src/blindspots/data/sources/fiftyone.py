@@ -15,6 +15,7 @@ from urllib.parse import quote, unquote
 from blindspots.data.sources.base import PoolSource, RawItem
 from blindspots.data.sources.decode import DEFAULT_MAX_PIXELS
 from blindspots.data.sources.fs import cat_many, get_fs, is_uri
+from blindspots.extras import require
 
 # Lazy imports: fiftyone (optional: only the call that uses it needs it).
 
@@ -63,11 +64,7 @@ class FiftyOneSource(PoolSource):
                    view=None if view is None else str(view), max_pixels=max_pixels)
 
     def _collection(self) -> Any:
-        try:
-            import fiftyone as fo
-        except ImportError as exc:
-            raise ValueError(f"pool: expected the FiftyOne package to read {self.root!r}, got {exc}; "
-                             "install it with pip install 'blindspots[fiftyone]'") from None
+        fo = require("fiftyone", f"the pool {self.root!r}")
         if not fo.dataset_exists(self.dataset):
             names = fo.list_datasets()
             raise ValueError(f"pool: expected a FiftyOne dataset, got {self.dataset!r} (datasets here: "

@@ -11,24 +11,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from blindspots.integrations.fiftyone.samples import SampleTable, plain_value
+from blindspots.extras import install_hint, require
+from blindspots.integrations.fiftyone.samples import SampleTable, field_name, plain_value
 
 # Lazy imports: fiftyone (optional: only the call that uses it needs it).
 
 log = logging.getLogger(__name__)
 
 OWN_TAGS = "blindspots_tags"
-INSTALL_HINT = "pip install 'blindspots[fiftyone]'"
+INSTALL_HINT = install_hint("fiftyone")
 
 
 def import_fiftyone() -> Any:
-    """The `fiftyone` module, or a ValueError saying how to install it (it is an optional extra)."""
-    try:
-        import fiftyone
-    except ImportError as e:
-        raise ValueError(f"fiftyone: expected the FiftyOne package to be importable, got {e}; "
-                         f"install it with {INSTALL_HINT}") from None
-    return fiftyone
+    """The `fiftyone` module, or a MissingExtraError (a ValueError) naming the extra that installs it."""
+    return require("fiftyone", "a FiftyOne dataset")
 
 
 def write_dataset(table: SampleTable, name: str, *, overwrite: bool = False, progress: bool = True) -> dict:
@@ -87,7 +83,7 @@ def _sample(fo: Any, table: SampleTable, r: int) -> Any:
     fields.update({c: _segmentation(fo, m[r]) for c, m in table.segmentations.items() if m[r] is not None})
     fields.update({c: _heatmap(fo, m[r], rng) for c, (m, rng) in table.heatmaps.items() if m[r] is not None})
     return fo.Sample(filepath=table.filepaths[r], tags=list(table.tags[r]), **{OWN_TAGS: list(table.tags[r])},
-                     **fields)
+                     **{own_tags_field(table): list(table.tags[r])}, **fields)
 
 
 def _set(ds: Any, field: str, values: dict[str, Any]) -> None:
@@ -97,20 +93,36 @@ def _set(ds: Any, field: str, values: dict[str, Any]) -> None:
     ds.set_values(field, values, key_field="filepath")
 
 
+def own_tags_field(table: SampleTable) -> str:
+    """The field that records the tags exports of this kind wrote (`blindspots_tags_scan`, `..._project`).
+
+    Why per kind: a scan exported onto a project's dataset replaced the project's M/S/T tags, which were
+    "the export's own" too; now an export replaces only what an export of its own kind wrote."""
+    return f"{OWN_TAGS}_{field_name(str(table.info.get('kind') or 'scan'))}"
+
+
 def _set_tags(ds: Any, table: SampleTable, rows: list[int]) -> None:
-    """Replace the export's own tags of the samples of `rows`, keeping the tags people added."""
+    """Replace the tags exports of this kind wrote on the samples of `rows`, keeping the tags people added and
+    those other kinds of export wrote. `blindspots_tags` holds the union of every kind's."""
     paths = [table.filepaths[r] for r in rows]
     view = ds.select_by("filepath", paths)
     fps, tags = view.values("filepath"), view.values("tags")
-    own = dict(zip(fps, view.values(OWN_TAGS))) if OWN_TAGS in ds.get_field_schema() else {}
+    schema = ds.get_field_schema()
+    mine, kinds = own_tags_field(table), [f for f in schema if f.startswith(OWN_TAGS + "_")]
+    # a dataset from before the per-kind fields: its blindspots_tags were all this kind's
+    source = mine if mine in schema else (OWN_TAGS if not kinds and OWN_TAGS in schema else None)
+    own = dict(zip(fps, view.values(source))) if source else {}
+    others = {f: dict(zip(fps, view.values(f))) for f in kinds if f != mine}
     new_own = {table.filepaths[r]: list(table.tags[r]) for r in rows}
-    merged = {}
+    merged, union = {}, {}
     for fp, current in zip(fps, tags):
-        mine_before = set(own.get(fp) or [])
-        kept = [t for t in (current or []) if t not in mine_before]  # what a person added stays
+        mine_before = set(own.get(fp) or []) - {t for o in others.values() for t in (o.get(fp) or [])}
+        kept = [t for t in (current or []) if t not in mine_before]  # what a person or another export added stays
         merged[fp] = kept + [t for t in new_own[fp] if t not in kept]
+        union[fp] = sorted({*new_own[fp], *(t for o in others.values() for t in (o.get(fp) or []))})
     ds.set_values("tags", merged, key_field="filepath")
-    ds.set_values(OWN_TAGS, new_own, key_field="filepath")
+    ds.set_values(mine, new_own, key_field="filepath")
+    ds.set_values(OWN_TAGS, union, key_field="filepath")
 
 
 def _color_scheme(fo: Any, ds: Any, table: SampleTable) -> Any:

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from blindspots.extras import require
+
 # Lazy imports: httpx (the Label Studio commands start without them); label_studio_sdk (optional: only the call that
 # uses it needs it).
 
@@ -52,11 +54,7 @@ class LabelStudio:
     """One Label Studio server: `url` (http://host:port) and an API token (legacy or personal)."""
 
     def __init__(self, url: str, token: str, *, timeout: float = 60.0) -> None:
-        try:
-            from label_studio_sdk.client import LabelStudio as Sdk
-        except ImportError:
-            raise ValueError("label-studio-sdk: expected it installed to talk to Label Studio, got none "
-                             "(pip install 'blindspots[labelstudio]')") from None
+        Sdk = require("label_studio_sdk.client", "talking to Label Studio").LabelStudio
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValueError(f"url: expected the Label Studio address as http(s)://host:port, got {url!r}")
         self.url = url.rstrip("/")
@@ -113,6 +111,9 @@ class LabelStudio:
     def create_project(self, title: str, label_config: str, **settings: Any) -> dict:
         return _plain(self.call("create project", self.sdk.projects.create, title=title, label_config=label_config,
                                 **settings))
+
+    def delete_project(self, project_id: int) -> None:
+        self.call(f"project {project_id}", self.sdk.projects.delete, int(project_id))
 
     def update_project(self, project_id: int, **fields: Any) -> dict:
         return _plain(self.call(f"project {project_id}", self.sdk.projects.update, int(project_id), **fields))

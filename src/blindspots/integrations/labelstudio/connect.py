@@ -55,9 +55,13 @@ def _summary(tags: Any) -> str:
 
 
 def _ensure_project(client: LabelStudio, kind: str, pid: int | None, config: str, classes: Classes, *,
-                    title: str, update_config: bool, settings: dict[str, Any]) -> int:
+                    title: str, update_config: bool, settings: dict[str, Any], created: list[int]) -> int:
+    """The Label Studio project for `kind`: `pid` checked (or its config updated), else a new one, whose id is
+    appended to `created` (so that a `connect` failing later removes it again)."""
     if pid is None:
-        return int(client.create_project(title, config, **settings)["id"])
+        new = int(client.create_project(title, config, **settings)["id"])
+        created.append(new)
+        return new
     info = client.project(pid)
     if update_config and info.get("label_config") != config:
         client.update_project(pid, label_config=config)
@@ -102,17 +106,42 @@ def connect(project: Any, url: str, *, token_env: str | None = None, token_file:
         conn.tasks, conn.pulled, conn.webhook_url = old.tasks, old.pulled, old.webhook_url
     client = LabelStudio(conn.url, read_token(conn.token_env, conn.token_file))
     client.whoami()  # wrong URL or token: one line now
+    created: list[int] = []
+    try:
+        _connect(project, client, conn, old, masks_project, ratings_project, update_config, created)
+    except BaseException as e:
+        # nothing half-made stays behind: the next `connect` would otherwise create two more projects
+        left = [pid for pid in created if not _delete_quietly(client, pid)]
+        if left and isinstance(e, ValueError):
+            raise ValueError(f"{e} (and the Label Studio project(s) {left} it created could not be deleted)") from None
+        raise
+    save_connection(project.path, conn)
+    return conn
+
+
+def _delete_quietly(client: LabelStudio, pid: int) -> bool:
+    try:
+        client.delete_project(pid)
+        return True
+    except Exception:  # noqa: BLE001 - the original error is the one to report
+        return False
+
+
+def _connect(project: Any, client: LabelStudio, conn: Connection, old: Connection | None,
+             masks_project: int | None, ratings_project: int | None, update_config: bool,
+             created: list[int]) -> None:
+    """connect's work after the sign-in: the two Label Studio projects and the pool's storage."""
     classes = project_classes(project)
     name = project.config.project.name or project.path.name
     conn.masks_project = _ensure_project(
         client, "masks", masks_project if masks_project is not None else (old and old.masks_project),
-        labeling_config(classes), classes, title=f"{name}: masks"[:50], update_config=update_config,
+        labeling_config(classes), classes, title=f"{name}: masks"[:50], update_config=update_config, created=created,
         settings={"maximum_annotations": 1, "show_collab_predictions": True,
                   "description": "Pixel labels of the blindspots round's S and T; the target's prediction is "
                                  "pre-annotated: correct it and submit."})
     conn.ratings_project = _ensure_project(
         client, "ratings", ratings_project if ratings_project is not None else (old and old.ratings_project),
-        rating_config(classes), classes, title=f"{name}: ratings"[:50], update_config=update_config,
+        rating_config(classes), classes, title=f"{name}: ratings"[:50], update_config=update_config, created=created,
         settings={"maximum_annotations": int(project.config.ratings.raters), "show_collab_predictions": True,
                   "description": "Rate the target's segmentation of each mined candidate (M): 1 = bad, "
                                  "5 = excellent, or out-of-domain."})
@@ -121,5 +150,3 @@ def connect(project: Any, url: str, *, token_env: str | None = None, token_file:
         conn.image_url = root.rstrip("/") + "/{id}"  # an object-store pool: Label Studio reads the store itself
     pool_root = Path(project.config.resolve(root)).resolve() if conn.image_url is None else Path(root)
     _serve_pool(client, conn, pool_root)
-    save_connection(project.path, conn)
-    return conn

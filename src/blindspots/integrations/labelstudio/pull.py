@@ -23,6 +23,7 @@ from blindspots.integrations.labelstudio.connection import KINDS, load_connectio
 # they import the samplers) (the Label Studio commands start without them).
 
 log = logging.getLogger(__name__)
+MAX_LISTED = 10  # bad annotations named in the error (all are counted)
 
 
 @dataclass
@@ -107,6 +108,7 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
     pushed = conn.pushed(kind)
     report = PullReport(kind, pid)
     other: list[str] = []
+    bad: list[str] = []  # every annotation that cannot be stored, reported together
     writes: list[tuple[int, str, Any, str, str, str]] = []  # round, id, mask or score, author, ledger key, signature
     for task in tasks:
         tid = int(task["id"])
@@ -128,7 +130,11 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
             if conn.pulled.get(key) == sig and project.stored_mask_path(i, image_id) is not None:
                 report.unchanged += 1
                 continue
-            mask = _mask(loop, ann, label, i, image_id)
+            try:
+                mask = _mask(loop, ann, label, i, image_id)
+            except ValueError as e:
+                bad.append(str(e))
+                continue
             if mask is None and image_id not in by_region[i]:  # no polygon left of a region task: all mixed
                 report.skipped.append(label + " submitted empty")
                 continue
@@ -140,11 +146,20 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
                 if conn.pulled.get(key) == sig:
                     report.unchanged += 1
                     continue
-                score = _rating(ann, label)
+                try:
+                    score = _rating(ann, label)
+                except ValueError as e:
+                    bad.append(str(e))
+                    continue
                 if score is None:
                     report.skipped.append(label + " without a rating")
                     continue
                 writes.append((i, image_id, score, _author(ann, users), key, sig))
+    if bad:
+        more = f"; and {len(bad) - MAX_LISTED} more" if len(bad) > MAX_LISTED else ""
+        raise ValueError(f"labelstudio: expected annotations blindspots can store, got {len(bad)} that it cannot in "
+                         f"Label Studio project {pid}: {'; '.join(bad[:MAX_LISTED])}{more}; nothing was stored "
+                         "(correct them in Label Studio and pull again)")
     if other and not ignore_other:
         raise ValueError(f"labelstudio: expected annotations on images a round awaits ({kind}: "
                          f"{'S ∪ T' if kind == 'masks' else 'M'}), got {len(other)} annotated task(s) on other images "
@@ -180,13 +195,13 @@ def _mask(loop: Any, ann: dict, label: str, i: int, image_id: str) -> np.ndarray
     try:
         mask = annotation_mask(ann.get("result") or [], classes, where=label)
     except ValueError as e:
-        raise ValueError(f"labelstudio: {label}, annotation {ann.get('id')}: {e}; nothing was stored") from None
+        raise ValueError(f"{label}, annotation {ann.get('id')}: {e}") from None
     if mask is None:  # submitted without a region: reported, not stored as an all-ignore mask
         return None
     shape = loop.pool.load(image_id).shape[:2]
     if mask.shape != shape:
-        raise ValueError(f"labelstudio: {label}: expected a {shape[0]}x{shape[1]} mask like the image, got "
-                         f"{mask.shape[0]}x{mask.shape[1]}; nothing was stored")
+        raise ValueError(f"{label}: expected a {shape[0]}x{shape[1]} mask like the image, got "
+                         f"{mask.shape[0]}x{mask.shape[1]}")
     return mask
 
 
@@ -195,8 +210,8 @@ def _rating(ann: dict, label: str) -> int | str | None:
         if str(r.get("type", "")).lower() == "choices":
             values = (r.get("value") or {}).get("choices") or []
             if len(values) != 1 or values[0] not in RATING_CHOICES:
-                raise ValueError(f"labelstudio: {label}, annotation {ann.get('id')}: expected one of "
-                                 f"{list(RATING_CHOICES)}, got {values}; nothing was stored")
+                raise ValueError(f"{label}, annotation {ann.get('id')}: expected one of "
+                                 f"{list(RATING_CHOICES)}, got {values}")
             return "ood" if values[0] == RATING_CHOICES[-1] else int(values[0])
     return None
 

@@ -68,10 +68,19 @@ def _ids_to_push(project: Any, i: int, kind: str) -> list[str]:
     return [x for x in masks_needed(project, i) if x not in have]
 
 
+def task_set(in_s: bool, in_t: bool) -> str:
+    """A task's `set` field: "S", "T", "S+T" (an image that is both a counterexample and a test image; it was
+    marked "S" only, so Label Studio showed fewer T tasks than T has), or "M" (a rating task)."""
+    return "S+T" if in_s and in_t else "S" if in_s else "T" if in_t else "M"
+
+
 def _data(project: Any, i: int, image_id: str, url: str, names: list[str]) -> dict[str, Any]:
     rows = {k: project.candidates(i, k).set_index("id") for k in "MST"}
-    which = "S" if image_id in rows["S"].index else "T" if image_id in rows["T"].index else "M"
-    data: dict[str, Any] = {"image": url, "blindspots_id": image_id, "round": i, "set": which}
+    data: dict[str, Any] = {"image": url, "blindspots_id": image_id, "round": i,
+                            "set": task_set(image_id in rows["S"].index, image_id in rows["T"].index)}
+    which = data["set"]
+    if which != "M":  # an image can be in both S and T: each flag filters the Data Manager on its own
+        data.update({"in_S": image_id in rows["S"].index, "in_T": image_id in rows["T"].index})
 
     def row(k: str) -> dict | None:
         f = rows[k]
@@ -79,7 +88,7 @@ def _data(project: Any, i: int, image_id: str, url: str, names: list[str]) -> di
                                                      "reason": f.loc[image_id, "reason"]}
 
     data.update(candidate_fields(row("M"), "mad", names))
-    if which == "S":
+    if data.get("in_S"):
         data.update({k.replace("s_", "mos_", 1): v for k, v in candidate_fields(row("S"), "s", names).items()
                      if not k.startswith("s_reason")})
     return data

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX, Classes
+from blindspots.extras import require
 from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy, TorchPreprocess
 from blindspots.models.adapters.torch import TorchSegmenter
 
@@ -79,12 +80,8 @@ def hf_classes(config: Any) -> Classes | None:
 
 def load_hf_module(folder: str | Path) -> torch.nn.Module:
     """The transformers model of a `save_pretrained` folder, in eval mode (no network access)."""
-    try:
-        import transformers
-        from transformers import AutoModelForSemanticSegmentation
-    except ImportError:
-        raise ValueError("path: a Hugging Face folder needs the `transformers` package "
-                         "(pip install transformers)") from None
+    transformers = require("transformers", "a Hugging Face model folder")
+    AutoModelForSemanticSegmentation = transformers.AutoModelForSemanticSegmentation
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar per model
     try:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from blindspots.data.classes import Classes
+from blindspots.extras import require
 from blindspots.models.adapters.base import BaseAdapter
 from blindspots.models.adapters.inputs import IMAGENET_MEAN, IMAGENET_STD, UNIT_SCALE, InputPolicy, TorchPreprocess
 from blindspots.models.protocol import ModelFailure, as_image_batch, short_reason
@@ -115,7 +116,7 @@ class _OnnxAdapter(BaseAdapter):
         classes: Classes | None = None,
         info: dict[str, Any] | None = None,
     ) -> None:
-        import onnxruntime as ort  # imported here: only ONNX users pay for it
+        ort = require("onnxruntime", "an ONNX model")  # imported here: only ONNX users pay for it
 
         self._setup(output=output, batch_size=batch_size, policy=policy, info=info)
         self.path = Path(path)
@@ -201,8 +202,8 @@ class _OnnxAdapter(BaseAdapter):
         cache: dict[str, Any] = self.__dict__.setdefault("_feature_sessions", {})
         if layer in cache:
             return cache[layer]
-        import onnx
-        import onnxruntime as ort
+        onnx = require("onnx", "an ONNX model's intermediate outputs")
+        ort = require("onnxruntime", "an ONNX model")
 
         model = onnx.load(str(self.path))
         produced = [o for node in model.graph.node for o in node.output if o]
