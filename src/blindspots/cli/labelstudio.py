@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from blindspots.app.port import bind_port, serve_on
+from blindspots.app import bind_port, serve_on
 from blindspots.cli.loop import open_project
 from blindspots.extras import require
 

@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-from blindspots.app.port import bind_port, serve_on
+import blindspots.app as web_app  # its names load on first use: create_app brings FastAPI
+from blindspots.app import bind_port, serve_on
 from blindspots.cli.loop import open_project, refresh_round_page
 from blindspots.extras import require
 
@@ -37,11 +38,10 @@ def serve(
     uvicorn = require("uvicorn", "blindspots serve")
     require("fastapi", "blindspots serve")
 
-    from blindspots.app.main import create_app
 
     sock = bind_port(host, port)  # a busy port: one line and exit code 2, before anything is announced
     # warm_up: the first annotators do not pay for lazy set-up; the collector skips start-up objects
-    web = create_app(project, secure_cookies=secure_cookies, allowed_hosts=allowed_host or None, warm_up=True)
+    web = web_app.create_app(project, secure_cookies=secure_cookies, allowed_hosts=allowed_host or None, warm_up=True)
     _refresh_round_page(project)
     typer.echo(f"serving {project} on http://{host}:{port}/  (sign-in links: `blindspots annotators add`)")
     # Keep idle connections 75 s (uvicorn's default is 5 s): an annotator looking at an image for
