@@ -55,3 +55,27 @@ def test_badge_in_a_project(world: Path, tmp_path: Path) -> None:  # noqa: F811
         assert len(m) and all(json.loads(r)["strategy"] == "badge" for r in m["reason"]), m.head()
         assert json.loads(m["reason"].iloc[0])["distance"] is None  # the largest gradient first
         assert (p.scan_dir / "extra" / f"al_badge__{name}").is_dir()
+
+
+def test_coreset_in_a_project_sees_every_earlier_s_and_t_as_centres(world: Path, tmp_path: Path) -> None:  # noqa: F811
+    p = Project.create(tmp_path / "p", make_config(world, strategy="coreset"))
+    st = bl.advance(p, simulate=True, progress=False)
+    assert st.finished, st.message
+    labelled = set(p.candidates(0, "S")["id"]) | set(p.candidates(0, "T")["id"])
+    assert labelled
+    m1 = p.candidates(1, "M")
+    assert len(m1) and not labelled & set(m1["id"])
+    # round 1's k-center greedy starts from round 0's S and T (their features), not from nothing
+    assert {json.loads(r)["n_labelled"] for r in m1["reason"]} == {len(labelled)}, m1["reason"].head()
+
+
+@pytest.mark.parametrize("strategy", ["qbc", "portfolio"])
+def test_qbc_and_portfolio_in_a_project(world: Path, tmp_path: Path, strategy: str) -> None:  # noqa: F811
+    p = Project.create(tmp_path / "p", make_config(world, strategy=strategy))
+    st = bl.advance(p, simulate=True, progress=False)
+    assert st.finished, st.message
+    for i in (0, 1):
+        m = p.candidates(i, "M")
+        assert len(m) and all(json.loads(r)["strategy"] == strategy for r in m["reason"]), m.head()
+    if strategy == "portfolio":
+        assert {json.loads(r)["proposer"] for r in p.candidates(0, "M")["reason"]} >= {"mad", "margin"}
