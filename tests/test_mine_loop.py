@@ -79,3 +79,22 @@ def test_qbc_and_portfolio_in_a_project(world: Path, tmp_path: Path, strategy: s
         assert len(m) and all(json.loads(r)["strategy"] == strategy for r in m["reason"]), m.head()
     if strategy == "portfolio":
         assert {json.loads(r)["proposer"] for r in p.candidates(0, "M")["reason"]} >= {"mad", "margin"}
+        state = json.loads((p.reports_dir / "portfolio.json").read_text())
+        assert [r["round"] for r in state["rounds"]] == [0, 1]
+        r0 = state["rounds"][0]  # round 0 replayed: its M, S and what S bought on T(1)
+        assert sum(r0["M"].values()) == len(p.candidates(0, "M")) and sum(r0["S"].values()) == len(p.candidates(0, "S"))
+        assert isinstance(r0["gain_T"], float) and set(r0["rewards"]) == set(r0["M"])
+        assert sum(state["rounds"][1]["shares"].values()) == pytest.approx(1.0)
+
+
+def test_round_report_shows_the_portfolio_shares(tmp_path: Path) -> None:
+    from blindspots.report.label_efficiency import portfolio_blocks
+
+    assert portfolio_blocks(tmp_path) == []
+    (tmp_path / "portfolio.json").write_text(json.dumps({"rounds": [
+        {"round": 0, "shares": {"mad": 0.5, "margin": 0.5}, "M": {"mad": 3, "margin": 3}, "S": {"margin": 2},
+         "gain_T": 0.01, "rewards": {"mad": 0.0, "margin": 1.0}},
+        {"round": 1, "shares": {"mad": 0.3, "margin": 0.7}}]}))
+    text, table = portfolio_blocks(tmp_path)
+    assert table.header[:3] == ["round", "proposer", "share of M"]
+    assert table.rows[1] == [0, "margin", "50%", 3, 2, "+0.0100", "+1.000"] and table.rows[3][2] == "70%"

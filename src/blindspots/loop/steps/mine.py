@@ -21,6 +21,7 @@ from blindspots.atomic import write_atomic
 from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.project import ProjectError
 from blindspots.loop.steps.base import Step
+from blindspots.loop.steps.portfolio import portfolio_shares
 from blindspots.loop.steps.select import used_for_finetuning
 from blindspots.mine.columns import missing_kinds
 from blindspots.mine.coreset import labelled_features
@@ -93,6 +94,7 @@ def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None, *,
     m = ctx.cfg.mining
     strategy = strategy or m.strategy
     offered: dict[str, Callable[[], Any]] = {
+        "shares": lambda: portfolio_shares(ctx, i, ctx.score_table(i) if labelled_from is None else labelled_from),
         "centers": lambda: labelled_features(ctx.score_table(i) if labelled_from is None else labelled_from,
                                              sorted(labelled_before(ctx, i)), target_column(ctx.project, i)),
         "target": lambda: target_column(ctx.project, i),
