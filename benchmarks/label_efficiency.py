@@ -1,30 +1,31 @@
 """Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes
 or (`--dataset mri`) on brain MRI slices with real atlas labels (`label_efficiency_mri.py` builds that world).
 
-For each sampler of `blindspots.mine` (random, entropy, margin, BALD, PowerBALD, core-set, BADGE, MAD, MAD+) and
-each seed, `--rounds` rounds of: pick from the unlabeled pool -> simulated people (MAD, MAD+: 3 raters
-rate the n_M candidates, the n4 lowest-MOS images get masks; the active-learning baselines: every pick
-gets a mask) -> fine-tune the target on everything labelled so far with replay of its training set S0
-(`blindspots.training.replay.ReplayFinetuner`) -> mIoU on a fixed hard test set and on T0. The x axis is
-human cost in label-editor actions (`blindspots.human.cost.LabelCost`: a rating 1 action, a mask 31.6).
-Each round the baselines get as many masks as MAD's round costs (ratings + masks) buys.
+For each sampler of `blindspots.mine` and each seed, `--rounds` rounds of: pick from the unlabeled pool ->
+simulated people -> fine-tune the target on everything labelled so far with replay of its training set S0
+(`blindspots.training.replay.ReplayFinetuner`, the learning rate chosen on T0 among `--ft-lrs` each round,
+the paper's rule) -> mIoU on a fixed hard test set and on T0. The rated samplers (`RATED`: MAD, MAD with the
+released code's settings, MAD+, the portfolio, the portfolio with the lowest-MOS rule) have `--raters`
+people rate `--n-m` candidates and label `--n4` of them (the lowest MOS, or for "portfolio" `mine.teach`);
+the others label `--baseline-masks` picks a round (default: what a rated round costs at rating:mask 1:3).
+`label_efficiency_cost.py` prints the tables at rating:mask 1:32, 1:10, 1:3 and in seconds from published
+timing, with paired differences against the best baseline.
 
 The pool is the "pool" distribution (95% inside the target's training slice, 5% hard) plus a planted
 *shared blind spot* (8%): in-slice scenes whose cars and people are camouflaged in the colour of the street
 around them, which every model misses the same way, so their maps agree and MAD's disagreement does not
-see it. The hard test set holds the same share of it. Per planted
-condition, the table counts how many of its pool images each sampler had labelled (recall).
+see it. The hard test set holds the same share of it. Per planted condition, the table counts how many of
+its pool images each sampler had labelled (recall).
 
 Sizes fit a shared 2-core CPU: 64 px scenes, a 240-image pool, three zoo models trained once (cached in
---work), one fine-tuning learning rate (the paper's grid picks one of three on T0), 2 epochs, 48 replayed
-S0 images; MAD rates 24 candidates a round (3 raters) and labels the 8 of lowest MOS. Every
-sampler uses its published settings: BALD T = 20 MC-dropout passes (Gal et al. 2017), PowerBALD
-beta = 1 (Kirsch et al. 2021), core-set k-Center-Greedy on the classifier layer's input with S0 and the
-labelled images as centres (Sener & Savarese 2018), BADGE k-means++ seeding over the last layer's
-gradient embeddings, the first pick the largest norm (Ash et al. 2020), margin and entropy means over
-pixels, MAD n3 = 25
-with S0's quartile class ranges (the paper). The target (the zoo's tiny U-Net) has no dropout layer, so
-BALD puts dropout p = 0.25 (Gal et al.'s conv-layer rate) on its classifier layer's input during the MC
+--work), 2 fine-tuning epochs, 48 replayed S0 images; one rater rates 24 candidates a round and 8 are
+labelled. Every sampler uses its published settings: BALD T = 20 MC-dropout passes (Gal et al. 2017),
+PowerBALD beta = 1 (Kirsch et al. 2021), core-set k-Center-Greedy on the classifier layer's input with S0 and
+every labelled image as centres (Sener & Savarese 2018), BADGE k-means++ seeding over the last layer's
+gradient embeddings, the first pick the largest norm (Ash et al. 2020), QBC vote entropy over the target
+and the competitors (Seung et al. 1992; McCallum & Nigam 1998), margin and entropy means over pixels, MAD
+n3 = 25 with S0's quartile class ranges (the paper). The target (the zoo's tiny U-Net) has no dropout layer,
+so BALD puts dropout p = 0.25 (Gal et al.'s conv-layer rate) on its classifier layer's input during the MC
 passes only.
 
     PYTHONPATH=src python benchmarks/label_efficiency.py --work /tmp/label_efficiency \
@@ -37,8 +38,9 @@ On MRI the same loop runs with the MRI world's models and sets (its docstring); 
 reported beside it is "shared" (a wider field of view, where every model fails) instead of "planted". `--quick` is a
 tiny run of either (1 seed, 1 round, 32 px, a 24-image pool) that tests the code path.
 
-Prints the table (mean and standard deviation over seeds per round), the per-condition recall, the MAD+
-share sweep, CPU model and os.getloadavg(); writes results.json under --work and the figure.
+Prints the per-round table, the tables at each cost ratio, the portfolio's shares per round, the
+per-condition recall, the MAD+ share sweep, CPU model and os.getloadavg(); writes results.json under --work
+and the figure.
 """
 from __future__ import annotations
 
