@@ -23,7 +23,8 @@ from blindspots.report.render import render_blocks
 from blindspots.report.views import Block, Figures, Heading, Image, Table, Text, code
 
 RESULTS = "label_efficiency.json"
-RATED = ("mad", "madplus")  # samplers whose candidates people rate first: drawn as solid lines
+# samplers whose candidates people rate first: drawn as solid lines
+RATED = ("mad", "mad_released", "madplus", "portfolio", "portfolio_mos")
 
 
 def label_efficiency_figure(rows: pd.DataFrame, path: Path) -> Path:
@@ -86,7 +87,8 @@ def sampler_comparison_blocks(reports_dir: Path, out: Path, strategy: str) -> li
     path = Path(reports_dir) / RESULTS
     if not path.is_file():
         parts.append(Text.of(f"Not run: this project mines with one sampler ({strategy}). The comparison of every "
-                             "sampler (random, entropy, margin, BALD, PowerBALD, core-set, MAD, MAD+) against human "
+                             "sampler (random, entropy, margin, BALD, PowerBALD, core-set, BADGE, QBC, MAD, MAD+, the "
+                             "portfolio) against human "
                              "cost is a full loop per sampler and seed: ",
                              code("benchmarks/label_efficiency.py --project PROJECT"),
                              f" puts its results here ({RESULTS} in reports/)."))
