@@ -4,7 +4,9 @@ Shares (`portfolio_shares`): round 0 uses `mine.bandit.PRIOR` (surprise only whe
 Before round i mines, every finished round j < i is replayed into the EXP3 shares: its M's proposers (each
 reason names one), its S, and what S bought, the target's gain on that round's unbiased test set T(j+1):
 the mIoU of version j+1 (fine-tuned on S) minus that of version j (the evaluate step's Table 1 value), both
-on T(j+1). The replay is deterministic, so re-running a round gives the same shares. Each round's shares,
+on T(j+1). The replay is deterministic, so re-running a round gives the same shares. Under the label plan
+(people retrain the target in their own stack, so there is no version j+1 here) no gain is measured and
+the shares stay at the prior. Each round's shares,
 candidates and labelled images per proposer, gain and rewards are written to reports/portfolio.json, which
 the round report shows.
 
