@@ -1,30 +1,31 @@
 """Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes
 or (`--dataset mri`) on brain MRI slices with real atlas labels (`label_efficiency_mri.py` builds that world).
 
-For each sampler of `blindspots.mine` (random, entropy, margin, BALD, PowerBALD, core-set, BADGE, MAD, MAD+) and
-each seed, `--rounds` rounds of: pick from the unlabeled pool -> simulated people (MAD, MAD+: 3 raters
-rate the n_M candidates, the n4 lowest-MOS images get masks; the active-learning baselines: every pick
-gets a mask) -> fine-tune the target on everything labelled so far with replay of its training set S0
-(`blindspots.training.replay.ReplayFinetuner`) -> mIoU on a fixed hard test set and on T0. The x axis is
-human cost in label-editor actions (`blindspots.human.cost.LabelCost`: a rating 1 action, a mask 31.6).
-Each round the baselines get as many masks as MAD's round costs (ratings + masks) buys.
+For each sampler of `blindspots.mine` and each seed, `--rounds` rounds of: pick from the unlabeled pool ->
+simulated people -> fine-tune the target on everything labelled so far with replay of its training set S0
+(`blindspots.training.replay.ReplayFinetuner`, the learning rate chosen on T0 among `--ft-lrs` each round,
+the paper's rule) -> mIoU on a fixed hard test set and on T0. The rated samplers (`RATED`: MAD, MAD with the
+released code's settings, MAD+, the portfolio, the portfolio with the lowest-MOS rule) have `--raters`
+people rate `--n-m` candidates and label `--n4` of them (the lowest MOS, or for "portfolio" `mine.teach`);
+the others label `--baseline-masks` picks a round (default: what a rated round costs at rating:mask 1:3).
+`label_efficiency_cost.py` prints the tables at rating:mask 1:32, 1:10, 1:3 and in seconds from published
+timing, with paired differences against the best baseline.
 
 The pool is the "pool" distribution (95% inside the target's training slice, 5% hard) plus a planted
 *shared blind spot* (8%): in-slice scenes whose cars and people are camouflaged in the colour of the street
 around them, which every model misses the same way, so their maps agree and MAD's disagreement does not
-see it. The hard test set holds the same share of it. Per planted
-condition, the table counts how many of its pool images each sampler had labelled (recall).
+see it. The hard test set holds the same share of it. Per planted condition, the table counts how many of
+its pool images each sampler had labelled (recall).
 
 Sizes fit a shared 2-core CPU: 64 px scenes, a 240-image pool, three zoo models trained once (cached in
---work), one fine-tuning learning rate (the paper's grid picks one of three on T0), 2 epochs, 48 replayed
-S0 images; MAD rates 24 candidates a round (3 raters) and labels the 8 of lowest MOS. Every
-sampler uses its published settings: BALD T = 20 MC-dropout passes (Gal et al. 2017), PowerBALD
-beta = 1 (Kirsch et al. 2021), core-set k-Center-Greedy on the classifier layer's input with S0 and the
-labelled images as centres (Sener & Savarese 2018), BADGE k-means++ seeding over the last layer's
-gradient embeddings, the first pick the largest norm (Ash et al. 2020), margin and entropy means over
-pixels, MAD n3 = 25
-with S0's quartile class ranges (the paper). The target (the zoo's tiny U-Net) has no dropout layer, so
-BALD puts dropout p = 0.25 (Gal et al.'s conv-layer rate) on its classifier layer's input during the MC
+--work), 2 fine-tuning epochs, 48 replayed S0 images; one rater rates 24 candidates a round and 8 are
+labelled. Every sampler uses its published settings: BALD T = 20 MC-dropout passes (Gal et al. 2017),
+PowerBALD beta = 1 (Kirsch et al. 2021), core-set k-Center-Greedy on the classifier layer's input with S0 and
+every labelled image as centres (Sener & Savarese 2018), BADGE k-means++ seeding over the last layer's
+gradient embeddings, the first pick the largest norm (Ash et al. 2020), QBC vote entropy over the target
+and the competitors (Seung et al. 1992; McCallum & Nigam 1998), margin and entropy means over pixels, MAD
+n3 = 25 with S0's quartile class ranges (the paper). The target (the zoo's tiny U-Net) has no dropout layer,
+so BALD puts dropout p = 0.25 (Gal et al.'s conv-layer rate) on its classifier layer's input during the MC
 passes only.
 
     PYTHONPATH=src python benchmarks/label_efficiency.py --work /tmp/label_efficiency \
@@ -37,8 +38,9 @@ On MRI the same loop runs with the MRI world's models and sets (its docstring); 
 reported beside it is "shared" (a wider field of view, where every model fails) instead of "planted". `--quick` is a
 tiny run of either (1 seed, 1 round, 32 px, a 24-image pool) that tests the code path.
 
-Prints the table (mean and standard deviation over seeds per round), the per-condition recall, the MAD+
-share sweep, CPU model and os.getloadavg(); writes results.json under --work and the figure.
+Prints the per-round table, the tables at each cost ratio, the portfolio's shares per round, the
+per-condition recall, the MAD+ share sweep, CPU model and os.getloadavg(); writes results.json under --work
+and the figure.
 """
 from __future__ import annotations
 
@@ -58,8 +60,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # label_efficiency_mri
 
 import label_efficiency_regions  # noqa: E402 - beside it too
 
-SAMPLERS = ("random", "entropy", "margin", "bald", "powerbald", "coreset", "badge", "mad", "madplus")
-RATED = ("mad", "madplus")  # samplers whose candidates people rate before masks are drawn
+SAMPLERS = ("random", "entropy", "margin", "bald", "powerbald", "coreset", "badge", "qbc", "mad", "mad_released",
+            "madplus", "portfolio", "portfolio_mos")
+# samplers whose candidates people rate before masks are drawn; all but "portfolio" label the lowest MOS of M
+RATED = ("mad", "mad_released", "madplus", "portfolio", "portfolio_mos")
+NEEDS = {"margin": ("margin",), "bald": ("bald",), "powerbald": ("bald",), "coreset": ("features",),
+         "badge": ("badge",), "portfolio": ("margin", "features"), "portfolio_mos": ("margin", "features")}
 # The planted shared blind spot: scenes inside the target's slice whose cars and people are camouflaged,
 # painted in the median colour of the road, sidewalk and buildings around them. Every model misses them the
 # same way (it paints them as street): mIoU drops for all three zoo models while their maps agree as much as
@@ -189,8 +195,9 @@ def batched(compute, images: np.ndarray, size: int = 50) -> dict[str, np.ndarray
 
 
 def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, args: argparse.Namespace,
-             shared: float | None = None, labeller=None) -> dict:  # noqa: ANN001
-    """`args.rounds` rounds of pick -> simulated people -> fine-tune with replay -> evaluate.
+             shared: float | None = None, comp_probas: dict | None = None, labeller=None) -> dict:  # noqa: ANN001
+    """`args.rounds` rounds of pick -> simulated people -> fine-tune with replay (learning rate chosen on T0
+    among `args.ft_lrs`) -> evaluate. comp_probas: competitor -> probabilities on the pool (QBC's committee).
     labeller: region answers instead of whole masks (`label_efficiency_regions.RegionLabeller`), or None."""
     import torch
 
@@ -198,8 +205,12 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     from blindspots.human.simulate import SimulatedAnnotator, SimulatedRaters, image_miou
     from blindspots.mine import make_sampler
     from blindspots.mine.acquisition import AcquisitionColumns
-    from blindspots.mine.columns import feature_columns
-    from blindspots.mine.mad import class_area_ranges
+    from blindspots.mine.bandit import ProposerShares, PRIOR, round_rewards
+    from blindspots.mine.columns import feature_columns, margin_column
+    from blindspots.mine.coreset import labelled_features
+    from blindspots.mine.mad import class_area_ranges, released_settings
+    from blindspots.mine.qbc import committee_disagreement, qbc_column
+    from blindspots.mine.teach import teach_order
     from blindspots.models.adapters import TorchSegmenter
     from blindspots.models.zoo import load_checkpoint
     from blindspots.training.replay import ReplayFinetuner, evaluate_module
@@ -207,10 +218,10 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     classes, focus = world["classes"], world["focus"]
     k = classes.num_classes
     ids, images, masks, labels = pool
-    cost_model = LabelCost()
-    round_budget = args.raters * args.n_m * cost_model.c_rate + args.n4 * cost_model.c_mask
-    n4 = args.n4 if labeller is None else labeller.images_for(args.n4)  # the same budget buys more images
-    cost_model = cost_model if labeller is None else labeller.cost_model(cost_model)
+    # region labels: the same number of masks' cost buys more (partially labelled) images
+    cost_model = LabelCost() if labeller is None else labeller.cost_model(LabelCost())
+    n4 = args.n4 if labeller is None else labeller.images_for(args.n4)
+    n_baseline = args.baseline_masks if labeller is None else labeller.images_for(args.baseline_masks)
     module, _ = load_checkpoint(world["target"])
     s0, t0 = ArrayPairs(*world["S0"]), ArrayPairs(*world["T0"])
     hard = ArrayPairs(world["hard"][0], world["hard"][1])
@@ -219,63 +230,99 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     ranges = class_area_ranges(list(world["S0"][1]), k)
     annotator = SimulatedAnnotator(seed=seed)
     row_of = {i: n for n, i in enumerate(ids)}
+    bandit = ProposerShares({p: w for p, w in PRIOR.items() if p != "surprise"})  # the benchmark has no SA columns
 
     def evaluate(m) -> dict:
         return {"hard": evaluate_module(m, hard, k), "T0": evaluate_module(m, t0, k),
                 focus: evaluate_module(m, hard_p, k)}
 
-    points = [{"round": 0, "cost": 0.0, "masks": 0, "ratings": 0, **evaluate(module)}]
+    points = [{"round": 0, "masks": 0, "ratings": 0, **evaluate(module)}]
     labelled: list[str] = []
     seen: set[str] = set()  # rated or labelled: not offered again
-    cost, n_ratings = 0.0, 0
+    n_ratings, lrs, portfolio = 0, [], []
     for r in range(args.rounds):
         seg = TorchSegmenter(module, k, batch_size=64)
         proba = predict(seg, images)
         tcols, tmap = model_columns("target", proba, k)
         true_iou = image_miou(tmap, masks, k)
         table = score_table(ids, tcols, tmap, comps, k)
-        needs = {"margin": ("margin",), "bald": ("bald",), "powerbald": ("bald",), "coreset": ("features",),
-                 "badge": ("badge",)}
-        if strategy in needs:
-            acq = AcquisitionColumns(seg, "target", kinds=needs[strategy], mc_passes=args.mc_passes,
+        if strategy in NEEDS:
+            acq = AcquisitionColumns(seg, "target", kinds=NEEDS[strategy], mc_passes=args.mc_passes,
                                      dropout=args.dropout, seed=seed)
             table = pd.concat([table, pd.DataFrame(batched(acq, images))], axis=1)  # BADGE: K x D columns at once
+        if strategy == "qbc":  # the committee MAD uses: the target and every competitor
+            ve, kl = committee_disagreement(np.stack([proba, *comp_probas.values()]))
+            table[qbc_column("target", "vote")], table[qbc_column("target", "kl")] = ve, kl
+        centres = None
+        if "features" in NEEDS.get(strategy, ()):  # S0 and every image labelled so far, before they leave the table
+            s0_feats = batched(AcquisitionColumns(seg, "s0", kinds=("features",)), world["S0"][0])
+            centres = np.vstack([np.column_stack([s0_feats[c] for c in feature_columns(list(s0_feats), "s0")]),
+                                 labelled_features(table, labelled, "target")])
+        full = table
         table = table[~table["id"].isin(seen)].reset_index(drop=True)
         settings: dict = {"target": "target"}
-        if strategy in RATED:
+        if strategy in ("mad", "madplus", "portfolio", "portfolio_mos"):
             settings.update(ranges=ranges, n3=25, classes=classes)
             if strategy == "madplus" and shared is not None:
                 settings["shared"] = shared
+            if strategy.startswith("portfolio"):
+                settings.update(centers=centres, shares=bandit.shares())
+        elif strategy == "mad_released":
+            settings.update(released_settings(list(world["S0"][1]), k), n3=25, classes=classes)
         elif strategy == "random":
             settings = {}
         elif strategy == "coreset":
-            s0_feats = batched(AcquisitionColumns(seg, "s0", kinds=("features",)), world["S0"][0])
-            settings.update(labelled=labelled, centers=np.column_stack(
-                [s0_feats[c] for c in feature_columns(list(s0_feats), "s0")]))
-        sampler = make_sampler(strategy, **settings)
+            settings["centers"] = centres
+        name = {"mad_released": "mad", "portfolio_mos": "portfolio"}.get(strategy, strategy)
+        sampler = make_sampler(name, **settings)
         pick_seed = seed * 100 + r
+        held: list[str] = []
         if strategy in RATED:
-            m_ids = list(sampler.select(table, args.n_m, seed=pick_seed)["id"])
+            m_sel = sampler.select(table, args.n_m, seed=pick_seed)
+            m_ids = list(m_sel["id"])
             iou = np.array([true_iou[row_of[i]] for i in m_ids])
             ratings = SimulatedRaters(args.raters, noise=0.5, bias_sd=0.3, seed=pick_seed).rate(m_ids, iou)
-            s_ids = list(ratings.select_worst(n4, candidates=m_ids)["image_id"])
+            if strategy == "portfolio":
+                mos = ratings.mos().reindex(m_ids).to_numpy(np.float64)
+                rows = pd.Index(table["id"]).get_indexer(m_ids)  # M's rows in the table
+                feats = table[feature_columns(table.columns, "target")].to_numpy(np.float64)[rows]
+                unsure = 1.0 - table[margin_column("target")].to_numpy(np.float64)[rows]
+                order, _ = teach_order(mos, n4, uncertainty=unsure, features=feats, centers=centres)
+                s_ids = [m_ids[j] for j in order]
+            else:
+                s_ids = list(ratings.select_worst(n4, candidates=m_ids)["image_id"])
             n_ratings += args.raters * len(m_ids)
             seen |= set(m_ids)
+            held = [i for i in m_ids if i not in set(s_ids)]  # rated, not labelled: the round's test set T(i)
         else:
-            s_ids = list(sampler.select(table, cost_model.masks_for(round_budget), seed=pick_seed)["id"])
+            s_ids = list(sampler.select(table, n_baseline, seed=pick_seed)["id"])
             seen |= set(s_ids)
         labelled += s_ids
-        cost = cost_model.of(n_ratings, len(labelled))
         label = annotator.annotate if labeller is None else labeller.annotator(proba, row_of)
-        pairs = ArrayPairs(images[[row_of[i] for i in labelled]], np.stack([label(i, masks[row_of[i]]) for i in labelled]))
+        pairs = ArrayPairs(images[[row_of[i] for i in labelled]],
+                           np.stack([label(i, masks[row_of[i]]) for i in labelled]))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            ft = ReplayFinetuner([args.ft_lr], epochs=args.ft_epochs, batch_size=8, max_replay=args.max_replay,
+            ft = ReplayFinetuner(args.ft_lr_list, epochs=args.ft_epochs, batch_size=8, max_replay=args.max_replay,
                                  seed=seed, progress=False).fit(module, pairs, s0, t0, num_classes=k)
         module = ft.model_
-        points.append({"round": r + 1, "cost": cost, "masks": len(labelled), "ratings": n_ratings, **evaluate(module)})
+        lrs.append(float(ft.lr_))
+        if strategy.startswith("portfolio"):  # what each proposer's picks bought: the gain on T(i)
+            t_rows = [row_of[i] for i in held]
+            after = image_miou(model_columns("target", predict(TorchSegmenter(module, k, batch_size=64),
+                                                               images[t_rows]), k)[1], masks[t_rows], k)
+            gain = float(np.mean(after - true_iou[t_rows])) if t_rows else 0.0
+            prop = dict(zip(m_ids, m_sel["proposer"]))
+            portfolio.append({"round": r + 1, "shares": bandit.shares(), "gain_T": gain,
+                              "M": pd.Series(list(prop.values())).value_counts().to_dict(),
+                              "S": pd.Series([prop[i] for i in s_ids]).value_counts().to_dict()})
+            portfolio[-1]["rewards"] = round_rewards(gain, list(prop.values()), [prop[i] for i in s_ids])
+            bandit.update(portfolio[-1]["rewards"])
+        points.append({"round": r + 1, "masks": len(labelled), "ratings": n_ratings,
+                       "cost": cost_model.of(n_ratings, len(labelled)), **evaluate(module)})
     picked = pd.Series([labels[row_of[i]] for i in labelled]).value_counts().to_dict()
-    return {"strategy": strategy, "seed": seed, "points": points, "picked": picked}
+    return {"strategy": strategy, "seed": seed, "points": points, "picked": picked, "lrs": lrs,
+            "portfolio": portfolio}
 
 
 # ----------------------------------------------------------------------------- MAD+ share
@@ -352,22 +399,45 @@ def recall_table(runs: list[dict], pool_counts: dict, view: dict | None = None) 
     return recall.reindex(columns=cols, fill_value=0.0), avail.reindex(cols, fill_value=0.0)
 
 
-def print_tables(runs: list[dict], pool_counts: dict, view: dict | None = None) -> pd.DataFrame:
-    """Print the cost table and the per-condition recall (grouped by `view`); returns the cost table."""
+def print_tables(runs: list[dict], pool_counts: dict, view: dict | None = None) -> tuple[pd.DataFrame, dict]:
+    """Print the per-round table, the tables at each cost ratio (`label_efficiency_cost`), the portfolio's
+    shares and yields and the per-condition recall (grouped by `view`); returns (per-round table, sweep)."""
+    from label_efficiency_cost import cost_tables
+
     table = summarise(runs)
-    pd.set_option("display.width", 200)
-    print("\n== mIoU against human cost (mean and sd over seeds) ==")
+    pd.set_option("display.width", 250)
+    print("\n== mIoU per round (mean and sd over seeds; cost in label-editor actions, a rating 1, a mask 31.6) ==")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    sweep = cost_tables(runs, RATED, focus=(view or recall_view("scenes"))["focus"])
+    print_portfolio(runs)
     recall, avail = recall_table(runs, pool_counts, view)
     print("\n== images labelled per condition, mean over seeds (an image outside the slice in two factors counts "
           "in both) ==")
     print(pd.concat([avail.rename("(pool)").to_frame().T, recall]).to_string(float_format=lambda v: f"{v:.1f}"))
-    return table
+    return table, sweep
+
+
+def print_portfolio(runs: list[dict]) -> None:
+    """The portfolio's proposer shares per round, its candidates and labelled images per proposer, the gain
+    on T(i) and each proposer's reward (mean over seeds)."""
+    rows = [{"strategy": r["strategy"], "seed": r["seed"], "round": p["round"], "gain_T": p["gain_T"],
+             **{f"share_{k}": v for k, v in p["shares"].items()}, **{f"M_{k}": v for k, v in p["M"].items()},
+             **{f"S_{k}": v for k, v in p["S"].items()}, **{f"reward_{k}": v for k, v in p["rewards"].items()}}
+            for r in runs for p in r.get("portfolio", [])]
+    if rows:
+        df = pd.DataFrame(rows).fillna(0)
+        print("\n== portfolio: proposer shares of M at each round, candidates (M_) and labelled (S_) per proposer, "
+              "gain on T(i) and rewards (mean over seeds) ==")
+        print(df.drop(columns="seed").groupby(["strategy", "round"]).mean().T.to_string(float_format=lambda v: f"{v:.3f}"))
 
 
 def summarise(runs: list[dict]) -> pd.DataFrame:
+    from blindspots.human.cost import LabelCost
+
     rows = [{"strategy": r["strategy"], "seed": r["seed"], **p} for r in runs for p in r["points"]]
     df = pd.DataFrame(rows)
+    c = LabelCost()
+    df["cost"] = df["ratings"] * c.c_rate + df["masks"] * c.c_mask  # the figure's x axis (actions)
     g = df.groupby(["strategy", "round"], sort=False)
     out = g[["cost", "masks", "ratings"]].mean()
     for m in [c for c in df.columns if c not in ("strategy", "seed", "round", "cost", "masks", "ratings")]:
@@ -413,12 +483,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--n-hard", type=int, default=None, help="hard test set: scenes, its shifted scenes (100, plus "
                     "planted ones); MRI, its images, spread evenly over the conditions (120)")
     ap.add_argument("--n-m", type=int, default=24, help="MAD: candidates rated per round")
-    ap.add_argument("--raters", type=int, default=3)
+    ap.add_argument("--raters", type=int, default=1, help="raters per candidate (one: every rating is a new "
+                    "image; a second rater halves the noise of the MOS at twice the rating cost)")
+    ap.add_argument("--baseline-masks", type=int, default=None, help="masks per round of the samplers without "
+                    "ratings (default: what a rated round costs at rating:mask 1:3, so the sweep reads every "
+                    "ratio off their curves)")
     ap.add_argument("--n4", type=int, default=8, help="MAD: masks per round (lowest MOS of M)")
     ap.add_argument("--mc-passes", type=int, default=20)
     ap.add_argument("--dropout", type=float, default=0.25)
     ap.add_argument("--ft-epochs", type=int, default=2)
-    ap.add_argument("--ft-lr", type=float, default=5e-3)
+    ap.add_argument("--ft-lrs", default="1.7e-3,5e-3,1.5e-2", help="fine-tuning learning rates; each round picks "
+                    "one on T0 (the paper's rule: three)")
     ap.add_argument("--max-replay", type=int, default=48)
     ap.add_argument("--madplus-share", type=float, default=None, help="MAD+'s shared share in the loops "
                     "(default: the sampler's default)")
@@ -434,6 +509,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(args, key) is None:
             setattr(args, key, value)
     args.competitor_list = tuple(args.competitors.split(","))
+    args.ft_lr_list = [float(v) for v in args.ft_lrs.split(",")]
+    if args.baseline_masks is None:
+        args.baseline_masks = int(np.ceil(args.n4 + args.raters * args.n_m / 3))
     return args
 
 
@@ -470,10 +548,10 @@ def main(argv: list[str] | None = None) -> dict:
     pool_counts: dict = {}
     for seed in [int(s) for s in args.seeds.split(",")]:
         pool = make_pool(args, seed, world)
-        comps = {}
+        comps, comp_probas = {}, {}
         for g, path in world["competitors"].items():
-            proba = predict(load_segmenter(path, batch_size=64), pool[1])
-            comps[g] = model_columns(g, proba, k)
+            comp_probas[g] = predict(load_segmenter(path, batch_size=64), pool[1])
+            comps[g] = model_columns(g, comp_probas[g], k)
         pool_counts[seed] = pd.Series(pool[3]).value_counts().to_dict()
         if sweep is None:
             sweep = share_sweep(world, pool, comps, args, [float(s) for s in args.shares.split(",")])
@@ -483,19 +561,20 @@ def main(argv: list[str] | None = None) -> dict:
             t = time.perf_counter()
             labeller = label_efficiency_regions.make_labeller(args, world, pool, comps)
             runs.append(run_loop(strategy, seed, world, pool, comps, args, shared=args.madplus_share,
-                                 labeller=labeller))
+                                 comp_probas=comp_probas, labeller=labeller))
             if labeller is not None:
                 print(f"  regions: {labeller.summary()}", flush=True)
             last = runs[-1]["points"][-1]
-            print(f"seed {seed} {strategy:9s}: hard {last['hard']:.4f} T0 {last['T0']:.4f} {focus} "
-                  f"{last[focus]:.4f} cost {last['cost']:.0f} ({time.perf_counter() - t:.0f} s, loadavg "
+            print(f"seed {seed} {strategy:13s}: hard {last['hard']:.4f} T0 {last['T0']:.4f} {focus} "
+                  f"{last[focus]:.4f} masks {last['masks']} ratings {last['ratings']} lr {runs[-1]['lrs']} "
+                  f"({time.perf_counter() - t:.0f} s, loadavg "
                   f"{os.getloadavg()[0]:.1f})", flush=True)
-    table = print_tables(runs, pool_counts, recall_view(args.dataset))
+    table, cost_sweep = print_tables(runs, pool_counts, recall_view(args.dataset))
     from blindspots.report.label_efficiency import RESULTS, label_efficiency_figure
 
     fig = label_efficiency_figure(table, args.figure or args.work / "label_efficiency.png")
     out = {"dataset": args.dataset, "args": {k_: str(v) for k_, v in vars(args).items()}, "runs": runs,
-           "table": table.to_dict("records"), "pool_counts": {str(s): c for s, c in pool_counts.items()},
+           "table": table.to_dict("records"), "cost_sweep": cost_sweep, "pool_counts": {str(s): c for s, c in pool_counts.items()},
            "share_sweep": sweep.to_dict("records") if sweep is not None else None,
            "models": models.to_dict("records") if models is not None else None, "cpu": cpu_model(),
            "loadavg_end": os.getloadavg(), "seconds": time.perf_counter() - t_start}

@@ -42,6 +42,8 @@ def score_table(n: int = 30, seed: int = 0) -> pd.DataFrame:
         "entropy__g": rng.random(n).astype(np.float32),
         "al_margin__t": rng.random(n).astype(np.float32),  # acquisition columns (mine.acquisition)
         "al_bald__t": rng.random(n).astype(np.float32),
+        "al_qbcvote__t": rng.random(n).astype(np.float32),  # committee columns (mine.qbc)
+        "al_qbckl__t": rng.random(n).astype(np.float32),
         "al_feat__t__0": rng.normal(size=n).astype(np.float32),
         "al_feat__t__1": rng.normal(size=n).astype(np.float32),
         **{f"al_badge__t__{j}": rng.normal(size=n).astype(np.float32) for j in range(4)},  # BADGE gradients
@@ -68,6 +70,8 @@ SAMPLER_CASES: dict[str, Callable[[pd.DataFrame], dict[str, Any]]] = {
     "coreset": lambda t: {"target": "t"},
     "badge": lambda t: {"target": "t"},
     "entropy": lambda t: {"target": "t"},
+    "qbc": lambda t: {"target": "t"},
+    "portfolio": lambda t: {"target": "t", "ranges": [[0.0, 1.0]], "n3": 10},
     "surprise": lambda t: {"kind": "mdsa"},
     "random": lambda t: {},
     "scenario": lambda t: {"scenarios": scenarios_for(t)},

@@ -53,10 +53,16 @@ def test_quick_mri_run_makes_curves_and_recall(tmp_path: Path):
     assert set(counts) <= {"in slice", *mri.CONDITIONS}
     for run in out["runs"]:
         first, last = run["points"]
-        assert first["cost"] == 0 and last["masks"] == 2 and sum(run["picked"].values()) == 2
+        rated = run["strategy"] in ("mad", "madplus")
+        # a rated round: 2 masks and 6 ratings; a baseline's: what that costs at rating:mask 1:3, 4 masks
+        assert first["masks"] == first["ratings"] == 0 and last["masks"] == (2 if rated else 4)
+        assert sum(run["picked"].values()) == last["masks"] and len(run["lrs"]) == 1
         assert {"hard", "T0", "shared"} <= set(last) and all(0 <= last[m] <= 1 for m in ("hard", "T0", "shared"))
         # people rate MAD's candidates first: its round costs ratings besides the masks
-        assert (last["ratings"] > 0) == (run["strategy"] in ("mad", "madplus"))
+        assert (last["ratings"] > 0) == rated
+    assert {"hard@1:32", "hard@1:10", "hard@1:3", "hard@seconds", "shared@1:3"} <= set(out["cost_sweep"])
+    sweep = out["cost_sweep"]["hard@1:3"]
+    assert len(sweep["checkpoints"]) == 1 and 2 < sweep["checkpoints"][0] <= 4 and set(sweep["mean"]) == {"random", "entropy", "coreset", "mad", "madplus"}
     models = {r["condition"]: r for r in out["models"]}
     assert list(models) == ["T0 (in slice)", *mri.CONDITIONS]
     assert all(0 <= r["target"] <= 1 and 0 <= r["d pspnet_r18"] <= 1 for r in models.values())
@@ -68,12 +74,16 @@ def test_quick_mri_run_makes_curves_and_recall(tmp_path: Path):
 
 def test_quick_scenes_run_keeps_the_planted_blind_spot(tmp_path: Path):
     bench = runpy.run_path(str(BENCH), run_name="label_efficiency")
-    out = bench["main"](["--quick", "--work", str(tmp_path), "--samplers", "margin,badge,mad"])
+    out = bench["main"](["--quick", "--work", str(tmp_path), "--samplers", "margin,badge,qbc,mad,portfolio"])
     assert out["dataset"] == "scenes" and out["models"] is None
+    folio = next(r for r in out["runs"] if r["strategy"] == "portfolio")["portfolio"]
+    assert len(folio) == 1 and sum(folio[0]["M"].values()) == 6 and sum(folio[0]["S"].values()) == 2
+    assert sum(folio[0]["shares"].values()) == pytest.approx(1.0) and set(folio[0]["rewards"]) == set(folio[0]["M"])
     counts = out["pool_counts"]["0"]
     assert sum(counts.values()) == 24 and counts["planted"] == round(24 * 0.08)
     for run in out["runs"]:
-        assert {"hard", "T0", "planted"} <= set(run["points"][-1]) and run["points"][-1]["masks"] == 2
+        assert {"hard", "T0", "planted"} <= set(run["points"][-1])
+        assert run["points"][-1]["masks"] == (2 if run["strategy"] in ("mad", "portfolio") else 4)
     recall, _ = bench["recall_table"](out["runs"], out["pool_counts"])
     assert list(recall.columns[:3]) == ["planted", "in slice", "hard"]
 

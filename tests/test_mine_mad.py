@@ -170,3 +170,17 @@ def test_invariants(seed: int, n3: int, n: int) -> None:
     assert len(res) <= 2 * 2 * 4 * n3
     assert (res["n_picks"] >= 1).all()
     assert list(res.columns[:3]) == ["id", "score", "reason"]
+
+
+def test_released_settings_mean_sd_windows_without_background():
+    from blindspots.mine.mad import released_settings
+
+    masks = [np.zeros((10, 10), np.uint8) for _ in range(3)]
+    masks[0][:2] = 1  # class 1 covers 0.2, 0.4 and 0.6 of three images
+    masks[1][:4] = 1
+    masks[2][:6] = 1
+    s = released_settings(masks, 3)
+    sd = np.std([0.2, 0.4, 0.6])
+    assert s["distance"] == "miou" and s["class_ids"] == [1]  # background 0 out; class 2 never present
+    np.testing.assert_allclose(s["ranges"][1], [0.4 - sd, 0.4 + sd])
+    assert np.isnan(s["ranges"][2]).all()

@@ -12,7 +12,7 @@ Labelled points: `labelled` (ids of the table already labelled, e.g. earlier rou
 (float [L, D] features of labelled images outside the pool, e.g. the training set S0). With neither,
 the first pick is drawn uniformly with `seed` (Algorithm 1 needs an initial set).
 
-Public API: `k_center_greedy(x, n, centers=None, *, first=None) -> (picks int64 [n], dist float64 [n])`,
+Public API: `labelled_features(table, ids, target=None) -> float [L, D]`, `k_center_greedy(x, n, centers=None, *, first=None) -> (picks int64 [n], dist float64 [n])`,
 `CoreSetSampler(target=None, *, labelled=None, centers=None)`, `.select(table, n=None, *, seed=0)` ->
 DataFrame `id, score, reason`, score = the distance to the nearest labelled or earlier pick when picked.
 """
@@ -30,7 +30,7 @@ from blindspots.mine.columns import model_with_column
 _CHUNK = 4096  # rows of the distance matrix to centres computed at once
 
 
-def _min_dist(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
+def min_distance(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
     """float64 [N]: Euclidean distance of each row of x [N, D] to its nearest row of centers [L, D]."""
     out = np.full(len(x), np.inf)
     for s in range(0, len(centers), _CHUNK):
@@ -38,6 +38,27 @@ def _min_dist(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
         d2 = (x * x).sum(1)[:, None] - 2.0 * x @ c.T + (c * c).sum(1)[None, :]
         out = np.minimum(out, np.sqrt(np.clip(d2, 0.0, None)).min(1))
     return out
+
+
+def distance_to_centers(x: np.ndarray, centers: np.ndarray | None) -> np.ndarray:
+    """float64 [N]: each row of x [N, D]'s distance to its nearest centre [L, D] (inf for all when there
+    are none). ValueError naming `centers` when their width is not D."""
+    if centers is None or not len(centers):
+        return np.full(len(x), np.inf)
+    c = np.asarray(centers, dtype=np.float64)
+    if c.ndim != 2 or c.shape[1] != x.shape[1]:
+        raise ValueError(f"centers: expected features float [L, {x.shape[1]}], got shape {c.shape}")
+    return min_distance(x, c)
+
+
+def labelled_features(table: pd.DataFrame, ids: Sequence[str], target: str | None = None) -> np.ndarray:
+    """float64 [L, D]: the `al_feat__{M}__*` rows of the labelled `ids` found in `table` (usable, finite), the
+    centres core-set needs when the labelled rows are taken out of the table it picks from."""
+    target = model_with_column(table, "feat", target)
+    cols = feature_columns(table.columns, target)
+    rows = table[table["id"].astype(str).isin({str(i) for i in ids})]
+    x = rows[cols].to_numpy(dtype=np.float64, na_value=np.nan)
+    return x[usable_mask(rows) & np.isfinite(x).all(1)]
 
 
 def k_center_greedy(x: np.ndarray, n: int, centers: np.ndarray | None = None, *,
@@ -55,15 +76,9 @@ def k_center_greedy(x: np.ndarray, n: int, centers: np.ndarray | None = None, *,
     if x.ndim != 2:
         raise ValueError(f"x: expected features float [N, D], got shape {x.shape}")
     n = min(int(n), len(x))
-    if centers is not None and len(centers):
-        centers = np.asarray(centers, dtype=np.float64)
-        if centers.ndim != 2 or centers.shape[1] != x.shape[1]:
-            raise ValueError(f"centers: expected features float [L, {x.shape[1]}], got shape {centers.shape}")
-        min_d = _min_dist(x, centers)
-    else:
-        if n and first is None:
-            raise ValueError("first: expected the row to start from when there are no centres, got None")
-        min_d = np.full(len(x), np.inf)
+    min_d = distance_to_centers(x, centers)
+    if n and first is None and np.isinf(min_d).all():
+        raise ValueError("first: expected the row to start from when there are no centres, got None")
     picks, dists = np.empty(n, np.int64), np.empty(n)
     for t in range(n):
         u = int(first) if (t == 0 and np.isinf(min_d).all() and first is not None) else int(np.argmax(min_d))

@@ -17,6 +17,8 @@ Public API (stable):
 - `class_area_ranges(masks, num_classes, *, ignore_index=255, quantiles=(0.25, 0.75))
    -> float64 [C, 2]`: the paper's default [p_k, q_k] (quartiles of class k's relative area
    over the training labels; NaN rows for classes never present).
+- `class_area_mean_sd(masks, num_classes)` and `released_settings(masks, num_classes, background=0)`: the
+   size windows (mean -+ sd) and settings (background excluded, mIoU distance) of the released code.
 - `MADSampler(target=None, competitors=None, *, distance="pixel", n3=25, ranges=None,
    class_ids=None, both_directions=True, classes=None)`; `.fit(masks)` sets `ranges_` from
    training masks; `.select(table, n=None, *, seed=0)` -> DataFrame with columns
@@ -56,11 +58,35 @@ def class_area_ranges(masks: Iterable[np.ndarray], num_classes: int, *, ignore_i
         class k; the paper uses the first and third quartiles (0.25, 0.75).
     Returns float64 [C, 2]; a class never present gives a NaN row (MAD skips it).
     """
-    if not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
-        raise ValueError(f"num_classes: expected an integer >= 1, got {num_classes!r}")
     lo, hi = quantiles
     if not (0.0 <= lo <= hi <= 1.0):
         raise ValueError(f"quantiles: expected 0 <= lower <= upper <= 1, got {quantiles!r}")
+    areas = class_areas(masks, num_classes, ignore_index=ignore_index, progress=progress)
+    out = np.full((num_classes, 2), np.nan)
+    for k, a in enumerate(areas):
+        if a:
+            out[k] = np.quantile(np.asarray(a), [lo, hi])
+    return out
+
+
+def class_area_mean_sd(masks: Iterable[np.ndarray], num_classes: int, *,
+                       ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> np.ndarray:
+    """[p_k, q_k] = mean -+ one standard deviation of class k's relative area over the masks containing it
+    (clipped to [0, 1]): the size windows of the paper's released code. float64 [C, 2], NaN rows for
+    classes never present."""
+    out = np.full((num_classes, 2), np.nan)
+    for k, a in enumerate(class_areas(masks, num_classes, ignore_index=ignore_index)):
+        if a:
+            m, sd = float(np.mean(a)), float(np.std(a))
+            out[k] = (max(0.0, m - sd), min(1.0, m + sd))
+    return out
+
+
+def class_areas(masks: Iterable[np.ndarray], num_classes: int, *, ignore_index: int | None = DEFAULT_IGNORE_INDEX,
+                progress: bool = False) -> list[list[float]]:
+    """Per class, its relative area (pixels / image area) in each mask that contains it."""
+    if not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
+        raise ValueError(f"num_classes: expected an integer >= 1, got {num_classes!r}")
     areas: list[list[float]] = [[] for _ in range(num_classes)]
     for i, mask in enumerate(tqdm(masks, desc="class areas", disable=not progress, unit="mask")):
         m = np.asarray(mask)
@@ -75,11 +101,16 @@ def class_area_ranges(masks: Iterable[np.ndarray], num_classes: int, *, ignore_i
         counts = np.bincount(flat[valid], minlength=num_classes)
         for k in np.flatnonzero(counts):
             areas[k].append(counts[k] / flat.size)
-    out = np.full((num_classes, 2), np.nan)
-    for k, a in enumerate(areas):
-        if a:
-            out[k] = np.quantile(np.asarray(a), [lo, hi])
-    return out
+    return areas
+
+
+def released_settings(masks: Iterable[np.ndarray], num_classes: int, *, background: int = 0,
+                      ignore_index: int | None = DEFAULT_IGNORE_INDEX) -> dict[str, Any]:
+    """MADSampler settings as the paper's released code runs MAD: the background class left out of the
+    partition, the mIoU distance, and size windows mean -+ sd of each class's pixel share over `masks`."""
+    ranges = class_area_mean_sd(masks, num_classes, ignore_index=ignore_index)
+    return {"distance": "miou", "ranges": ranges,
+            "class_ids": [k for k in range(num_classes) if k != background and np.isfinite(ranges[k]).all()]}
 
 
 def class_area_ranges_from_table(table: pd.DataFrame, model: str, *,

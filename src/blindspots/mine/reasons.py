@@ -91,6 +91,13 @@ def describe(reason: str, class_names: Sequence[str] | None = None,
         return (f"shared doubt (MAD+): the models agree (disagreement at most "
                 f"{float(r.get('max_disagreement', r.get('max_miou_distance', float('nan')))):.0%}) but even the "
                 f"surest is unsure (entropy {float(r.get('min_entropy', float('nan'))):.3f} nats){sa}")
+    if strategy == "qbc":
+        what = "vote entropy" if r.get("measure", "vote") == "vote" else "mean KL to the consensus"
+        return f"the committee ({target} and its competitors) disagrees: {what} {float(r.get('value', float('nan'))):.3f} nats"
+    if strategy == "portfolio":
+        inner = r.get("pick")
+        text = describe(json.dumps(inner), class_names, shown_as) if isinstance(inner, dict) else "pick"
+        return f"proposed by {r.get('proposer')} ({percent(float(r.get('share', float('nan'))))} of M): {text}"
     if strategy == "random":
         return f"random pick (seed {r.get('seed')})"
     if strategy == "surprise":

@@ -17,6 +17,8 @@ from blindspots.mine.entropy import EntropySampler
 from blindspots.mine.mad import MADSampler
 from blindspots.mine.madplus import MADPlusSampler
 from blindspots.mine.margin import MarginSampler
+from blindspots.mine.portfolio import PortfolioSampler
+from blindspots.mine.qbc import QBCSampler
 from blindspots.mine.random import RandomSampler
 from blindspots.mine.scenario import ScenarioSampler
 from blindspots.mine.surprise import SurpriseSampler
@@ -30,6 +32,8 @@ SAMPLERS: dict[str, type[Sampler]] = {
     "powerbald": PowerBALDSampler,  # stochastic batch BALD (Kirsch et al. 2021)
     "coreset": CoreSetSampler,  # k-center greedy on pooled features (Sener & Savarese 2018)
     "badge": BADGESampler,  # k-means++ seeding on last-layer gradient embeddings (Ash et al. 2020)
+    "qbc": QBCSampler,  # query by committee over target + competitors (Seung et al. 1992; McCallum & Nigam 1998)
+    "portfolio": PortfolioSampler,  # rate broadly, label narrowly: M from several proposers, shares by EXP3
     "surprise": SurpriseSampler,  # surprise adequacy columns (Kim et al. 2023)
     "random": RandomSampler,  # uniform control
     "scenario": ScenarioSampler,  # pool images nearest confirmed failure scenarios (needs scenarios=)
@@ -49,7 +53,14 @@ def needs_model(name: str) -> tuple[str, ...]:
 
 
 MODEL_COLUMNS: dict[str, tuple[str, ...]] = {"margin": ("margin",), "bald": ("bald",), "powerbald": ("bald",),
-                                             "coreset": ("features",), "badge": ("badge",)}
+                                             "coreset": ("features",), "badge": ("badge",),
+                                             "portfolio": ("margin", "features")}
+
+
+def needs_committee(name: str) -> bool:
+    """True when strategy `name` reads the committee columns (`mine.qbc`: every member runs over the pool)."""
+    _lookup(name)
+    return name == "qbc"
 
 
 def sampler_settings(name: str) -> tuple[str, ...]:

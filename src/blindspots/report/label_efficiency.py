@@ -23,7 +23,8 @@ from blindspots.report.render import render_blocks
 from blindspots.report.views import Block, Figures, Heading, Image, Table, Text, code
 
 RESULTS = "label_efficiency.json"
-RATED = ("mad", "madplus")  # samplers whose candidates people rate first: drawn as solid lines
+# samplers whose candidates people rate first: drawn as solid lines
+RATED = ("mad", "mad_released", "madplus", "portfolio", "portfolio_mos")
 
 
 def label_efficiency_figure(rows: pd.DataFrame, path: Path) -> Path:
@@ -53,13 +54,41 @@ def label_efficiency_figure(rows: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+def portfolio_blocks(reports_dir: Path) -> list[Block]:
+    """The portfolio sampler's proposers per round (reports/portfolio.json, written by the loop's mine step):
+    each proposer's share of M, its candidates and labelled images, the round's gain on T and its reward.
+    Empty when the project does not mine with the portfolio."""
+    path = Path(reports_dir) / "portfolio.json"
+    if not path.is_file():
+        return []
+    try:
+        rounds = json.loads(path.read_text())["rounds"]
+        names = list(dict.fromkeys(p for r in rounds for p in r["shares"]))
+    except (ValueError, KeyError, TypeError) as e:
+        return [Text.of(f"{path.name} could not be read: {e}.")]
+    body = []
+    for r in rounds:
+        gain = r.get("gain_T")
+        for p in names:
+            reward = r.get("rewards", {}).get(p)
+            body.append([r["round"], p, f"{r['shares'].get(p, 0.0):.0%}", r.get("M", {}).get(p, "") if "M" in r else "",
+                         r.get("S", {}).get(p, 0) if "S" in r else "", "" if gain is None else f"{gain:+.4f}",
+                         "" if reward is None else f"{reward:+.3f}"])
+    return [Text.of("Portfolio: each proposer's share of M per round (EXP3 with a floor, adapted to what its picks "
+                    "bought), its candidates in M, its images labelled in S, the round's mIoU gain on its test set "
+                    "T and the reward it earned (blank: the round is not finished)."),
+            Table(["round", "proposer", "share of M", "in M", "in S", "gain on T", "reward"], body,
+                  numeric={0, 2, 3, 4, 5, 6})]
+
+
 def sampler_comparison_blocks(reports_dir: Path, out: Path, strategy: str) -> list[Block]:
     """The "Sampler comparison" section as view-model blocks (figure written to out/figures/)."""
-    parts: list[Block] = [Heading("Sampler comparison", "samplers")]
+    parts: list[Block] = [Heading("Sampler comparison", "samplers"), *portfolio_blocks(reports_dir)]
     path = Path(reports_dir) / RESULTS
     if not path.is_file():
         parts.append(Text.of(f"Not run: this project mines with one sampler ({strategy}). The comparison of every "
-                             "sampler (random, entropy, margin, BALD, PowerBALD, core-set, MAD, MAD+) against human "
+                             "sampler (random, entropy, margin, BALD, PowerBALD, core-set, BADGE, QBC, MAD, MAD+, the "
+                             "portfolio) against human "
                              "cost is a full loop per sampler and seed: ",
                              code("benchmarks/label_efficiency.py --project PROJECT"),
                              f" puts its results here ({RESULTS} in reports/)."))

@@ -1,9 +1,12 @@
 """Step ``mine``: the candidates M(i+1) from the score table, with a sampler from `mine.registry`.
 
-MAD by default (Eq. 2); "madplus", or "entropy", "margin", "bald", "powerbald", "coreset", "badge", "surprise",
-"random" or "scenario" as baselines, with MAD's budget unless `mining.n` (margin, BALD, core-set and BADGE first
-run the round's target once more over the pool for their columns, `mine.acquisition`). MAD's content constraint [p_k, q_k] comes from S0's masks (the paper)
-or, without S0, from the target's predictions on the pool (`class_ranges`).
+MAD by default (Eq. 2); "madplus", "portfolio" (M from several proposers, `mine.portfolio`), or "entropy",
+"margin", "bald", "powerbald", "coreset", "badge", "qbc", "surprise", "random" or "scenario" as baselines,
+with MAD's budget unless `mining.n`. Margin, BALD, core-set, BADGE and the portfolio first run the round's
+target once more over the pool for their columns (`mine.acquisition`); qbc runs the target and every
+competitor (`mine.qbc`). Core-set's centres are the target's features of every earlier S and T. MAD's
+content constraint [p_k, q_k] comes from S0's masks (the paper) or, without S0, from the target's
+predictions on the pool (`class_ranges`).
 """
 from __future__ import annotations
 
@@ -18,11 +21,13 @@ from blindspots.atomic import write_atomic
 from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.project import ProjectError
 from blindspots.loop.steps.base import Step
+from blindspots.loop.steps.portfolio import portfolio_shares
 from blindspots.loop.steps.select import used_for_finetuning
 from blindspots.mine.columns import missing_kinds
+from blindspots.mine.coreset import labelled_features
 from blindspots.mine.mad import class_area_ranges
 from blindspots.mine.registry import make_sampler as registered_sampler
-from blindspots.mine.registry import needs_model, sampler_settings
+from blindspots.mine.registry import needs_committee, needs_model, sampler_settings
 
 # Lazy imports: the scenario clustering (torch, scikit-learn) only when used.
 
@@ -43,13 +48,14 @@ class MineStep(Step):
 
     def run(self, ctx: LoopContext, i: int, seed: int) -> dict:
         _add_model_columns(ctx, i)
-        table = ctx.score_table(i)
+        full = ctx.score_table(i)
         used = labelled_before(ctx, i)
+        table = full
         if used:  # S ∪ S(i+1) adds nothing for an image labelled already, and a T image mined into S would leak
-            table = table[~table["id"].astype(str).isin(used)]
+            table = full[~full["id"].astype(str).isin(used)]
         if ctx.cfg.mining.strategy == "surprise":
             _check_surprise_columns(ctx, i, table)
-        sampler = make_sampler(ctx, i)
+        sampler = make_sampler(ctx, i, labelled_from=full)
         n = ctx.cfg.mining.n
         if n is None and ctx.cfg.mining.strategy != "mad":
             # Same budget as MAD would use, so baselines compare at equal human effort.
@@ -74,16 +80,23 @@ def labelled_before(ctx: LoopContext, i: int) -> set[str]:
     return {str(x) for x in [*used_for_finetuning(ctx.project, i), *tests]}
 
 
-def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None) -> Any:
+def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None, *,
+                 labelled_from: pd.DataFrame | None = None) -> Any:
     """The configured sampler (or `strategy`) for round i's target column, from mine's one registry.
 
     The loop offers every setting it knows (target and competitor columns, MAD's distance, n3,
-    class ranges and classes, failure scenarios); each strategy takes the ones its constructor
-    names (`sampler_settings`). "scenario" before two confirmed failures exist mines with MAD.
+    class ranges and classes, failure scenarios, core-set's centres); each strategy takes the ones its
+    constructor names (`sampler_settings`). "scenario" before two confirmed failures exist mines with MAD.
+    labelled_from: the round's whole score table, labelled rows included (default: read again): the
+    centres are the target's features of every image labelled before (each earlier S and T), which
+    the table the sampler picks from no longer holds.
     """
     m = ctx.cfg.mining
     strategy = strategy or m.strategy
     offered: dict[str, Callable[[], Any]] = {
+        "shares": lambda: portfolio_shares(ctx, i, ctx.score_table(i) if labelled_from is None else labelled_from),
+        "centers": lambda: labelled_features(ctx.score_table(i) if labelled_from is None else labelled_from,
+                                             sorted(labelled_before(ctx, i)), target_column(ctx.project, i)),
         "target": lambda: target_column(ctx.project, i),
         "competitors": lambda: [g.name for g in ctx.cfg.competitors],
         "distance": lambda: m.distance, "n3": lambda: m.n3,
@@ -105,6 +118,8 @@ def _add_model_columns(ctx: LoopContext, i: int) -> None:
     from blindspots.mine.acquisition import add_acquisition_columns
 
     m, name = ctx.cfg.mining, target_column(ctx.project, i)
+    if needs_committee(m.strategy):
+        _add_committee_columns(ctx, i)
     missing = missing_kinds(ctx.project.scan_dir, name, needs_model(m.strategy))
     if missing:
         try:
@@ -112,6 +127,20 @@ def _add_model_columns(ctx: LoopContext, i: int) -> None:
                                     kinds=missing, mc_passes=m.mc_passes, dropout=m.dropout, progress=ctx.progress)
         except ValueError as e:  # e.g. BALD on a target without dropout layers: the setting to change
             raise ProjectError(f"mining.{'dropout' if str(e).startswith('dropout') else 'strategy'}: {e}") from None
+
+
+def _add_committee_columns(ctx: LoopContext, i: int) -> None:
+    """qbc: the target f_t^(i) and every competitor run over the pool once more for the committee's per-pixel
+    disagreement (`mine.qbc`; the scan keeps only pairwise distances). Kept in the scan folder, resumable."""
+    from blindspots.mine.qbc import CommitteeColumns, qbc_column
+    from blindspots.scan.extra import add_columns
+
+    name = target_column(ctx.project, i)
+    if qbc_column(name, "vote") in ctx.score_table(i).columns:
+        return
+    members = [ctx.segmenter(ctx.cfg.target.name, i), *(ctx.segmenter(g.name, 0) for g in ctx.cfg.competitors)]
+    add_columns(ctx.project.scan_dir, ctx.pool, f"al_qbc__{name}", CommitteeColumns(members, name),
+                progress=ctx.progress)
 
 
 def _scenarios(ctx: LoopContext, i: int) -> tuple[Any, pd.DataFrame] | None:

@@ -1,4 +1,5 @@
-"""Step ``select``: S(i+1), the n4 lowest-MOS images, and T(i+1) ⊂ M(i+1), the unbiased test set
+"""Step ``select``: S(i+1), the n4 lowest-MOS images (with the portfolio sampler, the n4 that
+`mine.teach` picks by failure, uncertainty and novelty), and T(i+1) ⊂ M(i+1), the unbiased test set
 (no out-of-domain image, at most `max_per_class` per main foreground class, none of S(1..i),
 which f_t^(i) was fine-tuned on). The paper's last round forms no S."""
 from __future__ import annotations
@@ -11,6 +12,7 @@ from blindspots.human.ratings import Ratings
 from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.project import Project
 from blindspots.loop.steps.base import Step
+from blindspots.loop.steps.portfolio import teach_s
 from blindspots.mine.testset import build_test_set, main_foreground_class
 
 __all__ = ["SelectStep", "used_for_finetuning"]
@@ -36,6 +38,10 @@ class SelectStep(Step):
             s = pd.DataFrame({"id": pd.Series([], dtype=object), "score": [], "reason": []})
         else:
             worst = ratings.select_worst(c.ratings.n4, candidates=list(m["id"]), min_raters=1)
+            if c.mining.strategy == "portfolio":  # failures the target is unsure of and has not seen (mine.teach)
+                chosen = teach_s(ctx, i, [str(x) for x in m["id"]], ratings.mos(), c.ratings.n4)
+                worst = ratings.select_worst(len(m), candidates=list(m["id"]), min_raters=1).set_index("image_id")
+                worst = worst.loc[chosen].reset_index()
             s = pd.DataFrame({"id": worst["image_id"], "score": worst["mos"],
                               "reason": [json.dumps({"mos": float(v), "n_ratings": int(k)})
                                          for v, k in zip(worst["mos"], worst["n_ratings"])]})
