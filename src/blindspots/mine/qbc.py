@@ -30,6 +30,8 @@ from blindspots.mine.base import (
 )
 from blindspots.scan import schema
 
+# Lazy imports: torch (only to resize members of other sizes; the scan and mine start without it).
+
 MEASURES = {"vote": "qbcvote", "kl": "qbckl"}
 _EPS = 1e-12
 

@@ -21,13 +21,15 @@ from blindspots.atomic import write_atomic
 from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.project import ProjectError
 from blindspots.loop.steps.base import Step
+from blindspots.loop.steps.labelled import labelled_before, used_for_finetuning
 from blindspots.loop.steps.portfolio import portfolio_shares
-from blindspots.loop.steps.select import used_for_finetuning
 from blindspots.mine.columns import missing_kinds
 from blindspots.mine.coreset import labelled_features
 from blindspots.mine.mad import class_area_ranges
+from blindspots.mine.qbc import CommitteeColumns, qbc_column
 from blindspots.mine.registry import make_sampler as registered_sampler
 from blindspots.mine.registry import needs_committee, needs_model, sampler_settings
+from blindspots.scan.extra import add_columns
 
 # Lazy imports: the scenario clustering (torch, scikit-learn) only when used.
 
@@ -73,11 +75,6 @@ class MineStep(Step):
         return {"n": int(len(sel)), "sampler": type(sampler).__name__,
                 "params": {k: v for k, v in sampler.get_params().items() if k not in ("ranges", "classes")}}
 
-
-def labelled_before(ctx: LoopContext, i: int) -> set[str]:
-    """Ids pixel-labelled in rounds 0..i-1, as counterexamples (S) or test images (T): not mined again."""
-    tests = {x for r in range(i) for x in ctx.project.candidates(r, "T")["id"]}
-    return {str(x) for x in [*used_for_finetuning(ctx.project, i), *tests]}
 
 
 def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None, *,
@@ -132,9 +129,6 @@ def _add_model_columns(ctx: LoopContext, i: int) -> None:
 def _add_committee_columns(ctx: LoopContext, i: int) -> None:
     """qbc: the target f_t^(i) and every competitor run over the pool once more for the committee's per-pixel
     disagreement (`mine.qbc`; the scan keeps only pairwise distances). Kept in the scan folder, resumable."""
-    from blindspots.mine.qbc import CommitteeColumns, qbc_column
-    from blindspots.scan.extra import add_columns
-
     name = target_column(ctx.project, i)
     if qbc_column(name, "vote") in ctx.score_table(i).columns:
         return

@@ -24,6 +24,8 @@ import pandas as pd
 
 from blindspots.atomic import write_atomic
 from blindspots.loop.context import LoopContext, target_column
+from blindspots.loop.maps import round_pairs
+from blindspots.loop.steps.labelled import labelled_before
 from blindspots.mine.bandit import PRIOR, ProposerShares, round_rewards
 from blindspots.mine.columns import feature_columns, margin_column
 from blindspots.mine.coreset import labelled_features
@@ -31,6 +33,8 @@ from blindspots.mine.teach import teach_order
 from blindspots.scan import schema
 
 __all__ = ["PORTFOLIO_FILE", "portfolio_shares", "teach_s"]
+
+# Lazy imports: torch (`training.replay`, only to evaluate the target on a round's test set).
 
 PORTFOLIO_FILE = "portfolio.json"
 log = logging.getLogger(__name__)
@@ -49,7 +53,6 @@ def _proposers(m: pd.DataFrame) -> dict[str, str]:
 
 def _gain(ctx: LoopContext, j: int) -> float | None:
     """Version j+1's mIoU minus version j's on round j's test set T(j+1); None when either is missing."""
-    from blindspots.loop.maps import round_pairs
     from blindspots.training.replay import evaluate_segmenter
 
     p, name = ctx.project, ctx.cfg.target.name
@@ -96,7 +99,6 @@ def _counts(values: Any) -> dict[str, int]:
 def teach_s(ctx: LoopContext, i: int, m_ids: list[str], mos: pd.Series, n4: int) -> list[str]:
     """S: n4 of the rated candidates by failure, uncertainty and novelty (`mine.teach`). Candidates without a
     finite MOS (out of domain, unrated) are never picked."""
-    from blindspots.loop.steps.mine import labelled_before
 
     cand = [x for x in m_ids if x in mos.index and np.isfinite(mos[x])]
     if not cand:

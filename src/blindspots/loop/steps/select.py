@@ -12,6 +12,7 @@ from blindspots.human.ratings import Ratings
 from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.project import Project
 from blindspots.loop.steps.base import Step
+from blindspots.loop.steps.labelled import used_for_finetuning
 from blindspots.loop.steps.portfolio import teach_s
 from blindspots.mine.testset import build_test_set, main_foreground_class
 
@@ -62,10 +63,3 @@ def _round_ratings(ctx: LoopContext, i: int) -> Ratings:
     r = ctx.project.ratings_for_round(i)
     return Ratings(zip(r["id"], r["annotator"], ["ood" if o else int(s) for s, o in zip(r["score"], r["out_of_domain"])]))
 
-
-def used_for_finetuning(project: Project, before_round: int) -> list[str]:
-    """Ids of S(1..i): every counterexample of rounds < before_round."""
-    out: list[str] = []
-    for j in range(before_round):
-        out += list(project.candidates(j, "S")["id"])
-    return list(dict.fromkeys(out))
