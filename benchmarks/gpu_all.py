@@ -161,7 +161,7 @@ def bench_scan(models: dict[str, Any], pool: Any, images: list[np.ndarray], auto
         stage_log = logging.getLogger("blindspots.scan.engines.local")
         stage_log.setLevel(logging.DEBUG)  # where the scan's threads wait: one line a scan
         try:
-            for workers, switch in ((None, None), (4, None), (None, 5e-3)):
+            for workers, switch in ((None, None), (16, None), (None, 5e-3)):
                 old_switch = local_engine.SCAN_SWITCH_INTERVAL_S
                 local_engine.SCAN_SWITCH_INTERVAL_S = switch or old_switch  # Python's default 5 ms: the GIL's share
                 try:
