@@ -12,7 +12,8 @@ Needs only torch, torchvision, transformers, pyarrow, pandas, numba, typer and P
    150 classes) and `--n` JPEGs of 512x512:
    a. scan vs model alone, fp32 and bf16: the scan (`scan_pool`, batch_size="auto", decode threads, map
       pool), the scan at batch 8 with no pixel budget, forward + device statistics, and the model alone at
-      batch 8 and at the auto batch; medians of `--rounds` interleaved rounds;
+      batch 8 and at the auto batch; medians of `--rounds` interleaved rounds; then three scans with the
+      scan's stage clock logged (default settings, 16 decode threads, Python's 5 ms GIL switch interval);
    b. precision: the model alone at fp32, fp32 with TF32 matmuls, bf16 under autocast (as the adapter
       runs it), bf16 autocast with an NCHW-contiguous input (the adapter's is channels-last strided),
       and bf16 weights without autocast; at batch 8 and the auto batch;
