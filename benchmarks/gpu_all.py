@@ -259,10 +259,17 @@ def bench_stats(device: torch.device, classes: int, size: int, n: int) -> None:
             if device.type == "cuda":
                 peak = max(peak, torch.cuda.max_memory_allocated(device) - base)
         got[name] = {"ms": 1e3 * float(np.median(times)), "peak_MiB_above_input": peak / 2**20}
+    logits = torch.randn((n, classes, size // 4, size // 4), device=device)  # SegFormer's 1/4-resolution output
+    for name, low in (("upsample + softmax, NCHW logits", logits),
+                      ("upsample + softmax, channels-last logits", logits.contiguous(memory_format=torch.channels_last))):
+        up = lambda low=low: torch.softmax(torch.nn.functional.interpolate(  # noqa: E731
+            low, size=(size, size), mode="bilinear", align_corners=False), dim=1)
+        up()
+        got[name] = {"ms": 1e3 * float(np.median([timed(up, device) for _ in range(5)])), "peak_MiB_above_input": 0.0}
     say(f"statistics of [{n}, {classes}, {size}, {size}]: " + ", ".join(
         f"{k} {v['ms']:.1f} ms (+{v['peak_MiB_above_input']:.0f} MiB)" for k, v in got.items()))
     RESULTS["stats"] = {"shape": [n, classes, size, size], **got}
-    del proba, last
+    del proba, last, logits
 
 
 # -- 2d. fine-tuning vs a plain loop -------------------------------------------------------------------------
