@@ -12,7 +12,8 @@ Needs only torch, torchvision, transformers, pyarrow, pandas, numba, typer and P
    150 classes) and `--n` JPEGs of 512x512:
    a. scan vs model alone, fp32 and bf16: the scan (`scan_pool`, batch_size="auto", decode threads, map
       pool), the scan at batch 8 with no pixel budget, forward + device statistics, and the model alone at
-      batch 8 and at the auto batch; medians of `--rounds` interleaved rounds;
+      batch 8 and at the auto batch; medians of `--rounds` interleaved rounds; then three scans with the
+      scan's stage clock logged (default settings, 16 decode threads, Python's 5 ms GIL switch interval);
    b. precision: the model alone at fp32, fp32 with TF32 matmuls, bf16 under autocast (as the adapter
       runs it), bf16 autocast with an NCHW-contiguous input (the adapter's is channels-last strided),
       and bf16 weights without autocast; at batch 8 and the auto batch;
@@ -161,7 +162,7 @@ def bench_scan(models: dict[str, Any], pool: Any, images: list[np.ndarray], auto
         stage_log = logging.getLogger("blindspots.scan.engines.local")
         stage_log.setLevel(logging.DEBUG)  # where the scan's threads wait: one line a scan
         try:
-            for workers, switch in ((None, None), (4, None), (None, 5e-3)):
+            for workers, switch in ((None, None), (16, None), (None, 5e-3)):
                 old_switch = local_engine.SCAN_SWITCH_INTERVAL_S
                 local_engine.SCAN_SWITCH_INTERVAL_S = switch or old_switch  # Python's default 5 ms: the GIL's share
                 try:
@@ -258,10 +259,17 @@ def bench_stats(device: torch.device, classes: int, size: int, n: int) -> None:
             if device.type == "cuda":
                 peak = max(peak, torch.cuda.max_memory_allocated(device) - base)
         got[name] = {"ms": 1e3 * float(np.median(times)), "peak_MiB_above_input": peak / 2**20}
+    logits = torch.randn((n, classes, size // 4, size // 4), device=device)  # SegFormer's 1/4-resolution output
+    for name, low in (("upsample + softmax, NCHW logits", logits),
+                      ("upsample + softmax, channels-last logits", logits.contiguous(memory_format=torch.channels_last))):
+        up = lambda low=low: torch.softmax(torch.nn.functional.interpolate(  # noqa: E731
+            low, size=(size, size), mode="bilinear", align_corners=False), dim=1)
+        up()
+        got[name] = {"ms": 1e3 * float(np.median([timed(up, device) for _ in range(5)])), "peak_MiB_above_input": 0.0}
     say(f"statistics of [{n}, {classes}, {size}, {size}]: " + ", ".join(
         f"{k} {v['ms']:.1f} ms (+{v['peak_MiB_above_input']:.0f} MiB)" for k, v in got.items()))
     RESULTS["stats"] = {"shape": [n, classes, size, size], **got}
-    del proba, last
+    del proba, last, logits
 
 
 # -- 2d. fine-tuning vs a plain loop -------------------------------------------------------------------------

@@ -258,3 +258,19 @@ def test_debug_log_says_where_the_threads_wait(tmp_path, items, caplog):
         assert stage in line[0]
     seconds = [float(x.split()[-2]) for x in line[0].split(": ", 1)[1].split(", ")]
     assert all(s >= 0 for s in seconds) and sum(seconds) > 0
+
+
+def test_host_statistics_split_over_threads_are_the_same_bits():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from blindspots.scan.stats import model_stats, model_stats_on
+
+    proba = torch.softmax(torch.from_numpy(np.random.default_rng(3).normal(size=(7, 5, 12, 9)).astype(np.float32)),
+                          1).numpy()
+    one = model_stats(proba)
+    with ThreadPoolExecutor(3) as ex:
+        for parts in (1, 2, 4, 9):
+            got = model_stats_on(proba, ex, parts)
+            for name in ("argmax", "frac", "entropy", "maxprob"):
+                np.testing.assert_array_equal(getattr(got, name), getattr(one, name))
+    assert model_stats_on(proba[:1], None, 4).argmax.shape == (1, 12, 9)

@@ -54,7 +54,7 @@ def scan(
                                                    "(e.g. 1, or 0.5 for two actors per GPU); its models then run "
                                                    "on that GPU (device=auto). Default: none (CPU)."),
     decode_workers: Optional[int] = typer.Option(None, help="Threads that decode the images (--engine local); "
-                                                 "default: one per core, at most 16."),
+                                                 "default: one per core, at most 4."),
 ) -> None:
     """Scan POOL with a target and competitors (MAD Algorithm 1, steps 2-4 and 7-9)."""
     from blindspots.models import load_model

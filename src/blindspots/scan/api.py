@@ -139,9 +139,9 @@ def scan_pool(
         hold); each loads every model once. gpus_per_actor: GPUs each model actor asks Ray for (e.g. 1
         or 0.5); the actors' models then load on their GPU (a spec's device=auto).
     decode_workers: threads that decode the images for engine="local" (None: one per core, at most
-        16; 1: one reader thread, as before). Images reach the models in id order whatever the
-        count, so the score table is the same bits (`blindspots.scan.engines.decoding`). Each
-        thread holds the image it decodes (16 photos of 13 MP: 0.6 GB): 1 for the least memory.
+        4, measured best on a GPU scan; 1: one reader thread, as before). Images reach the models in id
+        order whatever the count, so the score table is the same bits (`blindspots.scan.engines.decoding`).
+        Each thread holds the image it decodes (4 photos of 13 MP: 0.16 GB).
     classes: the label space recorded in scan.json (default: the target's `.classes` if any).
         Each model's own class names are recorded under models.<M>.classes.
     Returns out_dir. See `blindspots.scan.schema` for the columns and `read_score_table`.

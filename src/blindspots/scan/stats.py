@@ -200,6 +200,21 @@ def model_stats(proba: Any) -> ModelStats:
     )
 
 
+def model_stats_on(proba: Any, executor: Any = None, parts: int = 1) -> ModelStats:
+    """`model_stats`, host probabilities split by image over `parts` threads: this one and parts - 1 tasks
+    of `executor` (a concurrent.futures executor). Each image's statistics are computed alone (its own
+    blocks, its own sums), so the numbers are the same bits as one call; the compiled passes release the
+    GIL. Anything else (one image, no executor, probabilities queued on a device) is one `model_stats`."""
+    n = proba.shape[0] if isinstance(proba, np.ndarray) and proba.ndim == 4 else 0
+    parts = min(parts, n)
+    if executor is None or parts < 2:
+        return model_stats(proba)
+    cuts = np.linspace(0, n, parts + 1).astype(int)
+    futures = [executor.submit(model_stats, proba[a:b]) for a, b in zip(cuts[1:-1], cuts[2:])]
+    got = [model_stats(proba[cuts[0]:cuts[1]])] + [f.result() for f in futures]
+    return ModelStats(*(np.concatenate([getattr(g, k) for g in got]) for k in ("argmax", "frac", "entropy", "maxprob")))
+
+
 def pair_distances(a: np.ndarray, b: np.ndarray, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
     """Distances between two argmax maps, per image (the paper's d(f_t(x), g_j(x)), Eq. 1).
 

@@ -106,13 +106,13 @@ def _tables(cells: torch.Tensor, slot: torch.Tensor, base: torch.Tensor, means: 
         torch.mm(cells[pair_cell[start:start + k]] - means[s], whiten[s], out=z[start:start + k])
         start += k
     out = torch.empty((m, 9), dtype=torch.float32, device=cells.device)
-    dot = lambda u, v: (u * v).sum(dim=1)  # noqa: E731
     for s in range(0, m, chunk):
-        z00, z01, z10, z11 = (z[which[i, s:s + chunk]] for i in range(4))
+        corners = z[which[:, s:s + chunk].T]  # [k, 4, D]: z00, z01, z10, z11 of each row
+        g = torch.bmm(corners, corners.transpose(1, 2))  # [k, 4, 4] dot products: the corners read once
         out[s:s + chunk] = torch.stack([
-            dot(z00, z00), dot(z00, z01), dot(z01, z01),
-            dot(z00, z10), 0.5 * (dot(z00, z11) + dot(z01, z10)), dot(z01, z11),
-            dot(z10, z10), dot(z10, z11), dot(z11, z11)], dim=1)
+            g[:, 0, 0], g[:, 0, 1], g[:, 1, 1],
+            g[:, 0, 2], 0.5 * (g[:, 0, 3] + g[:, 1, 2]), g[:, 1, 3],
+            g[:, 2, 2], g[:, 2, 3], g[:, 3, 3]], dim=1)
     return out
 
 

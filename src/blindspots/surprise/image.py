@@ -360,7 +360,8 @@ def surprise_heatmaps(extractor: TraceExtractor, estimator: SurpriseEstimator,
             pred_d = classes_from_scores(y, kind, keep_device=True)
             sa_all[start:stop] = device_mdsa_map(estimator, feat, pred_d, mode=extractor.interpolation,
                                                  align_corners=extractor.align_corners).cpu().numpy()
-            pred_all[start:stop] = pred_d.cpu().numpy()
+            small = torch.uint8 if extractor.num_classes <= 256 else torch.int32  # 8x fewer bytes to copy back
+            pred_all[start:stop] = pred_d.to(small).cpu().numpy()
             continue
         feat = feat.cpu()  # the host paths below (other estimators and modes) read the features as numpy
         pred_t = classes_from_scores(y, kind)

@@ -115,6 +115,12 @@ class BaseAdapter:
                 self._looked = True
                 _warn_if_probabilities(y, self._name, self.info.get("spec"))
             if size is not None:
+                if on_device and y.is_cuda:
+                    # NCHW before the upsampling: the adapter's input is NHWC memory, so the logits come out
+                    # channels-last; the full-size probabilities and their statistics then read the class
+                    # planes strided (on an H200 the statistics took 3.4 ms against 2.0 ms for [8, 150,
+                    # 512, 512] channels-last); the copy is of the small low-resolution logits
+                    y = y.contiguous()
                 y = self.policy.restore(y, size)
         return to_probabilities(y, self.output, self.num_classes, self._name, on_device=on_device)
 

@@ -22,7 +22,7 @@ import numpy as np
 from blindspots.models.protocol import ModelFailure, predict_segmenter
 from blindspots.scan.engines.pipeline import Batch
 from blindspots.scan.plan import ShardPlan
-from blindspots.scan.stats import begin_device_stats, model_stats, pair_distances
+from blindspots.scan.stats import begin_device_stats, model_stats_on, pair_distances
 
 log = logging.getLogger(__name__)
 
@@ -184,14 +184,15 @@ def _one_by_one(model: Any, msg: Batch, name: str, num_classes: int
 
 
 def batch_result(msg: Batch, plan: ShardPlan, outputs: dict[str, Output], errors: dict[str, dict[str, str]],
-                 target: str, num_classes: int) -> BatchResult:
+                 target: str, num_classes: int, executor: Any = None, parts: int = 1) -> BatchResult:
     """Statistics of each model's output on the batch, and the pair distances whose two maps were
-    both computed here (pairs against maps saved by an earlier run are left to `rows.add_batch`)."""
+    both computed here (pairs against maps saved by an earlier run are left to `rows.add_batch`).
+    executor, parts: host statistics split by image over `parts` threads (`stats.model_stats_on`)."""
     ids = msg.ids
     res = BatchResult(msg.k, list(ids), [tuple(s) for s in msg.sizes], list(msg.hashes or [None] * len(ids)),
                       msg.images is not None, errors=errors)
     for name, out in outputs.items():
-        st = model_stats(out.proba)
+        st = model_stats_on(out.proba, executor, parts)
         res.models[name] = ModelResult([ids[i] for i in out.pos], st.argmax, st.frac, st.entropy, st.maxprob,
                                        len(out.pos) == len(ids))
     if target not in plan.run:

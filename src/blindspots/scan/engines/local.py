@@ -4,8 +4,9 @@
             pool of `job.decode_workers` threads, in id order, and groups them into batches of
             one image size (`engines.pipeline`, `engines.decoding`);
   main    — runs each model's `predict_proba` on a batch, nothing else (`engines.forward`);
-  writer  — computes the statistics and pair distances (`engines.forward.batch_result`), saves the
-            argmax maps as index PNGs (on a small pool of map threads when decode_workers > 1),
+  writer  — computes the statistics (host ones split by image with the map threads) and pair
+            distances (`engines.forward.batch_result`), saves the argmax maps as index PNGs (on a
+            small pool of map threads when decode_workers > 1),
             then writes the finished shard's Parquet files, in order, once its maps are written
             (`engines.rows`; so a shard file on disk implies its maps exist).
 `run_local(..., inline=True)` runs the same steps one after the other on the calling thread (same
@@ -182,7 +183,8 @@ def _drive(messages: Iterator[Any], collector: ShardCollector, job: ScanJob, bar
             with stages("main: queueing for the writer"):
                 collector.batch(msg.k, {m: len(o.pos) for m, o in outputs.items()}, errors,
                                 lambda msg=msg, plan=plan, outputs=outputs, errors=errors: batch_result(
-                                    msg, plan, outputs, errors, job.target, job.num_classes))
+                                    msg, plan, outputs, errors, job.target, job.num_classes, job.map_pool,
+                                    1 + map_threads(job.decode_workers)))
             del outputs  # inline: the probabilities go as soon as their statistics are taken
             if settle is not None and budget is not None and msg.images is not None and \
                     msg.images.shape[0] * msg.images.shape[1] * msg.images.shape[2] > budget:
