@@ -64,8 +64,10 @@ def world(root: Path) -> Path:
     return w
 
 
-def make_project(world: Path, path: Path, *, labelled: bool = True) -> Project:
-    """labelled: with S0 / T0 (the paper's plan, fine-tuning); without, the label plan (export S ∪ T)."""
+def make_project(world: Path, path: Path, *, labelled: bool = True, labels: C.LabelSettings | None = None,
+                 n4: int = 2) -> Project:
+    """labelled: with S0 / T0 (the paper's plan, fine-tuning); without, the label plan (export S ∪ T).
+    labels: what people label in S (default: whole masks); n4: how many images S gets."""
     data = DataSettings(train=str(world / "train"), val=str(world / "val")) if labelled else DataSettings()
     cfg = Config(pool=PoolSettings(root=str(world / "pool" / "images")),
                  target=ModelSettings("target", str(world / "target.pt")),
@@ -73,8 +75,9 @@ def make_project(world: Path, path: Path, *, labelled: bool = True) -> Project:
                  data=data,
                  project=ProjectSettings(name="lsdemo", seed=0, rounds=1), scan=ScanSettings(batch_size=8, shard_size=16),
                  mining=MiningSettings(strategy="mad", n3=2, quantiles=[0.0, 1.0]),
-                 ratings=RatingSettings(n4=2, raters=1), testset=C.TestSetSettings(size=2, max_per_class=2),
-                 finetune=FinetuneSettings(lrs=[1e-3], epochs=1, batch_size=2, max_replay=2), base_dir=world)
+                 ratings=RatingSettings(n4=n4, raters=1), testset=C.TestSetSettings(size=2, max_per_class=2),
+                 finetune=FinetuneSettings(lrs=[1e-3], epochs=1, batch_size=2, max_replay=2),
+                 labels=labels or C.LabelSettings(), base_dir=world)
     return Project.create(path, cfg)
 
 
