@@ -18,7 +18,7 @@ from blindspots import loop as rounds
 from blindspots.data.formats.labelstudio_config import IMAGE_NAME, POLYGON_NAME, labeling_config
 from blindspots.loop import regions as rq
 from test_labelstudio_live import (TOKEN_ENV, _annotate, _tasks, make_project, root, server,  # noqa: F401 - fixtures
-                                   world)
+                                   task_page, world)
 
 pytest.importorskip("label_studio_sdk", reason="label-studio-sdk is not installed (pip install 'blindspots[labelstudio]')")
 import httpx  # noqa: E402
@@ -156,3 +156,39 @@ def test_region_tasks_round_trip_through_label_studio(server, world: Path, root:
     res = p.step(0, "masks")["result"]
     assert res["n_region_images"] == len(by_region) and 0 < res["region_pixel_share"] < 1, (res, st.message)
     assert p.model("target").version == 1, st.message
+
+
+def test_chromium_submits_a_region_task_with_its_region_ids(server, world: Path, root: Path,  # noqa: ANN001, F811
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Label Studio's own editor (headless Chromium) opens a region task, shows a polygon per asked region
+    and submits them as they are: the annotation keeps the `region-<id>` result ids, so pull reads every
+    guess as its region's answer."""
+    if not Path("/usr/bin/chromium").is_file():
+        pytest.skip("Debian chromium is not installed (/usr/bin/chromium; scripts/test.sh installs it as root)")
+    playwright = pytest.importorskip("playwright.sync_api")
+    monkeypatch.setenv(TOKEN_ENV, server.token)
+    p = make_project(world, root / "regions_browser", n4=4, labels=C.LabelSettings(kind="regions", regions_per_image=3))
+    assert rounds.advance(p, progress=False).state == "awaiting_ratings"
+    p.add_ratings([(0, x, "rater", 1 + k % 5) for k, x in enumerate(p.candidate_ids(0, "M"))])
+    assert rounds.advance(p, progress=False).state == "awaiting_masks"
+    conn = ls.connect(p, server.url, token_env=TOKEN_ENV, document_root=server.document_root)
+    client = ls.LabelStudio(server.url, server.token)
+    ls.push(p, progress=False)
+    x = rq.query_images(p, 0)[0]
+    asked = rq.queries(p, 0, x)
+    tid = int(_tasks(client, conn.masks_project)[x]["id"])
+    names = list(rounds.LoopContext(p, simulate=False, progress=False).classes.names)
+    blocked: list[str] = []
+    with playwright.sync_playwright() as pw:
+        browser, page = task_page(playwright, pw, server, conn.masks_project, tid, blocked)
+        text = page.inner_text("body").split("Regions", 1)[-1]
+        page.get_by_role("button", name="Submit").click()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not client.task(tid)["annotations"]:
+            time.sleep(0.5)
+        browser.close()
+    assert all(names[a.guess] in text for a in asked), text[:500]
+    (ann,) = client.task(tid)["annotations"]
+    assert [r["id"] for r in ann["result"]] == [f"{RESULT_PREFIX}{a.region}" for a in asked], ann["result"]
+    got = ls.pull(p)
+    assert x in got.stored and rq.answers(p, 0, x) == {a.region: a.guess for a in asked}
