@@ -17,10 +17,11 @@ from blindspots import config as C
 from blindspots import loop as rounds
 from blindspots.data.formats.labelstudio_config import IMAGE_NAME, POLYGON_NAME, labeling_config
 from blindspots.loop import regions as rq
-from test_labelstudio_live import (TOKEN_ENV, _annotate, _tasks, make_project, root, server,  # noqa: F401 - fixtures
-                                   task_page, world)
+from test_labelstudio_live import (TOKEN_ENV, _annotate, _brush, _tasks, make_project,  # noqa: F401 - fixtures
+                                   root, server, task_page, world)
 
-pytest.importorskip("label_studio_sdk", reason="label-studio-sdk is not installed (pip install 'blindspots[labelstudio]')")
+pytest.importorskip("label_studio_sdk",
+                    reason="label-studio-sdk is not installed (pip install 'blindspots[labelstudio]')")
 import httpx  # noqa: E402
 
 from blindspots.integrations import labelstudio as ls  # noqa: E402
@@ -150,6 +151,20 @@ def test_region_tasks_round_trip_through_label_studio(server, world: Path, root:
     expected[x][second.region] = second.guess
     assert rq.answers(p, 0, x) == expected[x]
     np.testing.assert_array_equal(p.load_mask(0, x), _expected_mask(rq.segments(p, 0, x), expected[x]))
+
+    # brush strokes on a region task are no answer: the pull names them and stores nothing
+    y = by_region[1]
+    ann = [a for a in client.task(tasks[y]["id"])["annotations"] if not a["was_cancelled"]][0]
+    stroke = _brush(np.where(rq.segments(p, 0, y) == rq.queries(p, 0, y)[0].region, 0, 255).astype(np.uint8), names)
+    time.sleep(1.1)
+    client.sdk.annotations.update(id=ann["id"], result=ann["result"] + stroke)
+    before = (rq.answers(p, 0, y), p.load_mask(0, y))
+    with pytest.raises(ValueError, match=rf"\({y}\), annotation {ann['id']}: expected polygon labels only on a "
+                                         r"region task .* got brush strokes.*nothing was stored"):
+        ls.pull(p)
+    assert rq.answers(p, 0, y) == before[0] and (p.load_mask(0, y) == before[1]).all()
+    client.sdk.annotations.update(id=ann["id"], result=ann["result"])
+    assert ls.pull(p).stored == [y] and rq.answers(p, 0, y) == expected[y]
 
     # the round goes on: the masks step counts the region images and the target is fine-tuned on them
     st = rounds.advance(p, progress=False)
