@@ -64,8 +64,10 @@ def world(root: Path) -> Path:
     return w
 
 
-def make_project(world: Path, path: Path, *, labelled: bool = True) -> Project:
-    """labelled: with S0 / T0 (the paper's plan, fine-tuning); without, the label plan (export S ∪ T)."""
+def make_project(world: Path, path: Path, *, labelled: bool = True, labels: C.LabelSettings | None = None,
+                 n4: int = 2) -> Project:
+    """labelled: with S0 / T0 (the paper's plan, fine-tuning); without, the label plan (export S ∪ T).
+    labels: what people label in S (default: whole masks); n4: how many images S gets."""
     data = DataSettings(train=str(world / "train"), val=str(world / "val")) if labelled else DataSettings()
     cfg = Config(pool=PoolSettings(root=str(world / "pool" / "images")),
                  target=ModelSettings("target", str(world / "target.pt")),
@@ -73,8 +75,9 @@ def make_project(world: Path, path: Path, *, labelled: bool = True) -> Project:
                  data=data,
                  project=ProjectSettings(name="lsdemo", seed=0, rounds=1), scan=ScanSettings(batch_size=8, shard_size=16),
                  mining=MiningSettings(strategy="mad", n3=2, quantiles=[0.0, 1.0]),
-                 ratings=RatingSettings(n4=2, raters=1), testset=C.TestSetSettings(size=2, max_per_class=2),
-                 finetune=FinetuneSettings(lrs=[1e-3], epochs=1, batch_size=2, max_replay=2), base_dir=world)
+                 ratings=RatingSettings(n4=n4, raters=1), testset=C.TestSetSettings(size=2, max_per_class=2),
+                 finetune=FinetuneSettings(lrs=[1e-3], epochs=1, batch_size=2, max_replay=2),
+                 labels=labels or C.LabelSettings(), base_dir=world)
     return Project.create(path, cfg)
 
 
@@ -306,28 +309,9 @@ def test_chromium_shows_the_pre_annotation(live: dict, server, root: Path) -> No
         pytest.skip("needs test_ml_backend_answers_label_studio's task")
     tid, x = live["backend_task"]
     shot = root / "task_page.png"
+    blocked: list[str] = []
     with playwright.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        blocked: list[str] = []
-        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server.url)
-                   else (blocked.append(route.request.url), route.abort()))
-        page.goto(server.url + "/user/login/")
-        page.fill("input[name=email]", server.username)
-        page.fill("input[name=password]", server.password)
-        page.click("button[type=submit]")
-        page.wait_for_load_state("networkidle", timeout=60_000)
-        assert "/user/login" not in page.url, "the admin could not sign in"
-        page.goto(f"{server.url}/projects/{live['conn'].masks_project}/data?task={tid}")
-        page.wait_for_selector("canvas", timeout=60_000)
-        empty = "() => !document.body.innerText.includes('Labeled regions will appear here')"
-        try:  # the prediction arrives after the task (slow on a loaded machine): wait for its regions
-            page.wait_for_function(empty, timeout=30_000)
-        except playwright.TimeoutError:
-            page.reload()
-            page.wait_for_selector("canvas", timeout=60_000)
-            page.wait_for_function(empty, timeout=30_000)
-        page.wait_for_timeout(2000)  # the brush layers are drawn after the image loads
+        browser, page = task_page(playwright, pw, server, live["conn"].masks_project, tid, blocked)
         text = page.inner_text("body")
         model_version = live["client"].project(live["conn"].masks_project).get("model_version")
         page.screenshot(path=str(shot))
@@ -339,6 +323,33 @@ def test_chromium_shows_the_pre_annotation(live: dict, server, root: Path) -> No
     assert all(n in regions for n in present), regions[:500]
     assert shot.is_file() and shot.stat().st_size > 10_000
     print(f"screenshot: {shot}; requests to other addresses refused: {sorted(set(blocked))}")
+
+
+def task_page(playwright, pw, server, pid: int, tid: int, blocked: list[str]):  # noqa: ANN001, ANN201
+    """(browser, page): headless Chromium signed in as the admin on task `tid` of Label Studio project `pid`,
+    once the pre-annotation's regions are listed; requests outside the server are refused (and listed in
+    `blocked`)."""
+    browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server.url)
+               else (blocked.append(route.request.url), route.abort()))
+    page.goto(server.url + "/user/login/")
+    page.fill("input[name=email]", server.username)
+    page.fill("input[name=password]", server.password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state("networkidle", timeout=60_000)
+    assert "/user/login" not in page.url, "the admin could not sign in"
+    page.goto(f"{server.url}/projects/{pid}/data?task={tid}")
+    page.wait_for_selector("canvas", timeout=60_000)
+    empty = "() => !document.body.innerText.includes('Labeled regions will appear here')"
+    try:  # the prediction arrives after the task (slow on a loaded machine): wait for its regions
+        page.wait_for_function(empty, timeout=30_000)
+    except playwright.TimeoutError:
+        page.reload()
+        page.wait_for_selector("canvas", timeout=60_000)
+        page.wait_for_function(empty, timeout=30_000)
+    page.wait_for_timeout(2000)  # the brush layers are drawn after the image loads
+    return browser, page
 
 
 def _assert_one_line_error(res, *needles: str) -> None:

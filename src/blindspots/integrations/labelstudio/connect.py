@@ -32,7 +32,7 @@ def check_config(xml: str, classes: Classes, kind: str, pid: int) -> None:
     if kind == "masks":
         if tags.image is None or not (tags.brush or tags.polygon):
             raise ValueError(f"{option}: expected Label Studio project {pid} to label images with BrushLabels or "
-                             f"PolygonLabels, got a labelling config with {_summary(tags)}; pick a segmentation "
+                             f"PolygonLabels, got a labelling config with {config_summary(tags)}; pick a segmentation "
                              f"project or leave {option} out to create one")
         have = {v for labels in list(tags.brush.values()) + list(tags.polygon.values()) for v in labels}
         missing = [n for n in classes.names if n not in have]
@@ -44,11 +44,12 @@ def check_config(xml: str, classes: Classes, kind: str, pid: int) -> None:
     values = {v for choices in tags.choices.values() for v in choices}
     if tags.image is None or not set(RATING_CHOICES) <= values:
         raise ValueError(f"{option}: expected Label Studio project {pid} to rate images with the choices "
-                         f"{list(RATING_CHOICES)}, got a labelling config with {_summary(tags)}; pass --update-config "
-                         f"or leave {option} out to create one")
+                         f"{list(RATING_CHOICES)}, got a labelling config with {config_summary(tags)}; pass "
+                         f"--update-config or leave {option} out to create one")
 
 
-def _summary(tags: Any) -> str:
+def config_summary(tags: Any) -> str:
+    """A labelling config's tags in words (`read_config`'s ConfigTags), for error messages."""
     parts = [f"{k} {list(v)}" for k, v in (("BrushLabels", tags.brush), ("PolygonLabels", tags.polygon),
                                             ("Choices", tags.choices)) if v]
     return ", ".join(parts) or ("an Image only" if tags.image else "no Image and no labels")
@@ -138,7 +139,8 @@ def _connect(project: Any, client: LabelStudio, conn: Connection, old: Connectio
         labeling_config(classes), classes, title=f"{name}: masks"[:50], update_config=update_config, created=created,
         settings={"maximum_annotations": 1, "show_collab_predictions": True,
                   "description": "Pixel labels of the blindspots round's S and T; the target's prediction is "
-                                 "pre-annotated: correct it and submit."})
+                                 "pre-annotated: correct it and submit. Region tasks (polygons): relabel a wrong "
+                                 "polygon, delete one that is mixed or unsure."})
     conn.ratings_project = _ensure_project(
         client, "ratings", ratings_project if ratings_project is not None else (old and old.ratings_project),
         rating_config(classes), classes, title=f"{name}: ratings"[:50], update_config=update_config, created=created,

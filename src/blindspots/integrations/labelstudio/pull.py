@@ -1,7 +1,7 @@
 """`pull`: finished Label Studio annotations into the project's masks (or ratings), so `round` goes on.
 
 Everything is read and checked first (every page of tasks, every mask decoded and sized, every label a
-class, every image one the round awaits); only then is anything stored, so a bad annotation or a server
+class, polygons only on a region task, every image one the round awaits); only then is anything stored, so a bad annotation or a server
 that stops answering half-way leaves the project as it was. Per task the latest submitted annotation
 wins (an edited annotation replaces the mask stored from its older version); a task whose stored
 annotation is unchanged is not written again (re-pulling is idempotent). Tasks skipped (cancelled) in
@@ -134,6 +134,13 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
                 mask = _mask(loop, ann, label, i, image_id)
             except ValueError as e:
                 bad.append(str(e))
+                continue
+            if image_id in by_region[i] and any(str(r.get("type", "")).lower() == "brushlabels"
+                                                 for r in ann.get("result") or []):
+                # a region task's answers are its polygons' labels: brush strokes would be dropped in silence
+                bad.append(f"{label}, annotation {ann.get('id')}: expected polygon labels only on a region task "
+                           "(labels.kind = \"regions\"), got brush strokes (remove them; relabel or delete the "
+                           "polygons instead)")
                 continue
             if mask is None and image_id not in by_region[i]:  # no polygon left of a region task: all mixed
                 report.skipped.append(label + " submitted empty")

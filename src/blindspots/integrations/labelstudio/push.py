@@ -1,7 +1,8 @@
 """`push`: a round's images as Label Studio tasks with the target's prediction pre-annotated.
 
 masks: S(i+1) ∪ T(i+1) without a stored mask, into the masks project (an image of S asked about by regions,
-`labels.kind = "regions"`: a polygon per region, `integrations.labelstudio.regions`); ratings: the candidates M(i+1)
+`labels.kind = "regions"`: a polygon per region, `integrations.labelstudio.regions`; a masks project without
+PolygonLabels for every class is refused for them); ratings: the candidates M(i+1)
 into the ratings project. Each task's data holds the image URL, `blindspots_id`, `round`, `set`
 (S, T or M) and the mining pick's rank / score / reason (`mad_*`), S's MOS (`mos_*`), so the Data
 Manager can sort by them. Pushing again adds only what is not there yet; a pushed task deleted in
@@ -18,7 +19,7 @@ from tqdm.auto import tqdm
 
 from blindspots.data.formats.labelstudio import task_image_url
 from blindspots.data.formats.labelstudio_config import read_config
-from blindspots.integrations.labelstudio.connect import check_config
+from blindspots.integrations.labelstudio.connect import check_config, config_summary
 from blindspots.integrations.labelstudio.connection import KINDS, Connection, load_connection, save_connection
 from blindspots.integrations.labelstudio.tasks import brush_prediction, candidate_fields
 
@@ -115,9 +116,15 @@ def push(project: Any, *, round: int | None = None, kind: str = "masks", progres
     brush = next(iter(tags.brush), None)
     polygon = next(iter(tags.polygon), None)
     ids = _ids_to_push(project, i, kind)
-    by_region = set(query_images(project, i)) if kind == "masks" and polygon and tags.image else set()
     if not ids:
         raise ValueError(f"round: expected images awaiting {kind} in round {i}, got none")
+    by_region = set(query_images(project, i)) & set(ids) if kind == "masks" else set()
+    if by_region and (not tags.image or polygon is None or set(classes.names) - set(tags.polygon[polygon])):
+        # as brush tasks, their whole-mask answers would be read as every region "mixed / unsure"
+        raise ValueError(f"labels: expected PolygonLabels with every class in Label Studio project {pid}'s labelling "
+                         f"config for the region questions of {len(by_region)} image(s) of S (labels.kind = "
+                         f"\"regions\"), got a config with {config_summary(tags)}; run `blindspots labelstudio "
+                         "connect` with --update-config to write the generated config")
     live = {int(t["id"]) for t in client.tasks(pid)}
     report = PushReport(kind, i, pid)
     pushed: dict[str, int] = {}
@@ -154,7 +161,7 @@ def push(project: Any, *, round: int | None = None, kind: str = "masks", progres
         save_connection(project.path, conn)
         bar.update(len(batch))
     bar.close()
-    if brush is not None and todo and client.project(pid).get("model_version") != model:
+    if (brush is not None or by_region) and todo and client.project(pid).get("model_version") != model:
         # Label Studio pre-labels a task with the predictions of the project's model version only (a version
         # it accepts once predictions of it exist)
         client.update_project(pid, model_version=model)
