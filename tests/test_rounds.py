@@ -244,6 +244,46 @@ def test_without_labels_the_label_plan_mines_from_pool_predictions(world: Path, 
     assert bl.advance(p, simulate=True, progress=False).message == st.message  # stays stopped
 
 
+def test_loop_and_mine_pick_the_same_from_a_pool_with_duplicates(world: Path, tmp_path: Path) -> None:
+    """One rule for exact duplicates: the loop's MAD (class ranges from the target's pool predictions)
+    and `mine_scan` on the loop's own scan count each image once, so ranges and picks agree."""
+    import shutil
+
+    from blindspots.mine import mine_scan
+    from blindspots.mine.mad import class_area_ranges_from_table
+    from blindspots.scan import read_score_table
+
+    src = world / "pool" / "images"
+    pool = tmp_path / "pool"
+    shutil.copytree(src, pool)
+    files = sorted(f for f in src.rglob("*") if f.is_file())
+    for k, f in enumerate(files[:12]):  # 12 copies, some twice, so copies would shift the quartiles
+        shutil.copy(f, pool / f"copy_{k}{f.suffix}")
+        if k % 3 == 0:
+            shutil.copy(f, pool / f"copy_{k}_again{f.suffix}")
+    cfg = make_config(world)
+    cfg.pool.root = str(pool)
+    cfg.data.train = cfg.data.val = ""
+    cfg.mining.quantiles = [0.25, 0.75]
+    p = Project.create(tmp_path / "p", cfg)
+    assert bl.advance(p, progress=False).state == "awaiting_ratings"
+    ctx = bl.LoopContext(p, simulate=False, progress=False)
+    table = read_score_table(p.scan_dir)
+    assert table["content_hash"].duplicated().sum() == 16
+    loop_ranges = class_ranges(ctx)
+    mine_ranges = class_area_ranges_from_table(table, "target_v0", num_classes=ctx.classes.num_classes)
+    np.testing.assert_array_equal(loop_ranges, mine_ranges)
+    # counting every copy would give other quartiles for this pool (the test sees a difference)
+    ok = table.assign(content_hash=None)
+    assert not np.allclose(class_area_ranges_from_table(ok, "target_v0", num_classes=ctx.classes.num_classes),
+                           loop_ranges, equal_nan=True)
+    loop_picks = list(p.candidates(0, "M")["id"])
+    picks = mine_scan(p.scan_dir, "mad", None, target="target_v0", n3=cfg.mining.n3,
+                      distance=cfg.mining.distance)
+    assert loop_picks and loop_picks == list(picks["id"])
+    assert picks["content_hash"].is_unique
+
+
 def test_scenario_strategy_mines_near_round_0s_failures(world: Path, tmp_path: Path) -> None:
     # Round 0 has no confirmed failures yet and mines with MAD; round 1 groups S(1) into failure
     # scenarios (scenarios/segmentation.py) and mines the pool images nearest them.
