@@ -28,7 +28,7 @@ def awaiting_masks(root: Path, token: str, *, size: int = 32, n_pool: int = 16):
 
     p = make_sample_project(root / "sample", n_pool=n_pool, size=size, n_candidates=6,
                             annotators={"ann": ("annotator", token)}, vote_set=False, review_set=False)
-    p.add_ratings([(0, i, "helper", 1) for i in p.candidate_ids(0, "M")])
+    p.answers.add_ratings([(0, i, "helper", 1) for i in p.answers.candidate_ids(0, "M")])
     st = loop.advance(Project.open(p.path), progress=False)
     assert st.state == "awaiting_masks", st.message
     return Project.open(p.path)
@@ -137,7 +137,7 @@ def test_mask_files_are_named_by_stem(world: dict) -> None:
     body = {"kind": "round", "ref": "0", "image_id": image_id, "width": 32, "height": 32,
             "mask": base64.b64encode(m.tobytes()).decode()}
     assert world["client"].post("/api/labels", json=body, headers=auth()).status_code == 200
-    path = p.stored_mask_path(0, image_id)
+    path = p.answers.stored_mask_path(0, image_id)
     assert path.name == Path(artifact_name(image_id)).name and not path.name.endswith(".png.png")
     assert not list(p.path.rglob("*.png.png"))
 

@@ -52,7 +52,7 @@ def test_task_and_pulled_annotation(project) -> None:  # noqa: ANN001
     assert got[asked[0].region] == (asked[0].guess + 1) % len(names)
     assert got[asked[1].region] is None and got[asked[2].region] == asked[2].guess
     assert rq.answers(project, 0, image) == got
-    m, seg = project.load_mask(0, image), rq.segments(project, 0, image)
+    m, seg = project.answers.load_mask(0, image), rq.segments(project, 0, image)
     assert (m[seg == asked[1].region] == 255).all() and (m[seg == asked[0].region] == got[asked[0].region]).all()
     with pytest.raises(ValueError, match=r"results\[0\]: expected one polygon label"):
         bad = copy.deepcopy(res[:1])
@@ -102,7 +102,7 @@ def test_push_and_pull_region_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     by_region = set(rq.query_images(p, 0))
     kinds = {t["data"]["blindspots_id"]: t["predictions"][0]["result"][0]["type"] for t in fake.stored.values()}
     assert {x for x, k in kinds.items() if k == "polygonlabels"} == by_region
-    assert {x for x, k in kinds.items() if k == "brushlabels"} == set(p.candidate_ids(0, "T")) - by_region
+    assert {x for x, k in kinds.items() if k == "brushlabels"} == set(p.answers.candidate_ids(0, "T")) - by_region
     # A person accepts every guess of the region tasks but deletes (mixed) the first polygon of each.
     for t in fake.stored.values():
         res = t["predictions"][0]["result"]
@@ -114,7 +114,7 @@ def test_push_and_pull_region_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     for x in by_region:
         asked = rq.queries(p, 0, x)
         assert rq.answers(p, 0, x) == {asked[0].region: None, **{a.region: a.guess for a in asked[1:]}}
-        m, seg = p.load_mask(0, x), rq.segments(p, 0, x)
+        m, seg = p.answers.load_mask(0, x), rq.segments(p, 0, x)
         assert (m[seg == asked[0].region] == 255).all() and all((m[seg == a.region] == a.guess).all() for a in asked[1:])
-        assert p.masks_for_round(0).set_index("id").loc[x, "source"] == rq.REGION_SOURCE
+        assert p.answers.masks_for_round(0).set_index("id").loc[x, "source"] == rq.REGION_SOURCE
     assert pull(p, kind="masks").unchanged == len(by_region)  # pulled again: nothing new

@@ -26,8 +26,9 @@ def _settings(cls: type, **values: Any) -> Any:
 
 class Project:
     """A project folder: `blindspots.toml`, the store (ratings, masks, selections, model versions), the
-    scan, checkpoints and reports. `store` is the folder's `blindspots.loop.Project` for everything else
-    (candidates, ratings and masks per round, events)."""
+    scan, checkpoints and reports. `answers` (candidates, ratings and masks per round), `journal` (rounds,
+    steps, events) and `registry` (model versions, metrics) are its parts; `store` is the folder's
+    `blindspots.loop.Project`, which holds them."""
 
     def __init__(self, store: loop.Project) -> None:
         self.store = store
@@ -84,6 +85,21 @@ class Project:
     @property
     def config(self) -> Config:
         return self.store.config
+
+    @property
+    def answers(self) -> loop.Answers:
+        """Selections M, S, T per round, annotators, ratings, masks, votes and reviews."""
+        return self.store.answers
+
+    @property
+    def journal(self) -> loop.Journal:
+        """Rounds, steps (the audit log of Algorithm 1) and events."""
+        return self.store.journal
+
+    @property
+    def registry(self) -> loop.Registry:
+        """Model versions and their metrics."""
+        return self.store.registry
 
     def advance(self, *, simulate: bool = False, max_steps: int | None = None, progress: bool = True) -> loop.Status:
         """Run the loop until people are needed (or every round is done); the `Status` says what is awaited

@@ -93,7 +93,7 @@ def _save(request: Request, kind: str, ref: str, image_id: str, mask: np.ndarray
           source: str) -> dict:
     if kind == "round":
         with deps.store(request).write_lock:
-            deps.project(request).add_mask(int(ref), image_id, mask, source=source, annotator=who.name)
+            deps.project(request).answers.add_mask(int(ref), image_id, mask, source=source, annotator=who.name)
     else:
         deps.store(request).add_fix(ref, image_id, mask, who.name)
     counts = np.bincount(mask.ravel(), minlength=256)

@@ -66,7 +66,7 @@ class MineStep(Step):
         if not len(sel):
             log.warning("round %d: %s selected no candidates; the round will have empty M, S and T",
                         i, type(sampler).__name__)
-        ctx.project.set_candidates(i, "M", sel)
+        ctx.project.answers.set_candidates(i, "M", sel)
         n4 = ctx.cfg.ratings.n4
         if len(sel) and n4 >= len(sel) and i < ctx.last_round():
             log.warning("round %d: S is every candidate: n4 = %d is not less than the %d images mined, so all of "
@@ -198,7 +198,7 @@ def _check_surprise_columns(ctx: LoopContext, i: int, table: pd.DataFrame) -> No
     if any(str(col).startswith("surprise_") and str(col).endswith(f"__{name}") for col in table.columns):
         return
     p = ctx.project
-    spec = p.model(ctx.cfg.target.name, i).spec
+    spec = p.registry.model(ctx.cfg.target.name, i).spec
     raise ProjectError(
         f"mining.strategy: 'surprise' expected surprise columns of {name!r} in the project's scan, got none; "
         f"fit an estimator on labelled images (`blindspots surprise fit '{spec}' --images DIR --masks DIR "
