@@ -152,6 +152,11 @@ def test_superpixels_and_competitors(world: dict) -> None:
     labels = np.frombuffer(base64.b64decode(s["labels"]), "<u2").reshape(32, 32)
     assert s["n"] == labels.max() + 1 >= 4 and set(np.unique(labels)) == set(range(s["n"]))
     assert c.get("/api/labels/superpixels", params=q, headers=auth()).json()["labels"] == s["labels"]  # cached
+    # the cache is the app's (app.state), not the process's: a second app on the project starts empty
+    from blindspots.app import create_app
+
+    cached = c.app.state.segments
+    assert len(cached) >= 1 and len(create_app(p.path).state.segments) == 0
     fine = c.get("/api/labels/superpixels", params={**q, "level": "fine"}, headers=auth()).json()
     assert fine["level"] == "fine" and fine["n"] > s["n"]
     assert c.get("/api/labels/superpixels", params={**q, "level": "huge"}, headers=auth()).status_code == 422

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from blindspots import loop
+from blindspots.allocator import keep_freed_memory
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, SimulateSettings, TestSetSettings)
 from blindspots.report import write_round_report
@@ -104,7 +105,10 @@ class Project:
     def advance(self, *, simulate: bool = False, max_steps: int | None = None, progress: bool = True) -> loop.Status:
         """Run the loop until people are needed (or every round is done); the `Status` says what is awaited
         and what to do next. simulate: simulated raters and annotators answer (needs `ground_truth`).
-        One run at a time per project: another running one makes this raise `blindspots.loop.ProjectBusy`."""
+        One run at a time per project: another running one makes this raise `blindspots.loop.ProjectBusy`.
+        Like `blindspots round`, this process then keeps freed memory for the forwards
+        (`blindspots.keep_freed_memory`; BLINDSPOTS_MALLOC=system leaves the allocator alone)."""
+        keep_freed_memory()
         return loop.advance(self.store, simulate=simulate, progress=progress, max_steps=max_steps)
 
     def status(self) -> loop.Status:
