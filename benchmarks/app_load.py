@@ -247,7 +247,7 @@ def run_direct(project_path: Path, answers: dict, round_: int) -> float:
         start.wait()
         for image_id, score in answers[name]:
             with lock:
-                p.add_rating(round_, image_id, name, score)
+                p.answers.add_rating(round_, image_id, name, score)
 
     return run_together([threading.Thread(target=worker, args=(n,)) for n in answers], start)
 
@@ -257,7 +257,7 @@ def check(project_path: Path, answers: dict, round_: int) -> tuple[int, int]:
     from blindspots.loop.project import Project
 
     p = Project.open(project_path)
-    rows = p.db.execute("SELECT annotator, image_id, score, COUNT(*) OVER (PARTITION BY annotator, image_id) "
+    rows = p.store.db.execute("SELECT annotator, image_id, score, COUNT(*) OVER (PARTITION BY annotator, image_id) "
                         "FROM ratings WHERE round=?", (round_,)).fetchall()
     stored = {(a, i): s for a, i, s, _ in rows}
     duplicated = sum(1 for *_, n in rows if n > 1)
@@ -398,7 +398,7 @@ def add_annotators(project_path: Path, tokens: dict[str, str]) -> None:
 
     p = Project.open(project_path)
     for name, tok in tokens.items():
-        p.add_annotator(name, tok)
+        p.answers.add_annotator(name, tok)
     p.close()
 
 
@@ -450,7 +450,7 @@ def main() -> None:
     from blindspots.loop.project import Project
 
     base = Project.open(sample / "project")
-    ids = list(base.candidates(0, "M")["id"])
+    ids = list(base.answers.candidates(0, "M")["id"])
     assert len(ids) >= per, f"only {len(ids)} candidates"
     names = [f"rater{k:02d}" for k in range(a.annotators)]
     answers = plan(ids, names, per, a.seed)

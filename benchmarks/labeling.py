@@ -97,7 +97,7 @@ def make_project(root: Path, n: int, size: int, seed: int, token: str, epochs: i
 
     p = make_rating_project(root, n, size, seed, token, epochs)
     rng = np.random.default_rng(seed)
-    p.add_ratings([(0, i, "helper", int(rng.integers(1, 6))) for i in p.candidate_ids(0, "M")])
+    p.answers.add_ratings([(0, i, "helper", int(rng.integers(1, 6))) for i in p.answers.candidate_ids(0, "M")])
     st = loop.advance(Project.open(p.path), progress=False)
     if st.state != "awaiting_masks":
         raise RuntimeError(f"expected the project to wait for masks, got {st.state}: {st.message}")
@@ -414,7 +414,7 @@ def main() -> None:
     t = time.perf_counter()
     p = make_project(args.out, args.n, args.size, args.seed, token, args.epochs)
     print(f"project ready in {time.perf_counter() - t:.0f} s (loadavg {os.getloadavg()})", flush=True)
-    items = list(p.candidates(0, "S")["id"])[: args.n]
+    items = list(p.answers.candidates(0, "S")["id"])[: args.n]
     truth_dir = Path(p.config.resolve(p.config.pool.root)).parent / "masks"
     truths = {i: np.asarray(Image.open(truth_dir / Path(i).with_suffix(".png").name)) for i in items}
     results: dict[str, list[dict]] = {m: [] for m in MODES}

@@ -94,13 +94,13 @@ def main() -> None:
     token = secrets.token_urlsafe(16)
     t = time.perf_counter()
     p = labeling.make_rating_project(args.out, args.n, args.size, args.seed, token, args.epochs)
-    items = [str(i) for i in p.candidate_ids(0, "M")]
+    items = [str(i) for i in p.answers.candidate_ids(0, "M")]
     scores = true_scores(p, items)
     print(f"project ready in {time.perf_counter() - t:.0f} s: {len(items)} images to rate (loadavg "
           f"{os.getloadavg()})", flush=True)
     with labeling.served(p.path, token) as (url, api), labeling.signed_in(url, token) as page:
         rows, first, flush = rate_all(page, url, scores)
-        got = Project.open(p.path).ratings_for_round(0)
+        got = Project.open(p.path).answers.ratings_for_round(0)
         if len(got) != len(items):
             raise RuntimeError(f"expected {len(items)} saved ratings, got {len(got)}")
         st = loop.advance(Project.open(p.path), progress=False)
@@ -109,7 +109,7 @@ def main() -> None:
         p = Project.open(p.path)
         truth_dir = Path(p.config.resolve(p.config.pool.root)).parent / "masks"
         masks = []
-        for item in list(p.candidates(0, "S")["id"])[: args.masks]:
+        for item in list(p.answers.candidates(0, "S")["id"])[: args.masks]:
             truth = np.asarray(Image.open(truth_dir / Path(item).with_suffix(".png").name))
             masks.append(labeling.label_one(page, url, item, truth, "editor", api))
     load = os.getloadavg()

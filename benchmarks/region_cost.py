@@ -89,7 +89,7 @@ def main() -> None:
     p = labeling.make_rating_project(args.out, args.n, args.size, args.seed, token, args.epochs)
     rq.set_labels(p, "regions", args.k)
     rng = np.random.default_rng(args.seed)
-    p.add_ratings([(0, i, "helper", int(rng.integers(1, 6))) for i in p.candidate_ids(0, "M")])
+    p.answers.add_ratings([(0, i, "helper", int(rng.integers(1, 6))) for i in p.answers.candidate_ids(0, "M")])
     st = loop.advance(Project.open(p.path), progress=False)
     if st.state != "awaiting_masks":
         raise RuntimeError(f"expected the project to wait for region answers, got {st.state}: {st.message}")
@@ -105,13 +105,13 @@ def main() -> None:
         page.screenshot(path=str(args.out / "regions_page.png"), full_page=True)
     # The annotator finished: the masks step writes nothing more for S (its images are done); check them.
     p = Project.open(p.path)
-    saved = p.masks_for_round(0).set_index("id")
+    saved = p.answers.masks_for_round(0).set_index("id")
     missing = [i for i in images if i not in saved.index or saved.loc[i, "source"] != rq.REGION_SOURCE]
     if missing:
         raise RuntimeError(f"expected a region mask of every image, got none for {missing}")
     labelled = right = pixels = 0
     for i in images:
-        m = p.load_mask(0, i)
+        m = p.answers.load_mask(0, i)
         on = m != 255
         labelled, right, pixels = labelled + int(on.sum()), right + int((m[on] == truth[i][on]).sum()), pixels + m.size
     load = os.getloadavg()

@@ -19,7 +19,7 @@ from blindspots.scenarios.segmentation_attributes import scan_attributes
 def main(path: str) -> None:
     project = Project.open(path)
     rounds = range(project.config.project.rounds + 1)
-    failures = sorted({str(i) for r in rounds for i in project.candidates(r, "S")["id"]})
+    failures = sorted({str(i) for r in rounds for i in project.answers.candidates(r, "S")["id"]})
     if len(failures) < 2:
         sys.exit(f"{path}: fewer than 2 confirmed failures (S) so far; run more of the loop first")
     features = scan_attributes(project.scan_dir, progress=True)

@@ -31,7 +31,7 @@ def export(scan: str, project: str, picks: str, issues: str, sa_maps: str) -> di
     sample.tags.append("checked_by_alice")
     sample.save()
     p = Project.open(project)
-    p.add_rating(0, sample["blindspots_id"], "carol", 5)
+    p.answers.add_rating(0, sample["blindspots_id"], "carol", 5)
     p.close()
     again = export_to_fiftyone(project, "bs_proj", progress=False)
     # the project's scan with its picks exported onto the project's dataset: M/S/T and the ids stay

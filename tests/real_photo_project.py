@@ -70,7 +70,7 @@ def build_until_ratings(tmp: Path) -> tuple[Path, dict[str, tuple[int, int]]]:
         "--competitor", "comp=real_photo_models:competitor", "--n3", 3, "--n4", 4, "--raters", 1,
         "--test-size", 3)
     cli(cli_app, "round", proj)
-    Project.open(proj).add_annotator("ann", TOKEN)
+    Project.open(proj).answers.add_annotator("ann", TOKEN)
     return proj, sizes
 
 

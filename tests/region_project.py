@@ -16,7 +16,7 @@ def region_project(root: Path, annotators: dict[str, tuple[str, str]], *, region
     p = make_sample_project(root, n_pool=24, size=size, n_candidates=12, annotators=annotators,
                             vote_set=False, review_set=False)
     set_labels(p, "regions", regions_per_image)
-    p.add_ratings([(0, x, "rater", 1 + k % 5) for k, x in enumerate(p.candidate_ids(0, "M"))])
+    p.answers.add_ratings([(0, x, "rater", 1 + k % 5) for k, x in enumerate(p.answers.candidate_ids(0, "M"))])
     st = loop.advance(p, progress=False)
     assert st.state == "awaiting_masks", st.message
     return p

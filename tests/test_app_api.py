@@ -94,7 +94,7 @@ def test_admin_routes_refuse_annotators(client: TestClient) -> None:
 
 def test_tokens_are_stored_hashed(world: dict) -> None:
     p: Project = world["project"]
-    rows = dict(p.db.execute("SELECT name, token_hash FROM annotators").fetchall())
+    rows = dict(p.store.db.execute("SELECT name, token_hash FROM annotators").fetchall())
     assert rows["ann"] == hashlib.sha256(ANN.encode()).hexdigest()
     raw = b"".join(f.read_bytes() for f in p.path.glob("store.sqlite*"))
     assert ANN.encode() not in raw and ADMIN.encode() not in raw
@@ -116,7 +116,7 @@ def test_cookie_session_needs_csrf(client: TestClient) -> None:
     assert client.post("/api/ratings/undo", json={"round": q["round"], "image_id": body["image_id"]},
                        headers={"X-CSRF-Token": csrf}).json()["removed"] is True
     # The session id is stored hashed, too.
-    assert client.app.state.project.db.execute("SELECT COUNT(*) FROM app_sessions WHERE id_hash=?",
+    assert client.app.state.project.store.db.execute("SELECT COUNT(*) FROM app_sessions WHERE id_hash=?",
                                                (cookie,)).fetchone()[0] == 0
     assert client.post("/api/signout", headers={"X-CSRF-Token": csrf}).status_code == 200
     client.cookies.set("bs_session", cookie)
@@ -233,7 +233,7 @@ def test_double_submission_keeps_one_answer(world: dict, client: TestClient) -> 
         r = client.post("/api/ratings", json={"round": q["round"], "image_id": iid, "score": 4}, headers=bearer(ANN3))
         assert r.status_code == 200 and r.json()["done"] == 1
     r = client.post("/api/ratings", json={"round": q["round"], "image_id": iid, "score": "ood"}, headers=bearer(ANN3))
-    rows = p.db.execute("SELECT score, out_of_domain FROM ratings WHERE annotator='cy' AND image_id=?", (iid,)).fetchall()
+    rows = p.store.db.execute("SELECT score, out_of_domain FROM ratings WHERE annotator='cy' AND image_id=?", (iid,)).fetchall()
     assert rows == [(None, 1)]
     q2 = client.get("/api/ratings/queue", headers=bearer(ANN3)).json()
     assert q2["done"] == 1 and [x["score"] for x in q2["items"] if x["id"] == iid] == ["ood"]
@@ -248,7 +248,7 @@ def test_concurrent_submissions_are_neither_lost_nor_duplicated(world: dict, cli
     tokens = {}
     for k in range(6):
         tokens[f"load{k}"] = f"loadtoken-{k:05d}"
-        p.add_annotator(f"load{k}", tokens[f"load{k}"])
+        p.answers.add_annotator(f"load{k}", tokens[f"load{k}"])
     q = client.get("/api/ratings/queue", headers=bearer(ADMIN)).json()
     ids = [x["id"] for x in q["items"]]
     errors: list = []
@@ -268,7 +268,7 @@ def test_concurrent_submissions_are_neither_lost_nor_duplicated(world: dict, cli
     for t in threads:
         t.join()
     assert not errors
-    got = p.db.execute("SELECT annotator, image_id, score FROM ratings WHERE annotator LIKE 'load%'").fetchall()
+    got = p.store.db.execute("SELECT annotator, image_id, score FROM ratings WHERE annotator LIKE 'load%'").fetchall()
     assert len(got) == len(tokens) * len(ids)
     assert sorted(got) == sorted((n, iid, 1 + (j % 5)) for n in tokens for j, iid in enumerate(ids))
 
@@ -280,7 +280,7 @@ def test_store_matches_last_answer_model(world: dict) -> None:
     from hypothesis import strategies as st
 
     p: Project = world["project"]
-    p.add_annotator("hyp", "hyptoken-0001")
+    p.answers.add_annotator("hyp", "hyptoken-0001")
     c = TestClient(world["app"])
     rnd = c.get("/api/ratings/queue", headers=bearer("hyptoken-0001")).json()["round"]
     assert rnd is not None  # runs before the test that closes the ratings
@@ -290,7 +290,7 @@ def test_store_matches_last_answer_model(world: dict) -> None:
     @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(action, max_size=12))
     def run(actions: list) -> None:
-        p.db.execute("DELETE FROM ratings WHERE annotator='hyp'")
+        p.store.db.execute("DELETE FROM ratings WHERE annotator='hyp'")
         model: dict = {}
         for iid, a in actions:
             if a == "undo":
@@ -302,11 +302,11 @@ def test_store_matches_last_answer_model(world: dict) -> None:
                            headers=bearer("hyptoken-0001"))
                 model[iid] = a
             assert r.status_code == 200 and r.json()["done"] == len(model)
-        rows = p.db.execute("SELECT image_id, score, out_of_domain FROM ratings WHERE annotator='hyp'").fetchall()
+        rows = p.store.db.execute("SELECT image_id, score, out_of_domain FROM ratings WHERE annotator='hyp'").fetchall()
         assert {i: ("ood" if o else s) for i, s, o in rows} == model
 
     run()
-    p.db.execute("DELETE FROM ratings WHERE annotator='hyp'")
+    p.store.db.execute("DELETE FROM ratings WHERE annotator='hyp'")
 
 
 # ---- votes ---------------------------------------------------------------------------------------
@@ -321,7 +321,7 @@ def test_votes(world: dict, client: TestClient) -> None:
                        headers=bearer(ANN)).json()["done"] == 1
     assert client.post("/api/votes", json={"set": "digits", "item_id": item, "label": "none"},
                        headers=bearer(ANN)).json()["done"] == 1
-    assert p.votes().query("annotator == 'ann'")[["item_id", "label"]].values.tolist() == [[item, None]]
+    assert p.answers.votes().query("annotator == 'ann'")[["item_id", "label"]].values.tolist() == [[item, None]]
     bad = [({"set": "digits", "item_id": item, "label": "11"}, 422), ({"set": "digits", "item_id": "x", "label": "1"}, 404),
            ({"set": "nope", "item_id": item, "label": "1"}, 404), ({"set": "digits", "item_id": item}, 422)]
     for body, code in bad:
@@ -349,7 +349,7 @@ def test_reviews_and_fix_flow(world: dict, client: TestClient) -> None:
                        headers=bearer(ANN)).status_code == 404
     assert client.post("/api/reviews", json={"set": "s0", "image_id": img["id"], "region": reg["region"],
                                              "verdict": "maybe"}, headers=bearer(ANN)).status_code == 422
-    rv = p.reviews()
+    rv = p.answers.reviews()
     assert rv.query("annotator == 'ann'")[["id", "region_id", "verdict"]].values.tolist() == \
         [[f"s0/{img['id']}", reg["region"], "error"]]
     # The confirmed error is now a label task: start from the given mask, save a fix.
@@ -419,8 +419,8 @@ def test_ratings_then_masks_then_loop_continues(world: dict, client: TestClient)
     ok = client.post("/api/labels", json={**body, "mask": base64.b64encode(paint.tobytes()).decode()},
                      headers=bearer(ANN))
     assert ok.status_code == 200
-    assert np.array_equal(p.load_mask(0, first), paint)
-    assert p.masks_for_round(0).query("id == @first")[["source", "annotator"]].values.tolist() == [["app", "ann"]]
+    assert np.array_equal(p.answers.load_mask(0, first), paint)
+    assert p.answers.masks_for_round(0).query("id == @first")[["source", "annotator"]].values.tolist() == [["app", "ann"]]
     again = client.get("/api/labels/start", params={"kind": "round", "ref": "0", "id": first}, headers=bearer(ANN)).json()
     assert again["source"] == "stored"
     assert client.get("/api/images/mask", params={"round": 0, "id": first}, headers=bearer(ANN)).status_code == 200
@@ -439,7 +439,7 @@ def test_ratings_then_masks_then_loop_continues(world: dict, client: TestClient)
     truth[16:] = 1
     r = up(png(classes.colorize(truth)))  # colour-coded in the class palette
     assert r.status_code == 200 and r.json()["pixels"] == {"0": 512, "1": 512}
-    assert np.array_equal(p.load_mask(0, second), truth)
+    assert np.array_equal(p.answers.load_mask(0, second), truth)
     # The CVAT / Label Studio exports of the images still awaiting masks.
     r = client.get("/api/labels/export", params={"format": "cvat"}, headers=bearer(ANN))
     assert r.status_code == 200 and r.content[:2] == b"PK"
@@ -452,7 +452,7 @@ def test_ratings_then_masks_then_loop_continues(world: dict, client: TestClient)
                            files={"file": ("m.png", png(truth, "L"), "image/png")}, headers=bearer(ANN)).status_code == 200
     assert client.get("/api/labels/queue", headers=bearer(ANN)).json()["done"] >= len(todo)
     st = loop.advance(Project.open(p.path), progress=False, max_steps=1)
-    assert p.step(0, "masks")["status"] == "done", st.message
+    assert p.journal.step(0, "masks")["status"] == "done", st.message
 
 
 def test_body_limit(world: dict, client: TestClient) -> None:

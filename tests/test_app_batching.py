@@ -38,7 +38,7 @@ def test_concurrent_submits_are_all_committed_once(project: Project) -> None:
         t.join()
     w.close()
     assert not errors
-    rows = project.db.execute("SELECT annotator, image_id, score FROM ratings").fetchall()
+    rows = project.store.db.execute("SELECT annotator, image_id, score FROM ratings").fetchall()
     assert sorted(rows) == sorted((f"r{k}", f"img_{j:03d}.png", 1 + (j + k) % 5) for k in range(8) for j in range(30))
     assert 1 <= w.batches <= 8 * 35
 
@@ -70,7 +70,7 @@ def test_a_bad_row_fails_alone(project: Project) -> None:
         t.join()
     w.close()
     assert results["good1"] == "ok" and results["good2"] == "ok" and "score" in results["bad"]
-    assert sorted(project.db.execute("SELECT annotator FROM ratings").fetchall()) == [("good1",), ("good2",)]
+    assert sorted(project.store.db.execute("SELECT annotator FROM ratings").fetchall()) == [("good1",), ("good2",)]
     with pytest.raises(ValueError, match="max_batch"):
         GroupWriter(project, lock, max_batch=0)
 
@@ -94,5 +94,5 @@ def test_async_commit_and_a_withdrawn_row(project: Project) -> None:
         kept = w.enqueue((0, "d.png", "alice", 3))
     kept.result(timeout=10)
     w.close()
-    assert sorted(project.db.execute("SELECT image_id, score FROM ratings").fetchall()) == \
+    assert sorted(project.store.db.execute("SELECT image_id, score FROM ratings").fetchall()) == \
         [("a.png", 4), ("b.png", 1), ("d.png", 3)]

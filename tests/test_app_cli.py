@@ -26,7 +26,7 @@ def test_annotators_add_list_remove(project: Project) -> None:
     assert r.exit_code == 0, r.output
     m = re.search(r"http://host:9000/signin#token=(\S+)", r.output)
     assert m, r.output
-    assert project.annotator_for_token(m.group(1)) == {"name": "alice", "role": "annotator"}
+    assert project.answers.annotator_for_token(m.group(1)) == {"name": "alice", "role": "annotator"}
     r = runner.invoke(cli, ["annotators", "add", str(project.path), "root", "--admin"])
     assert r.exit_code == 0 and "(admin)" in r.output
     r = runner.invoke(cli, ["annotators", "list", str(project.path)])
@@ -34,7 +34,7 @@ def test_annotators_add_list_remove(project: Project) -> None:
     assert m.group(1) not in r.output
     # Re-keying invalidates the old token.
     r2 = runner.invoke(cli, ["annotators", "add", str(project.path), "alice"])
-    assert project.annotator_for_token(m.group(1)) is None and r2.exit_code == 0
+    assert project.answers.annotator_for_token(m.group(1)) is None and r2.exit_code == 0
     r = runner.invoke(cli, ["annotators", "remove", str(project.path), "alice"])
     assert r.exit_code == 0 and "removed alice" in r.output
     r = runner.invoke(cli, ["annotators", "remove", str(project.path), "alice"])

@@ -42,7 +42,7 @@ def test_kill_9_mid_burst_loses_no_acknowledged_answer(sample: Path, tmp_path: P
     project = sample / "project"
     from blindspots.loop.project import Project
 
-    ids = list(Project.open(project).candidates(0, "M")["id"])
+    ids = list(Project.open(project).answers.candidates(0, "M")["id"])
     names = [f"rater{k:02d}" for k in range(RATERS)]
     answers = bench.plan(ids, names, PER, seed=1)
     tokens = {n: f"durability-token-{n}" for n in names}

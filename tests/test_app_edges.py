@@ -21,8 +21,8 @@ TOKEN, ADMIN = "edges-annotator-token", "edges-admin-token"
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
     p = minimal_project(tmp_path_factory.mktemp("edges"), pool_image=True)
-    p.add_annotator("ann", TOKEN, "annotator")
-    p.add_annotator("boss", ADMIN, "admin")
+    p.answers.add_annotator("ann", TOKEN, "annotator")
+    p.answers.add_annotator("boss", ADMIN, "admin")
     return p
 
 

@@ -28,7 +28,7 @@ def awaiting_masks(root: Path, token: str, *, size: int = 32, n_pool: int = 16):
 
     p = make_sample_project(root / "sample", n_pool=n_pool, size=size, n_candidates=6,
                             annotators={"ann": ("annotator", token)}, vote_set=False, review_set=False)
-    p.add_ratings([(0, i, "helper", 1) for i in p.candidate_ids(0, "M")])
+    p.answers.add_ratings([(0, i, "helper", 1) for i in p.answers.candidate_ids(0, "M")])
     st = loop.advance(Project.open(p.path), progress=False)
     assert st.state == "awaiting_masks", st.message
     return Project.open(p.path)
@@ -137,7 +137,7 @@ def test_mask_files_are_named_by_stem(world: dict) -> None:
     body = {"kind": "round", "ref": "0", "image_id": image_id, "width": 32, "height": 32,
             "mask": base64.b64encode(m.tobytes()).decode()}
     assert world["client"].post("/api/labels", json=body, headers=auth()).status_code == 200
-    path = p.stored_mask_path(0, image_id)
+    path = p.answers.stored_mask_path(0, image_id)
     assert path.name == Path(artifact_name(image_id)).name and not path.name.endswith(".png.png")
     assert not list(p.path.rglob("*.png.png"))
 
@@ -152,6 +152,11 @@ def test_superpixels_and_competitors(world: dict) -> None:
     labels = np.frombuffer(base64.b64decode(s["labels"]), "<u2").reshape(32, 32)
     assert s["n"] == labels.max() + 1 >= 4 and set(np.unique(labels)) == set(range(s["n"]))
     assert c.get("/api/labels/superpixels", params=q, headers=auth()).json()["labels"] == s["labels"]  # cached
+    # the cache is the app's (app.state), not the process's: a second app on the project starts empty
+    from blindspots.app import create_app
+
+    cached = c.app.state.segments
+    assert len(cached) >= 1 and len(create_app(p.path).state.segments) == 0
     fine = c.get("/api/labels/superpixels", params={**q, "level": "fine"}, headers=auth()).json()
     assert fine["level"] == "fine" and fine["n"] > s["n"]
     assert c.get("/api/labels/superpixels", params={**q, "level": "huge"}, headers=auth()).status_code == 422

@@ -23,7 +23,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     project = make_sample_project(tmp_path_factory.mktemp("limits") / "sample", n_pool=12, size=16, n_candidates=6,
                                   annotators={"ann": ("annotator", ANN), "bob": ("annotator", ANN2),
                                               "boss": ("admin", ADMIN)})
-    ids = list(project.candidates(0, "M")["id"])
+    ids = list(project.answers.candidates(0, "M")["id"])
     return {"project": project, "ids": ids}
 
 
@@ -32,7 +32,7 @@ def bearer(token: str) -> dict:
 
 
 def stored(world: dict, who: str) -> dict:
-    return world["project"].ratings_of(0, who)
+    return world["project"].answers.ratings_of(0, who)
 
 
 def test_a_10_mb_field_is_413_with_a_small_body(world: dict) -> None:

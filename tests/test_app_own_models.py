@@ -162,7 +162,7 @@ def init(tmp_path: Path, pool: Path, target: str, comp: str, *extra: object) -> 
 
 def rate_everything_in_the_app(proj: Path) -> int:
     """Sign in, open the rating page, rate every candidate through the API; returns how many."""
-    Project.open(proj).add_annotator("ann", TOKEN)
+    Project.open(proj).answers.add_annotator("ann", TOKEN)
     from blindspots.app import create_app
 
     client = TestClient(create_app(proj))
@@ -205,8 +205,8 @@ def test_own_model_init_round_rate_export(kind: str, tmp_path: Path, pool: Path,
     assert f"next: blindspots masks import {proj} FOLDER" in out and f"or: blindspots register {proj} SPEC" in out
     folder = proj / "reports" / "round-0"
     p = Project.open(proj)
-    s, t = (set(p.candidates(0, k)["id"]) for k in "ST")
-    assert 0 < len(s) <= 2 and s | t <= set(p.candidates(0, "M")["id"]) and len(p.candidates(0, "M")) == n
+    s, t = (set(p.answers.candidates(0, k)["id"]) for k in "ST")
+    assert 0 < len(s) <= 2 and s | t <= set(p.answers.candidates(0, "M")["id"]) and len(p.answers.candidates(0, "M")) == n
     assert (folder / "cvat.zip").is_file() and (folder / "labelstudio.json").is_file()
     # Label Studio tasks point at the pool's files below the document root (default: the pool's
     # parent), as `blindspots export` writes them; it was the bare `?d=<id>`, which finds nothing
@@ -246,7 +246,7 @@ def test_zoo_target_without_data_mines_by_entropy(tmp_path: Path, pool: Path) ->
     code, out = cli("round", tmp_path / "proj")
     assert code == 0 and "waiting for ratings" in out, out
     p = Project.open(tmp_path / "proj")
-    assert p.step(0, "mine")["result"]["sampler"] == "EntropySampler"
+    assert p.journal.step(0, "mine")["result"]["sampler"] == "EntropySampler"
     ranges = (p.reports_dir / "class_ranges.json").read_text()
     assert '"source": "pool predictions"' in ranges
 
@@ -273,14 +273,14 @@ def test_register_next_version_continues_the_loop(tmp_path: Path, pool: Path) ->
     code, out = cli("round", proj)
     assert code == 0 and "round 1: waiting for ratings" in out, out
     p = Project.open(proj)
-    assert p.step(1, "scan")["result"]["scanned"] == ["target_v1"]
+    assert p.journal.step(1, "scan")["result"]["scanned"] == ["target_v1"]
     # With T(1)'s masks in, `round` scored round 0's models on T(1): Table 1 without T0 (README step 4).
     # The masks are the target's own pre-annotation, so version 0 scores 1 and the competitor less.
     code, out = cli("leaderboard", proj)
     assert code == 0 and "T1" in out and "T0" not in out, out
     board = {line.split()[0]: line.split() for line in out.splitlines()[3:]}
     assert float(board["target"][-1]) == 1.0 and float(board["comp"][-1]) < 1.0, out
-    assert p.step(0, "evaluate")["status"] == "done" and p.metric("target", 0, "T1") == 1.0
+    assert p.journal.step(0, "evaluate")["status"] == "done" and p.registry.metric("target", 0, "T1") == 1.0
     code, out = cli("register", proj, tmp_path / "nothing.onnx")
     assert code == 2 and out.startswith("error:") and len(out.strip().splitlines()) == 1, out
 
@@ -389,7 +389,7 @@ def test_specs_with_options_and_without_names(tmp_path: Path, pool: Path) -> Non
                     "--competitor", comp, "--raters", 1)
     assert code == 0, out
     p = Project.open(tmp_path / "proj")
-    assert [(m.name, m.spec) for m in p.models()] == [("target", f"{target}?output=logits"), ("comp", comp)]
+    assert [(m.name, m.spec) for m in p.registry.models()] == [("target", f"{target}?output=logits"), ("comp", comp)]
 
 
 @pytest.mark.parametrize("kind", ["factory", "hf"])
@@ -422,8 +422,8 @@ def test_trainable_own_target_with_data_fine_tunes_through_the_cli(kind: str, tm
     code, out = cli("round", tmp_path / "proj", "--simulate")
     assert code == 0, out
     p = Project.open(tmp_path / "proj")
-    rec = p.model("target")
-    assert rec.version == 1 and p.step(0, "finetune")["status"] == "done"
+    rec = p.registry.model("target")
+    assert rec.version == 1 and p.journal.step(0, "finetune")["status"] == "done"
     v1 = load_spec(rec.spec, import_dir=rec.meta.get("import_dir"))
     assert v1.info["kind"] == kind and "batch_size=4" in rec.spec
     from blindspots.loop import leaderboard_frame

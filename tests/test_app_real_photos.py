@@ -169,7 +169,7 @@ def test_label_page_fits_and_zooms_a_big_photo(project: dict, browser) -> None: 
         assert changed.any() and (after[changed] == 2).all() and changed.sum() < h * w / 100, changed.sum()
         page.keyboard.press("s")
         page.wait_for_selector(f"body[data-saved={image_id!r}]", state="attached", timeout=30000)
-        path = Project.open(project["path"]).stored_mask_path(0, image_id)
+        path = Project.open(project["path"]).answers.stored_mask_path(0, image_id)
         assert np.array_equal(np.asarray(Image.open(path)), after)
         # Zoom in 4x at the centre: the mask pixel under the centre stays put.
         page.keyboard.press("c")

@@ -34,7 +34,7 @@ def test_queue_lists_every_asked_region_with_the_guess(world: dict) -> None:
     assert c.get("/api/regions/queue").status_code == 401
     q = c.get("/api/regions/queue", headers=AUTH).json()
     images = rq.query_images(p, 0)
-    assert q["round"] == 0 and images and set(images).isdisjoint(p.candidate_ids(0, "T"))
+    assert q["round"] == 0 and images and set(images).isdisjoint(p.answers.candidate_ids(0, "T"))
     assert [(x["image_id"], x["region"]) for x in q["items"]] == \
         [(i, a.region) for i in images for a in rq.queries(p, 0, i)]
     assert all(x["answer"] is None for x in q["items"]) and q["done"] == 0 and q["total"] == len(q["items"])
@@ -68,8 +68,8 @@ def test_answers_are_stored_checked_and_make_the_partial_mask(world: dict) -> No
     assert r["done"] == 1 and rq.answers(p, 0, image) == {asked[0].region: None}
     for a in asked[1:]:
         r = post({**base, "region": a.region, "label": 2}).json()
-    assert r["image_done"] and p.masks_for_round(0).set_index("id").loc[image, "source"] == rq.REGION_SOURCE
-    m, seg = p.load_mask(0, image), rq.segments(p, 0, image)
+    assert r["image_done"] and p.answers.masks_for_round(0).set_index("id").loc[image, "source"] == rq.REGION_SOURCE
+    m, seg = p.answers.load_mask(0, image), rq.segments(p, 0, image)
     assert (m[seg == asked[0].region] == 255).all() and all((m[seg == a.region] == 2).all() for a in asked[1:])
     q = c.get("/api/regions/queue", headers=AUTH).json()
     mine = {x["region"]: x["answer"] for x in q["items"] if x["image_id"] == image}
@@ -83,4 +83,4 @@ def test_label_page_queue_leaves_the_region_images_to_the_region_page(world: dic
     q = c.get("/api/labels/queue", headers=AUTH).json()
     round_ids = {x["id"] for x in q["items"] if x["kind"] == "round"}
     assert round_ids and round_ids.isdisjoint(rq.query_images(p, 0))
-    assert set(p.candidate_ids(0, "T")) <= round_ids
+    assert set(p.answers.candidate_ids(0, "T")) <= round_ids

@@ -51,13 +51,13 @@ def signed_in(browser, url: str, who: str):  # noqa: ANN001, ANN201
 
 
 def stored(served: dict, who: str) -> dict:
-    r = served["project"].ratings_for_round(0)
+    r = served["project"].answers.ratings_for_round(0)
     r = r[r["annotator"] == who]
     return {i: ("ood" if o else int(s)) for i, s, o in r[["id", "score", "out_of_domain"]].itertuples(index=False)}
 
 
 def ids(served: dict) -> list[str]:
-    return [x["id"] for x in served["project"].candidates(0, "M").to_dict("records")]
+    return [x["id"] for x in served["project"].answers.candidates(0, "M").to_dict("records")]
 
 
 def test_network_cut_mid_session_loses_nothing(served: dict, browser) -> None:  # noqa: ANN001
@@ -176,16 +176,16 @@ def test_review_verdicts_survive_a_network_cut(served: dict, browser) -> None:  
     page.wait_for_selector("body[data-unsent='1']", state="attached")
     assert page.text_content("#progress") == f"1 / {total}"  # one region of a partly judged image
     row = page.text_content("#regions tr[data-region='%s']" % first)
-    assert "not saved yet" in row, (row, p.reviews().query("annotator == 'ann5'").to_dict("records"))
+    assert "not saved yet" in row, (row, p.answers.reviews().query("annotator == 'ann5'").to_dict("records"))
     page.reload()
     page.wait_for_selector("body[data-ready='1']", state="attached")
     assert page.get_attribute("body", "data-unsent") == "1" and page.text_content("#progress") == f"1 / {total}"
-    assert len(p.reviews().query("annotator == 'ann5'")) == 0
+    assert len(p.answers.reviews().query("annotator == 'ann5'")) == 0
     page.net.set(None)
     if page.is_visible("#outbox"):
         page.click("#outbox button")  # or the backoff's next try
     settle(page)
-    rv = p.reviews().query("annotator == 'ann5'")
+    rv = p.answers.reviews().query("annotator == 'ann5'")
     assert rv[["id", "region_id", "verdict"]].values.tolist() == [[f"s0/{image_id}", first, "fine"]]
     assert errors == []
     ctx.close()

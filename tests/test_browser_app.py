@@ -116,7 +116,7 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
     page.wait_for_url(f"{url}/rate")
     page.wait_for_selector("body[data-ready='1']", state="attached")
     assert page.text_content("#progress") == "0 / 12"
-    ids = [x["id"] for x in p.candidates(0, "M").to_dict("records")]
+    ids = [x["id"] for x in p.answers.candidates(0, "M").to_dict("records")]
     # the round's count beside the person's own, and the image at full size one click away
     need = p.config.ratings.raters
     assert page.text_content("#round-progress") == \
@@ -133,7 +133,7 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
     assert page.text_content("#progress") == "10 / 12"
     shoot(page, shots, "1-rate")
     expected = dict(zip(ids[:10], [3, 4, 5, 1, 1, "ood", 1, 5, 4, 3]))
-    r = p.ratings_for_round(0)
+    r = p.answers.ratings_for_round(0)
     got = {i: ("ood" if o else int(s)) for i, s, o in
            r[r["annotator"] == "ann"][["id", "score", "out_of_domain"]].itertuples(index=False)}
     assert got == expected
@@ -152,7 +152,7 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
     out = CliRunner().invoke(cli, ["round", str(p.path)])
     assert out.exit_code == 0 and "waiting for pixel labels" in out.output, out.output
     assert loop.status(Project.open(p.path)).state == "awaiting_masks"
-    assert p.step(0, "ratings")["result"]["n_ratings"] == 12
+    assert p.journal.step(0, "ratings")["result"]["n_ratings"] == 12
 
     # Vote on one scenario image: key 7.
     page.goto(f"{url}/vote")
@@ -162,7 +162,7 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
     shoot(page, shots, "2-vote")
     page.keyboard.press("7")
     settle(page)
-    assert p.votes().query("annotator == 'ann'")[["item_id", "label"]].values.tolist() == [[first_item, "7"]]
+    assert p.answers.votes().query("annotator == 'ann'")[["item_id", "label"]].values.tolist() == [[first_item, "7"]]
 
     # Review: confirm the first flagged region as an error, then fix the mask from the link.
     page.goto(f"{url}/review")
@@ -174,7 +174,7 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
     page.keyboard.press("e")
     settle(page)
     page.wait_for_selector("a.fix")
-    rv = p.reviews()
+    rv = p.answers.reviews()
     assert rv.query("annotator == 'ann'")[["id", "region_id", "verdict"]].values.tolist() == \
         [[f"s0/{review_id}", region, "error"]]
     page.click("a.fix")
@@ -194,15 +194,15 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
     pred = np.asarray(Image.open(find_artifact(p.scan_dir / "maps" / "target_v0", need[0])))  # the id rule
     saved_counts = paint_and_save(page, need[0], key="4", expect_class=3)
     shoot(page, shots, "5-label")
-    m = p.masks_for_round(0)
+    m = p.answers.masks_for_round(0)
     assert m[["id", "source", "annotator"]].values.tolist() == [[need[0], "app", "ann"]]
-    stored = p.load_mask(0, need[0])
+    stored = p.answers.load_mask(0, need[0])
     changed = stored != pred
     assert changed.sum() > 20 and (stored[changed] == 3).all()
     assert {str(k): int(v) for k, v in zip(*np.unique(stored, return_counts=True))} == saved_counts
 
     # Nothing else was written for this annotator.
-    assert len(p.votes().query("annotator == 'ann'")) == 1 and len(p.reviews().query("annotator == 'ann'")) == 1
+    assert len(p.answers.votes().query("annotator == 'ann'")) == 1 and len(p.answers.reviews().query("annotator == 'ann'")) == 1
     assert errors == []
 
     # The admin's dashboard.

@@ -221,8 +221,8 @@ def test_each_tool_changes_the_mask_as_expected(served: dict, browser) -> None: 
     final = ed.mask()
     ed.keys("s")
     page.wait_for_selector(f"body[data-saved={image_id!r}]", state="attached")
-    assert np.array_equal(p.load_mask(0, image_id), final)
-    assert not p.stored_mask_path(0, image_id).name.endswith(".png.png")
+    assert np.array_equal(p.answers.load_mask(0, image_id), final)
+    assert not p.answers.stored_mask_path(0, image_id).name.endswith(".png.png")
     assert errors == []
     ctx.close()
 
@@ -250,6 +250,6 @@ def test_screens_and_save_next(served: dict, browser) -> None:  # noqa: ANN001, 
     page.wait_for_selector(f"body[data-saved={items[1]['id']!r}]", state="attached")
     nxt = next(x["id"] for x in items[2:] + items[:1] if not x["done"])
     page.wait_for_selector(f"body[data-loaded={nxt!r}]", state="attached")
-    assert np.array_equal(served["project"].load_mask(0, items[1]["id"]), painted)
+    assert np.array_equal(served["project"].answers.load_mask(0, items[1]["id"]), painted)
     assert not page.is_visible("#unsaved")
     ctx.close()

@@ -75,7 +75,7 @@ def test_regions_labelled_in_the_browser_then_fine_tuned(browser, tmp_path: Path
         page.screenshot(path=str(tmp_path / "regions.png"), full_page=True)
         ctx.close()
     for image_id in rq.query_images(p, 0):
-        m, seg = p.load_mask(0, image_id), rq.segments(p, 0, image_id)
+        m, seg = p.answers.load_mask(0, image_id), rq.segments(p, 0, image_id)
         for (i, region), label in expected.items():
             if i == image_id:
                 assert (m[seg == region] == (255 if label is None else label)).all()
@@ -83,10 +83,10 @@ def test_regions_labelled_in_the_browser_then_fine_tuned(browser, tmp_path: Path
     folder = tmp_path / "t-masks"
     folder.mkdir()
     truth = Path(p.config.resolve(p.config.pool.root)).parent / "masks"
-    for x in p.candidate_ids(0, "T"):
+    for x in p.answers.candidate_ids(0, "T"):
         Image.open(truth / Path(x).with_suffix(".png").name).save(folder / Path(x).with_suffix(".png").name)
     loop.import_masks(p, folder, annotator="ann")
     loop.advance(p, progress=False)
-    assert p.step(0, "masks")["result"]["n_region_images"] == len(rq.query_images(p, 0))
-    assert p.step(0, "finetune")["status"] == "done" and p.model("target").version == 1
-    assert np.isfinite(p.step(0, "finetune")["result"]["val_miou"])
+    assert p.journal.step(0, "masks")["result"]["n_region_images"] == len(rq.query_images(p, 0))
+    assert p.journal.step(0, "finetune")["status"] == "done" and p.registry.model("target").version == 1
+    assert np.isfinite(p.journal.step(0, "finetune")["result"]["val_miou"])

@@ -56,7 +56,7 @@ def test_a_project_from_init_to_leaderboard(world: Path, tmp_path: Path) -> None
     assert code == 0 and "waiting for ratings" in out, out
     from blindspots.loop.project import Project
 
-    ids = list(Project.open(proj).candidates(0, "M")["id"])
+    ids = list(Project.open(proj).answers.candidates(0, "M")["id"])
     csv = tmp_path / "r.csv"
     csv.write_text("image_id,rater,score\n" + "".join(f"{x},alice,{1 + k % 5}\n" for k, x in enumerate(ids)))
     code, out = invoke("ratings", "import", proj, csv)
@@ -102,7 +102,7 @@ def test_a_project_from_init_to_leaderboard(world: Path, tmp_path: Path) -> None
     assert page.name == "index.html" and page.is_file(), out
     code, out = invoke("leaderboard", proj)
     assert code == 0 and "target" in out and "T2" in out and "comp" in out, out
-    masks = Project.open(proj).masks_for_round(0)
+    masks = Project.open(proj).answers.masks_for_round(0)
     assert set(masks["source"]) == {"cvat"} and set(masks["annotator"]) == {"bob"}
 
 
@@ -161,6 +161,6 @@ def test_a_second_round_on_the_same_project_waits_then_says_another_runs(world: 
     assert code == 2 and "expected no other run of the loop" in out and "after waiting 0.3 s" in out, out
     from blindspots.loop import Project
 
-    assert Project.open(proj).step(0, "scan") is None  # the refused run ran nothing
+    assert Project.open(proj).journal.step(0, "scan") is None  # the refused run ran nothing
     code, out = invoke("round", proj, "--max-steps", "1")  # the lock is free again
     assert code == 0 and "paused before step 'mine'" in out, out

@@ -144,12 +144,12 @@ def test_sample_rows_say_what_the_score_table_says(world: Path, tmp_path: Path) 
     prow = project_samples(p, maps_dir=tmp_path / "pmaps", progress=False)
     ids = list(prow.fields[ID_FIELD])
     for kind in "MST":
-        want = set(p.candidates(0, kind)["id"])
+        want = set(p.answers.candidates(0, kind)["id"])
         assert {i for i, t in zip(ids, prow.tags) if f"{kind}1" in t} == want and want
-    mos = p.ratings_for_round(0).query("not out_of_domain").groupby("id")["score"].mean()
+    mos = p.answers.ratings_for_round(0).query("not out_of_domain").groupby("id")["score"].mean()
     for i, m in mos.items():
         assert prow.fields["mos_1"][ids.index(i)] == pytest.approx(m)
-    masks = p.masks_for_round(0)
+    masks = p.answers.masks_for_round(0)
     assert {ids[r] for r, m in enumerate(prow.segmentations["gt_1"]) if m} == set(masks["id"])
 
 
@@ -230,17 +230,17 @@ def test_a_real_fiftyone_holds_the_scan_and_the_project(world: Path, tmp_path: P
     proj = {s["fields"][ID_FIELD]: s for s in data["bs_proj"]["samples"]}
     assert len(proj) == 12
     for kind in "MST":
-        assert {i for i, s in proj.items() if f"{kind}1" in s["tags"]} == set(p.candidates(0, kind)["id"])
-    ratings = p.ratings_for_round(0)
+        assert {i for i, s in proj.items() if f"{kind}1" in s["tags"]} == set(p.answers.candidates(0, kind)["id"])
+    ratings = p.answers.ratings_for_round(0)
     assert "carol" in set(ratings["annotator"])
     for i, g in ratings.groupby("id"):
         finite = g[~g["out_of_domain"]]["score"]
         assert proj[i]["fields"]["n_ratings_1"] == len(g)
         assert proj[i]["fields"]["mos_1"] == (pytest.approx(finite.mean()) if len(finite) else None)
         assert ("ood_1" in proj[i]["tags"]) == bool(g["out_of_domain"].any())
-    for i, path in zip(p.masks_for_round(0)["id"], p.masks_for_round(0)["path"]):
+    for i, path in zip(p.answers.masks_for_round(0)["id"], p.answers.masks_for_round(0)["path"]):
         assert proj[i]["seg"]["gt_1"] == str(Path(path).resolve())
-        assert np.array_equal(_png(proj[i]["seg"]["gt_1"]), p.load_mask(0, i))
+        assert np.array_equal(_png(proj[i]["seg"]["gt_1"]), p.answers.load_mask(0, i))
     # the tag a person added in FiftyOne survived the re-export; the export's own tags were replaced, not doubled
     alice = next(s for s in proj.values() if s["filepath"] == out["alice_sample"])
     assert "checked_by_alice" in alice["tags"] and len(alice["tags"]) == len(set(alice["tags"]))

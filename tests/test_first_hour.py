@@ -107,7 +107,7 @@ def test_one_annotator_finishes_a_round_and_exports_a_past_round_again(tmp_path:
 
     # the masks come back; `status` and `round` say so, and the round is scored
     p = Project.open(proj)
-    need = sorted(set(p.candidates(0, "S")["id"]) | set(p.candidates(0, "T")["id"]))
+    need = sorted(set(p.answers.candidates(0, "S")["id"]) | set(p.answers.candidates(0, "T")["id"]))
     code, out = cli("masks", "import", proj, folder / "predictions")
     assert code == 0 and f"imported {len(need)} masks" in out, out
     code, st = cli("status", proj)

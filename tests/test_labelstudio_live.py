@@ -142,7 +142,7 @@ def test_ratings_then_masks_from_label_studio_and_the_round_goes_on(live: dict, 
         rounds.LoopContext(p, simulate=False, progress=False).classes).strip()
     assert "out-of-domain" in client.project(conn.ratings_project)["label_config"]
     # ratings of M in Label Studio
-    m = list(p.candidates(0, "M")["id"])
+    m = list(p.answers.candidates(0, "M")["id"])
     res = _cli("labelstudio", "push", p.path, "--ratings")
     assert res.exit_code == 0 and f"pushed {len(m)} ratings task(s)" in res.stdout, res.output
     assert ls.push(p, kind="ratings", progress=False).created == []  # pushed once
@@ -155,7 +155,7 @@ def test_ratings_then_masks_from_label_studio_and_the_round_goes_on(live: dict, 
                                             "value": {"choices": [choice]}}])
     got = ls.pull(p, kind="ratings")
     assert sorted(got.stored) == sorted(m) and not got.waiting
-    r = p.ratings_for_round(0)
+    r = p.answers.ratings_for_round(0)
     assert len(r) == len(m) and set(r["annotator"]) == {labelstudio_server.USERNAME}
     assert bool(r.set_index("id").loc[m[-1], "out_of_domain"])
     assert ls.pull(p, kind="ratings").stored == []  # idempotent
@@ -167,7 +167,7 @@ def test_ratings_then_masks_from_label_studio_and_the_round_goes_on(live: dict, 
     rep = ls.push(p, progress=False)
     assert sorted(rep.created) == sorted(need)
     tasks = _tasks(client, conn.masks_project)
-    s_ids, t_ids = set(p.candidates(0, "S")["id"]), set(p.candidates(0, "T")["id"])
+    s_ids, t_ids = set(p.answers.candidates(0, "S")["id"]), set(p.answers.candidates(0, "T")["id"])
     for x in need:
         task = client.task(tasks[x]["id"])
         assert task["data"]["set"] in ("S", "T", "S+T") and task["data"]["round"] == 0
@@ -208,8 +208,8 @@ def test_ratings_then_masks_from_label_studio_and_the_round_goes_on(live: dict, 
     assert res.exit_code == 0 and "pulled 1 masks answer(s)" in res.stdout, res.output
     assert f"{len(need) - 1} unchanged" in res.stdout and "blindspots round" in res.stdout
     for x in need:  # pixel-exact
-        np.testing.assert_array_equal(p.load_mask(0, x), expected[x])
-    assert set(p.masks_for_round(0)["source"]) == {"labelstudio"}
+        np.testing.assert_array_equal(p.answers.load_mask(0, x), expected[x])
+    assert set(p.answers.masks_for_round(0)["source"]) == {"labelstudio"}
 
     # an edited annotation replaces the mask stored from its older version
     ann = [a for a in client.task(tasks[accepted]["id"])["annotations"] if not a["was_cancelled"]][0]
@@ -219,18 +219,18 @@ def test_ratings_then_masks_from_label_studio_and_the_round_goes_on(live: dict, 
     client.sdk.annotations.update(id=ann["id"], result=_brush(edited, names))
     got = ls.pull(p)
     assert got.stored == [accepted]
-    np.testing.assert_array_equal(p.load_mask(0, accepted), edited)
+    np.testing.assert_array_equal(p.answers.load_mask(0, accepted), edited)
     assert ls.pull(p).stored == []  # re-pull: nothing changes
 
     # the round goes on: the masks step is done and Table 1 is filled
     st = rounds.advance(p, progress=False, max_steps=1)
-    assert p.step(0, "masks")["status"] == "done", st.message
+    assert p.journal.step(0, "masks")["status"] == "done", st.message
 
     # a task deleted in Label Studio is reported, not dropped
     client.sdk.tasks.delete(str(tasks[corrected]["id"]))
     got = ls.pull(p)
     assert any(corrected in d for d in got.deleted) and any("deleted" in line for line in got.lines())
-    np.testing.assert_array_equal(p.load_mask(0, corrected), expected[corrected])  # its mask stays
+    np.testing.assert_array_equal(p.answers.load_mask(0, corrected), expected[corrected])  # its mask stays
     live["annotated"] = True
 
 
@@ -260,7 +260,7 @@ def backend(live: dict):
 
 
 def _other_pool_image(p: Project) -> str:
-    taken = set(p.candidates(0, "M")["id"])
+    taken = set(p.answers.candidates(0, "M")["id"])
     return next(x for x in rounds.LoopContext(p, simulate=False, progress=False).pool.ids if x not in taken)
 
 
@@ -362,9 +362,9 @@ def _assert_one_line_error(res, *needles: str) -> None:
 
 def _state(p: Project) -> tuple:
     """What a failed command must leave as it was: the connection file, the stored masks and ratings."""
-    masks = p.masks_for_round(0)
+    masks = p.answers.masks_for_round(0)
     return ((p.path / "labelstudio.json").read_bytes(), masks[["id", "time"]].values.tolist(),
-            [Path(f).read_bytes() for f in masks["path"]], p.ratings_for_round(0).values.tolist())
+            [Path(f).read_bytes() for f in masks["path"]], p.answers.ratings_for_round(0).values.tolist())
 
 
 def _cli(*args: str, env: dict | None = None):
@@ -414,7 +414,7 @@ def test_bad_input_is_one_line_and_writes_nothing(live: dict, server, root: Path
     pending = next(q for q in need if q in tasks)  # an edit waiting to be pulled must not be stored either
     ann = [a for a in client.task(tasks[pending]["id"])["annotations"] if not a["was_cancelled"]][0]
     time.sleep(1.1)
-    edit = p.load_mask(0, pending).copy()
+    edit = p.answers.load_mask(0, pending).copy()
     edit[-5:, -5:] = classes.names.index("sky")
     client.sdk.annotations.update(id=ann["id"], result=_brush(edit, list(classes.names)))
     _annotate(client, tid, _brush(np.zeros((SIZE, SIZE), np.uint8), list(classes.names)))
@@ -436,7 +436,7 @@ def test_bad_input_is_one_line_and_writes_nothing(live: dict, server, root: Path
     _assert_one_line_error(res, "'truck'", "got 2 that it cannot", f"({other_task})", f"({pending})",
                            "nothing was stored")
     assert _state(p) == before
-    client.sdk.annotations.update(id=ann2["id"], result=_brush(p.load_mask(0, other_task), list(classes.names)))
+    client.sdk.annotations.update(id=ann2["id"], result=_brush(p.answers.load_mask(0, other_task), list(classes.names)))
     client.sdk.annotations.update(id=ann["id"], result=_brush(edit, list(classes.names)))  # the edit again
     # the server stops answering mid-pull (after the first page of tasks): nothing stored
     with _DyingProxy(server.url, answers=1) as proxy:
@@ -451,7 +451,7 @@ def test_bad_input_is_one_line_and_writes_nothing(live: dict, server, root: Path
     assert _state(p)[1:] == before[1:]
     got = ls.pull(p)  # and once the server answers, the edit arrives
     assert pending in got.stored
-    np.testing.assert_array_equal(p.load_mask(0, pending), edit)
+    np.testing.assert_array_equal(p.answers.load_mask(0, pending), edit)
 
 
 class _DyingProxy:
@@ -531,15 +531,15 @@ def test_webhook_receiver_pulls_on_annotation_events(live: dict, server) -> None
         tasks = _tasks(client, conn.masks_project)
         x = next(q for q in rounds.masks_needed(p, 0) if q in tasks)
         ann = [a for a in client.task(tasks[x]["id"])["annotations"] if not a["was_cancelled"]][0]
-        edit = p.load_mask(0, x).copy()
+        edit = p.answers.load_mask(0, x).copy()
         edit[10:20, 10:20] = names.index("pole")
         time.sleep(1.1)
         client.sdk.annotations.update(id=ann["id"], result=_brush(edit, names))
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not np.array_equal(p.load_mask(0, x), edit):
+        while time.monotonic() < deadline and not np.array_equal(p.answers.load_mask(0, x), edit):
             time.sleep(0.5)
         health = httpx.get(url + "/health").json()
-        np.testing.assert_array_equal(p.load_mask(0, x), edit)
+        np.testing.assert_array_equal(p.answers.load_mask(0, x), edit)
         assert health["pulls"] >= 1 and health["error"] is None, health
     finally:
         srv.should_exit = True

@@ -52,7 +52,7 @@ def test_task_and_pulled_annotation(project) -> None:  # noqa: ANN001
     assert got[asked[0].region] == (asked[0].guess + 1) % len(names)
     assert got[asked[1].region] is None and got[asked[2].region] == asked[2].guess
     assert rq.answers(project, 0, image) == got
-    m, seg = project.load_mask(0, image), rq.segments(project, 0, image)
+    m, seg = project.answers.load_mask(0, image), rq.segments(project, 0, image)
     assert (m[seg == asked[1].region] == 255).all() and (m[seg == asked[0].region] == got[asked[0].region]).all()
     with pytest.raises(ValueError, match=r"results\[0\]: expected one polygon label"):
         bad = copy.deepcopy(res[:1])

@@ -25,7 +25,7 @@ def test_bald_in_a_project(world: Path, tmp_path: Path) -> None:  # noqa: F811
     st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
     for i, name in ((0, "target_v0"), (1, "target_v1")):
-        m = p.candidates(i, "M")
+        m = p.answers.candidates(i, "M")
         assert len(m) and all(json.loads(r)["strategy"] == "bald" for r in m["reason"]), m.head()
         assert (p.scan_dir / "extra" / f"al_bald__{name}").is_dir()
 
@@ -51,7 +51,7 @@ def test_badge_in_a_project(world: Path, tmp_path: Path) -> None:  # noqa: F811
     st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
     for i, name in ((0, "target_v0"), (1, "target_v1")):
-        m = p.candidates(i, "M")
+        m = p.answers.candidates(i, "M")
         assert len(m) and all(json.loads(r)["strategy"] == "badge" for r in m["reason"]), m.head()
         assert json.loads(m["reason"].iloc[0])["distance"] is None  # the largest gradient first
         assert (p.scan_dir / "extra" / f"al_badge__{name}").is_dir()
@@ -61,9 +61,9 @@ def test_coreset_in_a_project_sees_every_earlier_s_and_t_as_centres(world: Path,
     p = Project.create(tmp_path / "p", make_config(world, strategy="coreset"))
     st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
-    labelled = set(p.candidates(0, "S")["id"]) | set(p.candidates(0, "T")["id"])
+    labelled = set(p.answers.candidates(0, "S")["id"]) | set(p.answers.candidates(0, "T")["id"])
     assert labelled
-    m1 = p.candidates(1, "M")
+    m1 = p.answers.candidates(1, "M")
     assert len(m1) and not labelled & set(m1["id"])
     # round 1's k-center greedy starts from round 0's S and T (their features), not from nothing
     assert {json.loads(r)["n_labelled"] for r in m1["reason"]} == {len(labelled)}, m1["reason"].head()
@@ -75,14 +75,14 @@ def test_qbc_and_portfolio_in_a_project(world: Path, tmp_path: Path, strategy: s
     st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
     for i in (0, 1):
-        m = p.candidates(i, "M")
+        m = p.answers.candidates(i, "M")
         assert len(m) and all(json.loads(r)["strategy"] == strategy for r in m["reason"]), m.head()
     if strategy == "portfolio":
-        assert {json.loads(r)["proposer"] for r in p.candidates(0, "M")["reason"]} >= {"mad", "margin"}
+        assert {json.loads(r)["proposer"] for r in p.answers.candidates(0, "M")["reason"]} >= {"mad", "margin"}
         state = json.loads((p.reports_dir / "portfolio.json").read_text())
         assert [r["round"] for r in state["rounds"]] == [0, 1]
         r0 = state["rounds"][0]  # round 0 replayed: its M, S and what S bought on T(1)
-        assert sum(r0["M"].values()) == len(p.candidates(0, "M")) and sum(r0["S"].values()) == len(p.candidates(0, "S"))
+        assert sum(r0["M"].values()) == len(p.answers.candidates(0, "M")) and sum(r0["S"].values()) == len(p.answers.candidates(0, "S"))
         assert isinstance(r0["gain_T"], float) and set(r0["rewards"]) == set(r0["M"])
         assert sum(state["rounds"][1]["shares"].values()) == pytest.approx(1.0)
 

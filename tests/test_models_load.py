@@ -442,7 +442,7 @@ def test_init_short_options(tmp_path, pool):
     assert code == 0, out
     from blindspots.loop.project import Project
 
-    assert [m.name for m in Project.open(tmp_path / "proj").models()] == ["target", "comp"]
+    assert [m.name for m in Project.open(tmp_path / "proj").registry.models()] == ["target", "comp"]
 
 
 @pytest.mark.parametrize("spec, module", [

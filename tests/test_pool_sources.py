@@ -167,6 +167,27 @@ def test_a_new_kind_of_source_plugs_in(tmp_path, pools):
         EXTRA_FORMATS.pop("dict")
 
 
+def test_the_fiftyone_format_ships_without_a_registration_at_import():
+    """Importing the sources registers nothing (a fresh interpreter's EXTRA_FORMATS is empty, and the
+    table of shipped formats cannot be changed); fiftyone:// still opens a FiftyOne source, and its name
+    cannot be registered over."""
+    import subprocess
+    import sys
+
+    from blindspots.data.sources import PLUGIN_FORMATS, open_pool, register_format
+    from blindspots.data.sources.fiftyone import FiftyOneSource
+
+    probe = "import blindspots.data.sources as s; print(len(s.EXTRA_FORMATS), sorted(s.factory_formats()))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split(None, 1)
+    assert out == ["0", "['fiftyone']\n"]
+    with pytest.raises(TypeError):
+        PLUGIN_FORMATS["other"] = PLUGIN_FORMATS["fiftyone"]  # type: ignore[index]
+    src = open_pool("fiftyone://my-set?view=hard")
+    assert isinstance(src, FiftyOneSource) and (src.dataset, src.view) == ("my-set", "hard")
+    with pytest.raises(ValueError, match=r"^name: expected a new format name .*'fiftyone'.*, got 'fiftyone'"):
+        register_format("fiftyone", FiftyOneSource, scheme="fiftyone")
+
+
 def test_a_resumed_scan_of_an_unchanged_list_reads_no_listing(tmp_path, pools, monkeypatch):
     """scan.json + ids.parquet + the finished shards' names are all a resume reads; a changed list is listed again."""
     import torch

@@ -255,7 +255,7 @@ def test_init_round_and_the_rating_page_with_an_s3_pool(world, ckpt, tmp_path):
     code, out = _cli("round", proj)
     assert code == 0 and "waiting for ratings" in out, out
     p = Project.open(proj)
-    p.add_annotator("ann", "ann-token-0001")
+    p.answers.add_annotator("ann", "ann-token-0001")
     client = TestClient(create_app(proj))
     assert client.post("/api/signin", json={"token": "ann-token-0001"}).status_code == 200
     assert client.get("/rate").status_code == 200

@@ -75,8 +75,8 @@ def test_config_syntax_error_is_a_value_error(tmp_path: Path) -> None:
 def test_create_layout_and_wal(project: Project) -> None:
     for sub in ("scans", "masks", "checkpoints", "reports"):
         assert (project.path / sub).is_dir()
-    assert project.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert [(m.name, m.version, m.role) for m in project.models()] == [("target", 0, "target"), ("comp", 0, "competitor")]
+    assert project.store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert [(m.name, m.version, m.role) for m in project.registry.models()] == [("target", 0, "target"), ("comp", 0, "competitor")]
     assert project.target_version() == 0
     reopened = Project.open(project.path)
     assert reopened.config.to_dict() == project.config.to_dict()
@@ -85,75 +85,75 @@ def test_create_layout_and_wal(project: Project) -> None:
 
 
 def test_ratings_are_idempotent_and_durable(project: Project) -> None:
-    project.add_rating(0, "a.png", "ann", 2)
-    project.add_rating(0, "a.png", "ann", 2)  # a double submission keeps one row
-    project.add_rating(0, "a.png", "bob", "ood")
-    project.add_rating(0, "b.png", "ann", 5)
-    project.add_rating(0, "b.png", "ann", 4)  # a change of mind replaces the answer
+    project.answers.add_rating(0, "a.png", "ann", 2)
+    project.answers.add_rating(0, "a.png", "ann", 2)  # a double submission keeps one row
+    project.answers.add_rating(0, "a.png", "bob", "ood")
+    project.answers.add_rating(0, "b.png", "ann", 5)
+    project.answers.add_rating(0, "b.png", "ann", 4)  # a change of mind replaces the answer
     # A fresh connection (another process) sees every answer: each was committed.
     other = sqlite3.connect(project.path / "store.sqlite")
     assert other.execute("SELECT COUNT(*) FROM ratings").fetchone()[0] == 3
-    r = project.ratings_for_round(0)
+    r = project.answers.ratings_for_round(0)
     assert list(r["id"]) == ["a.png", "a.png", "b.png"]
     assert np.isinf(r.loc[r["annotator"] == "bob", "score"]).all() and r["out_of_domain"].sum() == 1
     assert float(r.loc[(r["id"] == "b.png"), "score"].iloc[0]) == 4.0
     for bad in (0, 6, 2.5, "x", True):
         with pytest.raises(ValueError, match="score"):
-            project.add_rating(0, "a.png", "ann", bad)
+            project.answers.add_rating(0, "a.png", "ann", bad)
     with pytest.raises(ValueError, match="image_id"):
-        project.add_rating(0, "../etc/passwd", "ann", 3)
+        project.answers.add_rating(0, "../etc/passwd", "ann", 3)
 
 
 def test_concurrent_ratings_are_never_lost(project: Project) -> None:
     def work(k: int) -> None:
         for j in range(20):
-            project.add_rating(1, f"img{j}.png", f"rater{k}", 1 + (j % 5))
-            project.add_rating(1, f"img{j}.png", f"rater{k}", 1 + (j % 5))
+            project.answers.add_rating(1, f"img{j}.png", f"rater{k}", 1 + (j % 5))
+            project.answers.add_rating(1, f"img{j}.png", f"rater{k}", 1 + (j % 5))
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(project.ratings_for_round(1)) == 80
+    assert len(project.answers.ratings_for_round(1)) == 80
 
 
 def test_masks_candidates_votes_reviews_annotators(project: Project) -> None:
     mask = np.random.default_rng(0).integers(0, 3, (8, 12)).astype(np.uint8)
     mask[0, 0] = 255
-    project.add_mask(0, "sub/a.png", mask, source="import", annotator="ann")
-    np.testing.assert_array_equal(project.load_mask(0, "sub/a.png"), mask)
-    assert list(project.masks_for_round(0)["id"]) == ["sub/a.png"]
+    project.answers.add_mask(0, "sub/a.png", mask, source="import", annotator="ann")
+    np.testing.assert_array_equal(project.answers.load_mask(0, "sub/a.png"), mask)
+    assert list(project.answers.masks_for_round(0)["id"]) == ["sub/a.png"]
     with pytest.raises(ValueError, match="mask"):
-        project.add_mask(0, "b.png", np.zeros((2, 2, 3), np.uint8), source="x")
+        project.answers.add_mask(0, "b.png", np.zeros((2, 2, 3), np.uint8), source="x")
     sel = pd.DataFrame({"id": ["b", "a"], "score": [0.9, 0.5], "reason": ['{"k":1}', '{"k":2}']})
-    project.set_candidates(0, "M", sel)
-    project.set_candidates(0, "M", sel)
-    got = project.candidates(0, "M")
+    project.answers.set_candidates(0, "M", sel)
+    project.answers.set_candidates(0, "M", sel)
+    got = project.answers.candidates(0, "M")
     assert list(got["id"]) == ["b", "a"] and list(got["reason"]) == ['{"k":1}', '{"k":2}']
-    project.add_vote("scenario-1", "ann", "cat")
-    project.add_vote("scenario-1", "ann", None)  # none of the above replaces the first vote
-    v = project.votes()
+    project.answers.add_vote("scenario-1", "ann", "cat")
+    project.answers.add_vote("scenario-1", "ann", None)  # none of the above replaces the first vote
+    v = project.answers.votes()
     assert len(v) == 1 and v["label"].iloc[0] is None
-    project.add_review("a.png", 3, "error", "ann")
-    project.add_review("a.png", 3, "fine", "ann")
-    assert list(project.reviews()["verdict"]) == ["fine"]
+    project.answers.add_review("a.png", 3, "error", "ann")
+    project.answers.add_review("a.png", 3, "fine", "ann")
+    assert list(project.answers.reviews()["verdict"]) == ["fine"]
     with pytest.raises(ValueError, match="verdict"):
-        project.add_review("a.png", 3, "maybe", "ann")
-    project.add_annotator("ann", "secret-token-123", "admin")
-    assert project.annotator_for_token("secret-token-123") == {"name": "ann", "role": "admin"}
-    assert project.annotator_for_token("wrong-token-123") is None
-    stored = project.db.execute("SELECT token_hash FROM annotators").fetchone()[0]
+        project.answers.add_review("a.png", 3, "maybe", "ann")
+    project.answers.add_annotator("ann", "secret-token-123", "admin")
+    assert project.answers.annotator_for_token("secret-token-123") == {"name": "ann", "role": "admin"}
+    assert project.answers.annotator_for_token("wrong-token-123") is None
+    stored = project.store.db.execute("SELECT token_hash FROM annotators").fetchone()[0]
     assert stored == hash_token("secret-token-123") and "secret" not in stored
 
 
 def test_steps_are_an_audit_log(project: Project) -> None:
-    project.begin_step(0, "mine", {"n3": 25}, model_version=0, seed=7)
-    assert project.step(0, "mine")["status"] == "running"
-    project.end_step(0, "mine", {"n": 10})
-    st = project.step(0, "mine")
+    project.journal.begin_step(0, "mine", {"n3": 25}, model_version=0, seed=7)
+    assert project.journal.step(0, "mine")["status"] == "running"
+    project.journal.end_step(0, "mine", {"n": 10})
+    st = project.journal.step(0, "mine")
     assert st["status"] == "done" and st["settings"] == {"n3": 25} and st["seed"] == 7 and st["result"] == {"n": 10}
-    kinds = list(project.events()["kind"])
+    kinds = list(project.journal.events()["kind"])
     assert kinds[-2:] == ["step-start", "step-done"]
 
 

@@ -134,17 +134,15 @@ def test_every_rating_entry_point_reads_one_rule(tmp_path, answer: object, store
     from blindspots.loop.answers import Answers
     from blindspots.loop.store import Store
 
-    class Ratings_(Store, Answers):
-        pass
-
     assert rating_answer(answer) == stored
     assert Ratings([("a.png", "r", answer)]).frame["score"].iloc[0] == (math.inf if stored == "ood" else stored)
     if not isinstance(answer, float) and answer != "3":  # JSON: a number, or text for out-of-domain
         assert RatingIn(round=0, image_id="a.png", score=answer).score == stored
-    store = Ratings_(tmp_path)
+    store = Store(tmp_path)
     store.create_schema()
-    store.add_ratings([(0, "a.png", "r", answer)])
-    row = store.ratings_for_round(0).iloc[0]
+    answers = Answers(store)
+    answers.add_ratings([(0, "a.png", "r", answer)])
+    row = answers.ratings_for_round(0).iloc[0]
     assert (bool(row["out_of_domain"]), None if row["out_of_domain"] else int(row["score"])) == \
         (stored == "ood", None if stored == "ood" else stored)
 
@@ -155,13 +153,11 @@ def test_every_rating_entry_point_refuses_the_same_answers(tmp_path, bad: object
     from blindspots.loop.answers import Answers
     from blindspots.loop.store import Store
 
-    class Ratings_(Store, Answers):
-        pass
-
-    store = Ratings_(tmp_path)
+    store = Store(tmp_path)
     store.create_schema()
+    answers = Answers(store)
     with pytest.raises(ValueError, match=r"score \(row 0\): expected an integer 1..5 or 'ood'"):
-        store.add_ratings([(0, "a.png", "r", bad)])
+        answers.add_ratings([(0, "a.png", "r", bad)])
     # pydantic's ValidationError is a ValueError; a bool is refused by the field's type before the rule
     with pytest.raises(ValueError, match=None if isinstance(bad, bool) else "expected an integer 1..5 or 'ood'"):
         RatingIn(round=0, image_id="a.png", score=bad)

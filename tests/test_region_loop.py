@@ -25,23 +25,23 @@ def test_simulated_region_labels_make_partial_masks_and_fine_tune(world: Path, t
     p = Project.create(tmp_path / "p", _regions_config(world, fill="ignore"))
     st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
-    t = set(p.candidate_ids(0, "T"))
-    by_region = [x for x in p.candidate_ids(0, "S") if x not in t]
+    t = set(p.answers.candidate_ids(0, "T"))
+    by_region = [x for x in p.answers.candidate_ids(0, "S") if x not in t]
     assert by_region
-    masks = p.masks_for_round(0).set_index("id")
+    masks = p.answers.masks_for_round(0).set_index("id")
     for x in by_region:
         assert masks.loc[x, "source"] == rq.REGION_SOURCE
         q = rq.queries(p, 0, x)
         assert 1 <= len(q) <= 3 and [a.score for a in q] == sorted((a.score for a in q), reverse=True)
-        m, seg = p.load_mask(0, x), rq.segments(p, 0, x)
+        m, seg = p.answers.load_mask(0, x), rq.segments(p, 0, x)
         asked = np.isin(seg, [a.region for a in q])
         assert (m[~asked] == 255).all()  # fill "ignore": nothing outside the asked regions
         assert m.shape == seg.shape
     for x in t:
-        assert masks.loc[x, "source"] == "simulated" and (p.load_mask(0, x) != 255).any()
-    res = p.step(0, "masks")["result"]
+        assert masks.loc[x, "source"] == "simulated" and (p.answers.load_mask(0, x) != 255).any()
+    res = p.journal.step(0, "masks")["result"]
     assert res["n_region_images"] == len(by_region) and 0 < res["region_pixel_share"] < 0.5
-    assert p.model("target").version == 1  # fine-tuned on the partial masks of S
+    assert p.registry.model("target").version == 1  # fine-tuned on the partial masks of S
 
 
 def test_confident_fill_takes_the_models_agreement_outside_the_asked_regions(world: Path,  # noqa: F811
@@ -58,7 +58,7 @@ def test_confident_fill_takes_the_models_agreement_outside_the_asked_regions(wor
     assert finish_images(ctx, 0, ids, set()) == []
     for x in ids:
         target = ctx.segmenter("target", 0).predict_proba(ctx.pool.load(x)[None])[0].argmax(0)
-        seg, m = rq.segments(p, 0, x), p.load_mask(0, x)
+        seg, m = rq.segments(p, 0, x), p.answers.load_mask(0, x)
         outside = ~np.isin(seg, [a.region for a in rq.queries(p, 0, x)])
         assert outside.any() and (m[outside] == target[outside]).all()  # all agree and are >= 5% sure
 
@@ -66,13 +66,13 @@ def test_confident_fill_takes_the_models_agreement_outside_the_asked_regions(wor
 def test_people_answer_regions_and_the_round_goes_on(world: Path, tmp_path: Path) -> None:  # noqa: F811
     p = Project.create(tmp_path / "h", _regions_config(world))
     assert bl.advance(p, progress=False).state == "awaiting_ratings"
-    ids = list(p.candidates(0, "M")["id"])
+    ids = list(p.answers.candidates(0, "M")["id"])
     bl.import_ratings(p, _csv(tmp_path, [(x, f"a{r}", 1 + k % 5) for k, x in enumerate(ids) for r in range(2)]))
     st = bl.advance(p, progress=False)
     assert st.state == "awaiting_masks" and "region labels" in st.message
     n = rq.answer_count(p, 0)[1]
     assert n > 0 and f"region answers 0/{n} in" in bl.status(p).message
-    t = set(p.candidate_ids(0, "T"))
+    t = set(p.answers.candidate_ids(0, "T"))
     by_region = rq.query_images(p, 0)
     assert by_region and not t & set(by_region)
     x = by_region[0]
@@ -93,8 +93,8 @@ def test_people_answer_regions_and_the_round_goes_on(world: Path, tmp_path: Path
         Image.open(world / "pool" / "masks" / y).save(folder / y)
     bl.import_masks(p, folder, annotator="ann")
     assert bl.advance(p, progress=False, max_steps=1).state == "paused"
-    assert p.step(0, "masks")["status"] == "done"
-    m, seg = p.load_mask(0, x), rq.segments(p, 0, x)
+    assert p.journal.step(0, "masks")["status"] == "done"
+    m, seg = p.answers.load_mask(0, x), rq.segments(p, 0, x)
     assert (m[seg == q[0].region] == q[0].guess).all()
     if len(q) > 2:
         assert (m[seg == q[2].region] == 255).all()  # mixed / unsure: left out

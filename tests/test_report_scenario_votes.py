@@ -42,7 +42,7 @@ def test_scenarios_on_the_vote_page(world: Path, tmp_path: Path) -> None:  # noq
     assert len(items) == len(found) and all((folder / "images" / f"{x}.png").is_file() for x in items["item_id"])
     assert classes["prompt"] == PROMPT and len(set(classes["class_names"])) == len(classes["class_names"])
 
-    p.add_annotator("ann", TOKEN, "annotator")
+    p.answers.add_annotator("ann", TOKEN, "annotator")
     AppStore(p).attach_set("vote", "seg", folder)
     client = TestClient(create_app(p.path))
     auth = {"Authorization": f"Bearer {TOKEN}"}
@@ -54,7 +54,7 @@ def test_scenarios_on_the_vote_page(world: Path, tmp_path: Path) -> None:  # noq
     assert client.post("/api/votes", json={"set": "seg", "item_id": first, "label": label}, headers=auth).json()["ok"]
     if len(items) > 1:
         client.post("/api/votes", json={"set": "seg", "item_id": items["item_id"][1], "label": "none"}, headers=auth)
-    tally = tally_scenario_votes(items, p.votes()).set_index("item_id")
+    tally = tally_scenario_votes(items, p.answers.votes()).set_index("item_id")
     assert tally.loc[first, "n_votes"] == 1 and tally.loc[first, "name"] == ("" if label == "none" else label)
     if len(items) > 1:
         assert tally.loc[items["item_id"][1], "n_none"] == 1 and tally.loc[items["item_id"][1], "name"] == ""
@@ -65,10 +65,10 @@ def test_scenarios_on_the_vote_page(world: Path, tmp_path: Path) -> None:  # noq
     for bad in (" ", "None"):
         assert client.post("/api/votes", json={"set": "seg", "item_id": first, "label": bad},
                            headers=auth).status_code == 422
-    p.add_annotator("bob", TOKEN + "b", "annotator")
+    p.answers.add_annotator("bob", TOKEN + "b", "annotator")
     client.post("/api/votes", json={"set": "seg", "item_id": first, "label": "made-up name"},
                 headers={"Authorization": f"Bearer {TOKEN}b"})
-    found_names = scenario_names(p.votes(), vote_prefix(0))
+    found_names = scenario_names(p.answers.votes(), vote_prefix(0))
     assert found_names[0] == {"names": [("made-up name", 2)], "none": 0}
     # A set without free_text (e.g. Defuse's) still takes only its class names.
     cj = json.loads((folder / "classes.json").read_text())

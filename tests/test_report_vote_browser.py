@@ -76,7 +76,7 @@ def test_type_a_scenario_name(tmp_path: Path) -> None:
             net.set("cut", r"/api/votes$")
             page.keyboard.press("n")  # the second scenario: none of the above
             page.wait_for_selector("body[data-unsent='1']", state="attached")
-            assert len(p.votes()) == 1
+            assert len(p.answers.votes()) == 1
             net.set(None)
             page.click("#outbox button")  # "Retry now" (the backoff would also get there)
             page.wait_for_selector("body[data-unsent='0']", state="attached")
@@ -90,6 +90,6 @@ def test_type_a_scenario_name(tmp_path: Path) -> None:
             shutil.copy(tmp_path / "vote_named.png", SHOTS / "vote_named.png")
             browser.close()
     assert errors == []
-    votes = p.votes()
+    votes = p.answers.votes()
     assert votes["item_id"].tolist() == ["seg-r0-s000", "seg-r0-s001"]
     assert votes["label"].iloc[0] == "night scenes" and pd.isna(votes["label"].iloc[1])  # none of the above

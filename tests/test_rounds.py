@@ -61,34 +61,34 @@ def make_config(world: Path, *, seed: int = 0, strategy: str = "mad", n_rounds: 
 
 
 def selections(p: Project, n_rounds: int) -> dict:
-    return {(i, k): list(p.candidates(i, k)["id"]) for i in range(n_rounds + 1) for k in "MST"}
+    return {(i, k): list(p.answers.candidates(i, k)["id"]) for i in range(n_rounds + 1) for k in "MST"}
 
 
 def test_simulated_rounds_run_to_the_end_and_fill_table_1(world: Path, tmp_path: Path) -> None:
     p = Project.create(tmp_path / "p", make_config(world))
     st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
-    steps = p.steps()
+    steps = p.journal.steps()
     assert set(steps["status"]) == {"done"} and len(steps) == 2 * len(bl.STEPS)
     assert steps["seed"].notna().all()
     # One fine-tuning round: the target has a version 1, registered with its checkpoint and LR.
-    rec = p.model("target")
+    rec = p.registry.model("target")
     assert rec.version == 1 and rec.path.is_file() and rec.meta["lr"] in (1e-3, 1e-2)
     # Competitors were scanned once; round 1 reused them and scanned only target_v1.
-    assert p.step(1, "scan")["result"]["scanned"] == ["target_v1"]
-    assert p.step(1, "scan")["result"]["reused"] == ["comp_a", "comp_b"]
+    assert p.journal.step(1, "scan")["result"]["scanned"] == ["target_v1"]
+    assert p.journal.step(1, "scan")["result"]["reused"] == ["comp_a", "comp_b"]
     # M, S and T: S are the lowest-MOS images of M, T ⊂ M avoids S(1) in round 1, last round has no S.
-    m0, s0, t0 = (p.candidates(0, k) for k in "MST")
+    m0, s0, t0 = (p.answers.candidates(0, k) for k in "MST")
     assert 0 < len(s0) <= 3 and set(s0["id"]) <= set(m0["id"]) and set(t0["id"]) <= set(m0["id"])
-    assert len(p.candidates(1, "S")) == 0
-    assert not set(p.candidates(1, "T")["id"]) & set(s0["id"])
+    assert len(p.answers.candidates(1, "S")) == 0
+    assert not set(p.answers.candidates(1, "T")["id"]) & set(s0["id"])
     # Round 1 mines among images not labelled yet: no pixel label is paid twice, no test image trained on.
-    assert not set(p.candidates(1, "M")["id"]) & (set(s0["id"]) | set(t0["id"]))
-    mos = p.ratings_for_round(0).groupby("id")["score"].mean()
+    assert not set(p.answers.candidates(1, "M")["id"]) & (set(s0["id"]) | set(t0["id"]))
+    mos = p.answers.ratings_for_round(0).groupby("id")["score"].mean()
     worst_rest = mos.drop(index=list(s0["id"]), errors="ignore")
     assert mos[list(s0["id"])].max() <= worst_rest[np.isfinite(worst_rest)].min()
     # Masks for S ∪ T of each round; the leaderboard has the layout of Table 1.
-    assert set(p.masks_for_round(0)["id"]) == set(s0["id"]) | set(t0["id"])
+    assert set(p.answers.masks_for_round(0)["id"]) == set(s0["id"]) | set(t0["id"])
     board = bl.leaderboard_frame(p)
     assert list(board.index) == ["comp_a", "comp_b", "target"]
     assert [c for c in board.columns if c[1] != "role"] == [("round 0", "T0"), ("round 0", "T1"),
@@ -119,12 +119,12 @@ def test_crash_mid_round_then_rerun_gives_the_same_selections(world: Path, tmp_p
     monkeypatch.setitem(bl.STEP_REGISTRY, "select", CrashAfterWriting())
     with pytest.raises(RuntimeError, match="injected"):
         bl.advance(p, simulate=True, progress=False)
-    assert p.step(0, "select")["status"] == "running"
+    assert p.journal.step(0, "select")["status"] == "running"
     p2 = Project.open(p.path)  # as a new process would
     assert bl.advance(p2, simulate=True, progress=False).finished
     assert selections(p2, 1) == selections(ref, 1)
-    pd.testing.assert_frame_equal(ref.ratings_for_round(0).drop(columns="time"),
-                                  p2.ratings_for_round(0).drop(columns="time"))
+    pd.testing.assert_frame_equal(ref.answers.ratings_for_round(0).drop(columns="time"),
+                                  p2.answers.ratings_for_round(0).drop(columns="time"))
 
 
 def test_human_answers_via_csv_and_mask_folder(world: Path, tmp_path: Path) -> None:
@@ -132,14 +132,14 @@ def test_human_answers_via_csv_and_mask_folder(world: Path, tmp_path: Path) -> N
 
     p = Project.create(tmp_path / "h", make_config(world))
     st = bl.advance(p, progress=False)
-    assert st.state == "awaiting_ratings" and st.round == 0 and st.total == 2 * len(p.candidates(0, "M"))
-    assert set(st.awaited) == set(p.candidates(0, "M")["id"])
+    assert st.state == "awaiting_ratings" and st.round == 0 and st.total == 2 * len(p.answers.candidates(0, "M"))
+    assert set(st.awaited) == set(p.answers.candidates(0, "M")["id"])
     assert "ratings" in st.message and "blindspots" not in st.message  # a status, not a shell command
     assert [a.kind for a in st.next] == ["rate", "import_ratings", "advance"]
     assert st.next[1].as_command(p.path) == f"blindspots ratings import {p.path} FILE.csv"
     assert st.next[1].as_call() == "project.import_ratings('FILE.csv')"
     assert bl.advance(p, progress=False).state == "awaiting_ratings"  # still waiting, nothing lost
-    ids = list(p.candidates(0, "M")["id"])
+    ids = list(p.answers.candidates(0, "M")["id"])
     csv = tmp_path / "ratings.csv"
     rows = [f"{x},ann{r},{1 + (k + r) % 5}" for k, x in enumerate(ids) for r in range(2)]
     csv.write_text("image_id,rater,score\n" + "\n".join(rows[:-1]) + "\n")
@@ -167,7 +167,7 @@ def test_human_answers_via_csv_and_mask_folder(world: Path, tmp_path: Path) -> N
         bl.import_masks(p, _empty_dir(tmp_path / "empty"))
     assert bl.import_masks(p, folder, annotator="ann0") == len(need)
     assert bl.advance(p, progress=False, max_steps=1).state == "paused"
-    assert p.step(0, "masks")["status"] == "done"
+    assert p.journal.step(0, "masks")["status"] == "done"
     with pytest.raises(ValueError, match="other image ids"):
         csv.write_text("image_id,rater,score\nnope.png,ann1,3\n")
         bl.import_ratings(p, csv, round=0)
@@ -185,12 +185,12 @@ def test_seeds_drive_the_selections(world: Path, tmp_path: Path) -> None:
         return p
 
     a, c = project(1, "a"), project(2, "c")
-    picks_a = list(a.candidates(0, "M")["id"])
-    assert picks_a != list(c.candidates(0, "M")["id"])
+    picks_a = list(a.answers.candidates(0, "M")["id"])
+    assert picks_a != list(c.answers.candidates(0, "M")["id"])
     # Mining again with the recorded seed reproduces the selection exactly.
     ctx = bl.LoopContext(a, simulate=False, progress=False)
-    bl.STEP_REGISTRY["mine"].run(ctx, 0, a.step(0, "mine")["seed"])
-    assert list(a.candidates(0, "M")["id"]) == picks_a
+    bl.STEP_REGISTRY["mine"].run(ctx, 0, a.journal.step(0, "mine")["seed"])
+    assert list(a.answers.candidates(0, "M")["id"]) == picks_a
     assert bl.step_seed(1, 0, "mine") == bl.step_seed(1, 0, "mine") != bl.step_seed(1, 1, "mine")
 
 
@@ -211,7 +211,7 @@ def test_inconsistent_project_is_reported(world: Path, tmp_path: Path) -> None:
     q = Project.create(tmp_path / "nogt", cfg)
     with pytest.raises(ProjectError, match="simulate.ground_truth"):
         bl.advance(q, simulate=True, progress=False)
-    assert q.step(0, "scan")["status"] == "done" and q.step(0, "ratings")["status"] == "running"
+    assert q.journal.step(0, "scan")["status"] == "done" and q.journal.step(0, "ratings")["status"] == "running"
     # The step that raised is recorded as failed (status says so) and is run again next time.
     st = bl.status(q)
     assert st.state == "failed" and "simulate.ground_truth" in st.message and "retry" in st.message
@@ -239,9 +239,49 @@ def test_without_labels_the_label_plan_mines_from_pool_predictions(world: Path, 
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     st = bl.advance(p, simulate=True, progress=False)
     assert st.state == "exported" and "cannot fine-tune" not in st.message and "no training data" in st.message
-    assert p.step(0, "export")["status"] == "done" and p.step(0, "finetune") is None
-    assert len(p.candidates(0, "S")) > 0 and (p.reports_dir / "round-0" / "S.csv").is_file()
+    assert p.journal.step(0, "export")["status"] == "done" and p.journal.step(0, "finetune") is None
+    assert len(p.answers.candidates(0, "S")) > 0 and (p.reports_dir / "round-0" / "S.csv").is_file()
     assert bl.advance(p, simulate=True, progress=False).message == st.message  # stays stopped
+
+
+def test_loop_and_mine_pick_the_same_from_a_pool_with_duplicates(world: Path, tmp_path: Path) -> None:
+    """One rule for exact duplicates: the loop's MAD (class ranges from the target's pool predictions)
+    and `mine_scan` on the loop's own scan count each image once, so ranges and picks agree."""
+    import shutil
+
+    from blindspots.mine import mine_scan
+    from blindspots.mine.mad import class_area_ranges_from_table
+    from blindspots.scan import read_score_table
+
+    src = world / "pool" / "images"
+    pool = tmp_path / "pool"
+    shutil.copytree(src, pool)
+    files = sorted(f for f in src.rglob("*") if f.is_file())
+    for k, f in enumerate(files[:12]):  # 12 copies, some twice, so copies would shift the quartiles
+        shutil.copy(f, pool / f"copy_{k}{f.suffix}")
+        if k % 3 == 0:
+            shutil.copy(f, pool / f"copy_{k}_again{f.suffix}")
+    cfg = make_config(world)
+    cfg.pool.root = str(pool)
+    cfg.data.train = cfg.data.val = ""
+    cfg.mining.quantiles = [0.25, 0.75]
+    p = Project.create(tmp_path / "p", cfg)
+    assert bl.advance(p, progress=False).state == "awaiting_ratings"
+    ctx = bl.LoopContext(p, simulate=False, progress=False)
+    table = read_score_table(p.scan_dir)
+    assert table["content_hash"].duplicated().sum() == 16
+    loop_ranges = class_ranges(ctx)
+    mine_ranges = class_area_ranges_from_table(table, "target_v0", num_classes=ctx.classes.num_classes)
+    np.testing.assert_array_equal(loop_ranges, mine_ranges)
+    # counting every copy would give other quartiles for this pool (the test sees a difference)
+    ok = table.assign(content_hash=None)
+    assert not np.allclose(class_area_ranges_from_table(ok, "target_v0", num_classes=ctx.classes.num_classes),
+                           loop_ranges, equal_nan=True)
+    loop_picks = list(p.answers.candidates(0, "M")["id"])
+    picks = mine_scan(p.scan_dir, "mad", None, target="target_v0", n3=cfg.mining.n3,
+                      distance=cfg.mining.distance)
+    assert loop_picks and loop_picks == list(picks["id"])
+    assert picks["content_hash"].is_unique
 
 
 def test_scenario_strategy_mines_near_round_0s_failures(world: Path, tmp_path: Path) -> None:
@@ -250,7 +290,7 @@ def test_scenario_strategy_mines_near_round_0s_failures(world: Path, tmp_path: P
     p = Project.create(tmp_path / "p", make_config(world, strategy="scenario"))
     st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
-    m0, m1, s0 = p.candidates(0, "M"), p.candidates(1, "M"), p.candidates(0, "S")
+    m0, m1, s0 = p.answers.candidates(0, "M"), p.answers.candidates(1, "M"), p.answers.candidates(0, "S")
     assert len(m0) and len(m1) and len(s0) >= 2
     assert not set(m1["id"]) & set(s0["id"])  # confirmed failures are not mined again
     assert "scenario" in str(m1.iloc[0].to_dict())  # the reason names the scenario
@@ -305,7 +345,7 @@ def test_factory_and_hf_targets_fine_tune_into_a_loadable_version_1(kind: str, w
     assert bl.plan(p) == bl.STEPS and bl.LoopContext(p, simulate=False, progress=False).blocker is None
     st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
-    rec = p.model("target")
+    rec = p.registry.model("target")
     assert rec.version == 1 and rec.meta["lr"] in (1e-3, 1e-2)
     # Saved in the form the same spec kind loads back, with the spec's other options kept.
     v1 = load_spec(rec.spec, import_dir=rec.meta.get("import_dir")) if kind == "factory" else load_model(rec.spec)
@@ -348,6 +388,6 @@ def test_fine_tuning_on_a_pool_of_mixed_sizes(world: Path, tmp_path: Path, monke
     p = Project.create(tmp_path / "p", cfg)
     st = bl.advance(p, simulate=True, progress=False)
     assert st.finished, st.message
-    s_sizes = {Image.open(next((pool / "images").glob(Path(x).stem + ".*"))).size for x in p.candidates(0, "S")["id"]}
+    s_sizes = {Image.open(next((pool / "images").glob(Path(x).stem + ".*"))).size for x in p.answers.candidates(0, "S")["id"]}
     assert len(s_sizes) > 1
-    assert p.model("target").version == 1 and np.isfinite(p.model("target").meta["val_miou"])
+    assert p.registry.model("target").version == 1 and np.isfinite(p.registry.model("target").meta["val_miou"])

@@ -62,8 +62,8 @@ def test_a_project_takes_answers_and_says_what_next(world: dict, tmp_path: Path)
     st = blindspots.Project.open(tmp_path / "p").advance(progress=False)  # the label plan: S ∪ T exported
     assert st.state == "exported" and [a.kind for a in st.next] == ["import_masks", "register_version"]
     assert project.export("cvat").is_file()
-    need = dict.fromkeys(project.store.candidates(st.round, "S")["id"].tolist()
-                         + project.store.candidates(st.round, "T")["id"].tolist())
+    need = dict.fromkeys(project.store.answers.candidates(st.round, "S")["id"].tolist()
+                         + project.store.answers.candidates(st.round, "T")["id"].tolist())
     masks = tmp_path / "masks"
     masks.mkdir()
     from PIL import Image
@@ -75,3 +75,28 @@ def test_a_project_takes_answers_and_says_what_next(world: dict, tmp_path: Path)
     assert project.advance(progress=False).state == "exported"
     board = project.leaderboard()
     assert set(board.index) == {"target", "competitor"} and board.notna().any().any()  # Table 1, round 0
+
+
+def test_workflows_that_run_models_keep_freed_memory_as_the_commands_do(world: dict, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """blindspots.scan and Project.advance apply `keep_freed_memory` as `blindspots scan` / `round` do
+    (the CLI's MODEL_COMMANDS); reading a scan does not."""
+    import importlib
+
+    from blindspots.cli import MODEL_COMMANDS
+
+    # the modules (the package's names `scan` and `Project` are the function and class)
+    front_scan = importlib.import_module("blindspots.workflows.scan")
+    front_project = importlib.import_module("blindspots.workflows.project")
+
+    calls: list[str] = []
+    monkeypatch.setattr(front_scan, "keep_freed_memory", lambda: calls.append("scan") or True)
+    monkeypatch.setattr(front_project, "keep_freed_memory", lambda: calls.append("advance") or True)
+    root = world["root"]
+    blindspots.open_scan(root / "scan").table
+    assert calls == []
+    blindspots.scan(str(root / "pool" / "images"), target=TARGET, out=tmp_path / "s", progress=False)
+    project = blindspots.Project.create(tmp_path / "p", pool=root / "pool" / "images", target=TARGET,
+                                        competitors=COMPETITORS, scan=world["scan"])
+    project.advance(max_steps=0, progress=False)
+    assert calls == ["scan", "advance"] and {"scan", "round"} <= MODEL_COMMANDS

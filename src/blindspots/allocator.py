@@ -2,16 +2,17 @@
 
 glibc hands every allocation above its mmap threshold (128 KiB, rising to at most 32 MiB) to a
 fresh `mmap` and unmaps it on free. A CPU forward allocates tens of such tensors per batch, and
-each new mapping is filled page by page: on 128x128 scenes with three zoo models at batch 16,
-850,000 page faults per 320 images, and the forward took 25% longer than with the memory kept
-(`benchmarks/allocator.py`). Raising the mmap and trim thresholds keeps freed blocks on the heap
+each new mapping is filled page by page, a page fault at a time, on every batch
+(`benchmarks/allocator.py` counts them and times both; figures in docs/benchmarks.md). Raising the mmap and trim thresholds keeps freed blocks on the heap
 for the next batch. It is what PyTorch's CPU performance guides get from jemalloc or tcmalloc,
 with the allocator already loaded.
 
-The setting is process-wide and cannot be undone, so the library never applies it on its own: the
-`blindspots` commands that run models (`blindspots.cli.MODEL_COMMANDS`: where it was measured to
-help; not the long-running web server) and the Ray engine's model actors (processes of ours) call
-`keep_freed_memory()`; a script calls it once at its start. BLINDSPOTS_MALLOC=system turns it off.
+The setting is process-wide and cannot be undone, so only the calls that run models apply it, the
+same from the command line as from Python: the `blindspots` commands in `blindspots.cli.MODEL_COMMANDS`
+(not the long-running web server), the front door's model-running workflows (`blindspots.scan`,
+`Scan.add_surprise`, `Project.advance`) and the Ray engine's model actors (processes of ours). Lower
+level functions (`blindspots.scan.scan_pool`, ...) leave it to their caller: a script that uses them
+calls `keep_freed_memory()` once at its start. BLINDSPOTS_MALLOC=system turns it off everywhere.
 """
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ class GroupWriter:
 
     def _run(self) -> None:
         try:
-            self.project.db  # this thread's connection, opened before the first answer waits on it
+            self.project.store.db  # this thread's connection, opened before the first answer waits on it
         except Exception:  # noqa: BLE001 - the first write reports the error to its request
             log.warning("group writer could not open the store yet", exc_info=True)
         while True:
@@ -99,14 +99,14 @@ class GroupWriter:
     def _write(self, batch: Sequence[tuple[tuple, Future]]) -> None:
         try:
             with self.lock:
-                self.project.add_ratings([row for row, _ in batch])
+                self.project.answers.add_ratings([row for row, _ in batch])
             self.batches += 1
         except Exception:  # noqa: BLE001 - isolate the failing row, answer each request on its own
             log.warning("group commit of %d ratings failed; writing them one by one", len(batch), exc_info=True)
             for row, fut in batch:
                 try:
                     with self.lock:
-                        self.project.add_ratings([row])
+                        self.project.answers.add_ratings([row])
                 except Exception as e:  # noqa: BLE001
                     fut.set_exception(e)
                 else:

@@ -1,7 +1,8 @@
 """What the routers depend on: the app's shared objects and page rendering.
 
 `create_app` (app/main.py) puts the project, its `ProjectView`, the `AppStore`, the group-commit
-writer and the templates on `app.state`; routers read them only through these functions, so they
+writer, the superpixel cache and the templates on `app.state` (nothing lives in module globals, so
+two apps in one process share nothing); routers read them only through these functions, so they
 never import main.py (which imports them).
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from fastapi import Request
 
 from blindspots.app.batching import GroupWriter
+from blindspots.app.services import SegmentCache
 from blindspots.app.sources import ProjectView
 from blindspots.app.store import AppStore
 from blindspots.loop.project import Project
@@ -34,6 +36,11 @@ def store(request: Request) -> AppStore:
 def writer(request: Request) -> GroupWriter:
     """Group commit of ratings."""
     return request.app.state.writer
+
+
+def segments(request: Request) -> SegmentCache:
+    """The label editor's superpixels, computed once per image and level (shared by request threads)."""
+    return request.app.state.segments
 
 
 def secure_cookies(request: Request) -> bool:

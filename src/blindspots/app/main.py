@@ -27,6 +27,7 @@ from blindspots.app.docs import add_docs
 from blindspots.app.errors import add_error_handlers
 from blindspots.app.routers import api, dashboard, images, label, rate, regions, review, vote
 from blindspots.app.security import Guard, NeedsSignIn, SignInThrottle, host_set
+from blindspots.app.services import SegmentCache
 from blindspots.app.sources import ProjectView
 from blindspots.app.store import AppStore
 from blindspots.loop.project import Project
@@ -75,6 +76,7 @@ def create_app(project_path: str | Path, *, max_body_bytes: int = MAX_BODY_BYTES
     app.state.store = store
     app.state.view = ProjectView(project, store)
     app.state.writer = GroupWriter(project, store.write_lock)
+    app.state.segments = SegmentCache()  # the label page's superpixels, per app (not per process)
     app.state.templates = Jinja2Templates(directory=str(HERE / "templates"))
     app.state.secure_cookies = bool(secure_cookies)
     app.state.max_body_bytes, app.state.max_json_bytes = max_body_bytes, max_json_bytes

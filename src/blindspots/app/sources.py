@@ -125,7 +125,7 @@ class ProjectView:
         with self._lock:
             if self._classes is None:
                 def load_target() -> Any:  # no scan yet: the target from its spec, whatever its kind
-                    rec = self.project.model(self.project.config.target.name, 0)
+                    rec = self.project.registry.model(self.project.config.target.name, 0)
                     return load_spec(rec.spec, import_dir=rec.meta.get("import_dir"))
 
                 self._classes = project_classes(self.project, load_target)
@@ -142,10 +142,10 @@ class ProjectView:
     # ---- rounds and queues ----------------------------------------------------------------------
     def rating_round(self) -> int | None:
         """The round whose candidates M take ratings now: mined, and S not formed yet."""
-        return self.project.rating_round()
+        return self.project.answers.rating_round()
 
     def is_candidate(self, round: int, image_id: str) -> bool:
-        return self.project.is_candidate(round, image_id, "M")
+        return self.project.answers.is_candidate(round, image_id, "M")
 
     def rate_queue(self, annotator: str) -> dict:
         """{round, total, done, items: [{id, score}]}: every candidate of M, in rank order, with this
@@ -153,18 +153,18 @@ class ProjectView:
         rnd = self.rating_round()
         if rnd is None:
             return {"round": None, "total": 0, "done": 0, "items": []}
-        mine = self.project.ratings_of(rnd, annotator)
-        ids = self.project.candidate_ids(rnd, "M")
+        mine = self.project.answers.ratings_of(rnd, annotator)
+        ids = self.project.answers.candidate_ids(rnd, "M")
         items = [{"id": i, "score": mine.get(i)} for i in ids]
         return {"round": rnd, "total": len(ids), "done": sum(1 for i in ids if i in mine), "items": items}
 
     def rating_count(self, round: int, annotator: str) -> int:
         # Only candidates of M can be rated through the app, so no join with candidates is needed.
-        return self.project.rating_count(round, annotator)
+        return self.project.answers.rating_count(round, annotator)
 
     def mask_round(self) -> int | None:
         """The latest round with S or T formed whose masks step is not done."""
-        return self.project.mask_round()
+        return self.project.answers.mask_round()
 
     def masks_needed(self, round: int) -> list[str]:
         return masks_needed(self.project, round)
@@ -174,7 +174,7 @@ class ProjectView:
         rnd = self.mask_round()
         items: list[dict] = []
         if rnd is not None:
-            have = set(self.project.masks_for_round(rnd)["id"])
+            have = set(self.project.answers.masks_for_round(rnd)["id"])
             by_region = set(region_images(self.project, rnd))  # answered on the region page instead
             items = [{"kind": "round", "ref": str(rnd), "id": i, "done": i in have} for i in self.masks_needed(rnd)
                      if i not in by_region]
@@ -224,7 +224,7 @@ class ProjectView:
         return self._cache.get(("pred", round, image_id), make)
 
     def stored_mask(self, round: int, image_id: str) -> np.ndarray | None:
-        path = self.project.stored_mask_path(round, image_id)
+        path = self.project.answers.stored_mask_path(round, image_id)
         if path is None:
             return None
         return read_index_png(path) if path.is_file() and inside(path, self.project.path) else None
@@ -255,7 +255,7 @@ class ProjectView:
         return str(prompt) if prompt else None
 
     def vote_queue(self, annotator: str) -> dict:
-        mine = self.project.votes_of(annotator)
+        mine = self.project.answers.votes_of(annotator)
         sets = []
         for s in self.store.sets("vote"):
             ids = list(self.vote_items(s["name"])["item_id"])
@@ -328,7 +328,7 @@ class ProjectView:
         return self._cache.get(("review", name, image_id, layer), make)
 
     def review_queue(self, annotator: str) -> dict:
-        mine = self.project.verdicts_of(annotator)
+        mine = self.project.answers.verdicts_of(annotator)
         sets = []
         for s in self.store.sets("review"):
             regs = self.review_regions(s["name"])
@@ -353,7 +353,7 @@ class ProjectView:
     def confirmed_errors(self) -> list[tuple[str, str]]:
         """(set, image id) of review images with at least one region confirmed as an error."""
         out = []
-        for key in self.project.error_image_ids():
+        for key in self.project.answers.error_image_ids():
             s, _, i = key.partition("/")
             if s in {x["name"] for x in self.store.sets("review")}:
                 out.append((s, i))

@@ -1,15 +1,15 @@
 """Ready to serve: pay the one-off costs before the first annotator does.
 
-Measured on the sample project (see benchmarks/app_load.py), a fresh app answered its first
-rating in 20-100 ms and a burst of 20 first ratings in 120-140 ms, against 3-10 ms warm:
+A fresh app answers its first requests several times slower than a warm one
+(`benchmarks/app_load.py`; figures in docs/benchmarks.md), because:
 
-- FastAPI builds each router's route state on the first request it matches (~60 ms here);
-  Jinja compiles a template on its first render;
+- FastAPI builds each router's route state on the first request it matches; Jinja compiles a
+  template on its first render;
 - the group writer starts its thread and opens its SQLite connection on the first answer;
 - the server process holds ~100,000 objects from its imports, which every full (generation 2)
-  garbage collection walks with the GIL held: 100-260 ms pauses under load that stall every
-  request in flight. `gc.freeze()` moves what exists after start-up out of the collector's way,
-  so later full collections walk only request garbage (a few ms).
+  garbage collection walks with the GIL held, stalling every request in flight.
+  `gc.freeze()` moves what exists after start-up out of the collector's way, so later full
+  collections walk only request garbage.
 
 `warm_up(app)` does these once: anonymous in-process requests through the whole middleware and
 router stack (each refused or a public page: nothing is written and no sign-in is attempted),

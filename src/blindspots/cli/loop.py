@@ -134,7 +134,7 @@ def round_(
     st = advance(proj, simulate=simulate, max_steps=max_steps, progress=progress_wanted())
     for line in since + steps_ran(proj, before):  # what people did since the last `round`, and what ran now
         typer.echo(f"  {line}")
-    proj.log_event("round-run", {"state": st.state, "round": st.round, "step": st.step})
+    proj.journal.log_event("round-run", {"state": st.state, "round": st.round, "step": st.step})
     typer.echo(st.message)
     _echo_next(st, project)
     if st.state == "finished" or any(step == "evaluate" for _, step in steps_done_since(proj, before)):
@@ -151,10 +151,10 @@ def status(project: Path = typer.Argument(..., help="Project folder.")) -> None:
     from blindspots.loop import status as loop_status
 
     proj = open_project(project)
-    steps = proj.steps()
+    steps = proj.journal.steps()
     for _, r in steps.iterrows():
         state = r["status"]
-        err = proj.step_failure(int(r["round"]), r["step"]) if state != "done" else None
+        err = proj.journal.step_failure(int(r["round"]), r["step"]) if state != "done" else None
         if err is not None:  # the step raised: say why (the next `round` retries it)
             state = f"failed: {err}"
         done_at = r["finished_at"]  # None (NaN in the frame) while the step runs or waits for people

@@ -38,7 +38,7 @@ def config(
         old, new = set_raters(proj, raters)
         typer.echo(f"ratings.raters: {old} -> {new} (answers needed per candidate image)")
     if raters is not None or n4 is not None:
-        rnd = proj.rating_round()
+        rnd = proj.answers.rating_round()
         if rnd is not None:
             typer.echo(f"round {rnd}: {rating_progress(proj, rnd).counts()}; "
                        f"run `blindspots round {project}` to continue")

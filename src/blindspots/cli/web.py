@@ -69,13 +69,13 @@ def annotators_add(
         raise ValueError(f"name: expected 1-64 letters, digits or _ . @ -, got {name!r}")
     proj = open_project(project)
     token = secrets.token_urlsafe(24)
-    proj.add_annotator(name, token, "admin" if admin else "annotator")
+    proj.answers.add_annotator(name, token, "admin" if admin else "annotator")
     from blindspots.app.store import AppStore
 
     AppStore(proj).end_sessions_of(name)
     typer.echo(f"{name} ({'admin' if admin else 'annotator'}): {url.rstrip('/')}/signin#token={token}")
     typer.echo("the token is shown only now; run `add` again to replace it")
-    people, quota = len(proj.annotators()), int(proj.config.ratings.raters)
+    people, quota = len(proj.answers.annotators()), int(proj.config.ratings.raters)
     if people < quota:  # e.g. one person on a project made with the default quota of 3
         typer.echo(f"note: each candidate needs {quota} ratings and {people} "
                    f"{'person' if people == 1 else 'people'} can rate; one person alone: "
@@ -85,7 +85,7 @@ def annotators_add(
 @annotators_app.command("list")
 def annotators_list(project: Path = typer.Argument(..., help="Project folder.")) -> None:
     """List annotators with their role and creation time."""
-    df = open_project(project).annotators()
+    df = open_project(project).answers.annotators()
     if not len(df):
         typer.echo("no annotators yet; add one with `blindspots annotators add PROJECT NAME`")
     for r in df.itertuples():
@@ -99,7 +99,7 @@ def annotators_remove(
 ) -> None:
     """Remove an annotator: their token and sessions stop working; their answers stay."""
     proj = open_project(project)
-    if not proj.remove_annotator(name):
+    if not proj.answers.remove_annotator(name):
         raise ValueError(f"name: expected a registered annotator, got {name!r}")
     from blindspots.app.store import AppStore
 

@@ -42,7 +42,9 @@ from blindspots.loop.lock import ProjectBusy
 from blindspots.loop.next_action import NextAction, phrase_commands
 from blindspots.loop.progress import (activity_since_last_round, last_event_id, rating_progress, set_n4, set_raters,
                                       steps_done_since, steps_ran)
+from blindspots.loop.answers import Answers
 from blindspots.loop.project import Project, ProjectError
+from blindspots.loop.queries import Journal, ModelRecord, Registry
 from blindspots.loop.regions import set_labels
 from blindspots.loop.setup import check_config, create_project, register_version
 from blindspots.loop.steps import STEP_REGISTRY, Step, masks_needed
@@ -50,7 +52,7 @@ from blindspots.loop.steps.export import labelstudio_config_path
 
 __all__ = [
     # the project folder and running it
-    "Project", "ProjectError", "ProjectBusy", "advance", "status", "Status", "NextAction", "phrase_commands",
+    "Project", "ProjectError", "ProjectBusy", "Answers", "Journal", "Registry", "ModelRecord", "advance", "status", "Status", "NextAction", "phrase_commands",
     # people's answers in and out
     "import_ratings", "import_masks", "after_masks_import", "export_for_annotation", "masks_needed",
     "labelstudio_config_path", "rating_progress", "set_raters", "set_n4", "set_labels",

@@ -1,6 +1,6 @@
 """The answers in a project's store: the selections M, S and T, annotators, ratings, masks, votes
-and reviews, and what the web app reads of them. `blindspots.loop.project.Project` mixes
-`Answers` in with `Store` (schema, transactions).
+and reviews, and what the web app reads of them: `project.answers` of a
+`blindspots.loop.project.Project`, over its `Store` (schema, transactions).
 
 Every human answer (`add_rating`, `add_mask`, `add_vote`, `add_review`) is committed before the
 call returns; the tables have UNIQUE keys per annotator and item, so a repeated submission
@@ -18,12 +18,13 @@ from PIL import Image
 from blindspots.atomic import write_atomic
 from blindspots.human.scores import rating_answer
 from blindspots.ids import check_image_id
-from blindspots.loop.store import OUT_OF_DOMAIN, ROLES, VERDICTS, ProjectError, check_round, hash_token, now
+from blindspots.loop.store import (OUT_OF_DOMAIN, ROLES, VERDICTS, ProjectError, StorePart, check_round, hash_token,
+                                   mask_file, now)
 
 __all__ = ["Answers"]
 
 
-class Answers:
+class Answers(StorePart):
     """Selections (M, S, T), annotators and their answers, and what the web app reads of them."""
 
     # ---- candidates (M, S, T per round) ----------------------------------------------------
@@ -122,7 +123,7 @@ class Answers:
             raise ValueError(f"mask: expected a 2-D [H, W] array, got shape {mask.shape}")
         if not np.issubdtype(mask.dtype, np.integer) or mask.min() < 0 or mask.max() > 255:
             raise ValueError(f"mask: expected integer class ids in 0..255, got dtype {mask.dtype}")
-        path = self.mask_path(round, image_id)
+        path = mask_file(self.path, round, image_id)
         image = Image.fromarray(mask.astype(np.uint8), mode="L")
         write_atomic(path, lambda tmp: image.save(tmp, format="PNG"), fsync=True)
         rel = path.relative_to(self.path).as_posix()

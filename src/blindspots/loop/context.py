@@ -90,7 +90,7 @@ class LoopContext:
         """The registered model `name` at `version`, loaded from its spec (any kind `load_model` takes)."""
         key = f"seg:{name}:{version}"
         if key not in self._cache:
-            rec = self.project.model(name, version)
+            rec = self.project.registry.model(name, version)
             if is_path_spec(rec.spec) and not rec.path.exists():
                 raise ProjectError(f"models.{name} (version {version}): expected its model file (checkpoint, TorchScript, "
                                    f"ONNX or folder) "
@@ -154,7 +154,7 @@ def target_classes(project: Project, target: Any) -> Classes:
 def finetune_blocker_of(project: Project) -> str | None:
     """Why `project` cannot fine-tune its target (one sentence), or None (`loop.models.finetune_blocker`)."""
     c = project.config
-    rec = project.model(c.target.name, 0)
+    rec = project.registry.model(c.target.name, 0)
     return finetune_blocker(rec.spec, c.target.name, [c.data.train, c.data.val], import_dir=rec.meta.get("import_dir"))
 
 

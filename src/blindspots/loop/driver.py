@@ -24,7 +24,7 @@ def current_position(project: Project) -> tuple[int, str] | None:
         if steps is LABEL_STEPS and i > project.target_version():
             return None
         for step in steps:
-            st = project.step(i, step)
+            st = project.journal.step(i, step)
             if st is None or st["status"] != "done":
                 return i, step
     return None
@@ -37,9 +37,9 @@ def _stopped(project: Project) -> Status:
     if blocker is None:
         return Status("finished", last, "done", f"all {last} rounds are done",
                       next=(NextAction("leaderboard", "Table 1"),))
-    done = [i for i in range(last + 1) if (project.step(i, "export") or {}).get("status") == "done"]
+    done = [i for i in range(last + 1) if (project.journal.step(i, "export") or {}).get("status") == "done"]
     i = done[-1] if done else 0
-    r = (project.step(i, "export") or {}).get("result") or {}
+    r = (project.journal.step(i, "export") or {}).get("result") or {}
 
     need = masks_needed(project, i)
     n_s, n_t = r.get("n_S", 0), r.get("n_T", 0)
@@ -48,7 +48,7 @@ def _stopped(project: Project) -> Status:
             f"exported for pixel labelling to {r.get('folder', export_dir(project, i))} (images, predictions, "
             f"cvat.zip, labelstudio.json and its labelling config); {masks_line(project, i, need)}")
     retrained = NextAction("register_version", f"the target retrained on S({i + 1}) in your own stack; then advance")
-    if (project.step(i, "evaluate") or {}).get("status") == "done":
+    if (project.journal.step(i, "evaluate") or {}).get("status") == "done":
         return Status("exported", i, "done", f"{head}; every model was scored on T({i + 1}). Next: retrain the "
                       f"target on S({i + 1}) in your own stack and register it ({blocker})",
                       next=(retrained, NextAction("leaderboard", f"Table 1 with T({i + 1})")))
@@ -87,18 +87,18 @@ def _advance(project: Project, *, simulate: bool, progress: bool, max_steps: int
         i, step = pos
         if max_steps is not None and ran >= max_steps:
             return Status("paused", i, step, f"round {i}: paused before step {step!r}")
-        if project.step(i, step) is None and step == STEPS[0]:  # both plans start with "scan"
-            project.start_round(i, model_version=i)
+        if project.journal.step(i, step) is None and step == STEPS[0]:  # both plans start with "scan"
+            project.journal.start_round(i, model_version=i)
         if project.target_version() < i:
             raise ProjectError(f"models.{project.config.target.name}: expected version {i} before round {i}, "
                                f"got version {project.target_version()} (the store is inconsistent)")
         result = _run_step(ctx, i, step, seed)
         if isinstance(result, Status):
-            project.log_event("awaiting", {"state": result.state, "missing": len(result.awaited)}, round=i, step=step)
+            project.journal.log_event("awaiting", {"state": result.state, "missing": len(result.awaited)}, round=i, step=step)
             return result
-        project.end_step(i, step, result)
+        project.journal.end_step(i, step, result)
         if step == plan(project)[-1]:
-            project.finish_round(i)
+            project.journal.finish_round(i)
         ran += 1
 
 
@@ -107,7 +107,7 @@ def _run_step(ctx: LoopContext, i: int, step: str, seed: int) -> dict | Status:
     project = ctx.project
     s = step_seed(seed, i, step)
     runner = STEP_REGISTRY[step]
-    project.begin_step(i, step, runner.settings(ctx), model_version=i, seed=s)
+    project.journal.begin_step(i, step, runner.settings(ctx), model_version=i, seed=s)
     log.info("round %d: %s", i, step)
     try:
         return runner.run(ctx, i, s)
@@ -115,7 +115,7 @@ def _run_step(ctx: LoopContext, i: int, step: str, seed: int) -> dict | Status:
         # Recorded, so `status` says "failed: <message>" (not running); the next `advance` runs it
         # again. Ctrl-C leaves it "running", as a crash does; it is run again too.
         try:
-            project.fail_step(i, step, _one_line(e))
+            project.journal.fail_step(i, step, _one_line(e))
         except Exception:  # noqa: BLE001 - a broken store must not hide the step's own error
             log.warning("round %d: could not record that step %r failed", i, step, exc_info=True)
         raise
@@ -127,7 +127,7 @@ def _evaluate_labelled_rounds(ctx: LoopContext, seed: int) -> None:
     `blindspots leaderboard` has Table 1's T(i+1) columns (T0 too when the project has one)."""
     project = ctx.project
     for i in range(project.config.project.rounds + 1):
-        if (project.step(i, "evaluate") or {}).get("status") == "done" or not t_masks_complete(project, i):
+        if (project.journal.step(i, "evaluate") or {}).get("status") == "done" or not t_masks_complete(project, i):
             continue
         try:
             result = _run_step(ctx, i, "evaluate", seed)
@@ -135,7 +135,7 @@ def _evaluate_labelled_rounds(ctx: LoopContext, seed: int) -> None:
             log.warning("round %d: could not score the models on T(%d) (%s); the next `round` tries again",
                         i, i + 1, _one_line(e))
             continue
-        project.end_step(i, "evaluate", result)  # type: ignore[arg-type]  # evaluate never waits
+        project.journal.end_step(i, "evaluate", result)  # type: ignore[arg-type]  # evaluate never waits
 
 
 def status(project: Project) -> Status:
@@ -146,8 +146,8 @@ def status(project: Project) -> Status:
         return Status("finished", st.round, "done", "all rounds are done") if st.state == "finished" else st
     i, step = pos
     ctx = LoopContext(project, simulate=False, progress=False)
-    st = project.step(i, step)
-    err = project.step_failure(i, step) if st is not None and st["status"] != "done" else None
+    st = project.journal.step(i, step)
+    err = project.journal.step_failure(i, step) if st is not None and st["status"] != "done" else None
     if err is not None:
         return Status("failed", i, step, f"round {i}: step {step!r} failed: {err}; fix the cause and retry",
                       next=(NextAction("advance", "retries the step"),))
@@ -161,7 +161,7 @@ def status(project: Project) -> Status:
                       + (f"; {prog.advice()}" if prog.unreachable else ""), missing, have, total, next=RATE_ACTIONS)
     if step == "masks" and st is not None:
         need = masks_needed(project, i)
-        have = set(project.masks_for_round(i)["id"])
+        have = set(project.answers.masks_for_round(i)["id"])
         missing = [x for x in need if x not in have]
         answered, asked = answer_count(project, i)  # labels.kind = "regions": the questions of S
         regions = f"; region answers {answered}/{asked} in (the app's /regions page)" if asked else ""

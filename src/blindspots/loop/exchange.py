@@ -18,14 +18,14 @@ from blindspots.loop.steps import export_annotation, masks_needed
 def _round_arg(project: Project, round: int | None) -> int:
     """The round to import into: `round`, or the one now in progress."""
     if round is not None:
-        if project.step(round, "mine") is None:
+        if project.journal.step(round, "mine") is None:
             raise ValueError(f"round: expected a round that has candidates, got {round}")
         return round
     pos = current_position(project)
     if pos is None:
         if plan(project) is LABEL_STEPS:  # S exported, waiting for the next version: that round's S ∪ T
             done = [i for i in range(project.config.project.rounds + 1)
-                    if (project.step(i, "select") or {}).get("status") == "done"]
+                    if (project.journal.step(i, "select") or {}).get("status") == "done"]
             if done:
                 return done[-1]
         raise ValueError("round: every round is done; pass --round to import into a past round")
@@ -37,14 +37,14 @@ def import_ratings(project: Project, path: str | Path, *, round: int | None = No
     the current one). Every image must be a candidate of M for that round; returns the count."""
     i = _round_arg(project, round)
     frame = Ratings.from_csv(path).frame
-    m = set(project.candidates(i, "M")["id"])
+    m = set(project.answers.candidates(i, "M")["id"])
     unknown = sorted(set(frame["image_id"]) - m)
     if unknown:
         raise ValueError(f"path: expected ratings of round {i}'s candidates M({i + 1}), got {len(unknown)} other "
                          f"image ids (e.g. {unknown[:3]})")
     rows = [(i, x, r, rating_answer(v)) for x, r, v in zip(frame["image_id"], frame["rater"], frame["score"])]
-    n = project.add_ratings(rows)
-    project.log_event("ratings-import", {"path": str(path), "n": n}, round=i, step="ratings")
+    n = project.answers.add_ratings(rows)
+    project.journal.log_event("ratings-import", {"path": str(path), "n": n}, round=i, step="ratings")
     return n
 
 
@@ -92,8 +92,8 @@ def import_masks(project: Project, source: str | Path, *, round: int | None = No
             raise ValueError(f"source: expected class ids 0..{ctx.classes.num_classes - 1} or ignore in the mask "
                              f"of {image_id!r}, got {int(mask[bad][0])}")
     for image_id, mask in masks.items():
-        project.add_mask(i, image_id, mask, source=kind, annotator=annotator)
-    project.log_event("masks-import", {"source": str(source), "kind": kind, "n": len(masks)}, round=i, step="masks")
+        project.answers.add_mask(i, image_id, mask, source=kind, annotator=annotator)
+    project.journal.log_event("masks-import", {"source": str(source), "kind": kind, "n": len(masks)}, round=i, step="masks")
     return len(masks)
 
 
@@ -103,13 +103,13 @@ def after_masks_import(project: Project, round: int | None = None) -> Status:
     version), with the next actions as data."""
     i = _round_arg(project, round)
     need = masks_needed(project, i)
-    have = set(project.masks_for_round(i)["id"])
+    have = set(project.answers.masks_for_round(i)["id"])
     missing = [x for x in need if x not in have]
     done = len(need) - len(missing)
     if missing:
         return Status("awaiting_masks", i, "masks", f"{len(missing)} of the {len(need)} images of round {i}'s "
                       "S ∪ T still need masks", missing, done, len(need), next=MASK_ACTIONS)
-    if plan(project) is LABEL_STEPS and project.model(project.config.target.name).version <= i:
+    if plan(project) is LABEL_STEPS and project.registry.model(project.config.target.name).version <= i:
         return Status("ready", i, "evaluate", f"round {i}'s S ∪ T all have masks: the next run of the loop "
                       f"scores the models on T({i + 1}); then retrain the target on S in your own stack and "
                       "register it as its next version", [], done, len(need),
@@ -133,7 +133,7 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
         raise ValueError(f"format: expected 'cvat' or 'labelstudio', got {fmt!r}")
     i = _round_arg(project, round)
     ctx = LoopContext(project, simulate=False, progress=False)
-    have = set(project.masks_for_round(i)["id"])
+    have = set(project.answers.masks_for_round(i)["id"])
     need = masks_needed(project, i)
     if not need:  # S and T are chosen after the ratings: nothing to label yet
         raise ValueError(f"round: expected images awaiting masks in round {i}, got none: its S ∪ T are not "
@@ -146,7 +146,7 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
         raise ValueError(f"round: expected images awaiting masks in round {i}, got none (every image of its "
                          f"S ∪ T has a mask; `--round {i}` exports them again, with the stored masks)")
     # the pre-annotation: the stored mask where people drew one (a re-export), else the target's prediction
-    preds = {x: project.load_mask(i, x) if x in have else target_map(ctx, i, x) for x in ids}
+    preds = {x: project.answers.load_mask(i, x) if x in have else target_map(ctx, i, x) for x in ids}
     default = project.reports_dir / f"round-{i}-{'cvat.zip' if fmt == 'cvat' else 'labelstudio.json'}"
     where = {"image_url": image_url, "image_root": image_root, "document_root": document_root}
     if fmt == "labelstudio" and image_url is None and image_root is None:

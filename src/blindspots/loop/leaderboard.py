@@ -21,13 +21,13 @@ def leaderboard_frame(project: Project) -> pd.DataFrame:
     results[c.target.name] = {}
     any_round = False
     for i in range(c.project.rounds + 1):
-        st = project.step(i, "evaluate")
+        st = project.journal.step(i, "evaluate")
         if st is None or st["status"] != "done":
             continue
         any_round = True
         for name, version in [(c.target.name, i)] + [(g.name, 0) for g in c.competitors]:
             for ts in ("T0", f"T{i + 1}") if c.data.val else (f"T{i + 1}",):  # label plan: maybe no T0
-                v = project.metric(name, version, ts)
+                v = project.registry.metric(name, version, ts)
                 results[name][(f"round {i}", ts)] = np.nan if v is None else v
     if not any_round:
         return pd.DataFrame()

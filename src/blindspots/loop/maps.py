@@ -53,8 +53,8 @@ def model_map(ctx: LoopContext, name: str, version: int, image_id: str) -> np.nd
 def map_miou(ctx: LoopContext, i: int, kind: str, name: str, version: int) -> float:
     """mIoU (pixels pooled) of a model's maps against the stored masks of round i's `kind` set."""
     cm = ConfusionMatrix(ctx.classes.num_classes, ctx.classes.ignore_index)
-    for image_id in ctx.project.candidates(i, kind)["id"]:
-        cm.update(model_map(ctx, name, version, image_id), ctx.project.load_mask(i, image_id))
+    for image_id in ctx.project.answers.candidates(i, kind)["id"]:
+        cm.update(model_map(ctx, name, version, image_id), ctx.project.answers.load_mask(i, image_id))
     return cm.mean_iou()
 
 
@@ -66,6 +66,6 @@ def round_pairs(ctx: LoopContext, i: int, kind: str, rounds: range | None = None
     p = ctx.project
     ids: list[tuple[int, str]] = []
     for j in (rounds if rounds is not None else [i]):
-        ids += [(j, x) for x in p.candidates(j, kind)["id"]]
+        ids += [(j, x) for x in p.answers.candidates(j, kind)["id"]]
     lookup = {f"{j}:{x}": (j, x) for j, x in ids}
-    return PairList(list(lookup), lambda key: (ctx.pool.load(lookup[key][1]), p.load_mask(*lookup[key])))
+    return PairList(list(lookup), lambda key: (ctx.pool.load(lookup[key][1]), p.answers.load_mask(*lookup[key])))

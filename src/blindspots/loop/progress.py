@@ -74,14 +74,14 @@ class RatingProgress:
 
 def rating_progress(project: Any, round: int) -> RatingProgress:
     """The `RatingProgress` of round `round` of `project` (a `Project`)."""
-    ids = [str(x) for x in project.candidates(round, "M")["id"]]
-    r = project.ratings_for_round(round)
+    ids = [str(x) for x in project.answers.candidates(round, "M")["id"]]
+    r = project.answers.ratings_for_round(round)
     need = int(project.config.ratings.raters)
     counts = r.groupby("id").size() if len(r) else pd.Series(dtype=int)
     ood = set(r.loc[r["out_of_domain"], "id"]) if len(r) else set()
     missing = tuple(x for x in ids if x not in ood and int(counts.get(x, 0)) < need)
     answers = sum(need if x in ood else min(int(counts.get(x, 0)), need) for x in ids)
-    people = set(project.annotators()["name"]) | (set(r["annotator"]) if len(r) else set())
+    people = set(project.answers.annotators()["name"]) | (set(r["annotator"]) if len(r) else set())
     return RatingProgress(int(round), len(ids), len(ids) - len(missing), int(answers), need * len(ids), need,
                           tuple(sorted(people)), missing, str(project.path))
 
@@ -110,7 +110,7 @@ def _set_rating_setting(project: Any, key: str, value: int) -> tuple[int, int]:
     new_cfg = replace(cfg, ratings=replace(cfg.ratings, **{key: value}))
     save_config(new_cfg, Path(project.path) / CONFIG_FILE)
     project.config = new_cfg
-    project.log_event("config", {f"ratings.{key}": {"old": old, "new": value}})
+    project.journal.log_event("config", {f"ratings.{key}": {"old": old, "new": value}})
     return old, value
 
 
@@ -128,7 +128,7 @@ _SAID = {
 def activity_since_last_round(project: Any) -> list[str]:
     """What happened since the last `blindspots round` ended (imports, settings, versions): one line
     each, oldest first, with the round and time. Empty before the first `round`."""
-    ev = project.events()
+    ev = project.journal.events()
     if not len(ev):
         return []
     marks = ev.index[ev["kind"] == "round-run"]
@@ -146,7 +146,7 @@ def activity_since_last_round(project: Any) -> list[str]:
 
 def steps_done_since(project: Any, after_event: int) -> list[tuple[int, str]]:
     """(round, step) of the steps that finished after event id `after_event`, in order."""
-    ev = project.events()
+    ev = project.journal.events()
     done = ev[(ev["id"] > after_event) & (ev["kind"] == "step-done")]
     return [(int(r.round), str(r.step)) for r in done.itertuples(index=False)]
 
@@ -157,15 +157,15 @@ def steps_ran(project: Any, after_event: int) -> list[str]:
 
 
 def last_event_id(project: Any) -> int:
-    ev = project.events()
+    ev = project.journal.events()
     return int(ev["id"].max()) if len(ev) else 0
 
 
 def masks_line(project: Any, round: int, needed: list[str]) -> str:
     """'9 of 9 masks of S(1) ∪ T(1) in (last import: labelstudio, 2026-...)' for round `round`."""
-    have = set(project.masks_for_round(round)["id"])
+    have = set(project.answers.masks_for_round(round)["id"])
     n_in = sum(x in have for x in needed)
-    ev = project.events()
+    ev = project.journal.events()
     imp = ev[(ev["kind"] == "masks-import") & (ev["round"] == round)] if len(ev) else ev
     last = ""
     if len(imp):

@@ -12,10 +12,12 @@ Layout::
       checkpoints/        fine-tuned target models (`target-r<i>.pt`) and resumable training state
       reports/            leaderboards and figures
 
-`Project` is the folder: its config, its `Store` (loop/store.py: schema, connections,
-transactions) and the meaning of its tables (loop/answers.py: selections and human answers;
-loop/queries.py: journal, registry, the web app's tables). Every human answer is committed before
-the call returns; a repeated submission replaces the earlier one (idempotent).
+`Project` is the folder: its config, its `store` (loop/store.py: schema, connections,
+transactions) and, over that store, one part per idea: `answers` (loop/answers.py: selections and
+human answers), `journal` (rounds, steps, events) and `registry` (models and metrics; both
+loop/queries.py). The web app keeps its own tables in the same file (`blindspots.app.store`). Every
+human answer is committed before the call returns; a repeated submission replaces the earlier one
+(idempotent).
 
 Rounds are numbered from 0 as in Algorithm 1: round i mines M(i+1) with the target f_t^(i),
 rates it, forms S(i+1) and T(i+1), and fine-tunes f_t^(i) into f_t^(i+1). Model versions: the
@@ -27,23 +29,38 @@ from dataclasses import replace
 from pathlib import Path
 
 from blindspots.config import CONFIG_FILE, Config, load_config, save_config
-from blindspots.ids import artifact_name, check_image_id
 from blindspots.loop.answers import Answers
 from blindspots.loop.models import absolute_spec, is_path_spec
-from blindspots.loop.queries import AppTables, Journal, ModelRecord, Registry
+from blindspots.loop.queries import Journal, ModelRecord, Registry
 from blindspots.loop.store import (OUT_OF_DOMAIN, ROLES, SCHEMA_VERSION, STORE_FILE, SUBFOLDERS, VERDICTS,
-                                   ProjectError, Store, check_round, hash_token, now)
+                                   ProjectError, Store, hash_token, mask_file, now)
 
 __all__ = ["Project", "ProjectError", "ModelRecord", "STORE_FILE", "SCHEMA_VERSION", "OUT_OF_DOMAIN", "ROLES",
            "VERDICTS", "SUBFOLDERS", "hash_token", "now"]
 
 
-class Project(Store, Journal, Answers, Registry, AppTables):
-    """A project folder (see the module docstring). Use `Project.create` or `Project.open`."""
+class Project:
+    """A project folder (see the module docstring). Use `Project.create` or `Project.open`.
+
+    path: the folder (absolute); config: its settings; store: the SQLite file; answers, journal,
+    registry: what its tables mean, each over `store`.
+    """
 
     def __init__(self, path: Path, config: Config) -> None:
-        super().__init__(path)
+        self.store = Store(path)
+        self.path = self.store.path
         self.config = config
+        self.answers = Answers(self.store)
+        self.journal = Journal(self.store)
+        self.registry = Registry(self.store)
+
+    def close(self) -> None:
+        """Close this thread's connection to the store (a later call opens a new one)."""
+        self.store.close()
+
+    def target_version(self) -> int:
+        """The latest registered version of the configured target, i.e. i in f_t^(i)."""
+        return self.registry.model(self.config.target.name).version
 
     # ---- opening ---------------------------------------------------------------------------
     @classmethod
@@ -63,13 +80,13 @@ class Project(Store, Journal, Answers, Registry, AppTables):
         for sub in SUBFOLDERS:
             (path / sub).mkdir(exist_ok=True)
         proj = cls(path, load_config(path / CONFIG_FILE))
-        proj.create_schema()
+        proj.store.create_schema()
         # A callable spec imports from the folder `init` ran in (see loop/models.py).
         here = {"import_dir": str(Path(config.base_dir).resolve())}
-        proj.register_model(cfg.target.name, 0, "target", cfg.target.path, round=None, meta=here)
+        proj.registry.register_model(cfg.target.name, 0, "target", cfg.target.path, round=None, meta=here)
         for c in cfg.competitors:
-            proj.register_model(c.name, 0, "competitor", c.path, round=None, meta=here)
-        proj.log_event("create", {"config": cfg.to_dict()})
+            proj.registry.register_model(c.name, 0, "competitor", c.path, round=None, meta=here)
+        proj.journal.log_event("create", {"config": cfg.to_dict()})
         return proj
 
     @classmethod
@@ -88,22 +105,22 @@ class Project(Store, Journal, Answers, Registry, AppTables):
         except ValueError as e:
             raise ProjectError(f"{CONFIG_FILE}: {e}") from None
         proj = cls(path, cfg)
-        proj.check_schema()
+        proj.store.check_schema()
         if check_files:
             proj.check_files()
         return proj
 
     def check_files(self) -> None:
         """Every registered checkpoint and mask file exists, and the config's models match."""
-        for rec in self.models():
+        for rec in self.registry.models():
             if is_path_spec(rec.spec) and not rec.path.exists():
                 raise ProjectError(f"models.{rec.name} (version {rec.version}): expected its model file "
                                    f"(checkpoint, TorchScript, ONNX or folder) {str(rec.path)!r}, got none (missing)")
         for name in self.config.model_names:
-            if not self.is_registered(name):
+            if not self.registry.is_registered(name):
                 raise ProjectError(f"{CONFIG_FILE}: model {name!r} is not registered in the store; "
                                    "the config was changed after `init`")
-        for rnd, iid, p in self.mask_files():
+        for rnd, iid, p in self.answers.mask_files():
             if not (self.path / p).is_file():
                 raise ProjectError(f"masks: expected file {p!r} for image {iid!r} (round {rnd}), got none")
 
@@ -125,7 +142,7 @@ class Project(Store, Journal, Answers, Registry, AppTables):
 
     def mask_path(self, round: int, image_id: str) -> Path:
         """Where the pixel label of `image_id` for `round` lives (index PNG)."""
-        return self.path / "masks" / f"r{check_round(round)}" / artifact_name(check_image_id(image_id))
+        return mask_file(self.path, round, image_id)
 
 
 def _absolute(cfg: Config) -> Config:

@@ -1,7 +1,7 @@
-"""What the project's tables mean: the journal (rounds, steps, events), the model registry and
-metrics, and the web app's own tables (the answers are `blindspots.loop.answers`).
-`blindspots.loop.project.Project` combines these mixins with `Store`; the loop and the web app
-read and write the store only through these methods (no SQL elsewhere).
+"""What the project's tables mean: the journal (rounds, steps, events) and the model registry and
+metrics (the answers are `blindspots.loop.answers`, the web app's own tables `blindspots.app.store`).
+A `blindspots.loop.project.Project` holds one of each over its `Store` (`project.journal`,
+`project.registry`); the loop reads and writes the store only through these methods (no SQL elsewhere).
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from blindspots.loop.models import is_path_spec
-from blindspots.loop.store import check_round, now
+from blindspots.loop.store import StorePart, check_round, now
 
-__all__ = ["ModelRecord", "Journal", "Registry", "AppTables"]
+__all__ = ["ModelRecord", "Journal", "Registry"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class ModelRecord:
 
 
 
-class Journal:
+class Journal(StorePart):
     """Rounds, steps (the audit log of Algorithm 1) and events."""
 
     # ---- audit log -------------------------------------------------------------------------
@@ -111,7 +111,7 @@ class Journal:
 
 
 
-class Registry:
+class Registry(StorePart):
     """Models (name, version, spec) and their metrics."""
 
     # ---- models ----------------------------------------------------------------------------
@@ -153,10 +153,6 @@ class Registry:
             raise ValueError(f"name: expected a registered model (and version), got {name!r} version {version}")
         return max(recs, key=lambda m: m.version)
 
-    def target_version(self) -> int:
-        """The latest version of the target, i.e. i in f_t^(i)."""
-        return self.model(self.config.target.name).version
-
     # ---- metrics ---------------------------------------------------------------------------
     def set_metric(self, model: str, version: int, test_set: str, miou: float, n_images: int,
                    details: dict | None = None) -> None:
@@ -180,54 +176,3 @@ class Registry:
     def is_registered(self, name: str) -> bool:
         """True if some version of model `name` is registered."""
         return self.db.execute("SELECT 1 FROM models WHERE name=?", (name,)).fetchone() is not None
-
-
-class AppTables:
-    """The web app's own tables (`store.APP_SCHEMA`): cookie sessions, attached sets, fixed masks."""
-
-    def add_session(self, id_hash: str, annotator: str, csrf: str, expires: str) -> None:
-        """Store a session (its id hashed) and drop expired ones."""
-        with self.transaction() as db:
-            db.execute("DELETE FROM app_sessions WHERE expires < ?", (now(),))
-            db.execute("INSERT INTO app_sessions VALUES (?,?,?,?,?)", (id_hash, annotator, csrf, now(), expires))
-
-    def live_session(self, id_hash: str, at: str) -> dict | None:
-        """{name, role, csrf} of a session alive at `at` whose annotator is still registered."""
-        row = self.db.execute(
-            "SELECT a.name, a.role, s.csrf FROM app_sessions s JOIN annotators a ON a.name = s.annotator "
-            "WHERE s.id_hash = ? AND s.expires > ?", (id_hash, at)).fetchone()
-        return None if row is None else {"name": row[0], "role": row[1], "csrf": row[2]}
-
-    def delete_sessions(self, *, id_hash: str | None = None, annotator: str | None = None) -> None:
-        """End one session (by hashed id) or every session of an annotator."""
-        with self.transaction() as db:
-            if id_hash is not None:
-                db.execute("DELETE FROM app_sessions WHERE id_hash = ?", (id_hash,))
-            if annotator is not None:
-                db.execute("DELETE FROM app_sessions WHERE annotator = ?", (annotator,))
-
-    def put_set(self, kind: str, name: str, path: str, meta: dict) -> None:
-        with self.transaction() as db:
-            db.execute("INSERT INTO app_sets VALUES (?,?,?,?,?) ON CONFLICT (kind, name) DO UPDATE SET "
-                       "path=excluded.path, meta=excluded.meta", (kind, name, path, json.dumps(meta), now()))
-
-    def delete_set(self, kind: str, name: str) -> bool:
-        with self.transaction() as db:
-            return db.execute("DELETE FROM app_sets WHERE kind=? AND name=?", (kind, name)).rowcount > 0
-
-    def app_sets(self, kind: str) -> list[dict]:
-        """[{name, path (Path), meta}] of one kind, by name."""
-        rows = self.db.execute("SELECT name, path, meta FROM app_sets WHERE kind=? ORDER BY name", (kind,))
-        return [{"name": n, "path": Path(p), "meta": json.loads(m)} for n, p, m in rows]
-
-    def put_fix(self, set_name: str, image_id: str, rel_path: str, annotator: str | None) -> None:
-        with self.transaction() as db:
-            db.execute('INSERT INTO app_fixes VALUES (?,?,?,?,?) ON CONFLICT ("set", image_id) DO UPDATE SET '
-                       "path=excluded.path, annotator=excluded.annotator, time=excluded.time",
-                       (set_name, image_id, rel_path, annotator, now()))
-
-    def app_fixes(self, set_name: str | None = None) -> list[dict]:
-        q = 'SELECT "set", image_id, path, annotator, time FROM app_fixes'
-        rows = self.db.execute(q + (' WHERE "set"=?' if set_name else "") + " ORDER BY 1, 2",
-                               (set_name,) if set_name else ())
-        return [{"set": s, "id": i, "path": self.path / p, "annotator": a, "time": t} for s, i, p, a, t in rows]

@@ -51,7 +51,7 @@ def _tables(p: Project) -> None:
     """Make the two tables once per open project (a read then never waits for the write lock)."""
     if getattr(p, "_region_tables", False):
         return
-    p.db.executescript(_SCHEMA)  # idempotent; executescript commits on its own
+    p.store.db.executescript(_SCHEMA)  # idempotent; executescript commits on its own
     p._region_tables = True  # type: ignore[attr-defined]
 
 
@@ -79,7 +79,7 @@ def save_queries(p: Project, round: int, image_id: str, segments_map: np.ndarray
     _tables(p)
     rows = [(round, image_id, q.region, k, q.guess, q.score, q.disagreement, q.uncertainty, q.pixels)
             for k, q in enumerate(chosen)]
-    with p.transaction() as db:
+    with p.store.transaction() as db:
         db.execute("DELETE FROM region_queries WHERE round=? AND image_id=?", (round, image_id))
         db.executemany("INSERT INTO region_queries VALUES (?,?,?,?,?,?,?,?,?)", rows)
 
@@ -87,23 +87,23 @@ def save_queries(p: Project, round: int, image_id: str, segments_map: np.ndarray
 def queries(p: Project, round: int, image_id: str) -> list[RegionQuery]:
     """The stored queries of one image in rank order ([] if none)."""
     _tables(p)
-    return [RegionQuery(int(r), int(g), float(s), float(d), float(u), int(n)) for r, g, s, d, u, n in p.db.execute(
+    return [RegionQuery(int(r), int(g), float(s), float(d), float(u), int(n)) for r, g, s, d, u, n in p.store.db.execute(
         "SELECT region, guess, score, disagreement, uncertainty, pixels FROM region_queries "
         "WHERE round=? AND image_id=? ORDER BY rank", (check_round(round), image_id))]
 
 
 def has_queries(p: Project, round: int, image_id: str) -> bool:
     _tables(p)
-    return p.db.execute("SELECT 1 FROM region_queries WHERE round=? AND image_id=? LIMIT 1",
+    return p.store.db.execute("SELECT 1 FROM region_queries WHERE round=? AND image_id=? LIMIT 1",
                         (check_round(round), image_id)).fetchone() is not None
 
 
 def query_images(p: Project, round: int) -> list[str]:
     """Ids of the images of `round` with region queries, in the order S lists them."""
     _tables(p)
-    have = {r[0] for r in p.db.execute("SELECT DISTINCT image_id FROM region_queries WHERE round=?",
+    have = {r[0] for r in p.store.db.execute("SELECT DISTINCT image_id FROM region_queries WHERE round=?",
                                        (check_round(round),))}
-    return [i for i in p.candidate_ids(round, "S") if i in have]
+    return [i for i in p.answers.candidate_ids(round, "S") if i in have]
 
 
 def segments(p: Project, round: int, image_id: str) -> np.ndarray:
@@ -137,7 +137,7 @@ def add_region_answer(p: Project, round: int, image_id: str, region: int, annota
     if label is not None and (not isinstance(label, (int, np.integer)) or isinstance(label, bool)
                               or not 0 <= int(label) < 255):
         raise ValueError(f"label: expected a class id 0..254 or None (mixed / unsure), got {label!r}")
-    with p.transaction() as db:
+    with p.store.transaction() as db:
         db.execute("INSERT INTO region_answers VALUES (?,?,?,?,?,?) ON CONFLICT (round, image_id, region, annotator) "
                    "DO UPDATE SET label=excluded.label, time=excluded.time",
                    (round, image_id, int(region), annotator, None if label is None else int(label), now()))
@@ -147,7 +147,7 @@ def answers(p: Project, round: int, image_id: str) -> dict[int, int | None]:
     """region -> its latest answer (class id, or None for "mixed / unsure"), over all annotators."""
     _tables(p)
     out: dict[int, int | None] = {}
-    for region, label in p.db.execute("SELECT region, label FROM region_answers WHERE round=? AND image_id=? "
+    for region, label in p.store.db.execute("SELECT region, label FROM region_answers WHERE round=? AND image_id=? "
                                       "ORDER BY time", (check_round(round), image_id)):
         out[int(region)] = None if label is None else int(label)
     return out
@@ -156,7 +156,7 @@ def answers(p: Project, round: int, image_id: str) -> dict[int, int | None]:
 def answers_of(p: Project, round: int, annotator: str) -> dict[tuple[str, int], int | None]:
     """{(image_id, region): class id or None (mixed / unsure)} of one annotator's answers in one round."""
     _tables(p)
-    return {(i, int(r)): (None if label is None else int(label)) for i, r, label in p.db.execute(
+    return {(i, int(r)): (None if label is None else int(label)) for i, r, label in p.store.db.execute(
         "SELECT image_id, region, label FROM region_answers WHERE round=? AND annotator=?",
         (check_round(round), annotator))}
 
@@ -164,8 +164,8 @@ def answers_of(p: Project, round: int, annotator: str) -> dict[tuple[str, int], 
 def answer_count(p: Project, round: int) -> tuple[int, int]:
     """(queries answered, queries) over every image of the round."""
     _tables(p)
-    total = p.db.execute("SELECT COUNT(*) FROM region_queries WHERE round=?", (check_round(round),)).fetchone()[0]
-    done = p.db.execute("SELECT COUNT(*) FROM region_queries q WHERE round=? AND EXISTS (SELECT 1 FROM "
+    total = p.store.db.execute("SELECT COUNT(*) FROM region_queries WHERE round=?", (check_round(round),)).fetchone()[0]
+    done = p.store.db.execute("SELECT COUNT(*) FROM region_queries q WHERE round=? AND EXISTS (SELECT 1 FROM "
                         "region_answers a WHERE a.round=q.round AND a.image_id=q.image_id AND a.region=q.region)",
                         (round,)).fetchone()[0]
     return int(done), int(total)
@@ -187,7 +187,7 @@ def finish_image(p: Project, round: int, image_id: str, *, ignore_index: int = 2
         return False
     mask = partial_mask(segments(p, round, image_id), have, base=_base(p, round, image_id),
                         ignore_index=ignore_index)
-    p.add_mask(round, image_id, mask, source=REGION_SOURCE, annotator=annotator)
+    p.answers.add_mask(round, image_id, mask, source=REGION_SOURCE, annotator=annotator)
     return True
 
 
@@ -209,5 +209,5 @@ def set_labels(p: Project, kind: str | None = None, regions_per_image: int | Non
         cfg = replace(p.config, labels=new)
         save_config(cfg, p.path / CONFIG_FILE)
         p.config = cfg
-        p.log_event("config", {k: {"old": a, "new": b} for k, (a, b) in changed.items()})
+        p.journal.log_event("config", {k: {"old": a, "new": b} for k, (a, b) in changed.items()})
     return changed

@@ -145,11 +145,11 @@ def _adopt_scan(project: Project, scan: Path) -> None:
     name = target_column(project, 0)
     adopt_scan(scan, project.scan_dir, project.config.target.name, name)
     ctx = LoopContext(project, simulate=False, progress=False)
-    project.start_round(0, model_version=0)
-    project.begin_step(0, "scan", STEP_REGISTRY["scan"].settings(ctx), model_version=0,
+    project.journal.start_round(0, model_version=0)
+    project.journal.begin_step(0, "scan", STEP_REGISTRY["scan"].settings(ctx), model_version=0,
                        seed=step_seed(project.config.project.seed, 0, "scan"))
     table = ctx.score_table(0)
-    project.end_step(0, "scan", {"target_column": name, "scanned": [], "adopted": str(scan),
+    project.journal.end_step(0, "scan", {"target_column": name, "scanned": [], "adopted": str(scan),
                                  "reused": sorted(c.name for c in project.config.competitors),
                                  "n_images": int(len(table)), "n_errors": int((table["status"] != "ok").sum())})
 
@@ -164,13 +164,13 @@ def register_version(project: Any, spec: str, *, base_dir: str | Path = ".") -> 
     new version i; `blindspots round` then runs round i with it."""
     cfg = project.config
     name = cfg.target.name
-    first = project.model(name, 0)
+    first = project.registry.model(name, 0)
     if finetune_blocker(first.spec, name, [cfg.data.train, cfg.data.val],
                         import_dir=first.meta.get("import_dir")) is None:
         raise ValueError(f"project: expected a project that does not fine-tune its target itself, got "
                          f"{str(project.path)!r} (its rounds fine-tune {name!r}; run `blindspots round`)")
-    old = project.model(name)
-    if (project.step(old.version, "export") or {}).get("status") != "done":
+    old = project.registry.model(name)
+    if (project.journal.step(old.version, "export") or {}).get("status") != "done":
         # version i+1 is the target retrained on round i's S: registering earlier would make round i+1
         # run with a model that never saw S(i+1), and say "scan and mine with it" while round i waits
         raise ValueError(f"project: expected round {old.version}'s S({old.version + 1}) to be exported before "
@@ -184,7 +184,7 @@ def register_version(project: Any, spec: str, *, base_dir: str | Path = ".") -> 
     if c_new != c_old:
         raise ValueError(f"spec: expected a model with the target's {c_old} classes, got {c_new}")
     version = old.version + 1
-    project.register_model(name, version, "target", spec, round=version - 1,
+    project.registry.register_model(name, version, "target", spec, round=version - 1,
                            meta={"import_dir": here, "registered": "by the user"})
-    project.log_event("register", {"name": name, "version": version, "spec": spec})
+    project.journal.log_event("register", {"name": name, "version": version, "spec": spec})
     return version

@@ -1,12 +1,14 @@
 """The project store: one SQLite file (WAL) — its schema, connections and transactions.
 
-`Store` knows nothing of what the tables mean (that is `blindspots.loop.answers` and `.queries`); it makes the
+`Store` knows nothing of what the tables mean (that is `blindspots.loop.answers` and `.queries`, each a
+`StorePart` over one `Store`); it makes the
 schema, checks that an existing file is a readable blindspots store of this schema version,
 and hands out one connection per thread (the web app serves from many threads; WAL lets readers
 run beside one writer). Every write runs in `transaction()` (BEGIN IMMEDIATE ... COMMIT).
 
 Tables: meta, rounds, steps (the audit log of steps), events, candidates, annotators, ratings,
-masks, votes, reviews, models, metrics; the web app's app_sessions, app_sets, app_fixes.
+masks, votes, reviews, models, metrics. The web app adds its own tables to the same file
+(`blindspots.app.store`).
 """
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ import datetime as _dt
 import hashlib
 import sqlite3
 import threading
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from blindspots.ids import artifact_name, check_image_id
 
 import numpy as np
 
@@ -69,22 +73,6 @@ CREATE TABLE IF NOT EXISTS metrics (
     PRIMARY KEY (model, version, test_set));
 """
 
-# The web app's tables (sessions, attached vote/review sets, fixed masks), created on first use by
-# `Store.create_app_schema`, so projects made before the app gain them when it opens them.
-APP_SCHEMA = """
-CREATE TABLE IF NOT EXISTS app_sessions (
-    id_hash TEXT PRIMARY KEY, annotator TEXT NOT NULL, csrf TEXT NOT NULL, created TEXT NOT NULL,
-    expires TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS app_sets (
-    kind TEXT NOT NULL, name TEXT NOT NULL, path TEXT NOT NULL, meta TEXT NOT NULL, created TEXT NOT NULL,
-    PRIMARY KEY (kind, name));
-CREATE TABLE IF NOT EXISTS app_fixes (
-    "set" TEXT NOT NULL, image_id TEXT NOT NULL, path TEXT NOT NULL, annotator TEXT, time TEXT NOT NULL,
-    PRIMARY KEY ("set", image_id));
-CREATE INDEX IF NOT EXISTS app_ratings_by_annotator ON ratings (round, annotator);
-"""
-
-
 class ProjectError(ValueError):
     """The project folder is missing or inconsistent (config, store, files)."""
 
@@ -121,10 +109,6 @@ class Store:
         with self.transaction() as db:
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             db.execute("INSERT OR IGNORE INTO meta VALUES ('created', ?)", (now(),))
-
-    def create_app_schema(self) -> None:
-        """The web app's tables (idempotent)."""
-        self.db.executescript(APP_SCHEMA)
 
     def check_schema(self) -> None:
         """ProjectError unless the file is a readable, intact blindspots store of SCHEMA_VERSION."""
@@ -188,3 +172,30 @@ class Store:
             db.close()
             self._local.db = None
 
+
+
+class StorePart:
+    """The tables of one idea (answers, journal, registry, the web app's tables) over a project's `Store`:
+    its SQL runs on the store's per-thread connection and in its transactions."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @property
+    def path(self) -> Path:
+        """The project folder (paths in the tables are relative to it)."""
+        return self.store.path
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection to the store."""
+        return self.store.db
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """`Store.transaction`: BEGIN IMMEDIATE ... COMMIT."""
+        return self.store.transaction()
+
+
+def mask_file(root: Path, round: int, image_id: str) -> Path:
+    """Where the pixel label of `image_id` for `round` lives in the project folder `root` (index PNG)."""
+    return Path(root) / "masks" / f"r{check_round(round)}" / artifact_name(check_image_id(image_id))

@@ -114,13 +114,17 @@ def released_settings(masks: Iterable[np.ndarray], num_classes: int, *, backgrou
 
 
 def class_area_ranges_from_table(table: pd.DataFrame, model: str, *,
-                                 quantiles: tuple[float, float] = (0.25, 0.75)) -> np.ndarray:
+                                 quantiles: tuple[float, float] = (0.25, 0.75),
+                                 num_classes: int | None = None) -> np.ndarray:
     """[p_k, q_k] from a model's own predictions on the pool: the quantiles of `frac__M__k` over the
     usable rows where class k is predicted at all.
 
     For pools without training labels: the paper takes the quartiles of class k's area in the
     target's *training labels*; these are the quartiles of its area in the *target's maps* of the
     pool, so a class the target over- or under-segments shifts its own range.
+    Usable rows are the ones a sampler may pick (`usable_mask`): status 'ok', and exact duplicates
+    (same `content_hash`) counted once, so a copied image does not pull the quantiles towards itself.
+    num_classes: rows of the result (default: the highest class with a frac column + 1).
     Returns float64 [C, 2]; NaN rows for classes the model never predicts (MAD skips them).
     """
     lo, hi = quantiles
@@ -129,8 +133,13 @@ def class_area_ranges_from_table(table: pd.DataFrame, model: str, *,
     fracs = frac_models(table)
     if model not in fracs:
         raise ValueError(f"model: expected a model with frac columns in the table {sorted(fracs)}, got {model!r}")
+    top = max(fracs[model]) + 1
+    if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)
+                                    or num_classes < top):
+        raise ValueError(f"num_classes: expected an int >= {top} (the table has frac columns up to class "
+                         f"{top - 1} for {model!r}), got {num_classes!r}")
     ok = usable_mask(table)
-    out = np.full((max(fracs[model]) + 1, 2), np.nan)
+    out = np.full((top if num_classes is None else num_classes, 2), np.nan)
     for k in fracs[model]:
         f = column(table, schema.frac(model, k))[ok]
         f = f[np.isfinite(f) & (f > 0)]

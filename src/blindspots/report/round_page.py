@@ -38,7 +38,7 @@ def _open(project: Project | str | Path) -> Project:
 def default_round(project: Any) -> int:
     """The latest round with mined candidates (0 when nothing was mined yet)."""
     p = _open(project)
-    done = [i for i in range(p.config.project.rounds + 1) if len(p.candidates(i, "M"))]
+    done = [i for i in range(p.config.project.rounds + 1) if len(p.answers.candidates(i, "M"))]
     return max(done) if done else 0
 
 
@@ -66,12 +66,12 @@ def write_round_report(project: Project | str | Path, round: int | None = None, 
     scenario_parts = None
     if scenarios is not None:
         pool = scan_pool_source(manifest) if "pool_root" in manifest else cfg.resolve(cfg.pool.root)
-        scenario_parts = scenario_blocks(scenarios, out, pool, names=scenario_names(p.votes(), vote_prefix(i)))
+        scenario_parts = scenario_blocks(scenarios, out, pool, names=scenario_names(p.answers.votes(), vote_prefix(i)))
     body = render("round.html", v=view, engines=engines, engine_links=engine_links, scenarios=scenario_parts,
                   vote_prefix=vote_prefix(i),
                   samplers=sampler_comparison_blocks(p.reports_dir, out, cfg.mining.strategy))
     summary = {"round": i, "n_candidates": view.n_candidates, "n_rated": view.n_rated,
-               "n_S": len(p.candidates(i, "S")), "n_masks": view.n_masks, "table1": bool(len(view.board)),
+               "n_S": len(p.answers.candidates(i, "S")), "n_masks": view.n_masks, "table1": bool(len(view.board)),
                "ranking_stability": view.stability_rows, "rater_agreement": view.agreement_summary,
                "engines": engine_links}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
@@ -88,7 +88,7 @@ def round_scenarios(project: Any, round: int | None = None, *, manifest: dict | 
     None). settings: passed to `find_scenarios`."""
     p = _open(project)
     last = default_round(p) if round is None else int(round)
-    failures = sorted({str(x) for r in range(last + 1) for x in p.candidates(r, "S")["id"]})
+    failures = sorted({str(x) for r in range(last + 1) for x in p.answers.candidates(r, "S")["id"]})
     manifest = load_manifest(p.scan_dir) if manifest is None else manifest
     if len(failures) < 2 or not manifest:
         return None

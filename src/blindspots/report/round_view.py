@@ -93,8 +93,8 @@ def _stability(p: Project, i: int, mos: pd.DataFrame, scan_dir: Path, manifest: 
     ({"missing": why} or {"figure", "table", "note"}; rows for summary.json). T is ordered by MOS,
     lowest first; a model counts when the scan holds its map of every used image; an image counts
     when its human mask exists."""
-    t_ids = [str(x) for x in p.candidates(i, "T")["id"]]
-    have = set(p.masks_for_round(i)["id"])
+    t_ids = [str(x) for x in p.answers.candidates(i, "T")["id"]]
+    have = set(p.answers.masks_for_round(i)["id"])
     labelled = [x for x in t_ids if x in have]
     known = [m for m in dict.fromkeys(models) if m in manifest.get("models", {})]
     if not t_ids or classes is None:
@@ -106,7 +106,7 @@ def _stability(p: Project, i: int, mos: pd.DataFrame, scan_dir: Path, manifest: 
     cms: dict[str, list[np.ndarray]] = {m: [] for m in known}
     used, dropped = [], 0
     for image_id in order:
-        gt = p.load_mask(i, image_id)
+        gt = p.answers.load_mask(i, image_id)
         maps = {m: _read_map(scan_dir, m, image_id) for m in known}
         ok = {m for m, v in maps.items() if v is not None and v.shape == gt.shape}
         if len(ok) < len(known):
@@ -210,7 +210,7 @@ def class_iou_before_after(triples: Iterable[tuple[np.ndarray, np.ndarray | None
 def _candidates(p: Project, i: int, mos: pd.DataFrame, names: list[str], manifest: dict, scan_dir: Path, out: Path,
                 target_i: str, comps: list[str], n_gallery: int, max_side: int) -> tuple[list[Pick], Table | None]:
     """The mined candidates, lowest MOS first once rated: gallery blocks (with a scan), else a table."""
-    cands = p.candidates(i, "M")
+    cands = p.answers.candidates(i, "M")
     if not len(cands):
         return [], None
     df = cands.copy()
@@ -241,11 +241,11 @@ def _s_items(p: Project, i: int, mos: pd.DataFrame, manifest: dict, classes: Cla
              out: Path, target_i: str, target_next: str, max_side: int) -> list[dict]:
     """S(i+1) with the human mask and the target before / after, as thumbnails: {"id", "mos", "figures"
     (HTML of each), "legend" (HTML)} per image."""
-    s_ids = [str(x) for x in p.candidates(i, "S")["id"]]
+    s_ids = [str(x) for x in p.answers.candidates(i, "S")["id"]]
     if not s_ids or classes is None:
         return []
     cfg, thumbs, palette, names = p.config, out / "thumbs", classes.palette, list(classes.names)
-    have_masks = set(p.masks_for_round(i)["id"])
+    have_masks = set(p.answers.masks_for_round(i)["id"])
     has_after = target_next in manifest.get("models", {})
     pool_root = scan_pool_source(manifest) if "pool_root" in manifest else cfg.resolve(cfg.pool.root)
     items = []
@@ -259,7 +259,7 @@ def _s_items(p: Project, i: int, mos: pd.DataFrame, manifest: dict, classes: Cla
             figs_s.append(Figure("image", rel_url(thumbs / IMAGE_LAYER / name, out)))
         else:
             figs_s.append(Figure("image", None, f"image not readable: {why}"))
-        human = p.load_mask(i, image_id) if image_id in have_masks else None
+        human = p.answers.load_mask(i, image_id) if image_id in have_masks else None
         layers = [("human mask", "_human", human),
                   (f"before ({cfg.target.name} version {i})", target_i, _read_map(scan_dir, target_i, image_id)),
                   (f"after ({cfg.target.name} version {i + 1})", target_next,
@@ -288,11 +288,11 @@ def _s_items(p: Project, i: int, mos: pd.DataFrame, manifest: dict, classes: Cla
 def _class_iou(p: Project, i: int, manifest: dict, classes: Classes | None, scan_dir: Path, out: Path,
                target_i: str, target_next: str) -> dict:
     """Per-class IoU before / after on the round's labelled images: {"ready": bool, "table", "figure"}."""
-    labelled = [str(x) for x in p.masks_for_round(i)["id"]]
+    labelled = [str(x) for x in p.answers.masks_for_round(i)["id"]]
     if not (labelled and target_next in manifest.get("models", {}) and classes is not None):
         return {"ready": False}
     k, names = classes.num_classes, list(classes.names)
-    triples = ((p.load_mask(i, x), _read_map(scan_dir, target_i, x), _read_map(scan_dir, target_next, x))
+    triples = ((p.answers.load_mask(i, x), _read_map(scan_dir, target_i, x), _read_map(scan_dir, target_next, x))
                for x in labelled)
     before, after, used = class_iou_before_after(triples, k, classes.ignore_index)
     if not used:
@@ -316,13 +316,13 @@ def build_round_view(p: Project, i: int, out: Path, manifest: dict, *, n_gallery
     classes = Classes.from_dict(manifest["classes"]) if isinstance(manifest.get("classes"), dict) else None
     names = list(classes.names) if classes is not None else []
 
-    steps = p.steps()
+    steps = p.journal.steps()
     steps = steps[steps["round"] == i] if "round" in steps.columns else steps.iloc[0:0]
-    ratings = p.ratings_for_round(i)
+    ratings = p.answers.ratings_for_round(i)
     prog = rating_progress(p, i)  # the same count as `status`, `round` and the rating page
     rated = prog.counts() + (f"; {prog.advice()}" if prog.unreachable else "")
     n_st = len(masks_needed(p, i))  # S ∪ T: an image in both is labelled once
-    n_cands, n_masks = len(p.candidates(i, "M")), len(p.masks_for_round(i))
+    n_cands, n_masks = len(p.answers.candidates(i, "M")), len(p.answers.masks_for_round(i))
     stage = _stage(i, steps, rated, n_masks, n_st, next_version=p.target_version() > i)
     cols = [c for c in ("step", "status", "model_version", "seed") if c in steps.columns]
     steps_table = Table(cols, steps[cols].astype(str).values.tolist()) if len(steps) else None

@@ -35,7 +35,7 @@ def vote_prefix(round: int) -> str:
 def scenario_names(votes: pd.DataFrame, prefix: str) -> dict[int, dict]:
     """The names people gave each scenario of the vote set `prefix`: {scenario index: {"names":
     [(name, votes), ...] most voted first (ties: alphabetical), "none": votes for none of the
-    above}}. votes: Project.votes() (item_id, annotator, label; label None = none of the above);
+    above}}. votes: `project.answers.votes()` (item_id, annotator, label; label None = none of the above);
     chosen and typed names count alike."""
     pattern = rf"^{re.escape(prefix)}-s(\d+)$"
     ids = votes["item_id"].astype(str).str.extract(pattern)[0]
@@ -96,7 +96,7 @@ def export_scenario_votes(found: Any, pool_root: str | Path, out_dir: str | Path
 
 def tally_scenario_votes(items: pd.DataFrame, votes: pd.DataFrame) -> pd.DataFrame:
     """Per scenario item: n_votes, n_none, name (the most voted name, ties: first in order; "" when
-    none or only none-of-the-above), share (of its votes). items: items.csv; votes: Project.votes()
+    none or only none-of-the-above), share (of its votes). items: items.csv; votes: `project.answers.votes()`
     (item_id, annotator, label; label None = none of the above)."""
     rows = []
     for r in items.itertuples(index=False):

@@ -4,10 +4,8 @@ segmentation scenarios can use it without importing an engine that imports them 
 
 scikit-learn's `BayesianGaussianMixture` with the truncated stick-breaking (Dirichlet process)
 prior, K = 100 components, full covariance, otherwise scikit-learn defaults (paper appendix B.1).
-The codes are randomly downsampled first (paper: to 50,000; our default 10,000). Measured on a
-shared 2-core CPU (benchmarks/defuse.py, real MNIST-5k identified codes, 1 BLAS thread, per-code
-tolerance): 10,000 codes converged in 64 iterations / 138 s, 50,000 in 27 iterations / 284 s
-(noisy timings under heavy load). Components with mixing weight > ε = 0.01 become the candidate
+The codes are randomly downsampled first (paper: to 50,000; our default 10,000, which fits a CPU's
+time budget; the two timed in docs/benchmarks.md). Components with mixing weight > ε = 0.01 become the candidate
 scenarios Λ = {(μ_j, Σ_j, π_j)}.
 """
 from __future__ import annotations

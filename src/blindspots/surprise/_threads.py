@@ -1,10 +1,9 @@
 """Row ranges split over Python threads that each run single-threaded torch / numba (nogil) work.
 
 Why: a torch op on a cache-sized block is too short to be worth one OpenMP parallel region per op;
-each region ends in a barrier, and on a loaded machine one descheduled thread stalls every block
-(measured under load on 2 cores: MDSA in 4096-row blocks with 2 OpenMP threads ran at 10% of the
-whole-array matmul, 2 Python threads with 1 torch thread each at ~90% of the same matmul split the
-same way). Splitting the rows once and running each part on its own thread needs one join per call.
+each region ends in a barrier, and on a loaded machine one descheduled thread stalls every block.
+Splitting the rows once and running each part on its own thread needs one join per call (the
+two compared under load: docs/benchmarks.md).
 
 The work functions must release the GIL for most of their time (torch ops, numba ``nogil`` kernels).
 """

@@ -8,8 +8,8 @@ cells of its base cell. Per class present in the batch: the cells its pixels rea
 matmul (the class's padded whitening, dropped features zero), the tables of its base cells are built
 in chunks of CHUNK_CELLS, and each of its pixels reads one table row. All classes go at once: one sort
 of the (class, base cell) keys of the batch's pixels, one of the (class, cell) pairs they read, one
-matmul per class present; no pass over the pixels per class (a loop over 107 classes ran 5x the
-forward's time on an H200). Equal to the CPU maps to float32
+matmul per class present; no pass over the pixels per class, whose cost would grow with the number
+of classes. Equal to the CPU maps to float32
 rounding (the sums run in another order); NaN where the predicted class has no model.
 """
 from __future__ import annotations

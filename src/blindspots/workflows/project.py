@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from blindspots import loop
+from blindspots.allocator import keep_freed_memory
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, SimulateSettings, TestSetSettings)
 from blindspots.report import write_round_report
@@ -26,8 +27,9 @@ def _settings(cls: type, **values: Any) -> Any:
 
 class Project:
     """A project folder: `blindspots.toml`, the store (ratings, masks, selections, model versions), the
-    scan, checkpoints and reports. `store` is the folder's `blindspots.loop.Project` for everything else
-    (candidates, ratings and masks per round, events)."""
+    scan, checkpoints and reports. `answers` (candidates, ratings and masks per round), `journal` (rounds,
+    steps, events) and `registry` (model versions, metrics) are its parts; `store` is the folder's
+    `blindspots.loop.Project`, which holds them."""
 
     def __init__(self, store: loop.Project) -> None:
         self.store = store
@@ -85,10 +87,28 @@ class Project:
     def config(self) -> Config:
         return self.store.config
 
+    @property
+    def answers(self) -> loop.Answers:
+        """Selections M, S, T per round, annotators, ratings, masks, votes and reviews."""
+        return self.store.answers
+
+    @property
+    def journal(self) -> loop.Journal:
+        """Rounds, steps (the audit log of Algorithm 1) and events."""
+        return self.store.journal
+
+    @property
+    def registry(self) -> loop.Registry:
+        """Model versions and their metrics."""
+        return self.store.registry
+
     def advance(self, *, simulate: bool = False, max_steps: int | None = None, progress: bool = True) -> loop.Status:
         """Run the loop until people are needed (or every round is done); the `Status` says what is awaited
         and what to do next. simulate: simulated raters and annotators answer (needs `ground_truth`).
-        One run at a time per project: another running one makes this raise `blindspots.loop.ProjectBusy`."""
+        One run at a time per project: another running one makes this raise `blindspots.loop.ProjectBusy`.
+        Like `blindspots round`, this process then keeps freed memory for the forwards
+        (`blindspots.keep_freed_memory`; BLINDSPOTS_MALLOC=system leaves the allocator alone)."""
+        keep_freed_memory()
         return loop.advance(self.store, simulate=simulate, progress=progress, max_steps=max_steps)
 
     def status(self) -> loop.Status:

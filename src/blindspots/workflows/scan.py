@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
+from blindspots.allocator import keep_freed_memory
 from blindspots.batches import DEFAULT_MAX_PIXELS
 from blindspots.data.sources import open_pool
 from blindspots.integrations.fiftyone import export_to_fiftyone, import_fiftyone
@@ -58,12 +59,15 @@ def scan(pool: Any, *, target: ModelsArg | str, out: str | Path, competitors: Mo
     folder, 'module:function', a folder of <id>.npy); a model object needs `predict_proba(uint8
     [N, H, W, 3]) -> float32 [N, C, H, W]`. The other arguments are `blindspots.scan.scan_pool`'s
     (engine_options: ray_address, actors, gpus_per_actor for engine="ray").
+    Like `blindspots scan`, this process then keeps freed memory for the forwards
+    (`blindspots.keep_freed_memory`; BLINDSPOTS_MALLOC=system leaves the allocator alone).
     """
     targets = named_models(target, "target")
     if len(targets) != 1:
         raise ValueError(f"target: expected one model as {{name: model or spec}} or 'NAME=SPEC', got {len(targets)}")
     comps = named_models(competitors, "competitors")
     name = next(iter(targets))
+    keep_freed_memory()  # a model-running workflow, as the CLI's MODEL_COMMANDS (blindspots.allocator)
     models = {n: load_model(m) if isinstance(m, str) else m for n, m in {**targets, **comps}.items() if m is not None}
     source = open_pool(pool) if isinstance(pool, (str, Path)) else pool
     scan_pool(source, models, out, target=name, competitors=list(comps), batch_size=batch_size,
@@ -143,7 +147,9 @@ class Scan:
     def add_surprise(self, estimator: str | Path, *, pool: Any = None, **options: Any) -> list[str]:
         """Add surprise columns of a fitted estimator (`blindspots.surprise.fit_estimator`) to the score
         table (resumable); returns their names. pool: where the images are now (default: the scanned
-        folder). options: `blindspots.surprise.score_pool`'s (name, per_class, seed, engine, ...)."""
+        folder). options: `blindspots.surprise.score_pool`'s (name, per_class, seed, engine, ...). Keeps
+        freed memory for the forwards, as `blindspots surprise` does (`blindspots.keep_freed_memory`)."""
+        keep_freed_memory()
         columns = score_pool(pool if pool is not None else self.pool_root, estimator, scan=self.folder, **options)
         self._table = None  # the table has new columns
         return list(columns)

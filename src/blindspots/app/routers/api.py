@@ -38,7 +38,7 @@ def _check_origin(request: Request) -> None:
 
 
 def _start_session(request: Request, token: str, response: Response) -> dict:
-    who = deps.project(request).annotator_for_token(token)
+    who = deps.project(request).answers.annotator_for_token(token)
     if who is None:
         refuse_unknown_token(request, "token", bearer=False)
     sid, csrf = deps.store(request).create_session(who["name"])
@@ -126,7 +126,7 @@ class NewAnnotator(Body):
 @router.get("/api/annotators", tags=["annotators"])
 def list_annotators(request: Request, who: Principal = Depends(require_admin)) -> list[dict]:
     """Every annotator: name, role, created (tokens are never shown again)."""
-    return deps.project(request).annotators().to_dict(orient="records")
+    return deps.project(request).answers.annotators().to_dict(orient="records")
 
 
 @router.post("/api/annotators", tags=["annotators"], status_code=201)
@@ -134,7 +134,7 @@ def add_annotator(body: NewAnnotator, request: Request, who: Principal = Depends
     """Create (or re-key) an annotator; the token is returned once, only its hash is stored."""
     token = secrets.token_urlsafe(24)
     with deps.store(request).write_lock:
-        deps.project(request).add_annotator(body.name, token, body.role)
+        deps.project(request).answers.add_annotator(body.name, token, body.role)
     deps.store(request).end_sessions_of(body.name)
     return {"name": body.name, "role": body.role, "token": token, "link": f"/signin#token={token}"}
 
@@ -145,7 +145,7 @@ def remove_annotator(name: str, request: Request, who: Principal = Depends(requi
     if name == who.name:
         raise HTTPException(400, "name: expected another annotator than yourself")
     with deps.store(request).write_lock:
-        removed = deps.project(request).remove_annotator(name)
+        removed = deps.project(request).answers.remove_annotator(name)
     if not removed:
         raise HTTPException(404, f"name: expected a registered annotator, got {quote(name)}")
     deps.store(request).end_sessions_of(name)

@@ -27,13 +27,13 @@ def dashboard_data(request: Request) -> dict:
     status = view.status()
     rnd = view.rating_round()
     if rnd is None:  # ratings closed: show the latest round that had candidates
-        rnd = project.last_mined_round()
-    r = project.ratings_for_round(rnd) if rnd is not None else None
-    n_m = len(project.candidates(rnd, "M")) if rnd is not None else 0
+        rnd = project.answers.last_mined_round()
+    r = project.answers.ratings_for_round(rnd) if rnd is not None else None
+    n_m = len(project.answers.candidates(rnd, "M")) if rnd is not None else 0
     people = []
-    votes, reviews = project.votes(), project.reviews()
+    votes, reviews = project.answers.votes(), project.answers.reviews()
     vq_total = view.vote_queue("")["total"]
-    for a in project.annotators().itertuples():
+    for a in project.answers.annotators().itertuples():
         mine = r[r["annotator"] == a.name] if r is not None else None
         people.append({"name": a.name, "role": a.role,
                        "ratings": int(len(mine)) if mine is not None else 0, "ratings_total": n_m,

@@ -19,13 +19,12 @@ from blindspots.app.deps import page
 from blindspots.app.quote import quote
 from blindspots.app.routers.bodies import Body
 from blindspots.app.security import Principal, page_user, require_user
-from blindspots.app.services import SegmentCache, competitor_maps, review_prediction, slic_segments
+from blindspots.app.services import competitor_maps, review_prediction, slic_segments
 from blindspots.app.sources import read_index_png
 from blindspots.data.formats.masks import check_mask, read_mask
 from blindspots.loop import export_for_annotation
 
 router = APIRouter()
-_SEGMENTS = SegmentCache()  # superpixels per image, shared by the app's request threads
 MAX_UPLOAD_BYTES = 8 * 1024 * 1024
 # The routes whose bodies are masks (the app's large body limit); every other route takes a few KiB.
 LARGE_BODY_PATHS = ("/api/labels", "/api/labels/upload")
@@ -93,7 +92,7 @@ def _save(request: Request, kind: str, ref: str, image_id: str, mask: np.ndarray
           source: str) -> dict:
     if kind == "round":
         with deps.store(request).write_lock:
-            deps.project(request).add_mask(int(ref), image_id, mask, source=source, annotator=who.name)
+            deps.project(request).answers.add_mask(int(ref), image_id, mask, source=source, annotator=who.name)
     else:
         deps.store(request).add_fix(ref, image_id, mask, who.name)
     counts = np.bincount(mask.ravel(), minlength=256)
@@ -169,12 +168,12 @@ def superpixels(request: Request, kind: Literal["round", "fix"], ref: str = Quer
     `level` (coarse ~8x8 px, fine ~4x4 px): `labels` is base64 of uint16 little-endian
     [height, width] segment ids 0..n-1. Computed once per image and level (cached)."""
     h, w = _target(request, kind, ref, image_id)
-    key = (str(deps.project(request).path), kind, ref if kind == "fix" else "", image_id, level)
+    key = (kind, ref if kind == "fix" else "", image_id, level)  # one cache per app, so per project
 
     def make() -> np.ndarray:  # kept as uint16 (half the cache memory); segment counts are capped far below 65536
         return slic_segments(_image(request, kind, ref, image_id), level=level).astype("<u2")
 
-    labels = _SEGMENTS.get(key, make)
+    labels = deps.segments(request).get(key, make)
     if labels.shape != (h, w):
         raise HTTPException(500, f"superpixels: expected {h}x{w} labels, got {labels.shape}")
     return {"width": w, "height": h, "level": level, "n": int(labels.max()) + 1,

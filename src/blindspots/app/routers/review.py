@@ -51,7 +51,7 @@ def submit_review(body: ReviewIn, request: Request, who: Principal = Depends(req
         raise HTTPException(404, f"region: expected a flagged region of {quote(body.image_id)}, "
                             f"got {quote(body.region)}")
     with deps.store(request).write_lock:
-        deps.project(request).add_review(f"{body.set}/{body.image_id}", body.region, body.verdict, who.name)
+        deps.project(request).answers.add_review(f"{body.set}/{body.image_id}", body.region, body.verdict, who.name)
     out = {"ok": True, "set": body.set, "image_id": body.image_id, "region": body.region, "verdict": body.verdict}
     if body.verdict == "error":
         out["fix_url"] = "/label?" + urlencode({"kind": "fix", "ref": body.set, "id": body.image_id})

@@ -77,6 +77,6 @@ def submit_vote(body: VoteIn, request: Request, who: Principal = Depends(require
             raise HTTPException(422, f"label: expected a name with letters (or 'none' for none of the above), "
                                 f"got {quote(body.label)}")
     with deps.store(request).write_lock:
-        deps.project(request).add_vote(body.item_id, who.name, None if label == NONE_LABEL else label)
+        deps.project(request).answers.add_vote(body.item_id, who.name, None if label == NONE_LABEL else label)
     q = view.vote_queue(who.name)
     return {"ok": True, "item_id": body.item_id, "label": label, "done": q["done"], "total": q["total"]}

@@ -78,7 +78,7 @@ def identify(request: Request) -> Principal | None:
     app = request.app.state
     token = _bearer(request)
     if token is not None:
-        who = app.project.annotator_for_token(token)
+        who = app.project.answers.annotator_for_token(token)
         if who is None:  # a bearer header is a sign-in too: counted against the same throttle
             refuse_unknown_token(request, "Authorization", bearer=True)
         return Principal(who["name"], who["role"], "token")

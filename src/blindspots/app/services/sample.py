@@ -77,7 +77,7 @@ def make_sample_project(path: str | Path, *, n_pool: int = 40, size: int = 32, s
         base_dir=root)
     project = Project.create(root / "project", cfg)
     for name, (role, token) in (annotators or {}).items():
-        project.add_annotator(name, token, role)
+        project.answers.add_annotator(name, token, role)
     if advance:
         run(project, progress=False)
     if vote_set or review_set:

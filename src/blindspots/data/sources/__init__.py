@@ -11,7 +11,7 @@
 | Parquet shards with an image column (a file, a glob, a brace pattern, or a folder/prefix of them) | `ParquetSource` | the image path column, else `<shard>#<row>` |
 | WebDataset tar shards (`shard-{000000..000099}.tar`, a glob, a folder/prefix of them) | `TarSource` | `<shard>#<key>` |
 | a Hugging Face `datasets` `save_to_disk` folder with an `Image` feature | `HFDiskSource` | the image path, else `<file>#<row>` |
-| `fiftyone://DATASET` or `fiftyone://DATASET?view=SAVED_VIEW` (FiftyOne, `pip install 'blindspots[fiftyone]'`; added with `register_format`) | `FiftyOneSource` | its filepaths (`file:///data/a.jpg`) |
+| `fiftyone://DATASET` or `fiftyone://DATASET?view=SAVED_VIEW` (FiftyOne, `pip install 'blindspots[fiftyone]'`; shipped in `PLUGIN_FORMATS`, opened as a format added with `register_format` is) | `FiftyOneSource` | its filepaths (`file:///data/a.jpg`) |
 
 `format=` forces one ('folder', 'images', 'list', 'parquet', 'webdataset', 'hf'). Storage options
 (`endpoint_url` for an S3-compatible store, `anon`, ...) go to fsspec; credentials come from each
@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import posixpath
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
 from blindspots.data.sources.base import PoolItem, PoolSource, RawItem, content_hash_of
@@ -40,12 +41,22 @@ from blindspots.data.sources.webdataset import TarSource
 # Lazy imports: pyarrow.parquet, also through blindspots.data.sources.parquet (`blindspots --help` and a folder pool
 # start without it).
 
-__all__ = ["FORMATS", "ImageDecodeError", "ImagePool", "ListSource", "PoolItem", "PoolSource", "PrefixSource", "RawItem",
+__all__ = ["FORMATS", "PLUGIN_FORMATS", "factory_formats", "ImageDecodeError", "ImagePool", "ListSource", "PoolItem", "PoolSource", "PrefixSource", "RawItem",
            "SourceSegmentationSet", "content_hash_of", "decode_image", "load_or_reason", "open_pool", "parse_storage_option", "register_format"]
 
 FORMATS = ("folder", "images", "list", "parquet", "webdataset", "hf")
-#: More kinds of source (e.g. a FiftyOne dataset): format -> (factory, URI scheme or None); `register_format`.
+#: Formats that ship with blindspots but open through a factory, as a registered one would (a FiftyOne
+#: dataset): format -> (factory, URI scheme or None). Read-only, so importing this module changes nothing.
+PLUGIN_FORMATS: Mapping[str, tuple[Callable[..., PoolSource], str | None]] = MappingProxyType(
+    {"fiftyone": (open_fiftyone, "fiftyone")})
+#: Kinds of source a program adds with `register_format`: format -> (factory, URI scheme or None). Empty
+#: until such a call.
 EXTRA_FORMATS: dict[str, tuple[Callable[..., PoolSource], str | None]] = {}
+
+
+def factory_formats() -> dict[str, tuple[Callable[..., PoolSource], str | None]]:
+    """Every format opened through a factory: the shipped `PLUGIN_FORMATS`, then the registered ones."""
+    return {**PLUGIN_FORMATS, **EXTRA_FORMATS}
 
 
 def register_format(name: str, factory: Callable[..., PoolSource], *, scheme: str | None = None) -> None:
@@ -53,8 +64,9 @@ def register_format(name: str, factory: Callable[..., PoolSource], *, scheme: st
     **options)`; with `scheme`, a pool written `<scheme>://...` picks it without `format`. The source's
     `describe()` must return {"pool": ..., "format": name, **options} so that `open_pool(**describe())`
     rebuilds it (a project keeps it that way)."""
-    if not isinstance(name, str) or not name or name in FORMATS:
-        raise ValueError(f"name: expected a new format name (not one of {FORMATS}), got {name!r}")
+    taken = FORMATS + tuple(PLUGIN_FORMATS)
+    if not isinstance(name, str) or not name or name in taken:
+        raise ValueError(f"name: expected a new format name (not one of {taken}), got {name!r}")
     EXTRA_FORMATS[name] = (factory, scheme)
 _SHARD_SUFFIX = {".parquet": "parquet", ".tar": "webdataset", ".arrow": "hf"}
 
@@ -103,14 +115,15 @@ def open_pool(pool: str | os.PathLike, *, list_file: str | os.PathLike | None = 
     options: for a format added by `register_format` (refused by the built-in ones).
     """
     scheme = str(pool).split("://", 1)[0] if "://" in str(pool) else None
-    by_scheme = [n for n, (_, s) in EXTRA_FORMATS.items() if s is not None and s == scheme]
-    if format in EXTRA_FORMATS or (format is None and by_scheme):
-        factory = EXTRA_FORMATS[format or by_scheme[0]][0]
+    factories = factory_formats()
+    by_scheme = [n for n, (_, s) in factories.items() if s is not None and s == scheme]
+    if format in factories or (format is None and by_scheme):
+        factory = factories[format or by_scheme[0]][0]
         return factory(str(pool), max_pixels=max_pixels, **options)
     if options:
         raise ValueError(f"options: expected none for the {format or 'guessed'} format, got {sorted(options)}")
     if format is not None and format not in FORMATS:
-        raise ValueError(f"format: expected one of {FORMATS + tuple(EXTRA_FORMATS)}, got {format!r}")
+        raise ValueError(f"format: expected one of {FORMATS + tuple(factories)}, got {format!r}")
     spec, opts = split_uri_options(str(pool))
     opts.update(storage_options or {})
     common = {"max_pixels": max_pixels}
@@ -216,9 +229,3 @@ def load_or_reason(pool: PoolSource | str | os.PathLike, image_id: str) -> tuple
     except OSError as exc:
         return None, str(exc)
 
-
-def _fiftyone(pool: str, **options: Any) -> PoolSource:
-    return open_fiftyone(pool, **options)
-
-
-register_format("fiftyone", _fiftyone, scheme="fiftyone")

@@ -30,7 +30,7 @@ def filepath_of(image_id: str) -> str:
 
 
 def open_fiftyone(pool: str, *, max_pixels: int = DEFAULT_MAX_PIXELS, view: str | None = None) -> "FiftyOneSource":
-    """`open_pool`'s factory for format "fiftyone" (`register_format`): `fiftyone://NAME[?view=V]`, or a bare
+    """`open_pool`'s factory for format "fiftyone" (`PLUGIN_FORMATS`): `fiftyone://NAME[?view=V]`, or a bare
     dataset name with format="fiftyone"; `view` names a saved view too."""
     uri = pool if pool.startswith(SCHEME) else SCHEME + quote(pool, safe="")
     return FiftyOneSource.from_uri(uri, {} if view is None else {"view": view}, max_pixels=max_pixels)

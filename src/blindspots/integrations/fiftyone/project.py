@@ -54,11 +54,11 @@ def project_samples(project: Project, *, pool_root: str | Path | None = None, ma
     masks_field: dict[str, list[str | None]] = {}
     classes = _classes_of(out)
     names = None if classes is None else [classes[0][k] for k in sorted(classes[0])]
-    for rnd in sorted(int(r) for r in project.rounds()["round"]):
+    for rnd in sorted(int(r) for r in project.journal.rounds()["round"]):
         k = rnd + 1
         out.info["rounds"].append(k)
         for kind in ("M", "S", "T"):
-            sel = project.candidates(rnd, kind)
+            sel = project.answers.candidates(rnd, kind)
             where = [rows[i] for i in sel["id"] if i in rows]
             out.add_tags(where, f"{kind}{k}")
             if kind == "M" and len(sel):
@@ -66,7 +66,7 @@ def project_samples(project: Project, *, pool_root: str | Path | None = None, ma
                 set_column(out, f"rank_{k}", where, (sel["rank"] + 1).tolist())  # 1-based, as `mine` writes
                 set_column(out, f"score_{k}", where, sel["score"].tolist())
                 set_column(out, f"reason_{k}", where, [describe(r, names) for r in sel["reason"]])
-        ratings = project.ratings_for_round(rnd)
+        ratings = project.answers.ratings_for_round(rnd)
         if len(ratings):
             by_id = ratings.groupby("id")
             finite = ratings[~ratings["out_of_domain"]].groupby("id")["score"].mean()
@@ -76,7 +76,7 @@ def project_samples(project: Project, *, pool_root: str | Path | None = None, ma
             set_column(out, f"n_ratings_{k}", [rows[i] for i in rated], [int(by_id.size()[i]) for i in rated])
             ood = ratings.loc[ratings["out_of_domain"], "id"].unique()
             out.add_tags([rows[i] for i in ood if i in rows], f"ood_{k}")
-        masks = project.masks_for_round(rnd)
+        masks = project.answers.masks_for_round(rnd)
         if len(masks):
             col: list[str | None] = [None] * len(ids)
             for i, p in zip(masks["id"], masks["path"]):

@@ -37,11 +37,11 @@ class _Predictor:
         self.project = project
         self.loop = LoopContext(project, simulate=False, progress=False)
         self.name = model or project.config.target.name
-        if not project.is_registered(self.name):
-            names = sorted({m.name for m in project.models()})
+        if not project.registry.is_registered(self.name):
+            names = sorted({m.name for m in project.registry.models()})
             raise ValueError(f"model: expected a model registered in the project ({names}), got {self.name!r}")
-        self.version = project.model(self.name).version if version is None else int(version)
-        project.model(self.name, self.version)  # an unknown version fails now
+        self.version = project.registry.model(self.name).version if version is None else int(version)
+        project.registry.model(self.name, self.version)  # an unknown version fails now
         self.model_version = f"{self.name}_v{self.version}"
         self._conn: Any = None
 

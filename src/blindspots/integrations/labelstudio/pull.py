@@ -100,7 +100,7 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
     users = client.users()
     loop = LoopContext(project, simulate=False, progress=False)
     rounds = range(project.config.project.rounds + 1)
-    awaited = {i: (masks_needed(project, i) if kind == "masks" else [str(x) for x in project.candidates(i, "M")["id"]])
+    awaited = {i: (masks_needed(project, i) if kind == "masks" else [str(x) for x in project.answers.candidates(i, "M")["id"]])
                for i in rounds}
     awaited = {i: ids for i, ids in awaited.items() if ids}
     by_region = {i: set(query_images(project, i)) if kind == "masks" else set() for i in awaited}
@@ -127,7 +127,7 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
             ann = max(done, key=_when)
             sig = f"{ann.get('id')}@{_when(ann)[0]}"
             key = f"{pid}:{tid}"
-            if conn.pulled.get(key) == sig and project.stored_mask_path(i, image_id) is not None:
+            if conn.pulled.get(key) == sig and project.answers.stored_mask_path(i, image_id) is not None:
                 report.unchanged += 1
                 continue
             try:
@@ -183,14 +183,14 @@ def pull(project: Any, *, kind: str = "masks", ignore_other: bool = False, page_
                 pull_region_annotation(project, i, image_id, results[key], who, class_names=list(loop.classes.names),
                                        ignore_index=loop.classes.ignore_index)
             else:
-                project.add_mask(i, image_id, mask, source="labelstudio", annotator=who)
+                project.answers.add_mask(i, image_id, mask, source="labelstudio", annotator=who)
     elif writes:
-        project.add_ratings([(i, x, who, score) for i, x, score, who, _, _ in writes])
+        project.answers.add_ratings([(i, x, who, score) for i, x, score, who, _, _ in writes])
     for i, image_id, _, _, key, sig in writes:
         conn.pulled[key] = sig
         report.stored.append(image_id)
     save_connection(project.path, conn)
-    project.log_event("labelstudio-pull", {"kind": kind, "ls_project": pid, "stored": len(writes),
+    project.journal.log_event("labelstudio-pull", {"kind": kind, "ls_project": pid, "stored": len(writes),
                                            "skipped": len(report.skipped), "deleted": len(report.deleted)},
                       step=kind)
     report.after = _after(project, kind, sorted({w[0] for w in writes}))

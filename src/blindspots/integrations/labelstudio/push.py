@@ -50,10 +50,10 @@ class PushReport:
 def _round(project: Any, round: int | None) -> int:
     """`round` (checked), else the latest round with candidates."""
     if round is not None:
-        if project.step(round, "mine") is None:
+        if project.journal.step(round, "mine") is None:
             raise ValueError(f"round: expected a round that has candidates, got {round}")
         return int(round)
-    i = project.last_mined_round()
+    i = project.answers.last_mined_round()
     if i is None:
         raise ValueError(f"round: expected a round with candidates, got none yet (run `blindspots round "
                          f"{project.path}` first)")
@@ -64,8 +64,8 @@ def _ids_to_push(project: Any, i: int, kind: str) -> list[str]:
     from blindspots.loop import masks_needed
 
     if kind == "ratings":
-        return [str(x) for x in project.candidates(i, "M")["id"]]
-    have = set(project.masks_for_round(i)["id"])
+        return [str(x) for x in project.answers.candidates(i, "M")["id"]]
+    have = set(project.answers.masks_for_round(i)["id"])
     return [x for x in masks_needed(project, i) if x not in have]
 
 
@@ -76,7 +76,7 @@ def task_set(in_s: bool, in_t: bool) -> str:
 
 
 def _data(project: Any, i: int, image_id: str, url: str, names: list[str]) -> dict[str, Any]:
-    rows = {k: project.candidates(i, k).set_index("id") for k in "MST"}
+    rows = {k: project.answers.candidates(i, k).set_index("id") for k in "MST"}
     data: dict[str, Any] = {"image": url, "blindspots_id": image_id, "round": i,
                             "set": task_set(image_id in rows["S"].index, image_id in rows["T"].index)}
     which = data["set"]
@@ -165,7 +165,7 @@ def push(project: Any, *, round: int | None = None, kind: str = "masks", progres
         # Label Studio pre-labels a task with the predictions of the project's model version only (a version
         # it accepts once predictions of it exist)
         client.update_project(pid, model_version=model)
-    project.log_event("labelstudio-push", {"kind": kind, "ls_project": pid, "n": len(todo)}, round=i, step=kind)
+    project.journal.log_event("labelstudio-push", {"kind": kind, "ls_project": pid, "n": len(todo)}, round=i, step=kind)
     return report
 
 

@@ -9,13 +9,13 @@ from blindspots.loop.steps.evaluate import EvaluateStep, t_masks_complete
 from blindspots.loop.steps.export import ExportStep, export_annotation, export_dir
 from blindspots.loop.steps.finetune import FinetuneStep
 from blindspots.loop.steps.masks import MasksStep, masks_needed
-from blindspots.loop.steps.mine import MineStep, class_ranges, make_sampler, pool_class_ranges
+from blindspots.loop.steps.mine import MineStep, class_ranges, make_sampler
 from blindspots.loop.steps.ratings import RatingsStep, ratings_progress, simulate_ratings
 from blindspots.loop.steps.scan import ScanStep
 from blindspots.loop.steps.select import SelectStep, used_for_finetuning
 
 __all__ = ["Step", "STEP_REGISTRY", "HUMAN_STEPS", "get_step", "masks_needed", "ratings_progress",
-           "simulate_ratings", "class_ranges", "pool_class_ranges", "make_sampler", "used_for_finetuning",
+           "simulate_ratings", "class_ranges", "make_sampler", "used_for_finetuning",
            "t_masks_complete", "export_dir", "export_annotation"]
 
 STEP_REGISTRY: dict[str, Step] = {s.name: s for s in (

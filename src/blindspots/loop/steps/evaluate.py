@@ -37,16 +37,16 @@ class EvaluateStep(Step):
         for name, version in models:
             seg = ctx.segmenter(name, version) if t0 is not None or ctx.blocker is None else None
             by_id = reads_ids(seg)  # precomputed outputs: pool ids only, no pixels
-            if by_id and t0 is not None and p.metric(name, version, "T0") is None:
+            if by_id and t0 is not None and p.registry.metric(name, version, "T0") is None:
                 log.warning("round %d: %r gives precomputed outputs of pool images, so it has no T0 mIoU", i, name)
-            elif t0 is not None and p.metric(name, version, "T0") is None:
-                p.set_metric(name, version, "T0", evaluate_segmenter(seg, t0, k, ignore_index=ign), len(t0))
+            elif t0 is not None and p.registry.metric(name, version, "T0") is None:
+                p.registry.set_metric(name, version, "T0", evaluate_segmenter(seg, t0, k, ignore_index=ign), len(t0))
             if ctx.blocker is None and not by_id:  # the paper's plan: a forward on T(i+1), as Table 1 always was
                 miou = evaluate_segmenter(seg, ti, k, ignore_index=ign)
             else:  # label plan: the round's scan maps (no forward)
                 miou = map_miou(ctx, i, "T", name, version)
-            p.set_metric(name, version, f"T{i + 1}", miou, len(ti), {"round": i})
-            out[name] = {"T0": p.metric(name, version, "T0"), f"T{i + 1}": miou}
+            p.registry.set_metric(name, version, f"T{i + 1}", miou, len(ti), {"round": i})
+            out[name] = {"T0": p.registry.metric(name, version, "T0"), f"T{i + 1}": miou}
         write_leaderboard(p)
         return out
 
@@ -54,8 +54,8 @@ class EvaluateStep(Step):
 def t_masks_complete(project: Project, i: int) -> bool:
     """Label plan: True once round i's S(i+1) ∪ T(i+1) is exported and every image of a non-empty
     T(i+1) has a mask, so `EvaluateStep` can score the models on it."""
-    if (project.step(i, "export") or {}).get("status") != "done":
+    if (project.journal.step(i, "export") or {}).get("status") != "done":
         return False
-    t = list(project.candidates(i, "T")["id"])
-    have = set(project.masks_for_round(i)["id"])
+    t = list(project.answers.candidates(i, "T")["id"])
+    have = set(project.answers.masks_for_round(i)["id"])
     return bool(t) and all(x in have for x in t)

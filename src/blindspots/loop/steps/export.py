@@ -47,7 +47,7 @@ class ExportStep(Step):
             write_atomic(out / "images" / artifact_name(x), lambda tmp: Image.fromarray(image).save(tmp, format="PNG"))
         write_masks(out / "predictions", preds, classes=ctx.classes)
         for kind in ("S", "T"):
-            p.candidates(i, kind).to_csv(out / f"{kind}.csv", index=False)
+            p.answers.candidates(i, kind).to_csv(out / f"{kind}.csv", index=False)
         files = ["images/", "predictions/", "S.csv", "T.csv"]
         if ids:
             export_annotation(ctx, i, "cvat", out / "cvat.zip", ids, preds)
@@ -61,8 +61,8 @@ class ExportStep(Step):
                             "`blindspots export --image-root/--image-url`", i, e)
                 export_annotation(ctx, i, "labelstudio", out / "labelstudio.json", ids, preds)
             files += ["cvat.zip", "labelstudio.json", labelstudio_config_path(out / "labelstudio.json").name]
-        return {"folder": str(out), "files": files, "n_S": int(len(p.candidates(i, "S"))),
-                "n_T": int(len(p.candidates(i, "T")))}
+        return {"folder": str(out), "files": files, "n_S": int(len(p.answers.candidates(i, "S"))),
+                "n_T": int(len(p.answers.candidates(i, "T")))}
 
 
 def export_dir(project: Project, i: int) -> Path:

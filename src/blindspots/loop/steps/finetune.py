@@ -37,7 +37,7 @@ class FinetuneStep(Step):
         if i >= ctx.last_round():
             return {"skipped": "last round: evaluation only"}
         f = c.finetune
-        rec = p.model(c.target.name, i)
+        rec = p.registry.model(c.target.name, i)
         kind = target_kind(rec.spec, rec.meta.get("import_dir"))
         adapter: dict[str, Any] = {}
         if kind == "zoo":  # unchanged since the paper's runs: the zoo checkpoint's module, default preprocessing
@@ -58,15 +58,15 @@ class FinetuneStep(Step):
                 "grid": [{"lr": r.lr, "val_miou": r.val_miou, "losses": r.losses} for r in ft.runs_], "seed": seed}
         if kind == "zoo":
             save_checkpoint(path, ft.model_, arch=info["arch"], classes=ctx.classes, meta=meta)
-            p.register_model(c.target.name, i + 1, "target", path, round=i, meta=meta)
+            p.registry.register_model(c.target.name, i + 1, "target", path, round=i, meta=meta)
         else:
             from blindspots.loop.versions import save_finetuned
 
             spec = save_finetuned(kind, rec.spec, ft.model_, p.checkpoints_dir / f"{c.target.name}-v{i + 1}")
             path = spec  # type: ignore[assignment]  # reported as the new version's spec
             meta["import_dir"] = rec.meta.get("import_dir")  # a factory imports from where `init` ran
-            p.register_model(c.target.name, i + 1, "target", spec, round=i, meta=meta)
-        p.set_metric(c.target.name, i + 1, "T0", ft.val_miou_, len(ctx.labelled_set("val")))
+            p.registry.register_model(c.target.name, i + 1, "target", spec, round=i, meta=meta)
+        p.registry.set_metric(c.target.name, i + 1, "T0", ft.val_miou_, len(ctx.labelled_set("val")))
         return {"version": i + 1, "path": str(path), "lr": ft.lr_, "val_miou": ft.val_miou_, "n_S": len(s)}
 
 

@@ -30,7 +30,7 @@ class MasksStep(Step):
     def run(self, ctx: LoopContext, i: int, seed: int) -> dict | Status:
         p = ctx.project
         need = masks_needed(p, i)
-        have = set(p.masks_for_round(i)["id"])
+        have = set(p.answers.masks_for_round(i)["id"])
         by_region: list[str] = []
         waiting_regions: list[str] = []
         if ctx.cfg.labels.kind == "regions":
@@ -39,14 +39,14 @@ class MasksStep(Step):
             if ctx.simulate:
                 simulate_answers(ctx, i, [x for x in by_region if x not in have])
             waiting_regions = finish_images(ctx, i, by_region, have)
-            have = set(p.masks_for_round(i)["id"])
+            have = set(p.answers.masks_for_round(i)["id"])
         missing = [x for x in need if x not in have and x not in by_region]
         if missing and ctx.simulate:
             s = ctx.cfg.simulate
             ann = SimulatedAnnotator(boundary_px=s.boundary_px, drop_below=s.drop_below,
                                      ignore_index=ctx.classes.ignore_index, seed=seed)
             for image_id in missing:
-                p.add_mask(i, image_id, ann.annotate(image_id, ground_truth(ctx, image_id)),
+                p.answers.add_mask(i, image_id, ann.annotate(image_id, ground_truth(ctx, image_id)),
                            source="simulated", annotator="simulated")
             missing = []
         if waiting_regions:
@@ -62,12 +62,12 @@ class MasksStep(Step):
                           f"(S({i + 1}) ∪ T({i + 1})).", missing, len(need) - len(missing), len(need),
                           next=MASK_ACTIONS)
         if by_region:  # how much of the region-labelled images people's answers (and the fill) label
-            share = labelled_share([p.load_mask(i, x) for x in by_region], ctx.classes.ignore_index)
+            share = labelled_share([p.answers.load_mask(i, x) for x in by_region], ctx.classes.ignore_index)
             return {"n_masks": len(need), "n_region_images": len(by_region), "region_pixel_share": share}
         return {"n_masks": len(need)}
 
 
 def masks_needed(project: Project, i: int) -> list[str]:
     """S(i+1) ∪ T(i+1), the images that need pixel labels in round i."""
-    ids = list(project.candidates(i, "S")["id"]) + list(project.candidates(i, "T")["id"])
+    ids = list(project.answers.candidates(i, "S")["id"]) + list(project.answers.candidates(i, "T")["id"])
     return list(dict.fromkeys(ids))

@@ -25,15 +25,16 @@ from blindspots.loop.steps.labelled import labelled_before, used_for_finetuning
 from blindspots.loop.steps.portfolio import portfolio_shares
 from blindspots.mine.columns import missing_kinds
 from blindspots.mine.coreset import labelled_features
-from blindspots.mine.mad import class_area_ranges
+from blindspots.mine.mad import class_area_ranges, class_area_ranges_from_table
 from blindspots.mine.qbc import CommitteeColumns, qbc_column
 from blindspots.mine.registry import make_sampler as registered_sampler
 from blindspots.mine.registry import needs_committee, needs_model, sampler_settings
+from blindspots.scan import schema
 from blindspots.scan.extra import add_columns
 
 # Lazy imports: the scenario clustering (torch, scikit-learn) only when used.
 
-__all__ = ["MineStep", "labelled_before", "make_sampler", "class_ranges", "pool_class_ranges"]
+__all__ = ["MineStep", "labelled_before", "make_sampler", "class_ranges", "without_labelled"]
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,8 @@ class MineStep(Step):
         _add_model_columns(ctx, i)
         full = ctx.score_table(i)
         used = labelled_before(ctx, i)
-        table = full
-        if used:  # S ∪ S(i+1) adds nothing for an image labelled already, and a T image mined into S would leak
-            table = full[~full["id"].astype(str).isin(used)]
+        # S ∪ S(i+1) adds nothing for an image labelled already, and a T image mined into S would leak
+        table = without_labelled(full, used)
         if ctx.cfg.mining.strategy == "surprise":
             _check_surprise_columns(ctx, i, table)
         sampler = make_sampler(ctx, i, labelled_from=full)
@@ -66,7 +66,7 @@ class MineStep(Step):
         if not len(sel):
             log.warning("round %d: %s selected no candidates; the round will have empty M, S and T",
                         i, type(sampler).__name__)
-        ctx.project.set_candidates(i, "M", sel)
+        ctx.project.answers.set_candidates(i, "M", sel)
         n4 = ctx.cfg.ratings.n4
         if len(sel) and n4 >= len(sel) and i < ctx.last_round():
             log.warning("round %d: S is every candidate: n4 = %d is not less than the %d images mined, so all of "
@@ -75,6 +75,19 @@ class MineStep(Step):
         return {"n": int(len(sel)), "sampler": type(sampler).__name__,
                 "params": {k: v for k, v in sampler.get_params().items() if k not in ("ranges", "classes")}}
 
+
+
+def without_labelled(table: pd.DataFrame, labelled: set[str]) -> pd.DataFrame:
+    """The rows of `table` that are not labelled already: by id and, with a `content_hash` column, by
+    content, so an exact copy of a labelled image is left out as well (duplicates count once, as in
+    `mine.base.usable_mask`)."""
+    if not labelled:
+        return table
+    drop = table["id"].astype(str).isin(labelled)
+    if schema.CONTENT_HASH in table.columns:
+        h = table[schema.CONTENT_HASH]
+        drop |= h.notna() & h.isin(set(h[drop].dropna()))
+    return table[~drop.to_numpy(dtype=bool, na_value=False)]
 
 
 def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None, *,
@@ -150,28 +163,6 @@ def _scenarios(ctx: LoopContext, i: int) -> tuple[Any, pd.DataFrame] | None:
     return find_scenarios(feats, fails), feats
 
 
-def pool_class_ranges(table: pd.DataFrame, model: str, num_classes: int,
-                      quantiles: tuple[float, float]) -> np.ndarray:
-    """[p_k, q_k] per class from a model's own argmax maps on the pool (no labels needed).
-
-    table: a score table with `frac__<model>__<k>` (class k's share of the argmax map) and `status`.
-    Per class, the quantiles over the images where the model predicts it at all, exactly as
-    `class_area_ranges` does over S0's masks. Returns float64 [C, 2], NaN rows for classes never
-    predicted.
-    """
-    ok = table[table["status"] == "ok"] if "status" in table.columns else table
-    out = np.full((num_classes, 2), np.nan)
-    for k in range(num_classes):
-        col = f"frac__{model}__{k}"
-        if col not in ok.columns:
-            continue
-        v = ok[col].to_numpy(dtype=np.float64)
-        v = v[np.isfinite(v) & (v > 0)]
-        if len(v):
-            out[k] = np.quantile(v, list(quantiles))
-    return out
-
-
 def class_ranges(ctx: LoopContext) -> np.ndarray:
     """float64 [C, 2]: [p_k, q_k] per class for MAD's content constraint (NaN rows: no range), cached
     in reports/class_ranges.json: from S0's masks (the paper), or without S0 from the target's
@@ -181,7 +172,9 @@ def class_ranges(ctx: LoopContext) -> np.ndarray:
     source = "S0" if ctx.cfg.data.train else "pool predictions"
     if path.is_file():
         d = json.loads(path.read_text())
-        if d.get("quantiles") == q and d.get("source", "S0") == source:
+        # pool ranges cached before duplicates counted once are computed again
+        if d.get("quantiles") == q and d.get("source", "S0") == source and \
+                (source == "S0" or d.get("duplicates") == "once"):
             # JSON has no NaN: a class without a range is stored as nulls
             return np.asarray([[np.nan if v is None else v for v in r] for r in d["ranges"]], dtype=np.float64)
     if source == "S0":
@@ -189,9 +182,10 @@ def class_ranges(ctx: LoopContext) -> np.ndarray:
         ranges = class_area_ranges((s0.load(i)[1] for i in s0.ids), ctx.classes.num_classes,
                                    ignore_index=ctx.classes.ignore_index, quantiles=tuple(q))
     else:
-        ranges = pool_class_ranges(ctx.score_table(0), target_column(ctx.project, 0),
-                                   ctx.classes.num_classes, (q[0], q[1]))
-    text = json.dumps({"quantiles": q, "source": source,
+        # the rule `blindspots mine` uses: usable rows, exact duplicates once
+        ranges = class_area_ranges_from_table(ctx.score_table(0), target_column(ctx.project, 0),
+                                              quantiles=(q[0], q[1]), num_classes=ctx.classes.num_classes)
+    text = json.dumps({"quantiles": q, "source": source, "duplicates": "once",
                        "ranges": [[None if np.isnan(v) else float(v) for v in r] for r in ranges]})
     write_atomic(path, lambda tmp: tmp.write_text(text))
     return np.asarray(ranges, dtype=np.float64)
@@ -204,7 +198,7 @@ def _check_surprise_columns(ctx: LoopContext, i: int, table: pd.DataFrame) -> No
     if any(str(col).startswith("surprise_") and str(col).endswith(f"__{name}") for col in table.columns):
         return
     p = ctx.project
-    spec = p.model(ctx.cfg.target.name, i).spec
+    spec = p.registry.model(ctx.cfg.target.name, i).spec
     raise ProjectError(
         f"mining.strategy: 'surprise' expected surprise columns of {name!r} in the project's scan, got none; "
         f"fit an estimator on labelled images (`blindspots surprise fit '{spec}' --images DIR --masks DIR "

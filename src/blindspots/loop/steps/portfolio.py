@@ -56,7 +56,7 @@ def _gain(ctx: LoopContext, j: int) -> float | None:
     from blindspots.training.replay import evaluate_segmenter
 
     p, name = ctx.project, ctx.cfg.target.name
-    before = p.metric(name, j, f"T{j + 1}")
+    before = p.registry.metric(name, j, f"T{j + 1}")
     pairs = round_pairs(ctx, j, "T")
     if before is None or not np.isfinite(before) or not len(pairs) or ctx.blocker is not None:
         return None
@@ -72,8 +72,8 @@ def portfolio_shares(ctx: LoopContext, i: int, table: pd.DataFrame) -> dict[str,
     bandit = ProposerShares(prior)
     rounds = []
     for j in range(i):
-        prop = _proposers(ctx.project.candidates(j, "M"))
-        s = [prop[x] for x in map(str, ctx.project.candidates(j, "S")["id"]) if x in prop]
+        prop = _proposers(ctx.project.answers.candidates(j, "M"))
+        s = [prop[x] for x in map(str, ctx.project.answers.candidates(j, "S")["id"]) if x in prop]
         gain = _gain(ctx, j) if prop else None
         rewards = {} if gain is None else {p: v for p, v in round_rewards(gain, list(prop.values()), s).items()
                                            if p in bandit.weights}

@@ -36,15 +36,15 @@ class RatingsStep(Step):
                           f"round {i}: waiting for ratings of M({i + 1}) (1-5 or out-of-domain): {prog.counts()}."
                           + (f" This round cannot finish as it is: {prog.advice()}." if prog.unreachable else ""),
                           missing, have, total, next=RATE_ACTIONS)
-        r = ctx.project.ratings_for_round(i)
+        r = ctx.project.answers.ratings_for_round(i)
         return {"n_ratings": int(len(r)), "n_raters": int(r["annotator"].nunique()) if len(r) else 0,
                 "n_out_of_domain": int(r.loc[r["out_of_domain"], "id"].nunique()) if len(r) else 0}
 
 
 def ratings_progress(ctx: LoopContext, i: int) -> tuple[list[str], int, int]:
     """(ids still needing answers, answers in, answers needed) for M(i+1)."""
-    ids = list(ctx.project.candidates(i, "M")["id"])
-    r = ctx.project.ratings_for_round(i)
+    ids = list(ctx.project.answers.candidates(i, "M")["id"])
+    r = ctx.project.answers.ratings_for_round(i)
     need = ctx.cfg.ratings.raters
     counts = r.groupby("id").size() if len(r) else pd.Series(dtype=int)
     ood = set(r.loc[r["out_of_domain"], "id"]) if len(r) else set()
@@ -64,4 +64,4 @@ def simulate_ratings(ctx: LoopContext, i: int, ids: list[str], seed: int) -> int
                     for x in ids])
     frame = raters.rate(ids, iou).frame
     rows = [(i, x, r, rating_answer(v)) for x, r, v in zip(frame["image_id"], frame["rater"], frame["score"])]
-    return ctx.project.add_ratings(rows)
+    return ctx.project.answers.add_ratings(rows)

@@ -24,8 +24,8 @@ SIMULATED = "simulated"
 
 def region_images(ctx: LoopContext, i: int) -> list[str]:
     """The images of S(i+1) labelled by regions: those not also in T(i+1)."""
-    t = set(ctx.project.candidate_ids(i, "T"))
-    return [x for x in ctx.project.candidate_ids(i, "S") if x not in t]
+    t = set(ctx.project.answers.candidate_ids(i, "T"))
+    return [x for x in ctx.project.answers.candidate_ids(i, "S") if x not in t]
 
 
 def make_queries(ctx: LoopContext, i: int, image_ids: list[str]) -> int:

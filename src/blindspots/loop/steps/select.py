@@ -31,7 +31,7 @@ class SelectStep(Step):
 
     def run(self, ctx: LoopContext, i: int, seed: int) -> dict:
         p, c = ctx.project, ctx.cfg
-        m = p.candidates(i, "M")
+        m = p.answers.candidates(i, "M")
         ratings = _round_ratings(ctx, i)
         # The label plan always forms S: people label it to retrain the target in their own stack.
         last = i >= ctx.last_round() and ctx.blocker is None
@@ -53,13 +53,13 @@ class SelectStep(Step):
         t = build_test_set(m, main_class=main, out_of_domain=ratings.out_of_domain(),
                            exclude=used_for_finetuning(p, i), size=c.testset.size,
                            max_per_class=c.testset.max_per_class, seed=seed)
-        p.set_candidates(i, "S", s)
-        p.set_candidates(i, "T", t)
+        p.answers.set_candidates(i, "S", s)
+        p.answers.set_candidates(i, "T", t)
         return {"n_S": int(len(s)), "n_T": int(len(t)), "n_out_of_domain": len(ratings.out_of_domain()),
                 "last_round": last}
 
 
 def _round_ratings(ctx: LoopContext, i: int) -> Ratings:
-    r = ctx.project.ratings_for_round(i)
+    r = ctx.project.answers.ratings_for_round(i)
     return Ratings(zip(r["id"], r["annotator"], ["ood" if o else int(s) for s, o in zip(r["score"], r["out_of_domain"])]))
 

@@ -10,10 +10,9 @@
             then writes the finished shard's Parquet files, in order, once its maps are written
             (`engines.rows`; so a shard file on disk implies its maps exist).
 `run_local(..., inline=True)` runs the same steps one after the other on the calling thread (same
-files). Tried as the default when torch uses every core, it was slower: on 2 cores with torch on
-2 threads (shared machine, load 3.4-3.8, 100 images per segment, its place alternating) the inline
-scan took 2.38 and 7.26 s where the threaded one took 1.69 and 1.80 s (bare forward 1.31 and 1.33
-s). Compare again on an idle machine: `benchmarks/scan.py --threads 2 --also-inline`.
+files): for places where threads are unwelcome. The threaded engine stays the default even when torch
+uses every core, since the reader and writer then overlap the forward instead of following it
+(`benchmarks/scan.py --threads 2 --also-inline` compares the two; figures in docs/benchmarks.md).
 
 A model that raises on a batch is retried image by image; the images it still fails on get its
 message as their error (status 'error' in the score table) and the scan goes on. A model that has
@@ -47,8 +46,8 @@ log = logging.getLogger(__name__)
 
 # GIL hand-over interval during a scan. The forward passes on the main thread release and retake the
 # GIL around every torch op; with Python's default 5 ms, each time the reader or writer thread is
-# running Python code the main thread waits up to 5 ms for it. Measured: a busy pure-Python thread
-# slows a 1-thread forward 4.5x at 5 ms, 1.16x at 0.2 ms, not at all at 0.05 ms.
+# running Python code the main thread waits up to 5 ms for it, so the scan hands the GIL over sooner
+# (the effect of each interval on a forward: docs/benchmarks.md).
 SCAN_SWITCH_INTERVAL_S = 5e-5
 MAP_THREAD_SHARE = 2  # decode threads per map-writing thread (see `map_threads`)
 

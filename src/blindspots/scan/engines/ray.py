@@ -20,12 +20,12 @@ the same path on every node. Every node needs blindspots and the model files at 
 the out folder is only written by the driver. Model actors ask Ray for `gpus_per_actor` GPUs.
 
 CPU requests are fractional (ACTOR_CPUS, DECODE_CPUS) so that on a node with one CPU an actor and
-decode tasks fit side by side: with whole-CPU requests the actors take every CPU and the decode
-tasks that feed them never start (seen on two 1-CPU nodes: nothing produced in 100 s). They are
-also small enough that a cluster which loses a node goes on: Ray restarts the lost actor on the
-nodes left (Ray Data's actors restart without limit) and re-runs the lost decode tasks, which
-needs room for two actors and a decode task on one CPU (2 x 0.4 + 0.2; with 0.5 + 0.25 the
-restarted actor took the last CPU and the scan stalled, seen on two 1-CPU nodes).
+the decode tasks that feed it fit side by side (whole-CPU requests let the actors take every CPU,
+and the decode tasks never start). They are also small enough that a cluster which loses a node
+goes on: Ray restarts the lost actor on the nodes left (Ray Data's actors restart without limit)
+and re-runs the lost decode tasks, which needs room for two actors and a decode task on one CPU
+(2 x 0.4 + 0.2 <= 1). What was observed with other settings is in docs/benchmarks.md ("Why the
+code is as it is").
 """
 from __future__ import annotations
 
@@ -57,14 +57,11 @@ log = logging.getLogger(__name__)
 
 ACTOR_CPUS = 0.4  # per model actor: room for decode tasks on a 1-CPU node, and for a restarted actor
 DECODE_CPUS = 0.2  # per decode task (one shard each)
-ACTORS_PER_DECODE_TASK = 2  # decoding is ~1 ms an image against ~20 ms for the forwards (measured, 128x128
-# scenes, three zoo models): more decode tasks at once only start more worker processes, each importing
-# ray.data (~2 s of CPU) while the actors import torch on the same cores
+ACTORS_PER_DECODE_TASK = 2  # decoding costs a small share of the forwards: more decode tasks at once only
+# start more worker processes, each importing ray.data while the actors import torch on the same cores
 # DECODE_SCHEDULING: Ray's default placement (the driver's node first) instead of Ray Data's SPREAD, so
-# that the decode tasks keep reusing the same worker processes: spread over 1-CPU nodes, each task
-# went to the other node, whose idle decode worker Ray had meanwhile stopped (idle workers beyond
-# one per CPU are stopped), and every shard paid a new process importing ray.data (~2 s of CPU,
-# seen on two 1-CPU nodes: one new worker process per decode task)
+# that the decode tasks keep reusing the same worker processes (Ray stops idle workers beyond one per
+# CPU, so tasks spread over nodes each start a new process that imports ray.data; docs/benchmarks.md)
 CALLS_PER_ACTOR = 2  # concurrent calls per actor; the forwards still run one at a time (see ModelActor)
 INSTALL_HINT = "pip install 'blindspots[ray]' (ray[data])"
 
