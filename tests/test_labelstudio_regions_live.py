@@ -54,9 +54,9 @@ def test_region_tasks_round_trip_through_label_studio(server, world: Path, root:
     p = make_project(world, root / "regions", n4=4,
                      labels=C.LabelSettings(kind="regions", regions_per_image=3, fill="ignore"))
     assert rounds.advance(p, progress=False).state == "awaiting_ratings"
-    p.add_ratings([(0, x, "rater", 1 + k % 5) for k, x in enumerate(p.candidate_ids(0, "M"))])
+    p.answers.add_ratings([(0, x, "rater", 1 + k % 5) for k, x in enumerate(p.answers.candidate_ids(0, "M"))])
     assert rounds.advance(p, progress=False).state == "awaiting_masks"
-    by_region, t_ids = rq.query_images(p, 0), set(p.candidate_ids(0, "T"))
+    by_region, t_ids = rq.query_images(p, 0), set(p.answers.candidate_ids(0, "T"))
     assert len(by_region) >= 2 and t_ids and not t_ids & set(by_region), (by_region, t_ids)
     assert all(len(rq.queries(p, 0, x)) >= 2 for x in by_region[:2])  # room to relabel, delete and redraw
     classes = rounds.LoopContext(p, simulate=False, progress=False).classes
@@ -131,11 +131,11 @@ def test_region_tasks_round_trip_through_label_studio(server, world: Path, root:
 
     got = ls.pull(p)
     assert sorted(got.stored) == sorted(need) and not got.waiting and not got.skipped, got.lines()
-    masks = p.masks_for_round(0).set_index("id")
+    masks = p.answers.masks_for_round(0).set_index("id")
     for x in by_region:
         assert rq.answers(p, 0, x) == expected[x]
         assert set(rq.answers_of(p, 0, server.username)) >= {(x, r) for r in expected[x]}  # the person's answers
-        np.testing.assert_array_equal(p.load_mask(0, x), _expected_mask(rq.segments(p, 0, x), expected[x]))
+        np.testing.assert_array_equal(p.answers.load_mask(0, x), _expected_mask(rq.segments(p, 0, x), expected[x]))
         assert masks.loc[x, "source"] == rq.REGION_SOURCE
     assert set(masks.loc[sorted(t_ids), "source"]) == {"labelstudio"}
     again = ls.pull(p)
@@ -150,7 +150,7 @@ def test_region_tasks_round_trip_through_label_studio(server, world: Path, root:
     second = rq.queries(p, 0, x)[1]
     expected[x][second.region] = second.guess
     assert rq.answers(p, 0, x) == expected[x]
-    np.testing.assert_array_equal(p.load_mask(0, x), _expected_mask(rq.segments(p, 0, x), expected[x]))
+    np.testing.assert_array_equal(p.answers.load_mask(0, x), _expected_mask(rq.segments(p, 0, x), expected[x]))
 
     # brush strokes on a region task are no answer: the pull names them and stores nothing
     y = by_region[1]
@@ -158,19 +158,19 @@ def test_region_tasks_round_trip_through_label_studio(server, world: Path, root:
     stroke = _brush(np.where(rq.segments(p, 0, y) == rq.queries(p, 0, y)[0].region, 0, 255).astype(np.uint8), names)
     time.sleep(1.1)
     client.sdk.annotations.update(id=ann["id"], result=ann["result"] + stroke)
-    before = (rq.answers(p, 0, y), p.load_mask(0, y))
+    before = (rq.answers(p, 0, y), p.answers.load_mask(0, y))
     with pytest.raises(ValueError, match=rf"\({y}\), annotation {ann['id']}: expected polygon labels only on a "
                                          r"region task .* got brush strokes.*nothing was stored"):
         ls.pull(p)
-    assert rq.answers(p, 0, y) == before[0] and (p.load_mask(0, y) == before[1]).all()
+    assert rq.answers(p, 0, y) == before[0] and (p.answers.load_mask(0, y) == before[1]).all()
     client.sdk.annotations.update(id=ann["id"], result=ann["result"])
     assert ls.pull(p).stored == [y] and rq.answers(p, 0, y) == expected[y]
 
     # the round goes on: the masks step counts the region images and the target is fine-tuned on them
     st = rounds.advance(p, progress=False)
-    res = p.step(0, "masks")["result"]
+    res = p.journal.step(0, "masks")["result"]
     assert res["n_region_images"] == len(by_region) and 0 < res["region_pixel_share"] < 1, (res, st.message)
-    assert p.model("target").version == 1, st.message
+    assert p.registry.model("target").version == 1, st.message
 
 
 def test_chromium_submits_a_region_task_with_its_region_ids(server, world: Path, root: Path,  # noqa: ANN001, F811
@@ -184,7 +184,7 @@ def test_chromium_submits_a_region_task_with_its_region_ids(server, world: Path,
     monkeypatch.setenv(TOKEN_ENV, server.token)
     p = make_project(world, root / "regions_browser", n4=4, labels=C.LabelSettings(kind="regions", regions_per_image=3))
     assert rounds.advance(p, progress=False).state == "awaiting_ratings"
-    p.add_ratings([(0, x, "rater", 1 + k % 5) for k, x in enumerate(p.candidate_ids(0, "M"))])
+    p.answers.add_ratings([(0, x, "rater", 1 + k % 5) for k, x in enumerate(p.answers.candidate_ids(0, "M"))])
     assert rounds.advance(p, progress=False).state == "awaiting_masks"
     conn = ls.connect(p, server.url, token_env=TOKEN_ENV, document_root=server.document_root)
     client = ls.LabelStudio(server.url, server.token)
