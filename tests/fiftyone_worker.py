@@ -3,6 +3,8 @@
     python fiftyone_worker.py export SCAN PROJECT PICKS ISSUES SA  export both (CLI and library), tag, re-export
     python fiftyone_worker.py dump OUT.json NAME...              reload datasets, write what they hold as JSON,
                                                                  run the plugin's operator on a view of the first
+    python fiftyone_worker.py walk WORKDIR PHOTO...              a dataset of the photos, scanned and mined by the
+                                                                 `blindspots` command installed beside FiftyOne
 
 Each prints one JSON line on stdout; every FiftyOne setting comes from the environment the test sets.
 """
@@ -87,15 +89,9 @@ def dump(out: str, scan_out: str, target: str, competitor: str, *names: str) -> 
 
 
 def scan_fiftyone(out: str, target: str, competitor: str, name: str) -> dict:
-    """Scan `fiftyone://name` and `fiftyone://name?view=first8` with two models (torch comes from the main
-    environment when FiftyOne's has none: appended after FiftyOne's own packages, which keep precedence)."""
-    import os
+    """Scan `fiftyone://name` and `fiftyone://name?view=first8` with two models (torch installed beside FiftyOne)."""
+    import torch
 
-    try:
-        import torch
-    except ImportError:
-        sys.path.append(os.environ["BLINDSPOTS_MAIN_SITE"])
-        import torch
     torch.set_num_threads(1)
     from blindspots.data.sources import open_pool
     from blindspots.models.load import load_model
@@ -115,7 +111,60 @@ def scan_fiftyone(out: str, target: str, competitor: str, name: str) -> dict:
     return done
 
 
+def walk(work: str, *photos: str) -> dict:
+    """The own-models path in FiftyOne's environment: a FiftyOne dataset of `photos` (copies at most 64 px on a
+    side, so the scan stays quick), scanned as `fiftyone://walk` with two `module:factory?weights=` torch models and
+    mined with MAD, by the `blindspots` console script of this interpreter's environment (no PYTHONPATH: the test
+    starts this worker without one, so blindspots and torch come from what pip installed). Then a command whose
+    extra is not installed here, which must fail in one line."""
+    import os
+    import subprocess
+
+    import fiftyone as fo
+    import torch
+    from core_walk import MODEL_SRC  # the core install's small segmenter (tests/ is this script's folder)
+    from PIL import Image
+
+    root = Path(work)
+    (root / "images").mkdir(parents=True)
+    (root / "walk_models.py").write_text(MODEL_SRC)
+    sys.path.insert(0, str(root))
+    import walk_models
+
+    for seed, name in ((0, "target.pt"), (1, "rival.pt")):
+        torch.manual_seed(seed)
+        torch.save(walk_models.build(3).state_dict(), root / name)
+    paths = []
+    for src in photos:
+        with Image.open(src) as im:
+            im = im.convert("RGB")
+            im.thumbnail((64, 64))
+            paths.append(str(root / "images" / (Path(src).stem + ".png")))
+            im.save(paths[-1])
+    ds = fo.Dataset("walk", persistent=True)
+    ds.add_samples([fo.Sample(filepath=p) for p in paths])
+
+    exe = str(Path(sys.executable).with_name("blindspots"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([exe, *args], cwd=root, env=env, capture_output=True, text=True, timeout=180)
+
+    scan = run("scan", "fiftyone://walk", "-t", "tgt=walk_models:build?weights=target.pt",
+               "-c", "rival=walk_models:build?weights=rival.pt", "--out", "scan", "--no-progress")
+    mine = run("mine", "scan", "--strategy", "mad", "-n", "3", "--out", "picks")
+    missing = run("scan", "fiftyone://walk", "-t", "tgt=walk_models:build?weights=target.pt", "--engine", "ray",
+                  "--out", "rayscan", "--no-progress")  # Ray is in no extra installed here
+    import blindspots
+
+    return {"paths": paths, "blindspots_file": blindspots.__file__, "torch": torch.__version__,
+            "fiftyone": fo.__version__,
+            "scan": [scan.returncode, scan.stdout[-2000:], scan.stderr[-2000:]],
+            "mine": [mine.returncode, mine.stdout[-2000:], mine.stderr[-2000:]],
+            "missing": [missing.returncode, missing.stdout[-2000:], missing.stderr[-2000:]]}
+
+
 if __name__ == "__main__":
     cmd, *args = sys.argv[1:]
-    result = {"export": export, "dump": dump}[cmd](*args)
+    result = {"export": export, "dump": dump, "walk": walk}[cmd](*args)
     print("RESULT " + json.dumps(result))

