@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from blindspots.extras import EXTRA_OF, MissingExtraError, install_hint, require
 
@@ -30,15 +31,27 @@ def _requirements() -> dict[str, list[Requirement]]:
     return groups
 
 
-def _constraints() -> dict[str, str]:
+def _constraints(file: str = "constraints.txt") -> dict[str, str]:
     pins = {}
-    for line in (ROOT / "constraints.txt").read_text().splitlines():
+    for line in (ROOT / file).read_text().splitlines():
         line = line.split("#")[0].strip()
         if line:
             name, _, version = line.partition("==")
-            assert version, f"constraints.txt: expected NAME==VERSION lines, got {line!r}"
+            assert version, f"{file}: expected NAME==VERSION lines, got {line!r}"
             pins[canonicalize_name(name)] = version
     return pins
+
+
+def test_minimum_constraints_are_the_core_lower_bounds() -> None:
+    """constraints-min.txt pins every core dependency at the lower bound of its range, nothing else."""
+    pins = _constraints("constraints-min.txt")
+    lower = {}
+    for r in _requirements()["core"]:
+        bounds = [s.version for s in r.specifier if s.operator == ">="]
+        assert len(bounds) == 1, f"pyproject.toml: expected one '>=' bound for {r.name}, got {r}"
+        lower[canonicalize_name(r.name)] = bounds[0]
+    assert {n: Version(v) for n, v in pins.items()} == {n: Version(v) for n, v in lower.items()}
+    assert pins["torch"] == OLDEST_TORCH
 
 
 def test_metadata_has_ranges_and_no_exact_pins() -> None:
@@ -125,7 +138,8 @@ def test_core_only_import_path_scans_and_mines_with_a_torch_model(tmp_path: Path
 @pytest.mark.slow
 def test_fresh_venv_core_install_keeps_an_older_torch(tmp_path: Path) -> None:
     """`pip install blindspots` into an environment that already has the oldest supported torch keeps it,
-    installs no extra's package, and the core scans and mines."""
+    installs no extra's package, and the core scans and mines, with every core dependency at the oldest
+    version it supports (constraints-min.txt)."""
     venv = tmp_path / "venv"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the installed copy, not the sources
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
@@ -139,8 +153,14 @@ def test_fresh_venv_core_install_keeps_an_older_torch(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "src", pkg / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, pkg / name)
-    r = subprocess.run(pip + [str(pkg)], capture_output=True, text=True, timeout=1800, env=env)
+    r = subprocess.run(pip + ["-c", str(ROOT / "constraints-min.txt"), str(pkg)], capture_output=True, text=True,
+                       timeout=1800, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
+    listed = json.loads(subprocess.run([py, "-m", "pip", "list", "--format=json"], capture_output=True, text=True,
+                                       check=True, timeout=300, env=env).stdout)
+    have = {canonicalize_name(p["name"]): p["version"].split("+")[0] for p in listed}
+    oldest = _constraints("constraints-min.txt")
+    assert {n: have.get(n) for n in oldest} == oldest, "the core was not installed at its oldest versions"
     code = ("import importlib.util, json, torch; from blindspots.extras import EXTRA_OF; "
             "print(json.dumps([torch.__version__, sorted(m for m in EXTRA_OF if importlib.util.find_spec(m))]))")
     torch_v, present = json.loads(subprocess.run([py, "-c", code], capture_output=True, text=True,
