@@ -36,7 +36,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from scipy import ndimage
@@ -392,6 +392,26 @@ def add_project_arguments(ap: argparse.ArgumentParser, out: str) -> None:
     ap.add_argument("--epochs", type=int, default=12, help="training epochs of the target (competitors alike)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path(out))
+
+
+def start_rating_project(args: argparse.Namespace) -> tuple[Any, str, float]:
+    """The scripted annotator's project for `args` (add_project_arguments + --n), from scratch: (project,
+    its annotator's sign-in token, the perf_counter it started at). Torch on one thread, as in every run."""
+    import torch
+
+    torch.set_num_threads(1)
+    check_new_folder(args.out)
+    token = secrets.token_urlsafe(16)
+    t = time.perf_counter()
+    return make_rating_project(args.out, args.n, args.size, args.seed, token, args.epochs), token, t
+
+
+def true_mask(project: Any, image_id: str) -> np.ndarray:
+    """The generated scene's true mask of a pool image (masks/ beside the sample project's pool)."""
+    from PIL import Image
+
+    root = Path(project.config.resolve(project.config.pool.root)).parent / "masks"
+    return np.asarray(Image.open(root / Path(image_id).with_suffix(".png").name))
 
 
 def check_new_folder(out: Path) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import time
 from pathlib import Path
 
@@ -82,18 +81,11 @@ def main() -> None:
     ap.add_argument("--masks", type=int, default=10, help="masks the annotator corrects for the side-by-side")
     labeling.add_project_arguments(ap, "/tmp/rating_cost")
     args = ap.parse_args()
-    import torch
-    from PIL import Image
-
     from blindspots import loop
     from blindspots.loop.project import Project
     from blindspots.machine import cpu_model
 
-    torch.set_num_threads(1)
-    labeling.check_new_folder(args.out)
-    token = secrets.token_urlsafe(16)
-    t = time.perf_counter()
-    p = labeling.make_rating_project(args.out, args.n, args.size, args.seed, token, args.epochs)
+    p, token, t = labeling.start_rating_project(args)
     items = [str(i) for i in p.answers.candidate_ids(0, "M")]
     scores = true_scores(p, items)
     print(f"project ready in {time.perf_counter() - t:.0f} s: {len(items)} images to rate (loadavg "
@@ -107,11 +99,8 @@ def main() -> None:
         if st.state != "awaiting_masks":
             raise RuntimeError(f"expected the project to wait for masks, got {st.state}: {st.message}")
         p = Project.open(p.path)
-        truth_dir = Path(p.config.resolve(p.config.pool.root)).parent / "masks"
-        masks = []
-        for item in list(p.answers.candidates(0, "S")["id"])[: args.masks]:
-            truth = np.asarray(Image.open(truth_dir / Path(item).with_suffix(".png").name))
-            masks.append(labeling.label_one(page, url, item, truth, "editor", api))
+        masks = [labeling.label_one(page, url, item, labeling.true_mask(p, item), "editor", api)
+                 for item in list(p.answers.candidates(0, "S")["id"])[: args.masks]]
     load = os.getloadavg()
     r_act = np.mean([r["actions"] for r in rows])
     r_sec = np.array([r["seconds"] for r in rows])

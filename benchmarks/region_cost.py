@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -73,20 +71,13 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=8, help="regions asked about per image")
     labeling.add_project_arguments(ap, "/tmp/region_cost")
     args = ap.parse_args()
-    import torch
-    from PIL import Image
-
     from blindspots import loop
     from blindspots.human.cost import C_MASK_EDITOR
     from blindspots.loop import regions as rq
     from blindspots.loop.project import Project
     from blindspots.machine import cpu_model
 
-    torch.set_num_threads(1)
-    labeling.check_new_folder(args.out)
-    token = secrets.token_urlsafe(16)
-    t = time.perf_counter()
-    p = labeling.make_rating_project(args.out, args.n, args.size, args.seed, token, args.epochs)
+    p, token, t = labeling.start_rating_project(args)
     rq.set_labels(p, "regions", args.k)
     rng = np.random.default_rng(args.seed)
     p.answers.add_ratings([(0, i, "helper", int(rng.integers(1, 6))) for i in p.answers.candidate_ids(0, "M")])
@@ -95,8 +86,7 @@ def main() -> None:
         raise RuntimeError(f"expected the project to wait for region answers, got {st.state}: {st.message}")
     p = Project.open(p.path)
     images = rq.query_images(p, 0)
-    truth_dir = Path(p.config.resolve(p.config.pool.root)).parent / "masks"
-    truth = {i: np.asarray(Image.open(truth_dir / Path(i).with_suffix(".png").name)) for i in images}
+    truth = {i: labeling.true_mask(p, i) for i in images}
     segments = {i: rq.segments(p, 0, i) for i in images}
     print(f"project ready in {time.perf_counter() - t:.0f} s: {len(images)} images, "
           f"{sum(len(rq.queries(p, 0, i)) for i in images)} regions to answer (loadavg {os.getloadavg()})", flush=True)
