@@ -40,9 +40,9 @@ def score_table(n: int = 30, seed: int = 0) -> pd.DataFrame:
         "dmiou__t__g": rng.random(n),
         "surprise_mdsa__t": rng.random(n).astype(np.float32),
         "entropy__g": rng.random(n).astype(np.float32),
-        "al_margin__t": rng.random(n).astype(np.float32),  # acquisition columns (mine.acquisition)
+        "al_margin__t": rng.random(n).astype(np.float32),  # acquisition columns (mine.model_columns.acquisition)
         "al_bald__t": rng.random(n).astype(np.float32),
-        "al_qbcvote__t": rng.random(n).astype(np.float32),  # committee columns (mine.qbc)
+        "al_qbcvote__t": rng.random(n).astype(np.float32),  # committee columns (mine.samplers.qbc)
         "al_qbckl__t": rng.random(n).astype(np.float32),
         "al_feat__t__0": rng.normal(size=n).astype(np.float32),
         "al_feat__t__1": rng.normal(size=n).astype(np.float32),

@@ -22,7 +22,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from blindspots.metrics import mean_iou, per_image_confusion
-from blindspots.mine.base import check_table, dumps_reason, usable_mask
+from blindspots.mine.samplers.base import check_table, dumps_reason, usable_mask
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from blindspots.scan import schema
-from blindspots.mine.base import (
+from blindspots.mine.samplers.base import (
     Sampler, ids_at, check_n, check_table, column, dumps_reason, infer_target, result_frame, top_n_indices, usable_mask,
 )
 

@@ -7,7 +7,7 @@ I[y; w | x] = H[E_w p(y|x,w)] - E_w H[p(y|x,w)]. With MC dropout as the approxim
 & Ghahramani 2017, "Deep Bayesian Active Learning with Image Data", arXiv:1703.02910: dropout kept on at
 test time, T = 20 stochastic passes) both expectations are means over the T passes. For segmentation the
 per-pixel mutual information is averaged over the image's pixels (the mean aggregation of Mittal et al.
-2023, arXiv:2302.04075). The columns come from `blindspots.mine.acquisition` (`al_bald__{M}`), which also
+2023, arXiv:2302.04075). The columns come from `blindspots.mine.model_columns.acquisition` (`al_bald__{M}`), which also
 says what happens for a model without dropout layers (refused unless dropout=p is given).
 
 PowerBALD (Kirsch, Farquhar, Atighehchian, Jesson, Branchaud-Charron & Gal, "Stochastic Batch
@@ -24,11 +24,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.columns import bald_column
-from blindspots.mine.base import (
+from blindspots.mine.model_columns.names import bald_column
+from blindspots.mine.samplers.base import (
     Sampler, check_n, check_table, column, dumps_reason, ids_at, result_frame, top_n_indices, usable_mask,
 )
-from blindspots.mine.columns import model_with_column
+from blindspots.mine.model_columns.names import model_with_column
 
 
 class BALDSampler(Sampler):

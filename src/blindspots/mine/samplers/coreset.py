@@ -5,7 +5,7 @@ Sener & Savarese 2018, "Active Learning for Convolutional Neural Networks: A Cor
 u = argmax_{i not in s} min_{j in s} ||x_i - x_j||_2 until the budget is spent, so the picks cover the
 feature space. The features are the model's activations before its classifier (the paper takes the
 final fully connected layer's input; for a segmenter, the classifier layer's input averaged over the
-image, `al_feat__{M}__{j}` of `blindspots.mine.acquisition`). The paper's robust MIP refinement is not
+image, `al_feat__{M}__{j}` of `blindspots.mine.model_columns.acquisition`). The paper's robust MIP refinement is not
 run (its k-Center-Greedy is the baseline most follow-up work compares with).
 
 Labelled points: `labelled` (ids of the table already labelled, e.g. earlier rounds' S) and `centers`
@@ -23,9 +23,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.columns import feature_columns
-from blindspots.mine.base import Sampler, check_n, check_table, dumps_reason, ids_at, result_frame, usable_mask
-from blindspots.mine.columns import model_with_column
+from blindspots.mine.model_columns.names import feature_columns
+from blindspots.mine.samplers.base import Sampler, check_n, check_table, dumps_reason, ids_at, result_frame, usable_mask
+from blindspots.mine.model_columns.names import model_with_column
 
 _CHUNK = 4096  # rows of the distance matrix to centres computed at once
 

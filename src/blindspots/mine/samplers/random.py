@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.base import Sampler, check_n, ids_at, check_table, dumps_reason, result_frame, usable_mask
+from blindspots.mine.samplers.base import Sampler, check_n, ids_at, check_table, dumps_reason, result_frame, usable_mask
 
 
 class RandomSampler(Sampler):

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.base import Sampler, check_n, check_table, dumps_reason, ids_at, result_frame, usable_mask
+from blindspots.mine.samplers.base import Sampler, check_n, check_table, dumps_reason, ids_at, result_frame, usable_mask
 
 
 class ScenarioSampler(Sampler):

@@ -9,19 +9,19 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from blindspots.mine.badge import BADGESampler
-from blindspots.mine.bald import BALDSampler, PowerBALDSampler
-from blindspots.mine.base import Sampler
-from blindspots.mine.coreset import CoreSetSampler
-from blindspots.mine.entropy import EntropySampler
-from blindspots.mine.mad import MADSampler
-from blindspots.mine.madplus import MADPlusSampler
-from blindspots.mine.margin import MarginSampler
-from blindspots.mine.portfolio import PortfolioSampler
-from blindspots.mine.qbc import QBCSampler
-from blindspots.mine.random import RandomSampler
-from blindspots.mine.scenario import ScenarioSampler
-from blindspots.mine.surprise import SurpriseSampler
+from blindspots.mine.samplers.badge import BADGESampler
+from blindspots.mine.samplers.bald import BALDSampler, PowerBALDSampler
+from blindspots.mine.samplers.base import Sampler
+from blindspots.mine.samplers.coreset import CoreSetSampler
+from blindspots.mine.samplers.entropy import EntropySampler
+from blindspots.mine.samplers.mad import MADSampler
+from blindspots.mine.samplers.madplus import MADPlusSampler
+from blindspots.mine.samplers.margin import MarginSampler
+from blindspots.mine.samplers.portfolio import PortfolioSampler
+from blindspots.mine.samplers.qbc import QBCSampler
+from blindspots.mine.samplers.random import RandomSampler
+from blindspots.mine.samplers.scenario import ScenarioSampler
+from blindspots.mine.samplers.surprise import SurpriseSampler
 
 SAMPLERS: dict[str, type[Sampler]] = {
     "mad": MADSampler,  # the paper's MAD competition (default)
@@ -46,7 +46,7 @@ def sampler_names() -> tuple[str, ...]:
 
 
 def needs_model(name: str) -> tuple[str, ...]:
-    """The acquisition columns (`blindspots.mine.acquisition.KINDS`) strategy `name` reads: computed
+    """The acquisition columns (`blindspots.mine.model_columns.acquisition.KINDS`) strategy `name` reads: computed
     with the model once per pool; () for strategies that read the scan's own columns."""
     _lookup(name)
     return MODEL_COLUMNS.get(name, ())
@@ -58,7 +58,7 @@ MODEL_COLUMNS: dict[str, tuple[str, ...]] = {"margin": ("margin",), "bald": ("ba
 
 
 def needs_committee(name: str) -> bool:
-    """True when strategy `name` reads the committee columns (`mine.qbc`: every member runs over the pool)."""
+    """True when strategy `name` reads the committee columns (`mine.samplers.qbc`: every member runs over the pool)."""
     _lookup(name)
     return name == "qbc"
 

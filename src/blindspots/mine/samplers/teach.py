@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.coreset import distance_to_centers
+from blindspots.mine.samplers.coreset import distance_to_centers
 
 RULES = ("teach", "lowest_mos")
 WEIGHTS = (1.0, 1.0, 1.0)

@@ -1,6 +1,6 @@
 """Proposer shares that adapt to what each proposer's picks bought: EXP3 with a floor.
 
-The portfolio sampler (`blindspots.mine.portfolio`) draws its candidates M from several proposers (MAD, an
+The portfolio sampler (`blindspots.mine.samplers.portfolio`) draws its candidates M from several proposers (MAD, an
 uncertainty sampler, a diversity sampler, ...). Which one teaches the target most is not known in advance
 and changes as the target learns, so the shares are a multi-armed bandit over proposers, as in "Active
 Learning by Learning" (Hsu & Lin, AAAI 2015), which runs EXP4.P over active-learning strategies and

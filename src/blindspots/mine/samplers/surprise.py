@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from blindspots.scan import schema
-from blindspots.mine.base import (
+from blindspots.mine.samplers.base import (
     Sampler, check_n, check_table, column, dumps_reason, result_frame, top_n_indices, usable_mask,
 )
 

@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX, Classes
 from blindspots.scan import schema
-from blindspots.mine.base import (
+from blindspots.mine.samplers.base import (
     Sampler, check_n, check_table, column, distance_pairs, dumps_reason, frac_models,
     ids_at, infer_target, result_frame, top_n_indices, usable_mask,
 )

@@ -1,4 +1,4 @@
-"""The acquisition columns' names (`al_{kind}__{M}`, `blindspots.mine.acquisition` computes them), which
+"""The acquisition columns' names (`al_{kind}__{M}`, `blindspots.mine.model_columns.acquisition` computes them), which
 model's columns a sampler reads (with errors that say how to add them), and which a scan already holds.
 No torch here, so importing a sampler stays light."""
 from __future__ import annotations
@@ -65,7 +65,7 @@ def model_with_column(table: pd.DataFrame, kind: str, target: str | None) -> str
     """
     models = column_models(table.columns, kind)
     how = {"margin": "margin", "bald": "bald", "feat": "features", "badge": "badge"}[kind]
-    fix = (f"add them once per pool with blindspots.mine.acquisition.add_acquisition_columns(scan_dir, pool, "
+    fix = (f"add them once per pool with blindspots.mine.model_columns.acquisition.add_acquisition_columns(scan_dir, pool, "
            f"segmenter, name, kinds=['{how}']) or `blindspots mine SCAN --strategy ... --model SPEC`")
     if target is None:
         if len(models) != 1:

@@ -10,7 +10,7 @@ makes the `compute` of `blindspots.scan.extra.add_columns` that gives, for model
   over `mc_passes` forward passes with dropout kept on (MC dropout),
 - `al_feat__{M}__{j}`, j < D: the global-average-pooled input of the model's classifier layer (the
   penultimate features core-set sampling compares),
-- `al_badge__{M}__{j}`, j < K * D: BADGE's gradient embedding (`blindspots.mine.badge_embedding`: the
+- `al_badge__{M}__{j}`, j < K * D: BADGE's gradient embedding (`blindspots.mine.model_columns.badge_embedding`: the
   classifier layer's weight gradient of the pixel cross-entropy with the model's own hard prediction);
   only when asked for (not in the default kinds: K x D columns per model).
 
@@ -34,9 +34,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from blindspots.mine.badge_embedding import check_head, gradient_embedding
-from blindspots.mine.head_output import post_head as _post_head, to_proba as _to_proba
-from blindspots.mine.columns import (
+from blindspots.mine.model_columns.badge_embedding import check_head, gradient_embedding
+from blindspots.mine.model_columns.head_output import post_head as _post_head, to_proba as _to_proba
+from blindspots.mine.model_columns.names import (
     DEFAULT_KINDS, KINDS, badge_column, bald_column, feature_column, margin_column, part_name,
 )
 from blindspots.scan import schema

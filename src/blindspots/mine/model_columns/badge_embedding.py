@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from blindspots.mine.head_output import post_head, to_proba
+from blindspots.mine.model_columns.head_output import post_head, to_proba
 
 
 def check_head(head: torch.nn.Module, layer: str) -> None:

@@ -6,7 +6,7 @@ the smallest gap is queried first. For segmentation the per-pixel margins are ag
 their mean over all pixels, the image-level aggregation of "Best Practices in Active Learning for
 Semantic Segmentation" (Mittal, Niemeijer, Schäfer & Brox 2023, arXiv:2302.04075).
 
-Reads `al_margin__{M}` (`blindspots.mine.acquisition`, added once per pool by
+Reads `al_margin__{M}` (`blindspots.mine.model_columns.acquisition`, added once per pool by
 `add_acquisition_columns` or `blindspots mine --strategy margin --model SPEC`).
 
 Public API: `MarginSampler(target=None)`, `.select(table, n=None, *, seed=0)` -> DataFrame
@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.columns import margin_column
-from blindspots.mine.base import (
+from blindspots.mine.model_columns.names import margin_column
+from blindspots.mine.samplers.base import (
     Sampler, check_n, check_table, column, dumps_reason, ids_at, result_frame, top_n_indices, usable_mask,
 )
-from blindspots.mine.columns import model_with_column
+from blindspots.mine.model_columns.names import model_with_column
 
 
 class MarginSampler(Sampler):

@@ -3,17 +3,17 @@
 Rating an image costs a small part of drawing its mask, so M can be broad: each proposer fills its share of
 M with its own best picks,
 
-- "mad": the paper's MAD competition (`mine.mad`), failures where the target and a competitor disagree;
+- "mad": the paper's MAD competition (`mine.samplers.mad`), failures where the target and a competitor disagree;
 - "margin": the target's least sure images (`al_margin__T`; the scan's mean entropy when the margin
   column is absent);
 - "coreset": k-center greedy on the target's pooled features, centred on everything labelled (`centers`);
-- "shared": MAD+'s shared doubt (`mine.madplus`), images where every model agrees but all are unsure;
+- "shared": MAD+'s shared doubt (`mine.samplers.madplus`), images where every model agrees but all are unsure;
 - "surprise": the target's surprise adequacy, where the scan has it.
 
 A proposer whose columns the table lacks is left out and its share spread over the others (the reason
-records the shares used). The shares come from `mine.bandit.ProposerShares` (EXP3 over proposers, adapted
+records the shares used). The shares come from `mine.samplers.bandit.ProposerShares` (EXP3 over proposers, adapted
 to what each one's picks bought; `PRIOR` before the first round). People rate all of M; which rated images
-get masks is `mine.teach` ("teach" or the paper's "lowest_mos").
+get masks is `mine.samplers.teach` ("teach" or the paper's "lowest_mos").
 
 Public API: `PortfolioSampler(target=None, competitors=None, *, shares=None, centers=None, distance="pixel",
 n3=25, ranges=None, classes=None)`, `.select(table, n=None, *, seed=0)` -> DataFrame `id, score, reason,
@@ -30,15 +30,15 @@ import numpy as np
 import pandas as pd
 
 from blindspots.data.classes import Classes
-from blindspots.mine.bandit import PRIOR, allocate
-from blindspots.mine.base import Sampler, check_n, check_table, dumps_reason, ids_at, result_frame
-from blindspots.mine.columns import column_models, margin_column
-from blindspots.mine.coreset import CoreSetSampler
-from blindspots.mine.entropy import EntropySampler
-from blindspots.mine.mad import MADSampler
-from blindspots.mine.madplus import MADPlusSampler
-from blindspots.mine.margin import MarginSampler
-from blindspots.mine.surprise import SurpriseSampler
+from blindspots.mine.samplers.bandit import PRIOR, allocate
+from blindspots.mine.samplers.base import Sampler, check_n, check_table, dumps_reason, ids_at, result_frame
+from blindspots.mine.model_columns.names import column_models, margin_column
+from blindspots.mine.samplers.coreset import CoreSetSampler
+from blindspots.mine.samplers.entropy import EntropySampler
+from blindspots.mine.samplers.mad import MADSampler
+from blindspots.mine.samplers.madplus import MADPlusSampler
+from blindspots.mine.samplers.margin import MarginSampler
+from blindspots.mine.samplers.surprise import SurpriseSampler
 from blindspots.scan import schema
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class PortfolioSampler(Sampler):
     """M from several proposers in proportion to `shares` (see the module docstring).
 
     target, competitors, distance, n3, ranges, classes: MAD's settings (also MAD+'s shared doubt's).
-    shares: proposer -> share of M (any positive numbers; None: `mine.bandit.PRIOR`, normalised). A
+    shares: proposer -> share of M (any positive numbers; None: `mine.samplers.bandit.PRIOR`, normalised). A
         proposer left out of `shares` proposes nothing.
     centers: float [L, D] pooled features of every labelled image (core-set's centres), or None.
     """

@@ -1,6 +1,6 @@
 """MAD+: the MAD competition plus a share of the budget for failures every model shares.
 
-MAD (`blindspots.mine.mad`, Eq. 2 of "Efficiently troubleshooting image segmentation models with
+MAD (`blindspots.mine.samplers.mad`, Eq. 2 of "Efficiently troubleshooting image segmentation models with
 human-in-the-loop") picks images where the target and a competitor *disagree*. A failure the target and
 every competitor share makes no disagreement, so MAD never picks it. MAD+ keeps MAD for most of the
 budget and spends a share `shared` of it on images where the models *agree* but are all unsure or
@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 
 from blindspots.data.classes import Classes
-from blindspots.mine.base import check_n, check_table, column, dumps_reason, ids_at, result_frame, top_n_indices, \
+from blindspots.mine.samplers.base import check_n, check_table, column, dumps_reason, ids_at, result_frame, top_n_indices, \
     usable_mask
-from blindspots.mine.mad import MADSampler
+from blindspots.mine.samplers.mad import MADSampler
 from blindspots.scan import schema
 
 SHARED_DEFAULT = 0.1

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.base import (
+from blindspots.mine.samplers.base import (
     Sampler, check_n, check_table, column, dumps_reason, ids_at, result_frame, top_n_indices, usable_mask,
 )
 from blindspots.scan import schema
@@ -117,7 +117,7 @@ class QBCSampler(Sampler):
             target = found[0]
         if target is None or target not in found:
             raise ValueError(f"target: expected a model with a `{head}{{T}}` column {found}, got {target!r}; add "
-                             "them with blindspots.mine.qbc.CommitteeColumns (the target and its competitors)")
+                             "them with blindspots.mine.samplers.qbc.CommitteeColumns (the target and its competitors)")
         values = column(table, qbc_column(target, self.measure))
         cand = np.flatnonzero(usable_mask(table))
         top = top_n_indices(values, len(cand) if n is None else n, cand)

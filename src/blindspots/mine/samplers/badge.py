@@ -3,7 +3,7 @@
 Ash, Zhang, Krishnamurthy, Langford & Agarwal 2020, "Deep Batch Active Learning by Diverse, Uncertain
 Gradient Lower Bounds" (ICLR, arXiv:1906.03671), Algorithm 1: embed every unlabelled image by the gradient
 of the last layer's loss w.r.t. its weights, with the model's own hard prediction as the label
-(`al_badge__{M}__{j}`, `blindspots.mine.badge_embedding`; for a segmenter the mean over the output's
+(`al_badge__{M}__{j}`, `blindspots.mine.model_columns.badge_embedding`; for a segmenter the mean over the output's
 pixels of the per-pixel embeddings (p_u - e_{y_hat_u}) (x) h_u, computed as one contraction, never as
 pixels x K x D), then pick the batch by k-means++ seeding (Arthur & Vassilvitskii 2007) over those
 embeddings. The embedding's norm grows with the model's uncertainty (a confident prediction has
@@ -30,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.base import Sampler, check_n, check_table, dumps_reason, ids_at, result_frame, usable_mask
-from blindspots.mine.columns import feature_columns, model_with_column
+from blindspots.mine.samplers.base import Sampler, check_n, check_table, dumps_reason, ids_at, result_frame, usable_mask
+from blindspots.mine.model_columns.names import feature_columns, model_with_column
 
 _CHUNK = 2048  # rows of x whose distance to a new pick are computed at once (bounds the temporary)
 
