@@ -570,7 +570,7 @@ def main(argv: list[str] | None = None) -> dict:
                   f"({time.perf_counter() - t:.0f} s, loadavg "
                   f"{os.getloadavg()[0]:.1f})", flush=True)
     table, cost_sweep = print_tables(runs, pool_counts, recall_view(args.dataset))
-    from blindspots.report.label_efficiency import RESULTS, label_efficiency_figure
+    from blindspots.report.pages.label_efficiency import RESULTS, label_efficiency_figure
 
     fig = label_efficiency_figure(table, args.figure or args.work / "label_efficiency.png")
     out = {"dataset": args.dataset, "args": {k_: str(v) for k_, v in vars(args).items()}, "runs": runs,

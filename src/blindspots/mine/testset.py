@@ -180,7 +180,7 @@ def ranking_stability(confusions: Mapping[str, np.ndarray], *, ks: Sequence[int]
         many random image orders (seeded) and averages.
     Returns DataFrame [k, srcc, srcc_std] (srcc over the models whose mIoU is finite at both k; NaN when a
     ranking is constant or fewer than two models have one). The one SRCC rule: the round page's
-    `report.ranking.topk_srcc` calls it.
+    `report.viewmodels.ranking.topk_srcc` calls it.
     """
     if len(confusions) < 2:
         raise ValueError(f"confusions: expected at least 2 models to rank, got {len(confusions)}")

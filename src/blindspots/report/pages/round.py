@@ -5,7 +5,7 @@ Sections: where the round stands (its steps); Table 1 (every model's mIoU on T0 
 the mined candidates M as a gallery with their MOS and ratings, the MOS histogram and the spread
 of ratings per image; S with the human mask and the target's prediction before and after
 fine-tuning; per-class IoU changes on the round's labelled images; the failure scenarios and the
-engines' sections when there are any. `round_view.build_round_view` computes what is shown (one
+engines' sections when there are any. `viewmodels.round.build_round_view` computes what is shown (one
 `RoundView`), the Jinja template `templates/round.html` lays it out (autoescaped).
 """
 from __future__ import annotations
@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from blindspots.loop import Project
-from blindspots.report.engine_sections import engine_sections
+from blindspots.report.pages.engine_sections import engine_sections
 from blindspots.report.html import REPORT_CSS, output_folder
-from blindspots.report.label_efficiency import sampler_comparison_blocks
+from blindspots.report.pages.label_efficiency import sampler_comparison_blocks
 from blindspots.report.render import render, write_page
-from blindspots.report.round_view import RoundView, build_round_view, class_iou_before_after
-from blindspots.report.scenario_section import scenario_blocks
+from blindspots.report.viewmodels.round import RoundView, build_round_view, class_iou_before_after
+from blindspots.report.pages.scenario_section import scenario_blocks
 from blindspots.report.scenario_votes import scenario_names, vote_prefix
 from blindspots.scan.manifest import load_manifest, scan_pool_source
 from blindspots.scenarios.segmentation import find_scenarios

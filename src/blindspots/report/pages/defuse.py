@@ -21,9 +21,9 @@ import pandas as pd
 
 from blindspots._validation import check_int
 from blindspots.defuse.table import AGREEMENT_FILE, TABLE_FILE, format_table
-from blindspots.report.copied import copy_figure, frame_table
+from blindspots.report.viewmodels.copied import copy_figure, frame_table
 from blindspots.report.html import REPORT_CSS, output_folder, write_index
-from blindspots.report.views import Block, Figures, Heading, Nav, Pre, Text
+from blindspots.report.viewmodels.blocks import Block, Figures, Heading, Nav, Pre, Text
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from blindspots.report.html import rel_url
-from blindspots.report.views import Image, Table
+from blindspots.report.viewmodels.blocks import Image, Table
 
 
 def copy_figure(src: Path, out: Path, name: str, caption: str) -> Image:

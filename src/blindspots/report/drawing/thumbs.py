@@ -11,8 +11,8 @@ import numpy as np
 from PIL import Image
 
 from blindspots.data.sources import load_or_reason
-from blindspots.report.overlays import hex_colour
-from blindspots.report.views import LegendItem
+from blindspots.report.drawing.overlays import hex_colour
+from blindspots.report.viewmodels.blocks import LegendItem
 
 __all__ = ["JPEG_QUALITY", "Figure", "read_image", "save_jpeg", "legend_items"]
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from blindspots.report.defuse_page import (defuse_scenario_section, figure_block, find_defuse_parts, honest_section,
+from blindspots.report.pages.defuse import (defuse_scenario_section, figure_block, find_defuse_parts, honest_section,
                                           is_defuse_dir, other_figures, sweep_blocks)
-from blindspots.report.labels_page import is_label_issues_dir, label_issues_sections
-from blindspots.report.surprise_page import is_surprise_dir, surprise_sections
-from blindspots.report.views import Block, Figures, Group, Heading, Text, code
+from blindspots.report.pages.label_issues import is_label_issues_dir, label_issues_sections
+from blindspots.report.pages.surprise import is_surprise_dir, surprise_sections
+from blindspots.report.viewmodels.blocks import Block, Figures, Group, Heading, Text, code
 
 ENGINE_TITLES = {"labels": "Label issues", "surprise": "Surprise adequacy", "defuse": "Defuse failure scenarios"}
 SKIP = {"scans", "checkpoints", "reports", "masks", "cache"}  # the project's own folders, never engine outputs

@@ -13,9 +13,9 @@ from pathlib import Path
 
 
 from blindspots._validation import check_int
-from blindspots.report.copied import copy_figure, frame_table, read_table
+from blindspots.report.viewmodels.copied import copy_figure, frame_table, read_table
 from blindspots.report.html import output_folder, write_index
-from blindspots.report.views import Block, Figures, Heading, Nav, Table, Text
+from blindspots.report.viewmodels.blocks import Block, Figures, Heading, Nav, Table, Text
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import numpy as np
 from blindspots.human.cost import C_REGION
 from blindspots.loop import Project
 from blindspots.loop import regions as rq
-from blindspots.report.overlays import overlay, resize_labels
+from blindspots.report.drawing.overlays import overlay, resize_labels
 
 __all__ = ["region_layer"]
 

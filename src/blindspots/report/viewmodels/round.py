@@ -1,5 +1,5 @@
 """What the round page shows, computed once: `RoundView` (numbers, table rows, figure and thumbnail
-files written beside the page) for the template `templates/round.html` (`round_page`).
+files written beside the page) for the template `templates/round.html` (`pages/round.py`).
 
 The project is read only through `blindspots.loop` (Project's query methods, `leaderboard_frame`,
 `target_column`) and the scan through `blindspots.scan`; a section whose data does not exist yet
@@ -21,15 +21,15 @@ from blindspots.loop import Project, leaderboard_frame, masks_needed, target_col
 from blindspots.loop.progress import rating_progress
 from blindspots.metrics import confusion_matrix, iou_per_class
 from blindspots.mine.reasons import describe
-from blindspots.report import figures
-from blindspots.report.agreement import agreement_summary, per_image_agreement
-from blindspots.report.gallery import IMAGE_LAYER, gallery_blocks
+from blindspots.report.drawing import figures
+from blindspots.report.viewmodels.agreement import agreement_summary, per_image_agreement
+from blindspots.report.pages.gallery import IMAGE_LAYER, gallery_blocks
 from blindspots.report.html import rel_url
-from blindspots.report.overlays import overlay, thumbnail
-from blindspots.report.ranking import topk_srcc
-from blindspots.report.region_thumbs import region_layer
-from blindspots.report.thumbs import Figure, legend_items, read_image, save_jpeg
-from blindspots.report.views import Pick, Table
+from blindspots.report.drawing.overlays import overlay, thumbnail
+from blindspots.report.viewmodels.ranking import topk_srcc
+from blindspots.report.drawing.region_thumbs import region_layer
+from blindspots.report.drawing.thumbs import Figure, legend_items, read_image, save_jpeg
+from blindspots.report.viewmodels.blocks import Pick, Table
 from blindspots.scan import find_map
 from blindspots.scan.manifest import scan_pool_source
 

@@ -20,9 +20,9 @@ import pandas as pd
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
 from blindspots.report.html import BASE_CSS, rel_url, write_index
-from blindspots.report.overlays import clear_classes, colorize, overlay, resize_labels, thumbnail, thumbnail_size
-from blindspots.report.thumbs import Figure, legend_items, read_image, save_jpeg
-from blindspots.report.views import Block, Heading, Pick, Text
+from blindspots.report.drawing.overlays import clear_classes, colorize, overlay, resize_labels, thumbnail, thumbnail_size
+from blindspots.report.drawing.thumbs import Figure, legend_items, read_image, save_jpeg
+from blindspots.report.viewmodels.blocks import Block, Heading, Pick, Text
 from blindspots.scan import maps as map_files
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.manifest import load_manifest, scan_pool_source

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from blindspots._validation import check_int
-from blindspots.report import figures
-from blindspots.report.gallery import gallery_blocks
+from blindspots.report.drawing import figures
+from blindspots.report.pages.gallery import gallery_blocks
 from blindspots.report.html import output_folder, rel_url, write_index
-from blindspots.report.views import Block, Figures, Heading, Image, Nav, Table, Text, bold
+from blindspots.report.viewmodels.blocks import Block, Figures, Heading, Image, Nav, Table, Text, bold
 from blindspots.scan import read_score_table, schema
 from blindspots.scan.manifest import load_manifest
 

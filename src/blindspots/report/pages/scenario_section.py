@@ -8,12 +8,12 @@ from typing import Any
 from markupsafe import Markup
 
 from blindspots import ids as id_rules
-from blindspots.report.gallery import IMAGE_LAYER
+from blindspots.report.pages.gallery import IMAGE_LAYER
 from blindspots.report.html import rel_url
-from blindspots.report.overlays import thumbnail
+from blindspots.report.drawing.overlays import thumbnail
 from blindspots.report.render import render_blocks
-from blindspots.report.thumbs import Figure, read_image, save_jpeg
-from blindspots.report.views import Block, ScenarioCard, Table, Text
+from blindspots.report.drawing.thumbs import Figure, read_image, save_jpeg
+from blindspots.report.viewmodels.blocks import Block, ScenarioCard, Table, Text
 
 
 def scenario_blocks(found: Any, out: Path, pool_root: Path, *, n_effects: int = 5, max_side: int = 160,

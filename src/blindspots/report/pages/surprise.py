@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from blindspots._validation import check_int
-from blindspots.report.copied import copy_figure, frame_table
+from blindspots.report.viewmodels.copied import copy_figure, frame_table
 from blindspots.report.html import output_folder, write_index
-from blindspots.report.views import Block, Figures, Heading, Nav, Text, code
+from blindspots.report.viewmodels.blocks import Block, Figures, Heading, Nav, Text, code
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def is_surprise_dir(root: str | Path) -> bool:
 def surprise_sections(root: Path, out: Path, *, n: int = 12, level: int = 2, anchor: str = "",
                       fig_dir: str = "") -> list[Block]:
     """The page's sections as view-model blocks for a checked `root` (level, anchor, fig_dir: as
-    `labels_page.label_issues_sections`)."""
+    `label_issues.label_issues_sections`)."""
     parts: list[Block] = [
         Heading("Table 3: surprise vs IoU (Spearman)", anchor + "table3", level),
         Text.of("Per class group: Spearman correlation of the image-level surprise adequacy with the IoU (negative: "

@@ -20,7 +20,7 @@ import pandas as pd
 
 from blindspots.report.html import rel_url
 from blindspots.report.render import render_blocks
-from blindspots.report.views import Block, Figures, Heading, Image, Table, Text, code
+from blindspots.report.viewmodels.blocks import Block, Figures, Heading, Image, Table, Text, code
 
 RESULTS = "label_efficiency.json"
 # samplers whose candidates people rate first: drawn as solid lines
