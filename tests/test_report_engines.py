@@ -15,7 +15,7 @@ from blindspots.defuse.grids import save_grid
 from blindspots.defuse.plots import plot_scenario_grids, plot_tradeoff
 from blindspots.report.pages.defuse import find_defuse_parts, write_defuse_report
 from blindspots.report.pages.label_issues import write_label_issues_report
-from blindspots.scenarios.review import ReviewSet, decide_scenarios, export_review
+from blindspots.scenarios.review_set import ReviewSet, decide_scenarios, export_review
 from test_labels_cli import _write_set
 from test_rounds import make_config, world  # noqa: F401  (the module-scoped scenes + models fixture)
 

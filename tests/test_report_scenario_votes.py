@@ -11,7 +11,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from blindspots.app import create_app
-from blindspots.app.store import AppStore
+from blindspots.app.tables import AppStore
 from blindspots import loop
 from blindspots.loop.project import Project
 from blindspots.report.pages.round import round_scenarios

@@ -22,7 +22,7 @@ import pandas as pd
 from PIL import Image
 
 from blindspots.app.quote import quote
-from blindspots.app.store import AppStore
+from blindspots.app.tables import AppStore
 from blindspots.data.classes import Classes
 from blindspots.data.formats.masks import read_mask
 from blindspots.data.sources.decode import decode_image

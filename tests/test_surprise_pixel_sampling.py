@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from blindspots.surprise.sampler import cap_per_class, choose_images, sample_pixels
+from blindspots.surprise.pixel_sampling import cap_per_class, choose_images, sample_pixels
 
 
 @settings(max_examples=30, deadline=None)
