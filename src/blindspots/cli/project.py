@@ -194,8 +194,7 @@ def refresh_round_page(project: Path, round: int) -> None:
 
 def leaderboard(project: Path = typer.Argument(..., help="Project folder.")) -> None:
     """Print Table 1: every model's mIoU on T0 and on each unbiased test set T(i)."""
-    from blindspots.loop import leaderboard_frame
-    from blindspots.mine import format_leaderboard
+    from blindspots.loop import format_leaderboard, leaderboard_frame
 
     df = leaderboard_frame(open_project(project))
     typer.echo(format_leaderboard(df) if len(df) else "no round has been evaluated yet")

@@ -1,6 +1,6 @@
 """Selection strategies over the score table: MAD, MAD+, entropy, margin, BALD, PowerBALD, core-set,
 BADGE, surprise, random (`mine.samplers.registry` holds the one list; `mine.model_columns.acquisition` adds the columns the model-based
-ones read, and imports torch only there), and unbiased test sets."""
+ones read, and imports torch only there), and the unbiased test-set rule."""
 from blindspots.mine.samplers.badge import BADGESampler, kmeans_pp_seeding
 from blindspots.mine.samplers.bald import BALDSampler, PowerBALDSampler
 from blindspots.mine.samplers.base import Sampler
@@ -14,9 +14,9 @@ from blindspots.mine.samplers.random import RandomSampler
 from blindspots.mine.run import mine_scan, write_picks
 from blindspots.mine.samplers.registry import SAMPLERS, make_sampler, needs_model, sampler_names, sampler_settings
 from blindspots.mine.samplers.surprise import SurpriseSampler
-from blindspots.mine.testset import format_leaderboard, ranking_stability
+from blindspots.mine.testset import build_test_set, main_foreground_class
 
 __all__ = ["BADGESampler", "BALDSampler", "CoreSetSampler", "EntropySampler", "MADPlusSampler", "MADSampler", "MarginSampler",
            "PowerBALDSampler", "RandomSampler", "SAMPLERS", "Sampler", "SurpriseSampler", 
-           "class_area_ranges", "format_leaderboard", "k_center_greedy", "missing_kinds", "kmeans_pp_seeding", "make_sampler", "mine_scan", "needs_model", "ranking_stability", "sampler_names",
+           "build_test_set", "class_area_ranges", "k_center_greedy", "missing_kinds", "kmeans_pp_seeding", "main_foreground_class", "make_sampler", "mine_scan", "needs_model", "sampler_names",
            "sampler_settings", "write_picks"]

@@ -4,7 +4,7 @@ set T grows?
 The models are ranked by mIoU on the top-k images of T (T ordered by MOS, lowest first: the most
 confirmed failures first); each top-k ranking is compared with the ranking at the largest k (all of
 T, the reference) by Spearman's rank correlation (SRCC), for k from half of T up to all of it. SRCC
-of the mIoU values equals the SRCC of the rankings they induce. The SRCC is `mine.ranking_stability`'s
+of the mIoU values equals the SRCC of the rankings they induce. The SRCC is `loop.ranking.ranking_stability`'s
 (one rule); this module picks the page's k range and adds each model's mIoU at each k.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from blindspots.metrics import mean_iou
-from blindspots.mine import ranking_stability
+from blindspots.loop.ranking import ranking_stability
 
 
 def topk_srcc(confusions: Mapping[str, np.ndarray], k_min: int | None = None) -> pd.DataFrame:
