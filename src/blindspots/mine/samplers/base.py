@@ -36,7 +36,9 @@ RESULT_COLUMNS = ("id", "score", "reason")
 class Sampler(ABC):
     """Base class: a selection strategy over the score table.
 
-    Subclasses implement `select`; the helpers below do the common validation.
+    Subclasses implement `select`; the helpers below do the common validation. A sampler that ranks by one
+    score per row also gives it as `score_samples(table) -> float64 [N]` in table order, higher picked first
+    (scikit-learn's name for per-sample scores), and its `select` ranks the usable rows by it.
     """
 
     @abstractmethod

@@ -3,7 +3,8 @@ prediction has the highest mean per-pixel entropy.
 
 Public API (stable): `EntropySampler(target=None, *, column_prefix="entropy")`,
 `.select(table, n=None, *, seed=0)` -> DataFrame `id, score, reason` (score = mean entropy of
-the target's softmax, nats), highest first; ties keep table order.
+the target's softmax, nats), highest first; ties keep table order. `.score_samples(table)` -> float64 [N],
+that score for every row of the table (scikit-learn's name for per-sample scores).
 """
 from __future__ import annotations
 
@@ -37,20 +38,32 @@ class EntropySampler(Sampler):
             return models[0]
         return infer_target(table, "dpa")
 
+    def _values(self, table: pd.DataFrame) -> tuple[str, np.ndarray]:
+        """(target, its mean entropy or max-probability per row: float64 [N])."""
+        if self.column_prefix not in ("entropy", "maxprob"):
+            raise ValueError(f"column_prefix: expected 'entropy' or 'maxprob', got {self.column_prefix!r}")
+        check_table(table, [])
+        target = self._target(table)
+        col = schema.confidence(self.column_prefix, target)
+        check_table(table, [col])
+        return target, column(table, col)
+
+    def _key(self, values: np.ndarray) -> np.ndarray:
+        return values if self.column_prefix == "entropy" else -values  # least confident first
+
+    def score_samples(self, table: pd.DataFrame) -> np.ndarray:
+        """The score `select` ranks by, for every row: float64 [N] in table order (higher is picked first):
+        the target's mean entropy, or minus its mean max-probability for column_prefix="maxprob"."""
+        return self._key(self._values(table)[1])
+
     def select(self, table: pd.DataFrame, n: int | None = None, *, seed: int = 0) -> pd.DataFrame:
         """Top-n usable rows by target entropy (n None: every usable row, ranked).
 
         seed: accepted for the common interface; the ranking is deterministic.
         """
-        if self.column_prefix not in ("entropy", "maxprob"):
-            raise ValueError(f"column_prefix: expected 'entropy' or 'maxprob', got {self.column_prefix!r}")
-        check_table(table, [])
         n = check_n(n)
-        target = self._target(table)
-        col = schema.confidence(self.column_prefix, target)
-        check_table(table, [col])
-        values = column(table, col)
-        key = values if self.column_prefix == "entropy" else -values  # least confident first
+        target, values = self._values(table)
+        key = self._key(values)
         cand = np.flatnonzero(usable_mask(table))
         top = top_n_indices(key, len(cand) if n is None else n, cand)
         reasons = [dumps_reason({"strategy": self.column_prefix, "target": target, "value": round(float(v), 6)})

@@ -11,6 +11,7 @@ Reads `al_margin__{M}` (`blindspots.mine.model_columns.acquisition`, added once 
 
 Public API: `MarginSampler(target=None)`, `.select(table, n=None, *, seed=0)` -> DataFrame
 `id, score, reason`, score = 1 - mean margin (higher = picked first); ties keep table order.
+`.score_samples(table)` -> float64 [N]: that score for every row (scikit-learn's name for per-sample scores).
 """
 from __future__ import annotations
 
@@ -33,12 +34,21 @@ class MarginSampler(Sampler):
     def __init__(self, target: str | None = None) -> None:
         self.target = target
 
+    def _margins(self, table: pd.DataFrame) -> tuple[str, np.ndarray]:
+        """(target, its mean pixel margin per row: float64 [N])."""
+        check_table(table, [])
+        target = model_with_column(table, "margin", self.target)
+        return target, column(table, margin_column(target))
+
+    def score_samples(self, table: pd.DataFrame) -> np.ndarray:
+        """The score `select` ranks by, for every row: 1 - the target's mean pixel margin, float64 [N] in table
+        order (higher is picked first)."""
+        return 1.0 - self._margins(table)[1]
+
     def select(self, table: pd.DataFrame, n: int | None = None, *, seed: int = 0) -> pd.DataFrame:
         """Top-n usable rows by 1 - mean margin. seed: accepted for the common interface (deterministic)."""
-        check_table(table, [])
         n = check_n(n)
-        target = model_with_column(table, "margin", self.target)
-        margin = column(table, margin_column(target))
+        target, margin = self._margins(table)
         key = 1.0 - margin
         cand = np.flatnonzero(usable_mask(table))
         top = top_n_indices(key, len(cand) if n is None else n, cand)

@@ -8,7 +8,8 @@ Columns (``blindspots.surprise.image.surprise_columns``, added to a scan folder 
 kind in {mdsa, lsa, dsa}.
 
 Public API: ``SurpriseSampler(target=None, *, kind="mdsa", class_id=None, order="high")``,
-``.select(table, n=None, *, seed=0)`` -> DataFrame ``id, score, reason`` in priority order.
+``.select(table, n=None, *, seed=0)`` -> DataFrame ``id, score, reason`` in priority order,
+``.score_samples(table)`` -> float64 [N]: the score it ranks by, for every row (scikit-learn's name).
 """
 from __future__ import annotations
 
@@ -60,11 +61,8 @@ class SurpriseSampler(Sampler):
                              f"{target!r}; add them with `blindspots surprise score --scan ... --name {target}`")
         return target, schema.surprise(self.kind, target, self.class_id)
 
-    def select(self, table: pd.DataFrame, n: int | None = None, *, seed: int = 0) -> pd.DataFrame:
-        """Top-n usable rows by surprise (n None: every row with a finite surprise, ranked).
-
-        seed: accepted for the common interface; the ranking is deterministic (ties keep table order).
-        """
+    def _values(self, table: pd.DataFrame) -> tuple[str, np.ndarray]:
+        """(target, its surprise per row: float64 [N], NaN where the image has none)."""
         if self.kind not in KINDS:
             raise ValueError(f"kind: expected one of {KINDS}, got {self.kind!r}")
         if self.order not in ("high", "low"):
@@ -72,11 +70,26 @@ class SurpriseSampler(Sampler):
         if self.class_id is not None and (isinstance(self.class_id, bool) or int(self.class_id) < 0):
             raise ValueError(f"class_id: expected None or a class id >= 0, got {self.class_id!r}")
         check_table(table, [])
-        n = check_n(n)
         target, col = self._column(table)
         check_table(table, [col])
-        values = column(table, col)
-        key = values if self.order == "high" else -values
+        return target, column(table, col)
+
+    def score_samples(self, table: pd.DataFrame) -> np.ndarray:
+        """The score `select` ranks by, for every row: the surprise, negated for order="low"; float64 [N] in
+        table order (higher is picked first; NaN where an image has no surprise, never picked)."""
+        return self._key(self._values(table)[1])
+
+    def _key(self, values: np.ndarray) -> np.ndarray:
+        return values if self.order == "high" else -values
+
+    def select(self, table: pd.DataFrame, n: int | None = None, *, seed: int = 0) -> pd.DataFrame:
+        """Top-n usable rows by surprise (n None: every row with a finite surprise, ranked).
+
+        seed: accepted for the common interface; the ranking is deterministic (ties keep table order).
+        """
+        n = check_n(n)
+        target, values = self._values(table)
+        key = self._key(values)
         cand = np.flatnonzero(usable_mask(table))
         top = top_n_indices(key, len(cand) if n is None else n, cand)
         reasons = [dumps_reason({"strategy": "surprise", "kind": self.kind, "target": target,
