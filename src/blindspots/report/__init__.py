@@ -1,5 +1,6 @@
 """Reports: self-contained HTML pages (galleries of picks, the scan page, the round report, the engines' pages)
-that open offline, rendered from view-models (`views.py`) by autoescaped Jinja templates (`templates/`)."""
+that open offline, rendered from view-models (`viewmodels/`) by autoescaped Jinja templates (`templates/`); the pages
+in `pages/`, what they draw in `drawing/`."""
 from blindspots.report.pages.defuse import is_defuse_dir, write_defuse_report
 from blindspots.report.pages.gallery import gallery_blocks, write_gallery
 from blindspots.report.pages.label_issues import is_label_issues_dir, write_label_issues_report
