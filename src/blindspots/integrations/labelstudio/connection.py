@@ -42,7 +42,7 @@ class Connection:
         pid = self.masks_project if kind == "masks" else self.ratings_project
         if pid is None:
             raise ValueError(f"{kind}: expected a Label Studio project for {kind}, got none (connect the project "
-                             f"to Label Studio again)")
+                             "to Label Studio again)")
         return int(pid)
 
     def pushed(self, kind: str) -> dict[int, dict[str, Any]]:
