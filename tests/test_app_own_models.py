@@ -448,7 +448,7 @@ def test_photos_added_to_the_pool_between_rounds_are_one_clear_error(tmp_path: P
 
     with pytest.raises(ValueError, match=r"pool.root: expected the 12 images the project's first scan read, got 1 "
                                          r"added and 1 removed since \(e.g. added \['new_photo.png'\], removed "
-                                         r"\['img01.png'\]\).*blindspots init"):
+                                         r"\['img01.png'\]\).*or create a new project on the new pool$"):
         STEP_REGISTRY["scan"].run(LoopContext(Project.open(proj), simulate=False, progress=False), 0, 0)
 
 
@@ -459,7 +459,8 @@ def test_surprise_strategy_without_surprise_columns_says_how_to_add_them(tmp_pat
     proj = tmp_path / "proj"
     code, out = cli("round", proj)
     assert code == 2 and "mining.strategy: 'surprise' expected surprise columns of 'target_v0'" in out, out
-    assert "blindspots surprise fit" in out and f"--scan {proj / 'scans'} --name target_v0" in out, out
+    assert "blindspots.surprise.fit_estimator" in out and f"to the scan {str(proj / 'scans')!r}" in out, out
+    assert "add_surprise(estimator, name='target_v0')" in out and "the `surprise score --scan` command" in out, out
     assert "frac__" not in out, out
 
 

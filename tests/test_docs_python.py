@@ -52,6 +52,9 @@ def test_python_page_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixtu
     scan, picks, project, status = ns["scan"], ns["picks"], ns["project"], ns["status"]
     assert len(scan.table) == len(pool.ids) and set(scan.maps(ns["first"])) == {"target", "competitor"}
     assert 0 < len(picks) <= 10 and (tmp_path / "runs/own/mad/index.html").is_file()
+    issues = ns["issues"].images  # every pool image has a true mask; the tiny target disagrees with most
+    assert sorted(Path(i).stem for i in issues["id"]) == sorted(pool.ids) and list(issues["rank"]) == list(range(1, len(pool.ids) + 1))
+    assert (tmp_path / "runs/own/label-issues/images.csv").is_file() and issues["issue_pixels"].sum() > 0
     assert ns["columns"] and all(c.startswith("surprise_mdsa__target") for c in ns["columns"])
     assert set(ns["columns"]) <= set(scan.table.columns) and 0 < len(ns["surprising"]) <= 5
     # the page's claim: no fine-tuning data, so the round exports S ∪ T and says what to do as calls

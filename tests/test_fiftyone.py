@@ -283,7 +283,7 @@ def test_cli_errors_are_one_line(world: Path, tmp_path: Path) -> None:
     assert res.exit_code == 2 and "source: expected a scan folder" in res.output
     res = CliRunner().invoke(app, ["fiftyone", str(tmp_path / "missing"), "--dataset", "x"])
     assert res.exit_code == 2 and "not a folder" in res.output
-    with pytest.raises(ValueError, match="picks: expected a `blindspots mine --out` folder"):
+    with pytest.raises(ValueError, match="picks: expected a folder of mined picks with picks.csv"):
         scan_samples(world / "project" / "scans", picks=[tmp_path], maps_dir=tmp_path / "m", progress=False)
     with pytest.raises(ValueError, match="pool: expected an existing folder"):
         scan_samples(world / "project" / "scans", pool_root=tmp_path / "nope", progress=False)

@@ -110,8 +110,9 @@ def test_surprise_without_columns_of_its_kind_names_the_missing_columns_not_the_
     """`mine -s surprise --kind lsa` on a scan with MDSA columns only said "could not infer the model ...
     pass target=", though no target would help: the LSA columns are missing."""
     t = dup_table()  # surprise_mdsa__t only
-    with pytest.raises(ValueError, match=r"kind: expected `surprise_lsa__<model>` columns.*blindspots surprise "
-                                         r"score.*got none \(surprise columns here: \['surprise_mdsa__t'\]\)"):
+    with pytest.raises(ValueError, match=r"kind: expected `surprise_lsa__<model>` columns.*Scan.add_surprise.*"
+                                         r"`surprise score --scan` command\), got none "
+                                         r"\(surprise columns here: \['surprise_mdsa__t'\]\)"):
         make_sampler("surprise", kind="lsa").select(t, 5)
     t["surprise_mdsa__u"] = t["surprise_mdsa__t"]
     with pytest.raises(ValueError, match=r"target: could not infer"):  # two models: which one is a real question

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import blindspots
-from blindspots.data.scenes import generate_scene_set
+from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
 from test_docs_python import tiny_competitor, tiny_target  # noqa: F401 - the specs below import them
 
 TARGET = {"target": "test_docs_python:tiny_target"}
@@ -100,3 +100,49 @@ def test_workflows_that_run_models_keep_freed_memory_as_the_commands_do(world: d
                                         competitors=COMPETITORS, scan=world["scan"])
     project.advance(max_steps=0, progress=False)
     assert calls == ["scan", "advance"] and {"scan", "round"} <= MODEL_COMMANDS
+
+
+def test_label_issues_of_a_scanned_pool_flag_the_wrong_mask_as_the_command_does(world: dict, tmp_path: Path) -> None:
+    """`Scan.label_issues`: people's masks of the scanned pool judged by a model; the same tables as the
+    `label-issues` command on the same images, masks and model (both call `labels.write_label_issues`)."""
+    from PIL import Image
+    from typer.testing import CliRunner
+
+    from blindspots.cli import app
+
+    root, scan = world["root"], world["scan"]
+    ids = sorted(scan.table["id"])
+    masks, probs = tmp_path / "masks", tmp_path / "probs"  # the model: probabilities that agree with the truth
+    masks.mkdir()
+    probs.mkdir()
+    wrong = ids[3]
+    for i in ids:
+        m = np.asarray(Image.open(root / "pool" / "masks" / (Path(i).stem + ".png")))
+        k = SCENE_CLASSES.num_classes
+        p = np.full((k, *m.shape), 0.05 / (k - 1), np.float32)
+        np.put_along_axis(p, m[None].astype(np.int64), 0.95, axis=0)
+        for name in (i, Path(i).stem):  # the pool's ids; the command's --images folder names images by stem
+            np.save(probs / f"{name}.npy", p)
+        if i == wrong:  # a person labelled a block with the next class
+            m = m.copy()
+            m[:12, :12] = (m[:12, :12] + 1) % k
+        Image.fromarray(m.astype(np.uint8)).save(masks / (Path(i).stem + ".png"))
+    review = scan.label_issues(masks, str(probs), out=tmp_path / "lib", top=2)
+    by_id = review.images.set_index("id")
+    assert review.images["id"].iloc[0] == wrong and by_id.loc[wrong, "issue_pixels"] == 144
+    assert (by_id.drop(wrong)["issue_pixels"] == 0).all() and set(by_id.index) == set(ids)
+    assert {"images.csv", "regions.csv", "summary.json", "worst.png", "issues"} <= \
+        {p.name for p in (tmp_path / "lib").iterdir()}
+    res = CliRunner().invoke(app, ["label-issues", "--images", str(root / "pool" / "images"), "--masks", str(masks),
+                                   "--model", str(probs), "--out", str(tmp_path / "cli"), "--top", "2",
+                                   "--no-progress"])
+    assert res.exit_code == 0, res.output
+    lib = pd.read_csv(tmp_path / "lib" / "images.csv")
+    pd.testing.assert_frame_equal(lib.assign(id=[Path(i).stem for i in lib["id"]]),
+                                  pd.read_csv(tmp_path / "cli" / "images.csv"))
+    pd.testing.assert_frame_equal(scan.label_issues(masks, str(probs)).images, review.images)  # without a folder
+    # a scan holds predictions, not labels: without masks of the pool, the error says what is needed
+    with pytest.raises(ValueError, match=r"^masks_dir: expected masks named like the images of .* got none that pair"):
+        scan.label_issues(root / "scan", str(probs))
+    with pytest.raises(ValueError, match=r"^masks: expected a folder of label masks of the pool's images"):
+        scan.label_issues(None, str(probs))  # type: ignore[arg-type]

@@ -26,16 +26,26 @@ Layout of the file (all tables but [pool], [target] and [[competitors]] optional
     [labels]    kind ("masks" | "regions"), regions_per_image, fill ("ignore" | "confident"), agree
 
 Relative paths are relative to the folder holding the file; `resolve()` makes them absolute.
-Bad values raise `ValueError` naming the key (e.g. "mining.n3: expected ...").
+
+The tables are pydantic dataclasses: constructing one (from Python or from the file) checks every value
+against the rules beside its field, and a bad value raises `ConfigError` (a ValueError) in one line naming
+the key, what was expected and what came (e.g. "mining.n3: expected an integer >= 1, got 0"). Numbers are
+taken as written, never converted from text ("5" is refused where an integer is expected). The file is
+read with `tomllib` and written with `tomli_w`.
 """
 from __future__ import annotations
 
-import math
+import dataclasses
+import functools
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Callable, Literal, Mapping, get_args
+
+import tomli_w
+from pydantic import AfterValidator, ConfigDict, Field, Strict, ValidationError
+from pydantic.dataclasses import dataclass as _pydantic_dataclass
+from pydantic_core import PydanticUndefined
 
 from blindspots.atomic import write_atomic
 from blindspots.data.sources import open_pool, parse_storage_option
@@ -49,16 +59,63 @@ LABEL_KINDS = ("masks", "regions")
 FILLS = ("ignore", "confident")  # = human.regions.FILL_MODES (a test checks)
 
 
-@dataclass
+class ConfigError(ValueError):
+    """A bad project setting, in one line: "<key>: expected <what>, got <value>"."""
+
+
+# Values are taken as written (strict): no "5" -> 5, no True -> 1; an int is still a valid float.
+Int = Annotated[int, Strict()]
+Float = Annotated[float, Strict()]
+Str = Annotated[str, Strict()]
+_RULES = ConfigDict(extra="forbid", allow_inf_nan=False, validate_default=True)
+
+
+def _key(expected: str, default: Any = PydanticUndefined, **rules: Any) -> Any:
+    """A field: its default (or `default_factory=`), pydantic's rules (ge=, min_length=, ...) and the words
+    an error uses for what was expected."""
+    return Field(default, description=expected, **rules)
+
+
+def _ordered(q: list[float]) -> list[float]:
+    if not q[0] <= q[1]:
+        raise ValueError("p <= q")
+    return q
+
+
+def _table(key: str) -> Callable[[type], type]:
+    """Make `cls` a pydantic dataclass whose constructor raises `ConfigError` naming `key`.<field>."""
+    def make(cls: type) -> type:
+        cls = _pydantic_dataclass(cls, config=_RULES)
+        validate = cls.__init__
+
+        names = [f.name for f in dataclasses.fields(cls)]
+
+        @functools.wraps(validate)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            if len(args) > len(names) or set(names[:len(args)]) & set(kwargs):
+                raise TypeError(f"{cls.__name__}: expected at most {len(names)} values, one per field "
+                                f"{names}, got {len(args)} positional and {sorted(kwargs)}")
+            given = dict(zip(names, args)) | kwargs  # by name, so that an error's location is the field's
+            try:
+                validate(self, **given)
+            except ValidationError as err:
+                raise ConfigError(error_message(err, cls, given, key)) from None
+
+        cls.__init__ = __init__  # type: ignore[misc]
+        return cls
+    return make
+
+
+@_table("project")
 class ProjectSettings:
     """name: free text; seed: drives every random pick; rounds: r, fine-tuning rounds (paper: 2)."""
 
-    name: str = "blindspots"
-    seed: int = 0
-    rounds: int = 2
+    name: Str = _key("a string", "blindspots")
+    seed: Int = _key("an integer >= 0", 0, ge=0)
+    rounds: Int = _key("an integer >= 1", 2, ge=1)
 
 
-@dataclass
+@_table("pool")
 class PoolSettings:
     """root: the unlabeled images (D): a folder, a list file, a URI prefix (s3://bucket/pool/), Parquet or
     WebDataset shards, a Hugging Face save_to_disk folder (`blindspots.data.sources.open_pool`);
@@ -67,25 +124,26 @@ class PoolSettings:
     storage_options: "KEY=VALUE" strings for the object store (e.g. "endpoint_url=http://host:9000");
     credentials never go here: they come from the store's usual environment."""
 
-    root: str = ""
-    list_file: str | None = None
-    list_column: str | None = None
-    format: str | None = None
-    image_column: str | None = None
-    storage_options: list[str] = field(default_factory=list)
+    root: Str = _key("a folder path or URI", min_length=1)
+    list_file: Str | None = _key("a file path (or absent)", None)
+    list_column: Str | None = _key("a string (or absent)", None)
+    format: Str | None = _key("a string (or absent)", None)
+    image_column: Str | None = _key("a string (or absent)", None)
+    storage_options: list[Annotated[Str, Field(pattern="^[^=]*=")]] = _key(
+        'a list of "KEY=VALUE" strings', default_factory=list)
 
 
-@dataclass
+@_table("model")
 class ModelSettings:
     """name: `[a-z0-9_]+` (score-table columns use it); path: a model spec as the scan takes it
     (`blindspots.models.load`): a zoo checkpoint, TorchScript, ONNX, a folder of precomputed
     `.npy`, or `package.module:function`, with options after "?"."""
 
-    name: str = ""
-    path: str = ""
+    name: Str = _key("a name of lowercase letters, digits and single underscores", pattern=MODEL_NAME.pattern)
+    path: Str = _key("a model spec (path or module:function)", min_length=1)
 
 
-@dataclass
+@_table("data")
 class DataSettings:
     """train: S0, the target's training set; val: T0, its validation set.
 
@@ -94,17 +152,19 @@ class DataSettings:
     without S0 and T0 the loop does not fine-tune (it exports S for labelling instead).
     """
 
-    train: str = ""
-    val: str = ""
+    train: Str = _key('a folder with images/ and masks/ (or "")', "")
+    val: Str = _key('a folder with images/ and masks/ (or "")', "")
 
 
-@dataclass
+@_table("scan")
 class ScanSettings:
-    batch_size: int = 16
-    shard_size: int = 256
+    """batch_size: images per forward; shard_size: rows per score-table shard (`blindspots.scan`)."""
+
+    batch_size: Int = _key("an integer >= 1", 16, ge=1)
+    shard_size: Int = _key("an integer >= 1", 256, ge=1)
 
 
-@dataclass
+@_table("mining")
 class MiningSettings:
     """strategy: "mad" (paper), "entropy" or "random"; n3: top images per (pair, class, direction)
     (paper: 25); distance: "dmiou" (1 - mIoU) or "dpa" (1 - pixel accuracy); quantiles: [p, q]
@@ -114,36 +174,37 @@ class MiningSettings:
     during the MC passes (None: such a target is refused); mc_passes: T (Gal et al. 2017: 20).
     """
 
-    strategy: str = "mad"
-    n3: int = 25
-    distance: str = "dpa"
-    quantiles: list[float] = field(default_factory=lambda: [0.25, 0.75])
-    n: int | None = None
-    dropout: float | None = None
-    mc_passes: int = 20
+    strategy: Literal[STRATEGIES] = _key(f"one of {list(STRATEGIES)}", "mad")  # type: ignore[valid-type]
+    n3: Int = _key("an integer >= 1", 25, ge=1)
+    distance: Literal[DISTANCES] = _key(f"one of {list(DISTANCES)}", "dpa")  # type: ignore[valid-type]
+    quantiles: Annotated[list[Annotated[Float, Field(ge=0, le=1)]], AfterValidator(_ordered)] = _key(
+        "two numbers 0 <= p <= q <= 1", default_factory=lambda: [0.25, 0.75], min_length=2, max_length=2)
+    n: Int | None = _key("an integer >= 1 (or absent)", None, ge=1)
+    dropout: Float | None = _key("a probability in (0, 1) (or absent)", None, gt=0, lt=1)
+    mc_passes: Int = _key("an integer >= 2", 20, ge=2)
 
 
-@dataclass
+@_table("ratings")
 class RatingSettings:
     """n4: size of S per round, the lowest-MOS candidates (paper: 100); raters: answers needed
     per candidate before S is formed (paper: 3 subjects; one out-of-domain answer suffices)."""
 
-    n4: int = 100
-    raters: int = 3
+    n4: Int = _key("an integer >= 1", 100, ge=1)
+    raters: Int = _key("an integer >= 1", 3, ge=1)
 
 
-@dataclass
+@_table("testset")
 class TestSetSettings:
     """size: |T(i)| (paper: 30); max_per_class: images per main foreground class (paper: 4);
     background: class names that never count as an image's main foreground object (None: class
     id 0, PASCAL VOC's "background"; for street scenes e.g. sky, road, building)."""
 
-    size: int = 30
-    max_per_class: int = 4
-    background: list[str] | None = None
+    size: Int = _key("an integer >= 1", 30, ge=1)
+    max_per_class: Int = _key("an integer >= 1", 4, ge=1)
+    background: list[Annotated[Str, Field(min_length=1)]] | None = _key("a list of class names (or absent)", None)
 
 
-@dataclass
+@_table("finetune")
 class FinetuneSettings:
     """Paper, Section 4.1: SGD, momentum 0.9, weight decay 5e-4, poly decay (power 0.9),
     batch size 2, at most 80 epochs, LR grid {1, 5, 10} x 1e-5 chosen by mIoU on T0.
@@ -152,18 +213,19 @@ class FinetuneSettings:
     (None: all of S0, the paper). device: torch device string.
     """
 
-    lrs: list[float] = field(default_factory=lambda: [1e-5, 5e-5, 1e-4])
-    epochs: int = 80
-    batch_size: int = 2
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    power: float = 0.9
-    image_size: int | None = None
-    max_replay: int | None = None
-    device: str = "cpu"
+    lrs: list[Annotated[Float, Field(gt=0)]] = _key("a non-empty list of positive learning rates",
+                                                   default_factory=lambda: [1e-5, 5e-5, 1e-4], min_length=1)
+    epochs: Int = _key("an integer >= 1", 80, ge=1)
+    batch_size: Int = _key("an integer >= 1", 2, ge=1)
+    momentum: Float = _key("a number in [0, 1)", 0.9, ge=0, lt=1)
+    weight_decay: Float = _key("a number >= 0", 5e-4, ge=0)
+    power: Float = _key("a number >= 0", 0.9, ge=0)
+    image_size: Int | None = _key("an integer >= 8 (or absent)", None, ge=8)
+    max_replay: Int | None = _key("an integer >= 0 (or absent)", None, ge=0)
+    device: Str = _key("a torch device string", "cpu", min_length=1)
 
 
-@dataclass
+@_table("simulate")
 class SimulateSettings:
     """Simulated humans (demo, benchmarks; `blindspots.human.simulate`). Only the simulation
     reads ground_truth.
@@ -175,15 +237,15 @@ class SimulateSettings:
     noise of simulated annotators (0, 0: the exact true mask).
     """
 
-    ground_truth: str = ""
-    noise: float = 0.5
-    bias: float = 0.3
-    ood_share: float = 0.0
-    boundary_px: int = 0
-    drop_below: int = 0
+    ground_truth: Str = _key('a folder path or ""', "")
+    noise: Float = _key("a number >= 0", 0.5, ge=0)
+    bias: Float = _key("a number >= 0", 0.3, ge=0)
+    ood_share: Float = _key("a number in [0, 1]", 0.0, ge=0, le=1)
+    boundary_px: Int = _key("an integer >= 0", 0, ge=0)
+    drop_below: Int = _key("an integer >= 0", 0, ge=0)
 
 
-@dataclass
+@_table("labels")
 class LabelSettings:
     """What people label in S: "masks" (whole masks, the paper) or "regions" (the class of the
     `regions_per_image` superpixels where the target disagrees with its competitors and is unsure;
@@ -193,32 +255,38 @@ class LabelSettings:
     the higher T0 mIoU of the two on the scenes benchmark, by a margin within the spread over seeds).
     """
 
-    kind: str = "masks"
-    regions_per_image: int = 8
-    fill: str = "confident"
-    agree: float = 0.9
+    kind: Literal[LABEL_KINDS] = _key(f"one of {list(LABEL_KINDS)}", "masks")  # type: ignore[valid-type]
+    regions_per_image: Int = _key("an integer >= 1", 8, ge=1)
+    fill: Literal[FILLS] = _key(f"one of {list(FILLS)}", "confident")  # type: ignore[valid-type]
+    agree: Float = _key("a probability in (0, 1]", 0.9, gt=0, le=1)
 
 
-@dataclass
+@_table("")
 class Config:
     """All settings of one project (see the module docstring for the file layout)."""
 
-    pool: PoolSettings
-    target: ModelSettings
-    data: DataSettings = field(default_factory=DataSettings)
-    competitors: list[ModelSettings] = field(default_factory=list)
-    project: ProjectSettings = field(default_factory=ProjectSettings)
-    scan: ScanSettings = field(default_factory=ScanSettings)
-    mining: MiningSettings = field(default_factory=MiningSettings)
-    ratings: RatingSettings = field(default_factory=RatingSettings)
-    testset: TestSetSettings = field(default_factory=TestSetSettings)
-    finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
-    simulate: SimulateSettings = field(default_factory=SimulateSettings)
-    labels: LabelSettings = field(default_factory=LabelSettings)
-    base_dir: Path = field(default=Path("."), compare=False, repr=False)
+    pool: PoolSettings = _key("a table [pool]")
+    target: ModelSettings = _key("a table [target]")
+    data: DataSettings = _key("a table", default_factory=DataSettings)
+    competitors: list[ModelSettings] = _key("at least one competing model ([[competitors]] tables)",
+                                            default_factory=list, min_length=1)
+    project: ProjectSettings = _key("a table", default_factory=ProjectSettings)
+    scan: ScanSettings = _key("a table", default_factory=ScanSettings)
+    mining: MiningSettings = _key("a table", default_factory=MiningSettings)
+    ratings: RatingSettings = _key("a table", default_factory=RatingSettings)
+    testset: TestSetSettings = _key("a table", default_factory=TestSetSettings)
+    finetune: FinetuneSettings = _key("a table", default_factory=FinetuneSettings)
+    simulate: SimulateSettings = _key("a table", default_factory=SimulateSettings)
+    labels: LabelSettings = _key("a table", default_factory=LabelSettings)
+    base_dir: Path = dataclasses.field(default=Path("."), compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        validate(self)
+        # the one rule across tables: score-table columns are named after the models
+        seen = {self.target.name}
+        for i, c in enumerate(self.competitors):
+            if c.name in seen:
+                raise ConfigError(f"competitors[{i}].name: expected a name not used by another model, got {c.name!r}")
+            seen.add(c.name)
 
     # ---- paths -------------------------------------------------------------------------
     def resolve(self, path: str | Path) -> Path:
@@ -243,161 +311,74 @@ class Config:
         return [self.target.name] + [c.name for c in self.competitors]
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "base_dir"}
+        """The file's tables as plain values ({"pool": {...}, "competitors": [{...}], ...}), without base_dir."""
+        d = dataclasses.asdict(self)
+        del d["base_dir"]
         return d
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if hasattr(value, "__dataclass_fields__"):
-        return asdict(value)
-    return value
+# ---- one-line errors ------------------------------------------------------------------------
+
+_MISSING = object()
 
 
-# ---- validation -------------------------------------------------------------------------
-
-def _need(cond: bool, key: str, expected: str, got: Any) -> None:
-    if not cond:
-        raise ValueError(f"{key}: expected {expected}, got {got!r}")
-
-
-def _int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _table_class(annotation: Any) -> type | None:
+    """The settings class a field holds (`X` or `list[X]`), or None for a plain value."""
+    for t in (annotation, *get_args(annotation)):
+        if isinstance(t, type) and hasattr(t, "__pydantic_fields__"):
+            return t
+    return None
 
 
-def _num(v: Any) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+def _get(container: Any, part: str | int) -> Any:
+    if isinstance(container, Mapping):
+        return container.get(part, _MISSING)
+    if isinstance(container, (list, tuple)) and isinstance(part, int):
+        return container[part] if -len(container) <= part < len(container) else _MISSING
+    return getattr(container, str(part), _MISSING)
 
 
-def validate(cfg: Config) -> None:
-    """Check every value; raise ValueError naming the key, what was expected and what came."""
-    _need(isinstance(cfg.project.name, str), "project.name", "a string", cfg.project.name)
-    _need(_int(cfg.project.seed) and cfg.project.seed >= 0, "project.seed", "an integer >= 0", cfg.project.seed)
-    _need(_int(cfg.project.rounds) and cfg.project.rounds >= 1, "project.rounds", "an integer >= 1",
-          cfg.project.rounds)
-    _need(isinstance(cfg.pool.root, str) and cfg.pool.root != "", "pool.root", "a folder path or URI", cfg.pool.root)
-    _need(cfg.pool.list_file is None or isinstance(cfg.pool.list_file, str), "pool.list_file",
-          "a file path", cfg.pool.list_file)
-    for key in ("list_column", "format", "image_column"):
-        _need(getattr(cfg.pool, key) is None or isinstance(getattr(cfg.pool, key), str), f"pool.{key}",
-              "a string (or absent)", getattr(cfg.pool, key))
-    _need(isinstance(cfg.pool.storage_options, list) and all(isinstance(o, str) and "=" in o
-                                                            for o in cfg.pool.storage_options),
-          "pool.storage_options", 'a list of "KEY=VALUE" strings', cfg.pool.storage_options)
-    names: list[str] = []
-    for key, m in [("target", cfg.target)] + [(f"competitors[{i}]", c) for i, c in enumerate(cfg.competitors)]:
-        _need(isinstance(m.name, str) and bool(MODEL_NAME.match(m.name)), f"{key}.name",
-              "a name of lowercase letters, digits and single underscores", m.name)
-        _need(isinstance(m.path, str) and m.path != "", f"{key}.path", "a model spec (path or module:function)", m.path)
-        _need(m.name not in names, f"{key}.name", "a name not used by another model", m.name)
-        names.append(m.name)
-    _need(len(cfg.competitors) >= 1, "competitors", "at least one competing model", cfg.competitors)
-    for key in ("train", "val"):
-        v = getattr(cfg.data, key)
-        _need(isinstance(v, str), f"data.{key}", "a folder with images/ and masks/ (or \"\")", v)
-    for key in ("batch_size", "shard_size"):
-        v = getattr(cfg.scan, key)
-        _need(_int(v) and v >= 1, f"scan.{key}", "an integer >= 1", v)
-    m = cfg.mining
-    _need(m.strategy in STRATEGIES, "mining.strategy", f"one of {list(STRATEGIES)}", m.strategy)
-    _need(_int(m.n3) and m.n3 >= 1, "mining.n3", "an integer >= 1", m.n3)
-    _need(m.distance in DISTANCES, "mining.distance", f"one of {list(DISTANCES)}", m.distance)
-    _need(isinstance(m.quantiles, (list, tuple)) and len(m.quantiles) == 2
-          and all(_num(q) for q in m.quantiles) and 0 <= m.quantiles[0] <= m.quantiles[1] <= 1,
-          "mining.quantiles", "two numbers 0 <= p <= q <= 1", m.quantiles)
-    _need(m.n is None or (_int(m.n) and m.n >= 1), "mining.n", "an integer >= 1 (or absent)", m.n)
-    _need(m.dropout is None or (isinstance(m.dropout, (int, float)) and not isinstance(m.dropout, bool)
-                                and 0 < m.dropout < 1), "mining.dropout", "a probability in (0, 1) (or absent)",
-          m.dropout)
-    _need(_int(m.mc_passes) and m.mc_passes >= 2, "mining.mc_passes", "an integer >= 2", m.mc_passes)
-    _need(_int(cfg.ratings.n4) and cfg.ratings.n4 >= 1, "ratings.n4", "an integer >= 1", cfg.ratings.n4)
-    _need(_int(cfg.ratings.raters) and cfg.ratings.raters >= 1, "ratings.raters", "an integer >= 1",
-          cfg.ratings.raters)
-    t = cfg.testset
-    _need(_int(t.size) and t.size >= 1, "testset.size", "an integer >= 1", t.size)
-    _need(_int(t.max_per_class) and t.max_per_class >= 1, "testset.max_per_class", "an integer >= 1",
-          t.max_per_class)
-    _need(t.background is None or (isinstance(t.background, (list, tuple))
-                                   and all(isinstance(b, str) and b for b in t.background)),
-          "testset.background", "a list of class names (or absent)", t.background)
-    f = cfg.finetune
-    _need(isinstance(f.lrs, (list, tuple)) and len(f.lrs) >= 1 and all(_num(x) and x > 0 for x in f.lrs),
-          "finetune.lrs", "a non-empty list of positive learning rates", f.lrs)
-    _need(_int(f.epochs) and f.epochs >= 1, "finetune.epochs", "an integer >= 1", f.epochs)
-    _need(_int(f.batch_size) and f.batch_size >= 1, "finetune.batch_size", "an integer >= 1", f.batch_size)
-    _need(_num(f.momentum) and 0 <= f.momentum < 1, "finetune.momentum", "a number in [0, 1)", f.momentum)
-    _need(_num(f.weight_decay) and f.weight_decay >= 0, "finetune.weight_decay", "a number >= 0",
-          f.weight_decay)
-    _need(_num(f.power) and f.power >= 0, "finetune.power", "a number >= 0", f.power)
-    _need(f.image_size is None or (_int(f.image_size) and f.image_size >= 8), "finetune.image_size",
-          "an integer >= 8 (or absent)", f.image_size)
-    _need(f.max_replay is None or (_int(f.max_replay) and f.max_replay >= 0), "finetune.max_replay",
-          "an integer >= 0 (or absent)", f.max_replay)
-    _need(isinstance(f.device, str) and f.device != "", "finetune.device", "a torch device string", f.device)
-    s = cfg.simulate
-    _need(isinstance(s.ground_truth, str), "simulate.ground_truth", "a folder path or \"\"", s.ground_truth)
-    for key in ("noise", "bias"):
-        _need(_num(getattr(s, key)) and getattr(s, key) >= 0, f"simulate.{key}", "a number >= 0",
-              getattr(s, key))
-    _need(_num(s.ood_share) and 0 <= s.ood_share <= 1, "simulate.ood_share", "a number in [0, 1]", s.ood_share)
-    for key in ("boundary_px", "drop_below"):
-        _need(_int(getattr(s, key)) and getattr(s, key) >= 0, f"simulate.{key}", "an integer >= 0",
-              getattr(s, key))
+def error_message(err: ValidationError, cls: type, given: Mapping[str, Any], prefix: str = "") -> str:
+    """pydantic's first error on constructing `cls` from `given` -> "<key>: expected <what>, got <value>".
 
-
-    lab = cfg.labels
-    _need(lab.kind in LABEL_KINDS, "labels.kind", f"one of {list(LABEL_KINDS)}", lab.kind)
-    _need(_int(lab.regions_per_image) and lab.regions_per_image >= 1, "labels.regions_per_image",
-          "an integer >= 1", lab.regions_per_image)
-    _need(lab.fill in FILLS, "labels.fill", f"one of {list(FILLS)}", lab.fill)
-    _need(_num(lab.agree) and 0 < lab.agree <= 1, "labels.agree", "a probability in (0, 1]", lab.agree)
+    The key is the dotted path of the field (`prefix` names the table `cls` is, "" for `Config`), "what"
+    is the field's description (see `_key`), the value is the field's whole value as given (a list, not
+    its bad element)."""
+    first = err.errors()[0]
+    if first["type"] == "value_error" and not first["loc"]:  # a rule across fields (`__post_init__`), phrased there
+        return str((first.get("ctx") or {}).get("error", first["msg"]))
+    key, value, table, info = prefix, given, cls, None
+    for part in first["loc"]:
+        if table is None:  # inside a list of plain values: the key is the list's
+            break
+        if isinstance(part, int):
+            key, value = f"{key}[{part}]", _get(value, part)
+            continue
+        names = sorted(n for n in table.__pydantic_fields__ if n != "base_dir")
+        key = f"{key}.{part}" if key else str(part)
+        if part not in names:
+            return f"{key}: unknown {'table' if table is Config else 'key'}; expected one of {names}"
+        info = table.__pydantic_fields__[part]
+        value, table = _get(value, part), _table_class(info.annotation)
+    got = first.get("input") if value is _MISSING else value
+    if first["type"] == "missing":
+        return f"{key}: missing required {'key' if table is None else 'table'}"
+    if first["type"] in ("dataclass_type", "dataclass_args_type"):
+        return f"{key}: expected a table, got {got!r}"
+    expected = info.description if info is not None and info.description else first["msg"]
+    return f"{key}: expected {expected}, got {got!r}"
 
 
 # ---- reading ----------------------------------------------------------------------------
 
-_SECTIONS: dict[str, type] = {
-    "project": ProjectSettings, "pool": PoolSettings, "target": ModelSettings, "data": DataSettings,
-    "scan": ScanSettings, "mining": MiningSettings, "ratings": RatingSettings,
-    "testset": TestSetSettings, "finetune": FinetuneSettings, "simulate": SimulateSettings,
-    "labels": LabelSettings,
-}
-_REQUIRED = ("pool", "target", "competitors")
-
-
-def _section(cls: type, raw: Any, key: str) -> Any:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{key}: expected a table, got {raw!r}")
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ValueError(f"{key}.{unknown[0]}: unknown key; expected one of {sorted(known)}")
-    if key.split("[")[0] in _REQUIRED:
-        for f in fields(cls):  # fields without a usable default must be given
-            if f.name not in raw and f.default == "":
-                raise ValueError(f"{key}.{f.name}: missing required key")
-    return cls(**raw)
-
-
-def config_from_dict(raw: dict[str, Any], base_dir: str | Path = ".") -> Config:
-    """Parsed TOML (a dict) -> Config; missing or bad keys raise ValueError naming the key."""
-    if not isinstance(raw, dict):
-        raise ValueError(f"config: expected a table, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(_SECTIONS) - {"competitors"})
-    if unknown:
-        raise ValueError(f"{unknown[0]}: unknown table; expected one of {sorted(set(_SECTIONS) | {'competitors'})}")
-    for key in _REQUIRED:
-        if key not in raw:
-            raise ValueError(f"{key}: missing required table")
-    kwargs: dict[str, Any] = {}
-    for key, cls in _SECTIONS.items():
-        if key in raw:
-            kwargs[key] = _section(cls, raw[key], key)
-    comps = raw["competitors"]
-    if not isinstance(comps, list):
-        raise ValueError(f"competitors: expected an array of tables [[competitors]], got {comps!r}")
-    kwargs["competitors"] = [_section(ModelSettings, c, f"competitors[{i}]") for i, c in enumerate(comps)]
-    return Config(**kwargs, base_dir=Path(base_dir))
+def config_from_dict(raw: Mapping[str, Any], base_dir: str | Path = ".") -> Config:
+    """Parsed TOML (a dict) -> Config; missing or bad keys raise ConfigError naming the key."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"config: expected a table, got {type(raw).__name__}")
+    if "base_dir" in raw:  # a constructor argument, not a table of the file
+        names = sorted(n for n in Config.__pydantic_fields__ if n != "base_dir")
+        raise ConfigError(f"base_dir: unknown table; expected one of {names}")
+    return Config(**raw, base_dir=Path(base_dir))
 
 
 def load_config(path: str | Path) -> Config:
@@ -414,41 +395,22 @@ def load_config(path: str | Path) -> Config:
     return config_from_dict(raw, base_dir=path.parent.resolve())
 
 
-# ---- writing (a tiny TOML writer for the types above) ----------------------------------
+# ---- writing --------------------------------------------------------------------------------
 
-def _toml_value(v: Any, key: str) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise ValueError(f"{key}: expected a finite number, got {v!r}")
-        return repr(v)
-    if isinstance(v, str):
-        esc = v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-        return f'"{esc}"'
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x, key) for x in v) + "]"
-    raise ValueError(f"{key}: cannot write a value of type {type(v).__name__} to TOML")
-
-
-def _toml_table(d: dict[str, Any], prefix: str) -> list[str]:
-    # None means "absent" in TOML: leave the key out.
-    return [f"{k} = {_toml_value(v, f'{prefix}.{k}')}" for k, v in d.items() if v is not None]
+#: the tables in the order the file shows them (the module docstring's)
+TABLES = ("project", "pool", "target", "competitors", "data", "scan", "mining", "ratings", "testset", "finetune",
+          "simulate", "labels")
 
 
 def dumps_config(cfg: Config) -> str:
-    """Config -> TOML text (round-trips through `config_from_dict`)."""
+    """Config -> TOML text (round-trips through `config_from_dict`): each table written by `tomli_w` in the
+    order of `TABLES`, a `[[competitors]]` table per competitor; a None value is left out (absent in TOML)."""
     d = cfg.to_dict()
-    lines = ["# blindspots project settings; defaults are the MAD paper's (Section 4.1)."]
-    for key in ("project", "pool", "target"):
-        lines += ["", f"[{key}]"] + _toml_table(d[key], key)
-    for i, c in enumerate(d["competitors"]):
-        lines += ["", "[[competitors]]"] + _toml_table(c, f"competitors[{i}]")
-    for key in ("data", "scan", "mining", "ratings", "testset", "finetune", "simulate", "labels"):
-        lines += ["", f"[{key}]"] + _toml_table(d[key], key)
-    return "\n".join(lines) + "\n"
+    parts = ["# blindspots project settings; defaults are the MAD paper's (Section 4.1).\n"]
+    for key in TABLES:
+        header, tables = (("[[competitors]]", d[key]) if key == "competitors" else (f"[{key}]", [d[key]]))
+        parts += [f"{header}\n" + tomli_w.dumps({k: v for k, v in t.items() if v is not None}) for t in tables]
+    return "\n".join(parts)
 
 
 def save_config(cfg: Config, path: str | Path) -> Path:

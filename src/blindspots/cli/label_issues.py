@@ -82,7 +82,7 @@ def label_issues(
 ) -> None:
     """Rank images by label quality, flag mislabelled pixels and group them into typed regions
     (confident learning for segmentation; cleanlab-compatible). Images may differ in size."""
-    from blindspots.labels import mask_png_writer, review_label_issues, save_review, worst_images_figure
+    from blindspots.labels import write_label_issues
 
     if fmt not in ("csv", "parquet"):
         raise typer.BadParameter(f"expected csv or parquet, got {fmt!r}", param_hint="--format")
@@ -113,17 +113,11 @@ def label_issues(
     names = ds_classes.names if ds_classes is not None else getattr(getattr(seg_model, "classes", None), "names", None)
     ign = None if no_ignore else ignore_index if ignore_index is not None else \
         ds_classes.ignore_index if ds_classes is not None else DEFAULT_IGNORE_INDEX
-    out.mkdir(parents=True, exist_ok=True)
-    on_mask = mask_png_writer(out / "issues", row_ids) if write_masks else None
-    review = review_label_issues(labels, probs, model=seg_model, dataset=dataset, ids=row_ids, downsample=downsample,
-                                 ignore_index=ign, background=background, min_area=min_area,
-                                 model_batch_size=batch_size, cache_dir=cache_dir, verbose=progress, on_mask=on_mask)
-    summary = save_review(review, out, fmt=fmt, class_names=names)
-    if top > 0 and len(review.images):
-        fig = worst_images_figure(review, top=top, labels=labels, probs=probs, dataset=dataset, model=seg_model,
-                                  ids=row_ids, issues_dir=out / "issues" if write_masks else None, ignore_index=ign,
-                                  palette=None if ds_classes is None else ds_classes.palette)
-        fig.savefig(out / "worst.png", dpi=80)
+    review, summary = write_label_issues(
+        out, labels, probs, model=seg_model, dataset=dataset, ids=row_ids, ignore_index=ign, class_names=names,
+        palette=None if ds_classes is None else ds_classes.palette, top=top, fmt=fmt, write_masks=write_masks,
+        downsample=downsample, background=background, min_area=min_area, model_batch_size=batch_size,
+        cache_dir=cache_dir, verbose=progress)
     typer.echo(f"{summary['num_images']} images, {summary['flagged_pixels']} flagged pixels, "
                f"{len(review.regions)} regions -> {', '.join(summary['files'])}")
     for r in review.images.head(5).itertuples():

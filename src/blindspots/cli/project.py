@@ -18,7 +18,9 @@ from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSet
 # Lazy imports: jinja2, matplotlib, pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without
 # them).
 
-PAPER_FINETUNE = FinetuneSettings()  # the defaults of the fine-tuning options: the paper's, from config
+# the defaults of init's options: the paper's, defined once in blindspots.config
+PAPER_FINETUNE, PAPER_MINING, PAPER_PROJECT = FinetuneSettings(), MiningSettings(), ProjectSettings()
+PAPER_RATINGS, PAPER_TESTSET = RatingSettings(), TestSetSettings()
 
 ratings_app = typer.Typer(help="Weak labels (ACR ratings 1-5 or out-of-domain) of the mined candidates M.",
                           no_args_is_help=True)
@@ -67,19 +69,19 @@ def init(
                                             "images/ and masks/ (optional: without S0 and T0 the loop exports S for "
                                             "labelling instead of fine-tuning)."),
     ground_truth: Optional[Path] = typer.Option(None, "--ground-truth", help="True masks of the pool (only for --simulate)."),
-    rounds: int = typer.Option(2, "--rounds", help="Fine-tuning rounds r (paper: 2)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random choice (same seed, same selections)."),
-    strategy: str = typer.Option("mad", "--strategy", help="Mining strategy: mad, madplus (MAD plus a share for "
+    rounds: int = typer.Option(PAPER_PROJECT.rounds, "--rounds", help="Fine-tuning rounds r (paper: 2)."),
+    seed: int = typer.Option(PAPER_PROJECT.seed, "--seed", help="Seed of every random choice (same seed, same selections)."),
+    strategy: str = typer.Option(PAPER_MINING.strategy, "--strategy", help="Mining strategy: mad, madplus (MAD plus a share for "
                                  "failures every model shares), entropy, margin, bald, powerbald, coreset, badge (these "
                                  "run the target once more over the pool), surprise (needs `surprise score "
                                  "--scan` columns) or random."),
     dropout: Optional[float] = typer.Option(None, "--dropout", help="bald, powerbald: dropout p on the classifier "
                                             "layer's input of a target without dropout layers (default: refuse)."),
-    n3: int = typer.Option(25, "--n3", help="MAD: images per (competitor, class, direction) (paper: 25)."),
+    n3: int = typer.Option(PAPER_MINING.n3, "--n3", help="MAD: images per (competitor, class, direction) (paper: 25)."),
     n4: Optional[int] = typer.Option(None, "--n4", help="Size of S per round, lowest MOS (paper: 100; default: "
                                      "100, or a quarter of the most candidates a round can mine when that is fewer)."),
-    raters: int = typer.Option(3, "--raters", help="Ratings needed per candidate (paper: 3)."),
-    test_size: int = typer.Option(30, "--test-size", help="Size of each unbiased test set T(i) (paper: 30)."),
+    raters: int = typer.Option(PAPER_RATINGS.raters, "--raters", help="Ratings needed per candidate (paper: 3)."),
+    test_size: int = typer.Option(PAPER_TESTSET.size, "--test-size", help="Size of each unbiased test set T(i) (paper: 30)."),
     epochs: int = typer.Option(PAPER_FINETUNE.epochs, "--epochs", help="Fine-tuning epochs (paper: 80)."),
     batch_size: int = typer.Option(PAPER_FINETUNE.batch_size, "--batch-size",
                                    help="Fine-tuning mini-batch size (paper: 2)."),

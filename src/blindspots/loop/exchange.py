@@ -137,8 +137,8 @@ def export_for_annotation(project: Project, fmt: str, out: str | Path | None = N
     need = masks_needed(project, i)
     if not need:  # S and T are chosen after the ratings: nothing to label yet
         raise ValueError(f"round: expected images awaiting masks in round {i}, got none: its S ∪ T are not "
-                         f"chosen yet (they come after the ratings; `blindspots status {project.path}` says "
-                         "what the round waits for)")
+                         f"chosen yet (they come after the ratings; the project's status "
+                         "says what the round waits for)")
     ids = [x for x in need if x not in have]
     if not ids and round is not None:  # a past round asked for by number: all of its S ∪ T again
         ids = need

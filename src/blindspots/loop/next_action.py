@@ -15,6 +15,7 @@ _PHRASES: dict[str, tuple[str, str]] = {
     "import_masks": ("blindspots masks import {project} FOLDER", "project.import_masks('FOLDER')"),
     "register_version": ("blindspots register {project} SPEC", "project.register_version('SPEC')"),
     "leaderboard": ("blindspots leaderboard {project}", "project.leaderboard()"),
+    "status": ("blindspots status {project}", "project.status()"),
 }
 KINDS = frozenset(_PHRASES)
 

@@ -60,9 +60,9 @@ class RatingProgress:
         who = ", ".join(self.people) if self.people else "nobody yet"
         n = max(1, len(self.people))
         return (f"each image needs {self.raters} ratings but only {len(self.people)} "
-                f"{'person' if len(self.people) == 1 else 'people'} can rate ({who}): lower the quota with "
-                f"`blindspots config {self.project} --raters {n}`, or add people with "
-                f"`blindspots annotators add {self.project} NAME`")
+                f"{'person' if len(self.people) == 1 else 'people'} can rate ({who}): lower the quota to {n} "
+                f"(`blindspots.loop.set_raters`, the `config --raters {n}` command) or add people "
+                "(the `annotators add` command)")
 
     def to_dict(self) -> dict[str, Any]:
         return {"round": self.round, "images": self.images, "complete": self.complete, "answers": self.answers,

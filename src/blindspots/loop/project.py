@@ -99,7 +99,7 @@ class Project:
             raise ProjectError(f"path: expected {CONFIG_FILE} in {str(path)!r}, got none")
         if not (path / STORE_FILE).is_file():
             raise ProjectError(f"path: expected {STORE_FILE} in {str(path)!r}, got none "
-                               "(create the project with `blindspots init`)")
+                               "(create the project with `Project.create`, the `init` command)")
         try:
             cfg = load_config(path / CONFIG_FILE)
         except ValueError as e:

@@ -32,7 +32,7 @@ def check_scan_fits(scan_dir: str | Path, pool: Any, models: Mapping[str, Any], 
     scan_dir = Path(scan_dir)
     man = load_manifest(scan_dir)
     if man is None:
-        raise ValueError(f"--scan: expected a scan folder (with scan.json, from `blindspots scan`), got "
+        raise ValueError(f"--scan: expected a scan folder (with scan.json, written by `blindspots.scan`), got "
                          f"{str(scan_dir)!r}")
     if man.get("ids_sha256") != ids_digest(scan_ids(pool)):
         raise ValueError(f"--scan: expected a scan of the project's pool {str(pool.root)!r} "

@@ -168,14 +168,14 @@ def register_version(project: Any, spec: str, *, base_dir: str | Path = ".") -> 
     if finetune_blocker(first.spec, name, [cfg.data.train, cfg.data.val],
                         import_dir=first.meta.get("import_dir")) is None:
         raise ValueError(f"project: expected a project that does not fine-tune its target itself, got "
-                         f"{str(project.path)!r} (its rounds fine-tune {name!r}; run `blindspots round`)")
+                         f"{str(project.path)!r} (its rounds fine-tune {name!r}; advance the project instead)")
     old = project.registry.model(name)
     if (project.journal.step(old.version, "export") or {}).get("status") != "done":
         # version i+1 is the target retrained on round i's S: registering earlier would make round i+1
         # run with a model that never saw S(i+1), and say "scan and mine with it" while round i waits
         raise ValueError(f"project: expected round {old.version}'s S({old.version + 1}) to be exported before "
                          f"version {old.version + 1} is registered, got round {old.version} not there yet "
-                         f"(`blindspots status {project.path}` says what it waits for)")
+                         f"(the project's status says what it waits for)")
     spec = absolute_spec(spec, base_dir)
     image_id, image = first_pool_image(cfg)
     here = str(Path(base_dir).resolve())

@@ -166,7 +166,7 @@ def _read_classes(path: str) -> Any:
 
 def _load_zoo(path: Path, torch_kw: dict[str, Any]) -> Any:
     if not zipfile.is_zipfile(path):
-        raise ValueError(f"expected a blindspots zoo checkpoint or a TorchScript file (both are zip archives "
+        raise ValueError(f"expected a model-zoo checkpoint or a TorchScript file (both are zip archives "
                          f"written by torch), got a file that is neither: {str(path)!r}")
     kw = {k: v for k, v in torch_kw.items() if k not in ("num_classes", "info") and v is not None}
     try:

@@ -14,8 +14,10 @@ from PIL import Image
 
 from blindspots.allocator import keep_freed_memory
 from blindspots.batches import DEFAULT_MAX_PIXELS
-from blindspots.data.sources import open_pool
+from blindspots.data import DEFAULT_IGNORE_INDEX, Classes, read_classes
+from blindspots.data.sources import SourceSegmentationSet, open_pool
 from blindspots.integrations.fiftyone import export_to_fiftyone, import_fiftyone
+from blindspots.labels import MIN_AREA, LabelReview, review_label_issues, write_label_issues
 from blindspots.mine import mine_scan, write_picks
 from blindspots.models import load_model
 from blindspots.report import write_gallery, write_scan_report
@@ -83,7 +85,8 @@ def open_scan(folder: str | Path) -> "Scan":
 
 class Scan:
     """A scan folder. `table` is its score table (one row per image); `maps(id)` the saved argmax maps;
-    `mine` picks candidates; `add_surprise` adds surprise columns; `report` writes the scan page;
+    `mine` picks candidates; `add_surprise` adds surprise columns; `label_issues` finds errors in people's
+    masks of the pool; `report` writes the scan page;
     `to_fiftyone` exports it as a FiftyOne dataset."""
 
     def __init__(self, folder: str | Path) -> None:
@@ -153,6 +156,39 @@ class Scan:
         columns = score_pool(pool if pool is not None else self.pool_root, estimator, scan=self.folder, **options)
         self._table = None  # the table has new columns
         return list(columns)
+
+    def label_issues(self, masks: str | Path, model: Any, *, out: str | Path | None = None, pool: Any = None,
+                     classes: Classes | str | Path | None = None, **options: Any) -> LabelReview:
+        """Annotation errors in people's masks of the scanned pool (confident learning for segmentation,
+        `blindspots.labels`): the images ranked worst first (`.images`) and the flagged pixels grouped into
+        typed regions (`.regions`).
+
+        A scan holds the models' predictions, not labels: masks is a folder of the pool's label masks, index
+        PNGs named `<image id without extension>.png`; only the images with a mask take part. model: the
+        model whose probabilities judge the labels, a spec or a model object (usually the scan's target; a
+        scan keeps no model). pool: where the images are now (default: the scanned folder). classes: the
+        label space (a `blindspots.data.Classes` or a classes file; default: the scan's, for names, ignore
+        value and colours). out: also write the folder the `label-issues` command writes (images.csv,
+        regions.csv, summary.json, issues/<id>.png, worst.png; `blindspots.labels.write_label_issues`).
+        options: `blindspots.labels.write_label_issues`'s (downsample, background, min_area, top, ...)."""
+        if masks is None:
+            raise ValueError("masks: expected a folder of label masks of the pool's images (<id stem>.png), "
+                             "got None (a scan holds predictions, not labels)")
+        if isinstance(classes, (str, Path)):
+            classes = read_classes(classes)
+        elif classes is None and self.manifest.get("classes"):
+            classes = Classes.from_dict(self.manifest["classes"])
+        source = pool if pool is not None and not isinstance(pool, (str, Path)) else open_pool(pool or self.pool_root)
+        dataset = SourceSegmentationSet(source, masks, classes=classes)
+        segmenter = load_model(model) if isinstance(model, (str, Path)) else model
+        look = {"ignore_index": classes.ignore_index if classes is not None else DEFAULT_IGNORE_INDEX,
+                "verbose": False, "min_area": MIN_AREA, **options}  # the folder's defaults, with or without one
+        if out is None:
+            return review_label_issues(model=segmenter, dataset=dataset, **look)
+        names = classes.names if classes is not None else None
+        palette = classes.palette if classes is not None else None
+        return write_label_issues(out, model=segmenter, dataset=dataset, class_names=names, palette=palette,
+                                  **look)[0]
 
     def report(self, out: str | Path | None = None, **options: Any) -> Path:
         """Write the scan page (default: `<folder>/report/index.html`); returns its path."""

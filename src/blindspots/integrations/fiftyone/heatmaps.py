@@ -89,7 +89,7 @@ def write_surprise_maps(ids: Sequence[str], maps_dir: str | Path, out_dir: str |
     found = [find_artifact(maps_dir, i, ".npy") for i in ids]
     if not any(found):
         raise ValueError(f"surprise_maps: expected <id>.npy maps of this pool's images in {str(maps_dir)!r} "
-                         "(`blindspots surprise view --maps`), got none")
+                         "(written by the `surprise view --maps` command), got none")
     arrays = {k: np.load(p) for k, p in enumerate(found) if p is not None}
     low, high = surprise_scale(list(arrays.values()))
     out: list[Path | None] = [None] * len(ids)

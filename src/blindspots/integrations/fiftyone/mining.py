@@ -23,7 +23,7 @@ def scan_of(dataset: Any) -> tuple[Path, str]:
     """(scan folder, target) a dataset was exported from; ValueError for a dataset not made by blindspots."""
     info = (dataset.info or {}).get("blindspots")
     if not isinstance(info, dict) or "source" not in info:
-        raise ValueError(f"dataset: expected a dataset written by `blindspots fiftyone`, got {dataset.name!r} "
+        raise ValueError(f"dataset: expected a dataset written by blindspots (`Scan.to_fiftyone`), got {dataset.name!r} "
                          "without its blindspots info")
     source = Path(info["source"])
     return (source / "scans" if info.get("kind") == "project" else source), str(info["target"])
@@ -35,7 +35,7 @@ def mine_view(view: Any, strategy: str = "mad", n: int = 20, *, seed: int = 0) -
     scan, target = scan_of(view._dataset)
     ids = [i for i in view.values(ID_FIELD) if i is not None]
     if not ids:
-        raise ValueError("view: expected samples exported by `blindspots fiftyone`, got none with a blindspots_id")
+        raise ValueError("view: expected samples exported by blindspots (`Scan.to_fiftyone`), got none with a blindspots_id")
     picks = mine_scan(scan, strategy, n, target=target, seed=seed, ids=ids)
     tag = f"mined:{strategy}"
     chosen = view.match(_in_ids(picks["id"].tolist()))

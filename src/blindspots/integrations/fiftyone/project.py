@@ -30,7 +30,7 @@ def newest_target(project: Project) -> str:
     manifest = load_manifest(project.scan_dir)
     if manifest is None:
         raise ValueError(f"source: expected a project whose pool was scanned, got {str(project.path)!r} without a "
-                         "scan; run `blindspots round` first")
+                         "scan; advance the project first (`Project.advance()`, the `round` command)")
     pat = re.compile(rf"^{re.escape(project.config.target.name)}_v(\d+)$")
     versions = [(int(m.group(1)), name) for name in manifest.get("models", {}) if (m := pat.match(name))]
     if not versions:

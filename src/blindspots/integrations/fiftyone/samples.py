@@ -182,7 +182,7 @@ def add_picks(out: SampleTable, ids: Sequence[str], folder: str | Path) -> None:
     folder = Path(folder)
     csv = folder / "picks.csv" if folder.is_dir() else folder
     if not csv.is_file():
-        raise ValueError(f"picks: expected a `blindspots mine --out` folder with picks.csv, got {str(folder)!r}")
+        raise ValueError(f"picks: expected a folder of mined picks with picks.csv (the `mine` command's --out), got {str(folder)!r}")
     picks = pd.read_csv(csv, dtype={"id": str})
     if not {"id", "rank"} <= set(picks.columns):
         raise ValueError(f"picks: expected columns id and rank in {str(csv)!r}, got {list(picks.columns)}")
@@ -206,7 +206,8 @@ def add_label_issues(out: SampleTable, ids: Sequence[str], folder: str | Path) -
     folder = Path(folder)
     table = next((folder / f"images.{x}" for x in ("csv", "parquet") if (folder / f"images.{x}").is_file()), None)
     if table is None:
-        raise ValueError(f"label_issues: expected a `blindspots label-issues --out` folder with images.csv, "
+        raise ValueError(f"label_issues: expected a label-issues folder with images.csv "
+                         "(`Scan.label_issues(..., out=)` or the `label-issues` command's --out), "
                          f"got {str(folder)!r}")
     images = pd.read_csv(table, dtype={"id": str}) if table.suffix == ".csv" else pd.read_parquet(table)
     rows = id_rows(ids)

@@ -138,7 +138,7 @@ def _connect(project: Any, client: LabelStudio, conn: Connection, old: Connectio
         client, "masks", masks_project if masks_project is not None else (old and old.masks_project),
         labeling_config(classes), classes, title=f"{name}: masks"[:50], update_config=update_config, created=created,
         settings={"maximum_annotations": 1, "show_collab_predictions": True,
-                  "description": "Pixel labels of the blindspots round's S and T; the target's prediction is "
+                  "description": "Pixel labels of S and T of the round (blindspots); the target's prediction is "
                                  "pre-annotated: correct it and submit. Region tasks (polygons): relabel a wrong "
                                  "polygon, delete one that is mixed or unsure."})
     conn.ratings_project = _ensure_project(

@@ -41,8 +41,8 @@ class Connection:
     def ls_project(self, kind: str) -> int:
         pid = self.masks_project if kind == "masks" else self.ratings_project
         if pid is None:
-            raise ValueError(f"{kind}: expected a Label Studio project for {kind}, got none (run `blindspots "
-                             f"labelstudio connect` again)")
+            raise ValueError(f"{kind}: expected a Label Studio project for {kind}, got none (connect the project "
+                             "to Label Studio again)")
         return int(pid)
 
     def pushed(self, kind: str) -> dict[int, dict[str, Any]]:
@@ -61,12 +61,13 @@ def load_connection(project_path: Path) -> Connection:
     path = connection_path(project_path)
     if not path.is_file():
         raise ValueError(f"project: expected a Label Studio connection ({CONNECTION_FILE}) in {str(project_path)!r}, "
-                         f"got none; run `blindspots labelstudio connect {project_path} --url URL` first")
+                         f"got none; connect it first (`blindspots.integrations.labelstudio.connect(project, url)`, the "
+                         "`labelstudio connect` command)")
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
         return Connection(**{f.name: raw[f.name] for f in fields(Connection) if f.name in raw})
     except (ValueError, TypeError, KeyError) as e:
-        raise ValueError(f"{CONNECTION_FILE}: expected the JSON that `blindspots labelstudio connect` writes, "
+        raise ValueError(f"{CONNECTION_FILE}: expected the JSON that connecting to Label Studio writes, "
                          f"got {e}") from None
 
 

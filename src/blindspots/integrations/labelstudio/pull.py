@@ -44,8 +44,8 @@ class PullReport:
         if self.skipped:
             out.append(f"skipped or empty in Label Studio ({len(self.skipped)}): {', '.join(self.skipped[:10])}")
         if self.deleted:
-            out.append(f"deleted in Label Studio ({len(self.deleted)}; `blindspots labelstudio push` pushes them "
-                       f"again): {', '.join(self.deleted[:10])}")
+            out.append(f"deleted in Label Studio ({len(self.deleted)}; pushing the round again restores "
+                       f"them): {', '.join(self.deleted[:10])}")
         if self.ignored:
             out.append(f"annotations on images the round does not await, ignored ({len(self.ignored)}): "
                        f"{', '.join(self.ignored[:10])}")

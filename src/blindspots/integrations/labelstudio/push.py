@@ -55,8 +55,8 @@ def _round(project: Any, round: int | None) -> int:
         return int(round)
     i = project.answers.last_mined_round()
     if i is None:
-        raise ValueError(f"round: expected a round with candidates, got none yet (run `blindspots round "
-                         f"{project.path}` first)")
+        raise ValueError(f"round: expected a round with candidates, got none yet (advance the project "
+                         f"{str(project.path)!r} first)")
     return i
 
 
@@ -123,8 +123,8 @@ def push(project: Any, *, round: int | None = None, kind: str = "masks", progres
         # as brush tasks, their whole-mask answers would be read as every region "mixed / unsure"
         raise ValueError(f"labels: expected PolygonLabels with every class in Label Studio project {pid}'s labelling "
                          f"config for the region questions of {len(by_region)} image(s) of S (labels.kind = "
-                         f"\"regions\"), got a config with {config_summary(tags)}; run `blindspots labelstudio "
-                         "connect` with --update-config to write the generated config")
+                         f"\"regions\"), got a config with {config_summary(tags)}; connect again with "
+                         "update_config=True (the command's --update-config) to write the generated config")
     live = {int(t["id"]) for t in client.tasks(pid)}
     report = PushReport(kind, i, pid)
     pushed: dict[str, int] = {}

@@ -57,8 +57,8 @@ class ExportStep(Step):
                 export_annotation(ctx, i, "labelstudio", out / "labelstudio.json", ids, preds,
                                   image_root=ctx.cfg.location(ctx.cfg.pool.root))
             except ValueError as e:  # e.g. the pool is the document root itself
-                log.warning("round %d: labelstudio.json gets bare ?d=<id> image URLs (%s); see "
-                            "`blindspots export --image-root/--image-url`", i, e)
+                log.warning("round %d: labelstudio.json gets bare ?d=<id> image URLs (%s); export it again with "
+                            "image_root= or image_url= (`Project.export`, the `export` command)", i, e)
                 export_annotation(ctx, i, "labelstudio", out / "labelstudio.json", ids, preds)
             files += ["cvat.zip", "labelstudio.json", labelstudio_config_path(out / "labelstudio.json").name]
         return {"folder": str(out), "files": files, "n_S": int(len(p.answers.candidates(i, "S"))),

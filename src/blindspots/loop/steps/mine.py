@@ -71,7 +71,7 @@ class MineStep(Step):
         if len(sel) and n4 >= len(sel) and i < ctx.last_round():
             log.warning("round %d: S is every candidate: n4 = %d is not less than the %d images mined, so all of "
                         "them will be pixel-labelled; to label only the lowest-rated, change it before the ratings "
-                        "are in: blindspots config %s --n4 N", i, n4, len(sel), ctx.project.path)
+                        "are in (`blindspots.loop.set_n4`, the `config --n4` command)", i, n4, len(sel))
         return {"n": int(len(sel)), "sampler": type(sampler).__name__,
                 "params": {k: v for k, v in sampler.get_params().items() if k not in ("ranges", "classes")}}
 
@@ -201,6 +201,6 @@ def _check_surprise_columns(ctx: LoopContext, i: int, table: pd.DataFrame) -> No
     spec = p.registry.model(ctx.cfg.target.name, i).spec
     raise ProjectError(
         f"mining.strategy: 'surprise' expected surprise columns of {name!r} in the project's scan, got none; "
-        f"fit an estimator on labelled images (`blindspots surprise fit '{spec}' --images DIR --masks DIR "
-        f"--out sa.npz`), add the columns (`blindspots surprise score {ctx.pool.root} -e sa.npz --scan "
-        f"{p.scan_dir} --name {name}`), then run `blindspots round {p.path}` again")
+        f"fit an estimator of {spec!r} on labelled images (`blindspots.surprise.fit_estimator`), add its "
+        f"columns to the scan {str(p.scan_dir)!r} (`blindspots.open_scan(...).add_surprise(estimator, "
+        f"name={name!r})`, the `surprise score --scan` command), then advance the project again")

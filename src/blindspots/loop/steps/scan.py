@@ -55,5 +55,4 @@ def check_same_pool(ctx: LoopContext) -> None:
     raise ProjectError(
         f"pool.root: expected the {len(old)} images the project's first scan read, got {len(added)} added "
         f"and {len(removed)} removed since (e.g. added {added[:3]}, removed {removed[:3]}); every round scans "
-        f"the same pool: put {str(ctx.pool.root)!r} back as it was, or start a new project on the new pool "
-        "with `blindspots init`")
+        f"the same pool: put {str(ctx.pool.root)!r} back as it was, or create a new project on the new pool")

@@ -49,16 +49,18 @@ class SurpriseSampler(Sampler):
         if not models and target is None:
             present = [schema.surprise(k, m) for k in KINDS for m in schema.surprise_models(table.columns, k)]
             raise ValueError(f"kind: expected `surprise_{self.kind}__<model>` columns in the score table (add "
-                             f"them with `blindspots surprise score --scan` and a {self.kind} estimator), got none "
+                             f"them with `Scan.add_surprise` and a {self.kind} estimator, or the `surprise score "
+                             f"--scan` command), got none "
                              f"(surprise columns here: {present})")
         if target is None:
             if len(models) != 1:
                 raise ValueError(f"target: could not infer the model from `surprise_{self.kind}__{{M}}` columns "
-                                 f"(found {models}); pass target= (`blindspots mine --target`)")
+                                 f"(found {models}); pass target= (the `mine` command's --target)")
             target = models[0]
         elif target not in models:
             raise ValueError(f"target: expected a model with `surprise_{self.kind}__{{M}}` columns {models}, got "
-                             f"{target!r}; add them with `blindspots surprise score --scan ... --name {target}`")
+                             f"{target!r}; add them with `Scan.add_surprise(estimator, name={target!r})` (the `surprise score "
+                             f"--scan ... --name {target}` command)")
         return target, schema.surprise(self.kind, target, self.class_id)
 
     def _values(self, table: pd.DataFrame) -> tuple[str, np.ndarray]:

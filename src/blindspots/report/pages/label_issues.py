@@ -92,8 +92,8 @@ def write_label_issues_report(root: str | Path, out_dir: str | Path, *, n: int =
     """
     root = Path(root)
     if not is_label_issues_dir(root):
-        raise ValueError(f"root: expected a `blindspots label-issues --out` folder (summary.json, images.csv), "
-                         f"got {str(root)!r}")
+        raise ValueError(f"root: expected a label-issues folder (summary.json, images.csv; `Scan.label_issues(..., "
+                         f"out=)` or the `label-issues` command's --out), got {str(root)!r}")
     check_int(n, "n", minimum=0)
     out = output_folder(out_dir)
     parts: list[Block] = [Heading(f"Label issues: {root.resolve().name}", "", 1),

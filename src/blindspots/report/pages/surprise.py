@@ -86,7 +86,7 @@ def write_surprise_report(root: str | Path, out_dir: str | Path, *, n: int = 12)
     """
     root = Path(root)
     if not is_surprise_dir(root):
-        raise ValueError(f"root: expected a `blindspots surprise analyze --out` folder (table3.csv), got {str(root)!r}")
+        raise ValueError(f"root: expected a surprise-analysis folder (table3.csv; the `surprise analyze` command's --out), got {str(root)!r}")
     check_int(n, "n", minimum=0)
     out = output_folder(out_dir)
     parts: list[Block] = [Heading(f"Surprise adequacy: {root.resolve().name}", "", 1),

@@ -17,7 +17,7 @@ from PIL import Image
 
 from blindspots import ids as id_rules
 from blindspots.data.classes import Classes
-from blindspots.loop import Project, leaderboard_frame, masks_needed, target_column
+from blindspots.loop import NextAction, Project, leaderboard_frame, masks_needed, target_column
 from blindspots.loop.progress import rating_progress
 from blindspots.metrics import confusion_matrix, iou_per_class
 from blindspots.mine.reasons import describe
@@ -153,14 +153,18 @@ def _agreement(ratings: pd.DataFrame, mos: pd.DataFrame, figs: Path, out: Path) 
              "table": Table(["id", "scores", "span", "mean |difference|", "ratings"], rows, {1, 2, 3})}, summ)
 
 
+#: the page shows commands (its reader may not run Python); their words come from `loop.NextAction`
+_ADVANCE = NextAction("advance").as_command("PROJECT")
+
+
 def _stage(i: int, steps: pd.DataFrame, rated: str, n_labelled: int, n_st: int,
            next_version: bool = True) -> list[tuple[str, bool]]:
     """Where round i stands (what the loop waits for, or that it is finished), as (text, is_code) parts.
     rated: the ratings' progress in words (`loop.progress.rating_progress`). next_version: whether the
     target's version i+1 exists (a round that exported S ∪ T waits for it: it is not finished before)."""
-    go_on = [("then ", False), ("blindspots round PROJECT", True), (" goes on.", False)]
+    go_on = [("then ", False), (_ADVANCE, True), (" goes on.", False)]
     if not len(steps):
-        return [(f"Round {i} has not started: ", False), ("blindspots round PROJECT", True),
+        return [(f"Round {i} has not started: ", False), (_ADVANCE, True),
                 (" scans the pool and mines it.", False)]
     open_ = steps[steps["status"] != "done"]
     if not len(open_):
@@ -170,20 +174,23 @@ def _stage(i: int, steps: pd.DataFrame, rated: str, n_labelled: int, n_st: int,
         if last == "export":  # the label plan: people label S ∪ T elsewhere, the user retrains the target
             return [(f"Round {i} exported S({i + 1}) ∪ T({i + 1}) for pixel labelling ({n_labelled} of {n_st} "
                      f"masks in; those of T({i + 1}) score every model on it). It waits for the target retrained "
-                     f"on S({i + 1}) in your own stack: ", False), ("blindspots register PROJECT SPEC", True),
-                    (", then ", False), ("blindspots round PROJECT", True), (" starts round " + str(i + 1) + ".", False)]
-        return [(f"Round {i} stopped after step {last}; ", False), ("blindspots round PROJECT", True),
+                     f"on S({i + 1}) in your own stack: ", False),
+                    (NextAction("register_version").as_command("PROJECT"), True),
+                    (", then ", False), (_ADVANCE, True), (" starts round " + str(i + 1) + ".", False)]
+        return [(f"Round {i} stopped after step {last}; ", False), (_ADVANCE, True),
                 (" goes on.", False)]
     step, status = str(open_["step"].iloc[0]), str(open_["status"].iloc[0])
     if status == "failed":
-        return [(f"Step {step} failed (", False), ("blindspots status PROJECT", True), (" says why); ", False),
-                ("blindspots round PROJECT", True), (" runs it again.", False)]
+        return [(f"Step {step} failed (", False), (NextAction("status").as_command("PROJECT"), True),
+                (" says why); ", False),
+                (_ADVANCE, True), (" runs it again.", False)]
     if step == "ratings":
-        return [(f"Waiting for ratings: {rated} (the app's rate page, or ", False), ("blindspots ratings import", True),
+        return [(f"Waiting for ratings: {rated} (the app's rate page, or ", False),
+                (NextAction("import_ratings").as_command("PROJECT"), True),
                 ("); ", False)] + go_on
     if step == "masks":
         return [(f"Waiting for masks: {n_labelled} of the {n_st} images of S and T labelled so far (the app's label "
-                 "page, or ", False), ("blindspots masks import", True), ("); ", False)] + go_on
+                 "page, or ", False), (NextAction("import_masks").as_command("PROJECT"), True), ("); ", False)] + go_on
     return [(f"Round {i} is at step {step} ({status}).", False)]
 
 
