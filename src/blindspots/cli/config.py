@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from blindspots.cli.project import open_project
+from blindspots.cli.project_folder import open_project
 
 # Lazy imports: pandas, scipy, sklearn, threadpoolctl, torch (`blindspots --help` starts without them).
 

@@ -11,7 +11,7 @@ import typer
 
 import blindspots.app as web_app  # its names load on first use: create_app brings FastAPI
 from blindspots.app import bind_port, serve_on
-from blindspots.cli.project import open_project, refresh_round_page
+from blindspots.cli.project_folder import open_project, refresh_round_page
 from blindspots.extras import require
 
 # Lazy imports: fastapi, matplotlib, pandas, scipy, skimage, sklearn, threadpoolctl, torch, uvicorn
