@@ -39,7 +39,7 @@ class SelectStep(Step):
             s = pd.DataFrame({"id": pd.Series([], dtype=object), "score": [], "reason": []})
         else:
             worst = ratings.select_worst(c.ratings.n4, candidates=list(m["id"]), min_raters=1)
-            if c.mining.strategy == "portfolio":  # failures the target is unsure of and has not seen (mine.samplers.teach)
+            if c.mining.strategy == "portfolio":  # failures the target is unsure of, not seen (mine.samplers.teach)
                 chosen = teach_s(ctx, i, [str(x) for x in m["id"]], ratings.mos(), c.ratings.n4)
                 worst = ratings.select_worst(len(m), candidates=list(m["id"]), min_raters=1).set_index("image_id")
                 worst = worst.loc[chosen].reset_index()

@@ -65,8 +65,8 @@ def model_with_column(table: pd.DataFrame, kind: str, target: str | None) -> str
     """
     models = column_models(table.columns, kind)
     how = {"margin": "margin", "bald": "bald", "feat": "features", "badge": "badge"}[kind]
-    fix = (f"add them once per pool with blindspots.mine.model_columns.acquisition.add_acquisition_columns(scan_dir, pool, "
-           f"segmenter, name, kinds=['{how}']) or the `mine` command's --model SPEC")
+    fix = (f"add them once per pool with blindspots.mine.model_columns.acquisition.add_acquisition_columns("
+           f"scan_dir, pool, segmenter, name, kinds=['{how}']) or the `mine` command's --model SPEC")
     if target is None:
         if len(models) != 1:
             raise ValueError(f"target: could not infer the model from `al_{kind}__{{M}}` columns (found {models}); "
