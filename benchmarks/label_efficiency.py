@@ -1,5 +1,7 @@
-"""Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes
-or (`--dataset mri`) on brain MRI slices with real atlas labels (`label_efficiency_mri.py` builds that world).
+"""Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes,
+(`--dataset mri`) on brain MRI slices with real atlas labels (`label_efficiency_mri.py` builds that world) or
+(`--dataset microscopy`) on fluorescence-microscopy tiles with real, automatically made nuclei and cell labels
+(`label_efficiency_microscopy.py`).
 
 For each sampler of `blindspots.mine` and each seed, `--rounds` rounds of: pick from the unlabeled pool ->
 simulated people -> fine-tune the target on everything labelled so far with replay of its training set S0
@@ -35,7 +37,8 @@ passes only.
         --figure docs/img/label_efficiency_mri.png
 
 On MRI the same loop runs with the MRI world's models and sets (its docstring); the hard set's subset
-reported beside it is "shared" (a wider field of view, where every model fails) instead of "planted". `--quick` is a
+reported beside it is "shared" (a wider field of view, where every model fails) instead of "planted". On
+microscopy likewise, "shared" being defocus (`--micro-source`: the ndev-sampledata wheel or its .tiff). `--quick` is a
 tiny run of either (1 seed, 1 round, 32 px, a 24-image pool) that tests the code path.
 
 Prints the per-round table, the tables at each cost ratio, the portfolio's shares per round, the
