@@ -1,5 +1,7 @@
-"""Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes
-or (`--dataset mri`) on brain MRI slices with real atlas labels (`label_efficiency_mri.py` builds that world).
+"""Label efficiency: mIoU against human cost for every sampler, each a full loop, on procedural scenes,
+(`--dataset mri`) on brain MRI slices with real atlas labels (`label_efficiency_mri.py` builds that world) or
+(`--dataset microscopy`) on fluorescence-microscopy tiles with real, automatically made nuclei and cell labels
+(`label_efficiency_microscopy.py`).
 
 For each sampler of `blindspots.mine` and each seed, `--rounds` rounds of: pick from the unlabeled pool ->
 simulated people -> fine-tune the target on everything labelled so far with replay of its training set S0
@@ -35,7 +37,8 @@ passes only.
         --figure docs/img/label_efficiency_mri.png
 
 On MRI the same loop runs with the MRI world's models and sets (its docstring); the hard set's subset
-reported beside it is "shared" (a wider field of view, where every model fails) instead of "planted". `--quick` is a
+reported beside it is "shared" (a wider field of view, where every model fails) instead of "planted". On
+microscopy likewise, "shared" being defocus (`--micro-source`: the ndev-sampledata wheel or its .tiff). `--quick` is a
 tiny run of either (1 seed, 1 round, 32 px, a 24-image pool) that tests the code path.
 
 Prints the per-round table, the tables at each cost ratio, the portfolio's shares per round, the
@@ -117,14 +120,19 @@ def condition_label(c) -> str:
     return "+".join(out) or "in slice"
 
 
+def _world_module(dataset: str):  # noqa: ANN202 - a module
+    """The module beside this one that builds a real dataset's world: label_efficiency_<dataset>.py."""
+    import importlib
+
+    return importlib.import_module(f"label_efficiency_{dataset}")
+
+
 def make_world(args: argparse.Namespace) -> dict:
     """The models and fixed sets of one dataset: classes, target and competitor checkpoints, S0 and T0
     (images, masks), the hard test set (images, masks, flags of its `focus` subset) and `focus_labels`, the
     pool labels of that subset."""
-    if args.dataset == "mri":
-        import label_efficiency_mri
-
-        return label_efficiency_mri.make_world(args)
+    if args.dataset in ("mri", "microscopy"):
+        return _world_module(args.dataset).make_world(args)
     from blindspots.data.scenes import SCENE_CLASSES, render_scene_arrays
     from blindspots.training.zoo import train_zoo
 
@@ -143,10 +151,8 @@ def make_world(args: argparse.Namespace) -> dict:
 
 def make_pool(args: argparse.Namespace, seed: int, world: dict):
     """(ids, images uint8 [N, H, W, 3], masks uint8 [N, H, W], condition labels) of the pool of `seed`."""
-    if args.dataset == "mri":
-        import label_efficiency_mri
-
-        return label_efficiency_mri.make_pool(args, seed, world)
+    if args.dataset in ("mri", "microscopy"):
+        return _world_module(args.dataset).make_pool(args, seed, world)
     from blindspots.data.scenes import render_scene_arrays
 
     n_planted = int(round(args.pool * args.planted_share))
@@ -362,10 +368,8 @@ def share_sweep(world: dict, pool: tuple, comps: dict, args: argparse.Namespace,
 def recall_view(dataset: str) -> dict:
     """How a dataset's condition labels are grouped: the focus group, the labels in it, and whether a label
     is its own group (MRI: 'scan:sharp') rather than grouped by factor (scenes: 'tilt')."""
-    if dataset == "mri":
-        import label_efficiency_mri
-
-        return {"focus": "shared", "focus_labels": label_efficiency_mri.SHARED, "whole": True}
+    if dataset in ("mri", "microscopy"):
+        return {"focus": "shared", "focus_labels": _world_module(dataset).SHARED, "whole": True}
     return {"focus": "planted", "focus_labels": ("planted",), "whole": False}
 
 
@@ -451,6 +455,8 @@ DEFAULTS = {
                "n_hard": 100},
     "mri": {"target_arch": "tiny_unet", "competitors": "small_fcn,pspnet_r18", "n_train": 320, "epochs": 10,
             "n_hard": 120},
+    "microscopy": {"target_arch": "tiny_unet", "competitors": "small_fcn,pspnet_r18", "n_train": 320, "epochs": 10,
+                   "n_hard": 120},
 }
 QUICK = {"seeds": "0", "rounds": 1, "size": 32, "n_train": 24, "epochs": 1, "pool": 24, "n_t0": 6, "n_hard": 9,
          "n_m": 6, "n4": 2, "mc_passes": 2, "ft_epochs": 1, "max_replay": 4, "shares": "0.25"}
@@ -458,10 +464,13 @@ QUICK = {"seeds": "0", "rounds": 1, "size": 32, "n_train": 24, "epochs": 1, "poo
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dataset", choices=sorted(DEFAULTS), default="scenes", help="procedural scenes, or brain MRI "
-                    "slices of Debian's mricron-data (label_efficiency_mri.py)")
+    ap.add_argument("--dataset", choices=sorted(DEFAULTS), default="scenes", help="procedural scenes, brain MRI "
+                    "slices of Debian's mricron-data (label_efficiency_mri.py), or fluorescence-microscopy tiles of "
+                    "the ndev-sampledata wheel (label_efficiency_microscopy.py)")
     ap.add_argument("--mri-root", type=Path, default=None, help="MRI: the folder of mricron's templates "
                     "(default: Debian's /usr/share/mricron/templates)")
+    ap.add_argument("--micro-source", type=Path, default=None, help="microscopy: the ndev-sampledata==0.0.3 wheel, "
+                    "its scratch-assay .tiff or a folder with either (default: ~/.cache/blindspots/microscopy)")
     ap.add_argument("--quick", action="store_true", help="a tiny run: 1 seed, 1 round, 32 px, 24-image pool")
     ap.add_argument("--work", type=Path, default=Path("/tmp/label_efficiency"), help="cache folder (zoo, results)")
     ap.add_argument("--figure", type=Path, default=None, help="PNG to write (default: WORK/label_efficiency.png)")
@@ -533,7 +542,7 @@ def main(argv: list[str] | None = None) -> dict:
     args.work.mkdir(parents=True, exist_ok=True)
     try:
         world = make_world(args)
-    except FileNotFoundError as e:  # MRI without mricron-data: one line naming the package
+    except FileNotFoundError as e:  # MRI without mricron-data, microscopy without the wheel: one line naming it
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
     from blindspots.models.zoo import load_segmenter

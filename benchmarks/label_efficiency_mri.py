@@ -106,10 +106,11 @@ class SliceMaker:
         return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
 
 
-def train_models(maker: SliceMaker, s0: tuple[np.ndarray, np.ndarray], out: Path, args: argparse.Namespace
-                 ) -> dict[str, Path]:
+def train_models(maker: SliceMaker, s0: tuple[np.ndarray, np.ndarray], out: Path, args: argparse.Namespace,
+                 classes: "Classes | None" = None, tag: str = "mri") -> dict[str, Path]:
     """Train (or resume from `out`) the target on S0 (in-slice images) and the competitors on as many images
-    of the broad mix; returns {architecture: checkpoint}."""
+    of the broad mix (`maker.batch(["broad"], ...)`; another world's maker serves too, with its `classes` and
+    `tag`); returns {architecture: checkpoint}."""
     from blindspots.data.mri import MRI_CLASSES
     from blindspots.models.zoo import build_model
     from blindspots.training.loop import torch_seeded
@@ -121,10 +122,10 @@ def train_models(maker: SliceMaker, s0: tuple[np.ndarray, np.ndarray], out: Path
     paths = {}
     for i, (name, data) in enumerate([(args.target_arch, "target"), *[(c, "broad") for c in args.competitor_list]]):
         with torch_seeded(1000 + i):
-            model = build_model(name, MRI_CLASSES.num_classes)
+            model = build_model(name, (classes or MRI_CLASSES).num_classes)
         paths[name] = out / f"{name}.pt"
         fit_segmenter(model, sets[data], epochs=args.epochs, batch_size=16, seed=0, checkpoint_path=paths[name],
-                      arch=name, classes=MRI_CLASSES, meta={"data": f"mri {data}", "n": args.n_train},
+                      arch=name, classes=classes or MRI_CLASSES, meta={"data": f"{tag} {data}", "n": args.n_train},
                       progress=True, class_weights="balanced")
     return paths
 
@@ -148,12 +149,14 @@ def make_world(args: argparse.Namespace) -> dict:
 
 
 def make_pool(args: argparse.Namespace, seed: int, world: dict) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
-    """(ids, images uint8 [N, S, S, 3], masks uint8 [N, S, S], condition labels) of the pool of `seed`."""
+    """(ids, images uint8 [N, S, S, 3], masks uint8 [N, S, S], condition labels) of the pool of `seed`; the
+    conditions are `world["conditions"]` when it names them (the microscopy world does)."""
+    conditions = world.get("conditions", CONDITIONS)
     n_hard = int(round(args.pool * HARD_SHARE))
-    labels = ["in slice"] * (args.pool - n_hard) + [CONDITIONS[i % len(CONDITIONS)] for i in range(n_hard)]
+    labels = ["in slice"] * (args.pool - n_hard) + [conditions[i % len(conditions)] for i in range(n_hard)]
     labels = [labels[i] for i in np.random.default_rng([seed, 3]).permutation(args.pool)]
     imgs, masks = world["maker"].batch(labels, "pool", 5000 + seed)
-    return [f"mri_{i:05d}.png" for i in range(args.pool)], imgs, masks, labels
+    return [f"{world.get('tag', 'mri')}_{i:05d}.png" for i in range(args.pool)], imgs, masks, labels
 
 
 def model_table(world: dict) -> "pd.DataFrame":
@@ -168,7 +171,8 @@ def model_table(world: dict) -> "pd.DataFrame":
     k = world["classes"].num_classes
     hi, hm, _ = world["hard"]
     labels = np.asarray(world["hard_labels"])
-    sets = {"T0 (in slice)": world["T0"], **{c: (hi[labels == c], hm[labels == c]) for c in CONDITIONS}}
+    conditions = world.get("conditions", CONDITIONS)  # the microscopy world passes its own
+    sets = {"T0 (in slice)": world["T0"], **{c: (hi[labels == c], hm[labels == c]) for c in conditions}}
     models = {"target": world["target"], **world["competitors"]}
     maps = {}
     for n, path in models.items():

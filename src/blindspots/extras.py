@@ -3,7 +3,7 @@ line which extra to install.
 
 The core install (`pip install blindspots`) holds what the scan, mining, label issues, surprise and the loop need;
 everything else comes with an extra (`pip install 'blindspots[app]'`, `[onnx]`, `[hf]`, `[zoo]`, `[video]`,
-`[mri]`, `[labelstudio]`, `[fiftyone]`, `[ray]`, `[s3]`, or `[all]`). Why one helper: every import site reports a
+`[mri]`, `[microscopy]`, `[labelstudio]`, `[fiftyone]`, `[ray]`, `[s3]`, or `[all]`). Why one helper: every import site reports a
 missing extra the same way, and the error is a ValueError, so the command line prints it as one line
 `error: ...` (exit code 2) instead of a traceback.
 """
@@ -20,6 +20,7 @@ EXTRA_OF: dict[str, str] = {
     "segmentation_models_pytorch": "zoo", "torchvision": "zoo",
     "imageio": "video", "imageio_ffmpeg": "video",
     "nibabel": "mri",
+    "tifffile": "microscopy",
     "label_studio_sdk": "labelstudio",
     "fiftyone": "fiftyone",
     "ray": "ray",
