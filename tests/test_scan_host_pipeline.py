@@ -1,7 +1,7 @@
 """The scan's host pipeline: parallel decoding and map writing give the serial scan's files, bit for bit.
 
-Compared against `decode_workers=1` (one reader thread, maps written by the writer thread, as the
-scan ran before the pool of decode threads): the score table (exact floats, error rows, hashes),
+Compared against `decode_workers=1` (one reader thread that decodes, as the scan ran before the pool of
+decode threads): the score table (exact floats, error rows, hashes),
 every map file's bytes, resume after an interruption, and a failed map write that must keep its
 shard off the disk.
 """
@@ -107,7 +107,8 @@ def test_interrupted_parallel_scan_resumes_to_the_serial_table(tmp_path, items):
     assert map_bytes(out) == map_bytes(ref)
 
 
-def test_a_failed_map_write_keeps_its_shard_off_the_disk(tmp_path, items, monkeypatch):
+@pytest.mark.parametrize("workers", [1, 3])  # one decode thread has a map thread too
+def test_a_failed_map_write_keeps_its_shard_off_the_disk(tmp_path, items, monkeypatch, workers):
     pool = ImagePool(write_folder(tmp_path / "pool", items, corrupt=False))
     real = map_files.save_maps
 
@@ -119,7 +120,7 @@ def test_a_failed_map_write_keeps_its_shard_off_the_disk(tmp_path, items, monkey
     monkeypatch.setattr(map_files, "save_maps", failing)
     out = tmp_path / "scan"
     with pytest.raises(OSError, match="disk full"):
-        scan(pool, out, 3)
+        scan(pool, out, workers)
     written = {p.name for p in (out / "models" / "t").glob("*.parquet")}
     assert "shard-00001.parquet" not in written and "shard-00000.parquet" in written
 

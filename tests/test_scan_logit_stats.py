@@ -74,7 +74,7 @@ def test_large_logits_do_not_overflow_and_one_hot_is_certain():
 def test_blocks_threads_and_bad_input():
     """An image of several blocks; a batch split over threads is the same bits as one call; a clear error."""
     rng = np.random.default_rng(7)
-    z = rng.normal(size=(5, 3, 230, 150)).astype(np.float32)  # 34,500 pixels: three blocks
+    z = rng.normal(size=(5, 3, 230, 150)).astype(np.float32)  # 34,500 pixels: two blocks of 3 classes
     one = logit_stats(z)
     assert_close(one, reference(z), "blocks")
     with ThreadPoolExecutor(2) as ex:

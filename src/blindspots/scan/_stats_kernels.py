@@ -30,8 +30,26 @@ def _max_argmax_counts(p: np.ndarray, s: int, e: int, m: np.ndarray, a: np.ndarr
             if v > m[j]:
                 m[j] = v
                 a[j] = k
-    for j in range(n):
-        counts[a[j]] += 1
+    _count(a, counts)
+
+
+@numba.njit(cache=True, nogil=True)
+def _count(a: np.ndarray, counts: np.ndarray) -> None:
+    """counts int64 [C] += occurrences of each class id in a [n]. Four interleaved counters: one counter a
+    pixel makes each increment wait for the last one to the same class (a map of few classes: nearly all);
+    measured on one 512x512 map, 0.31 -> 0.05 ms (one class) and 0.67 -> 0.25 ms (two classes at random)."""
+    sub = np.zeros((4, counts.shape[0]), dtype=np.int64)
+    n = a.shape[0]
+    q = n // 4
+    for j in range(q):
+        sub[0, a[4 * j]] += 1
+        sub[1, a[4 * j + 1]] += 1
+        sub[2, a[4 * j + 2]] += 1
+        sub[3, a[4 * j + 3]] += 1
+    for j in range(4 * q, n):
+        sub[0, a[j]] += 1
+    for k in range(counts.shape[0]):
+        counts[k] += sub[0, k] + sub[1, k] + sub[2, k] + sub[3, k]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -104,8 +122,9 @@ def exp_sums(z: np.ndarray, s: int, e: int, maxz: np.ndarray, exps: np.ndarray, 
 @numba.njit(cache=True, nogil=True, error_model="numpy")  # no zero-division check: the loop vectorises (S >= 1)
 def entropy_maxprob(log_total: np.ndarray, total: np.ndarray, weighted: np.ndarray, ent: np.ndarray,
                     maxp: np.ndarray) -> None:
-    """Per pixel, from S = sum exp(z - max) and T = sum exp(z - max) (z - max): the entropy of the softmax
-    log S - T / S (nats) into ent, and its largest probability 1 / S into maxp (all float32 [n])."""
+    """Per pixel, from S = sum exp(z - max), T = sum exp(z - max) (z - max) and log S: the entropy of the
+    softmax log S - T / S (nats) into ent, and its largest probability 1 / S into maxp (all float32 [n]).
+    (Summing them here instead, in float64, was slower: a serial sum does not vectorise.)"""
     for j in range(total.shape[0]):
         ent[j] = log_total[j] - weighted[j] / total[j]
         maxp[j] = np.float32(1.0) / total[j]

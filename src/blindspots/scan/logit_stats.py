@@ -21,7 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from blindspots.scan.stats import BLOCK_PIXELS, DEVICE_CHUNK_VALUES, ModelStats, PendingStats, block_buffer
+from blindspots.scan.stats import DEVICE_CHUNK_VALUES, ModelStats, PendingStats, block_buffer
+
+#: logits a block of pixels holds (C x pixels; at least one row). Measured on 256x256 images, C = 2, 19, 150:
+#: blocks of 2^15 to 2^19 values within 6% of each other, 2^13 up to 1.6x slower (more calls a image)
+BLOCK_VALUES = 1 << 16
 
 
 @dataclass
@@ -65,7 +69,7 @@ def logit_stats(logits: Any) -> ModelStats:
     maxp = np.empty(hw, dtype=np.float32)  # per-pixel largest probability of one image
     entropy = np.empty(n, dtype=np.float32)
     maxprob = np.empty(n, dtype=np.float32)
-    block = max(1, min(h, BLOCK_PIXELS // max(1, w))) * w  # whole rows
+    block = max(1, min(h, max(1, BLOCK_VALUES // c) // max(1, w))) * w  # whole rows, C x block values
     scratch = block_buffer((c + 4) * block)  # C planes of exp(z - max), then max, S, T, log S
     for i in range(n):
         zi, ii = z[i].reshape(c, hw), idx[i].reshape(-1)
