@@ -71,6 +71,17 @@ def test_large_logits_do_not_overflow_and_one_hot_is_certain():
         assert got.frac[0, 2] == 1 and got.frac[1, 3] == 1
 
 
+def test_two_classes_take_one_exp_a_pixel_and_the_same_numbers():
+    """The two-class pass (-|z1 - z0|, one exp): ties go to class 0, an even pixel has entropy log 2."""
+    z = (np.random.default_rng(3).normal(size=(3, 2, 40, 70)) * 5).astype(np.float32)
+    z[:, 1, :5] = z[:, 0, :5]  # ties on five rows
+    got = logit_stats(z)
+    assert_close(got, reference(z), "two classes with ties")
+    assert np.all(got.argmax[:, :5] == 0)
+    even = logit_stats(np.zeros((1, 2, 3, 3), np.float32))
+    assert np.isclose(even.entropy[0], np.log(2), rtol=1e-6) and even.maxprob[0] == np.float32(0.5)
+
+
 def test_blocks_threads_and_bad_input():
     """An image of several blocks; a batch split over threads is the same bits as one call; a clear error."""
     rng = np.random.default_rng(7)

@@ -119,6 +119,30 @@ def exp_sums(z: np.ndarray, s: int, e: int, maxz: np.ndarray, exps: np.ndarray, 
             weighted[j] += ek[j] * (zk[j] - maxz[j])
 
 
+@numba.njit(cache=True, nogil=True)
+def two_class_shift(z: np.ndarray, s: int, e: int, idx: np.ndarray, buf: np.ndarray, counts: np.ndarray) -> None:
+    """`logit_max_shift` for C = 2, whose softmax needs one exp a pixel: for d = z1 - z0, idx [P] at pixels
+    [s, e) = 1 where d > 0 (z0 wins ties, as np.argmax), counts int64 [2] += pixels per class, buf
+    float32 [e - s] = -|d| (the other class's z - max; the larger's is 0)."""
+    n = e - s
+    a = idx[s:e]
+    z0, z1 = z[0, s:e], z[1, s:e]
+    for j in range(n):
+        d = z1[j] - z0[j]
+        a[j] = 1 if d > 0 else 0
+        buf[j] = -abs(d)
+    _count(a, counts)
+
+
+@numba.njit(cache=True, nogil=True)
+def two_class_sums(shift: np.ndarray, exps: np.ndarray, total: np.ndarray, weighted: np.ndarray) -> None:
+    """`exp_sums` for C = 2 from shift = -|d| and exps = exp(shift) (float32 [n]): S = 1 + exp(-|d|) and
+    T = exp(-|d|) * (-|d|) (the larger class adds exp(0) = 1 to S and 0 to T)."""
+    for j in range(total.shape[0]):
+        total[j] = np.float32(1.0) + exps[j]
+        weighted[j] = exps[j] * shift[j]
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")  # no zero-division check: the loop vectorises (S >= 1)
 def entropy_maxprob(log_total: np.ndarray, total: np.ndarray, weighted: np.ndarray, ent: np.ndarray,
                     maxp: np.ndarray) -> None:

@@ -10,7 +10,7 @@ own rounding), not to the bit; like it, each image is computed alone, so a batch
 gives the same bits as one call.
 
 Host: compiled passes (`_stats_kernels`) and numpy's SIMD exp, block by block of pixels in the
-cache. Device: torch ops over chunks of at most `DEVICE_CHUNK_VALUES` values (two scratch buffers),
+cache; two classes (binary models) take one exp a pixel, of -|z1 - z0| (the larger class's is 1). Device: torch ops over chunks of at most `DEVICE_CHUNK_VALUES` values (two scratch buffers),
 never a second full-size copy of [N, C, H, W].
 """
 from __future__ import annotations
@@ -78,9 +78,15 @@ def logit_stats(logits: Any) -> ModelStats:
             m = e - s
             buf = scratch[:c * m].reshape(c, m)
             maxz, total, weighted, log_total = (scratch[(c + j) * block:(c + j) * block + m] for j in range(4))
-            kern.logit_max_shift(zi, s, e, maxz, ii, buf, counts[i])
-            np.exp(buf, out=buf)
-            kern.exp_sums(zi, s, e, maxz, buf, total, weighted)
+            if c == 2:  # one exp a pixel, of -|z1 - z0| (binary models: a one-channel logit z is [0, z])
+                shift, exps = buf[0], buf[1]
+                kern.two_class_shift(zi, s, e, ii, shift, counts[i])
+                np.exp(shift, out=exps)
+                kern.two_class_sums(shift, exps, total, weighted)
+            else:
+                kern.logit_max_shift(zi, s, e, maxz, ii, buf, counts[i])
+                np.exp(buf, out=buf)
+                kern.exp_sums(zi, s, e, maxz, buf, total, weighted)
             np.log(total, out=log_total)
             kern.entropy_maxprob(log_total, total, weighted, ent[s:e], maxp[s:e])
         entropy[i] = ent.mean(dtype=np.float32)
