@@ -18,6 +18,7 @@ procedural scenes' label masks (what the map pool writes), to choose `scan.maps.
     python benchmarks/host_pipeline.py --workers 1,2,4,8,16    # a bigger host: up to all cores
     python benchmarks/host_pipeline.py --png-levels            # the PNG level table only
     python benchmarks/host_pipeline.py --stats 2,19,150 --size 256   # statistics from logits against softmax
+    python benchmarks/host_pipeline.py --per-thread            # CPU time of each of the scan's threads
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import argparse
 import os
 import shutil
 import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -147,6 +149,48 @@ def stats_table(size: int, classes: list[int], reps: int = 3) -> None:
               + f"; {best['softmax + model_stats'] / best['logit_stats']:.2f}x; {load()}", flush=True)
 
 
+def thread_cpu(pool: ImagePool, out: Path, workers: int, batch: int, size: int, logits: bool) -> None:
+    """CPU ms an image of each of the scan's threads (by name) in one scan: each thread's CPU clock read
+    from /proc/self/task every 20 ms (Linux; a thread's last 20 ms may be missed), printed largest first."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def clock(tid: str) -> float | None:
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            return None
+        return (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+
+    before = {tid: clock(tid) or 0.0 for tid in os.listdir("/proc/self/task")}
+    last: dict[str, float] = {}
+    names: dict[str, str] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            names.update({str(t.native_id): t.name.rsplit("_", 1)[0] for t in threading.enumerate()})
+            for tid in os.listdir("/proc/self/task"):
+                v = clock(tid)
+                if v is not None:
+                    last[tid] = v
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, name="watcher")
+    watcher.start()
+    t = scan(pool, out, workers, batch, size, logits)
+    done.set()
+    watcher.join()
+    per: dict[str, float] = {}
+    for tid, v in last.items():
+        name = names.get(tid, "other")
+        if name != "watcher":
+            per[name] = per.get(name, 0.0) + v - before.get(tid, 0.0)
+    n = len(pool.ids)
+    print(f"  {workers} worker(s): scan {n / t:.1f} img/s; CPU ms an image by thread: " + ", ".join(
+        f"{k} {1e3 * v / n:.2f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v > 0) + f"; {load()}",
+        flush=True)
+
+
 def png_levels(size: int, n: int) -> None:
     """Encode time and size of `n` procedural scenes' label masks at each zlib level."""
     from blindspots.data.scenes.generate import render_scene_arrays
@@ -176,6 +220,8 @@ def main() -> None:
     ap.add_argument("--png-levels", action="store_true", help="only the PNG level table")
     ap.add_argument("--stats", default="", help="only the host statistics table, for these comma-separated class "
                     "counts (e.g. 2,19,150): softmax + model_stats against logit_stats")
+    ap.add_argument("--per-thread", action="store_true",
+                    help="only one scan per worker count, with the CPU time of each of its threads (Linux)")
     ap.add_argument("--probabilities", action="store_true",
                     help="the null model gives probabilities (the scan's path before logits)")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "blindspots-bench-host")
@@ -193,6 +239,10 @@ def main() -> None:
     out = args.workdir / "scan"
     logits = not args.probabilities
     scan(pool, out, max(workers), args.batch, args.size, logits)  # warm-up: numba kernels, the page cache
+    if args.per_thread:
+        for w in workers:
+            thread_cpu(pool, out, w, args.batch, args.size, logits)
+        return
     plain_threads(pool, ids, max(workers))
     rows: dict[int, dict[str, list[float]]] = {w: {"scan": [], "threads": [], "processes": []} for w in workers}
     cpu: dict[int, dict[str, list[float]]] = {w: {"scan": [], "threads": [], "processes": []} for w in workers}
