@@ -281,7 +281,8 @@ def bench_stats(device: torch.device, classes: int, size: int, n: int) -> None:
     up = lambda low: torch.nn.functional.interpolate(low, size=(size, size), mode="bilinear",  # noqa: E731
                                                      align_corners=False)
     for name, low in (("upsample + softmax, NCHW logits", logits),
-                      ("upsample + softmax, channels-last logits", logits.contiguous(memory_format=torch.channels_last))):
+                      ("upsample + softmax, channels-last logits",
+                       logits.contiguous(memory_format=torch.channels_last))):
         got[name] = time_and_peak(lambda low=low: torch.softmax(up(low), dim=1), device)
     paths = {"upsample + softmax + device_stats (the scan before)": lambda: device_stats(torch.softmax(up(logits), 1)),
              "upsample + logit statistics (the scan now)": lambda: begin_device_logit_stats(up(logits)).result()}
@@ -293,7 +294,8 @@ def bench_stats(device: torch.device, classes: int, size: int, n: int) -> None:
         got[name] = time_and_peak(fn, device)
     old, new = device_stats(torch.softmax(full, 1)), begin_device_logit_stats(full).result()
     got["logits vs softmax"] = {
-        "argmax_equal": bool(np.array_equal(old.argmax, new.argmax)), "frac_equal": bool(np.array_equal(old.frac, new.frac)),
+        "argmax_equal": bool(np.array_equal(old.argmax, new.argmax)),
+        "frac_equal": bool(np.array_equal(old.frac, new.frac)),
         "entropy_max_abs_diff": float(np.abs(old.entropy - new.entropy).max()),
         "maxprob_max_abs_diff": float(np.abs(old.maxprob - new.maxprob).max())}
     say(f"statistics of [{n}, {classes}, {size}, {size}]: " + ", ".join(

@@ -122,7 +122,8 @@ def test_adapter_logits_are_the_probabilities_before_their_softmax():
         assert isinstance(seg.predict_logits(x, on_device=True), torch.Tensor)
     probs = TorchSegmenter(torch.nn.Sequential(tiny_net(0), torch.nn.Softmax(1)), 4, output="probabilities")
     assert not gives_logits(probs)
-    with pytest.raises(ValueError, match="output: predict_logits expected an adapter of output='logits', got 'probabilities'"):
+    with pytest.raises(ValueError, match="output: predict_logits expected an adapter of output='logits', "
+                                         "got 'probabilities'"):
         probs.predict_logits(x)
 
 

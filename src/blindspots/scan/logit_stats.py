@@ -10,7 +10,8 @@ own rounding), not to the bit; like it, each image is computed alone, so a batch
 gives the same bits as one call.
 
 Host: compiled passes (`_stats_kernels`) and numpy's SIMD exp, block by block of pixels in the
-cache; two classes (binary models) take one exp a pixel, of -|z1 - z0| (the larger class's is 1). Device: torch ops over chunks of at most `DEVICE_CHUNK_VALUES` values (two scratch buffers),
+cache; two classes (binary models) take one exp a pixel, of -|z1 - z0| (the larger class's is 1).
+Device: torch ops over chunks of at most `DEVICE_CHUNK_VALUES` values (two scratch buffers),
 never a second full-size copy of [N, C, H, W].
 """
 from __future__ import annotations

@@ -214,9 +214,10 @@ def model_stats(proba: Any) -> ModelStats:
 
 def model_stats_on(proba: Any, executor: Any = None, parts: int = 1) -> ModelStats:
     """`model_stats`, host probabilities (or host `logit_stats.Logits`) split by image over `parts` threads:
-    this one and parts - 1 tasks of `executor` (a concurrent.futures executor). Each image's statistics are computed alone (its own
-    blocks, its own sums), so the numbers are the same bits as one call; the compiled passes release the
-    GIL. Anything else (one image, no executor, probabilities queued on a device) is one `model_stats`."""
+    this one and parts - 1 tasks of `executor` (a concurrent.futures executor). Each image's statistics
+    are computed alone (its own blocks, its own sums), so the numbers are the same bits as one call; the
+    compiled passes release the GIL. Anything else (one image, no executor, probabilities queued on a
+    device) is one `model_stats`."""
     from blindspots.scan.logit_stats import Logits  # imports this module
 
     host = proba.values if isinstance(proba, Logits) else proba  # host logits split as probabilities do

@@ -169,7 +169,8 @@ def forward(msg: Batch, run: list[str], models: Mapping[str, Any], num_classes: 
 def begin_stats(proba: Any) -> Any:
     """Probabilities (or `Logits`) on an accelerator -> their statistics queued there at once
     (`scan.stats.PendingStats`): the GPU runs them right behind the forward, the caller's thread does not
-    wait, and the probabilities are freed here rather than held until the writer thread takes the batch. Anything else unchanged."""
+    wait, and the probabilities are freed here rather than held until the writer thread takes the batch.
+    Anything else unchanged."""
     if isinstance(proba, Logits) and _on_device(proba.values):
         return begin_device_logit_stats(proba.values)
     if _on_device(proba):
