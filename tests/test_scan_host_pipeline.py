@@ -226,6 +226,30 @@ def test_batch_size_auto_divides_free_memory_by_the_measured_need(monkeypatch, c
     assert autobatch.auto_limits({"m": FakeGpuModel()}, lambda: (10, 5)).max_images == 1
 
 
+def test_batch_size_auto_probes_the_logits_path_of_a_model_of_logits(monkeypatch):
+    """A model of logits is probed as the scan runs it: its logits (no softmax) into the statistics."""
+    from blindspots.scan.engines import autobatch
+    from blindspots.scan.logit_stats import Logits
+
+    class FakeLogitsModel:
+        device, output = "cuda:0", "logits"
+
+        def predict_proba_device(self, images):
+            raise AssertionError("the scan takes this model's logits, not its probabilities")
+
+        def predict_logits(self, images, on_device=False):
+            assert on_device
+            return torch.zeros((len(images), 3, 4, 4))
+
+    got = []
+    for name, fn in {"synchronize": lambda d=None: None, "reset_peak_memory_stats": lambda d=None: None,
+                     "memory_allocated": lambda d=None: 0, "max_memory_allocated": lambda d=None: 800}.items():
+        monkeypatch.setattr(torch.cuda, name, fn)
+    monkeypatch.setattr(autobatch, "model_stats", got.append)
+    assert autobatch.bytes_per_image(FakeLogitsModel(), (4, 4)) == 400
+    assert len(got) == 1 and isinstance(got[0], Logits) and got[0].shape == (2, 3, 4, 4)
+
+
 def test_batch_size_auto_keeps_a_batch_below_int_max_elements(monkeypatch):
     """torch's CUDA bilinear upsampling refuses outputs of INT_MAX elements: with memory to spare, 150 classes
     at 512x512 get 54 images a batch (54 x 150 x 512^2 < 2^31 - 1 <= 55 x ...), not the memory rule's 64."""
