@@ -120,6 +120,11 @@ def test_adapter_logits_are_the_probabilities_before_their_softmax():
         assert z.dtype == np.float32 and z.shape == (3, seg.num_classes, 20, 26) and gives_logits(seg)
         np.testing.assert_allclose(torch.softmax(torch.from_numpy(z), 1).numpy(), seg.predict_proba(x), atol=1e-6)
         assert isinstance(seg.predict_logits(x, on_device=True), torch.Tensor)
+    class Calibrated(TorchSegmenter):  # its own probabilities: the scan must not bypass them with the logits
+        def predict_proba(self, images, ids=None):
+            return super().predict_proba(images) ** 2
+
+    assert not gives_logits(Calibrated(tiny_net(0), 4))
     probs = TorchSegmenter(torch.nn.Sequential(tiny_net(0), torch.nn.Softmax(1)), 4, output="probabilities")
     assert not gives_logits(probs)
     with pytest.raises(ValueError, match="output: predict_logits expected an adapter of output='logits', "

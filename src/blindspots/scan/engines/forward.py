@@ -107,9 +107,16 @@ def on_accelerator(model: Any) -> bool:
 
 def gives_logits(model: Any) -> bool:
     """True for an adapter whose output is logits and that hands them over before its softmax
-    (`predict_logits`): the scan then takes its statistics from them (`scan.logit_stats`)."""
-    return getattr(model, "output", None) == "logits" and callable(getattr(model, "predict_logits", None)) \
-        and not reads_ids(model)
+    (`predict_logits`): the scan then takes its statistics from them (`scan.logit_stats`). Not for a
+    subclass that overrides `predict_proba` below where `predict_logits` is defined (its own
+    probabilities, which the logits would bypass), nor for a model that reads outputs by id."""
+    if getattr(model, "output", None) != "logits" or not callable(getattr(model, "predict_logits", None)) \
+            or reads_ids(model):
+        return False
+    owner = {name: next((c for c in type(model).__mro__ if name in vars(c)), None)
+             for name in ("predict_proba", "predict_logits")}
+    return owner["predict_proba"] is None or owner["predict_logits"] is None \
+        or issubclass(owner["predict_logits"], owner["predict_proba"])
 
 
 def predict(model: Any, ids: list[str], images: np.ndarray, name: str, num_classes: int) -> Any:
