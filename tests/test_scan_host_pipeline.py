@@ -226,20 +226,19 @@ def test_batch_size_auto_divides_free_memory_by_the_measured_need(monkeypatch, c
     assert autobatch.auto_limits({"m": FakeGpuModel()}, lambda: (10, 5)).max_images == 1
 
 
-def test_batch_size_auto_probes_the_logits_path_of_a_model_of_logits(monkeypatch):
-    """A model of logits is probed as the scan runs it: its logits (no softmax) into the statistics."""
-    from blindspots.scan.engines import autobatch
-    from blindspots.scan.logit_stats import Logits
+def test_batch_size_auto_probes_a_model_of_logits_on_a_gpu_through_its_probabilities(monkeypatch):
+    """On a GPU the scan keeps the measured softmax + device statistics path for a model of logits too
+    (`forward.takes_logits`), and the probe runs that path."""
+    from blindspots.scan.engines import autobatch, forward
 
     class FakeLogitsModel:
-        device, output = "cuda:0", "logits"
+        device, output = torch.device("cuda:0"), "logits"
 
         def predict_proba_device(self, images):
-            raise AssertionError("the scan takes this model's logits, not its probabilities")
+            return torch.zeros((len(images), 3, 4, 4))
 
         def predict_logits(self, images, on_device=False):
-            assert on_device
-            return torch.zeros((len(images), 3, 4, 4))
+            raise AssertionError("on a GPU the scan takes this model's probabilities, not its logits")
 
     got = []
     for name, fn in {"synchronize": lambda d=None: None, "reset_peak_memory_stats": lambda d=None: None,
@@ -247,7 +246,8 @@ def test_batch_size_auto_probes_the_logits_path_of_a_model_of_logits(monkeypatch
         monkeypatch.setattr(torch.cuda, name, fn)
     monkeypatch.setattr(autobatch, "model_stats", got.append)
     assert autobatch.bytes_per_image(FakeLogitsModel(), (4, 4)) == 400
-    assert len(got) == 1 and isinstance(got[0], Logits) and got[0].shape == (2, 3, 4, 4)
+    assert len(got) == 1 and isinstance(got[0], torch.Tensor) and tuple(got[0].shape) == (2, 3, 4, 4)
+    assert forward.gives_logits(FakeLogitsModel()) and not forward.takes_logits(FakeLogitsModel())
 
 
 def test_batch_size_auto_keeps_a_batch_below_int_max_elements(monkeypatch):

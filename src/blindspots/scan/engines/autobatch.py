@@ -3,7 +3,7 @@
 On a GPU a forward of a few images is bound by launching its kernels, not by the GPU's arithmetic
 (a MiT-b2-like SegFormer at 512x512: the scan ran 3 images a batch under the default 1-megapixel
 budget); a larger batch spreads that cost. How large fits is measured, not guessed: each model on a
-CUDA device runs the scan's own device path (`predict_logits` or `predict_proba_device`, then the
+CUDA device runs the scan's own device path (`predict_proba_device`, then the
 statistics) on PROBE_IMAGES blank images of the pool's first image size; its peak allocation above what
 was held before, per image, divides AUTO_MEMORY_SHARE of the device's free memory. The pixel budget follows
 (images x pixels of the probed size), so larger photos later in a pool get proportionally fewer a batch.
@@ -19,9 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from blindspots.batches import DEFAULT_MAX_PIXELS, BatchLimits
-from blindspots.scan.engines.forward import gives_logits
 from blindspots.scan.engines.job import on_gpu
-from blindspots.scan.logit_stats import Logits
 from blindspots.scan.stats import model_stats
 
 log = logging.getLogger(__name__)
@@ -67,9 +65,8 @@ def bytes_per_image(model: Any, size: tuple[int, int]) -> int:
     base = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
     blank = np.zeros((PROBE_IMAGES, size[0], size[1], 3), np.uint8)
-    # the path the scan takes (`forward.predict`): a model of logits hands them over, without a softmax
-    model_stats(Logits(model.predict_logits(blank, on_device=True)) if gives_logits(model)
-                else model.predict_proba_device(blank))
+    # the path the scan takes on a GPU (`forward.predict`): probabilities, then their statistics
+    model_stats(model.predict_proba_device(blank))
     torch.cuda.synchronize(device)
     return max(1, (torch.cuda.max_memory_allocated(device) - base) // PROBE_IMAGES)
 

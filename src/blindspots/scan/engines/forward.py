@@ -105,6 +105,15 @@ def on_accelerator(model: Any) -> bool:
     return hasattr(model, "predict_proba_device") and getattr(device, "type", "cpu") != "cpu"
 
 
+def takes_logits(model: Any) -> bool:
+    """True where the scan takes a model's statistics from its logits: a model of logits
+    (`gives_logits`) on the host. On a GPU the scan keeps the softmax + `device_stats` path, the one
+    measured on an H200 (docs/models.md); the device logits path (`logit_stats.begin_device_logit_stats`)
+    makes more full-size reads and stays unused until `benchmarks/gpu_all.py` (section stats) shows it
+    pays there."""
+    return gives_logits(model) and not on_accelerator(model)
+
+
 def gives_logits(model: Any) -> bool:
     """True for an adapter whose output is logits and that hands them over before its softmax
     (`predict_logits`): the scan then takes its statistics from them (`scan.logit_stats`). Not for a
@@ -124,8 +133,8 @@ def predict(model: Any, ids: list[str], images: np.ndarray, name: str, num_class
     torch tensor on the model's GPU: see `on_accelerator`), or the `Logits` of a model that gives them
     (`gives_logits`); raises on a bad output."""
     n, h, w = images.shape[:3]
-    if gives_logits(model):
-        proba = Logits(model.predict_logits(images, on_device=on_accelerator(model)))
+    if takes_logits(model):
+        proba = Logits(model.predict_logits(images, on_device=False))
     elif on_accelerator(model):
         proba = model.predict_proba_device(images)
     else:
