@@ -168,12 +168,10 @@ def model_stats(proba: Any) -> ModelStats:
     """
     from blindspots.scan import _stats_kernels as kern  # numba: imported (and compiled) on first use
 
-    from blindspots.scan.logit_stats import Logits, logit_stats  # imports this module
-
     if isinstance(proba, PendingStats):  # queued on the device by `begin_device_stats`
         return proba.result()
-    if isinstance(proba, Logits):  # a model's logits: the statistics of their softmax, without it
-        return logit_stats(proba.values)
+    if getattr(proba, "from_logits", False):  # `logit_stats.Logits`: the statistics of their softmax, without it
+        return proba.stats()
     torch = sys.modules.get("torch")  # a tensor implies torch is imported; the scan itself does not import it
     if torch is not None and isinstance(proba, torch.Tensor) and proba.device.type != "cpu":
         return device_stats(proba)
@@ -218,9 +216,7 @@ def model_stats_on(proba: Any, executor: Any = None, parts: int = 1) -> ModelSta
     are computed alone (its own blocks, its own sums), so the numbers are the same bits as one call; the
     compiled passes release the GIL. Anything else (one image, no executor, probabilities queued on a
     device) is one `model_stats`."""
-    from blindspots.scan.logit_stats import Logits  # imports this module
-
-    host = proba.values if isinstance(proba, Logits) else proba  # host logits split as probabilities do
+    host = proba.values if getattr(proba, "from_logits", False) else proba  # host `Logits` split as probabilities do
     n = proba.shape[0] if isinstance(host, np.ndarray) and host.ndim == 4 else 0
     parts = min(parts, n)
     if executor is None or parts < 2:
