@@ -12,13 +12,17 @@ Needs only torch, torchvision, transformers, pyarrow, pandas, numba, typer and P
    150 classes) and `--n` JPEGs of 512x512:
    a. scan vs model alone, fp32 and bf16: the scan (`scan_pool`, batch_size="auto", decode threads, map
       pool), the scan at batch 8 with no pixel budget, forward + device statistics, and the model alone at
-      batch 8 and at the auto batch; medians of `--rounds` interleaved rounds; then three scans with the
-      scan's stage clock logged (default settings, 16 decode threads, Python's 5 ms GIL switch interval);
+      batch 8 and at the auto batch (forward + statistics both ways: softmax then `device_stats`, and from
+      the logits as the scan now takes them); medians of `--rounds` interleaved rounds; then three scans
+      with the scan's stage clock logged (default settings, 16 decode threads, Python's 5 ms GIL switch
+      interval);
    b. precision: the model alone at fp32, fp32 with TF32 matmuls, bf16 under autocast (as the adapter
       runs it), bf16 autocast with an NCHW-contiguous input (the adapter's is channels-last strided),
       and bf16 weights without autocast; at batch 8 and the auto batch;
    c. statistics: `device_stats` (two reads, one scratch) against `device_stats_unfused` (three full-size
-      temporaries) on [8, 150, 512, 512] probabilities: time and peak memory above the input;
+      temporaries) on [8, 150, 512, 512] probabilities: time and peak memory above the input; the scan's
+      path from 1/4-resolution logits before (upsample, softmax, `device_stats`) and now (upsample,
+      `begin_device_logit_stats`, no probability tensor), and the two paths' numbers compared;
    d. fine-tuning: `ReplayFinetuner`'s training loop against a plain torch loop (same module, data, SGD,
       autocast), images/s;
    e. surprise maps (`surprise_heatmaps`, MDSA on the decoder's 768-channel input) against the forward
@@ -62,6 +66,7 @@ from blindspots.models.load import load_model  # noqa: E402
 from blindspots.scan import scan_pool  # noqa: E402
 from blindspots.scan.engines import local as local_engine  # noqa: E402
 from blindspots.scan.engines.autobatch import auto_limits  # noqa: E402
+from blindspots.scan.logit_stats import begin_device_logit_stats  # noqa: E402
 from blindspots.scan.stats import device_stats, device_stats_unfused  # noqa: E402
 
 RESULTS: dict[str, Any] = {}
@@ -142,17 +147,20 @@ def bench_scan(models: dict[str, Any], pool: Any, images: list[np.ndarray], auto
         dev = seg.device
         scan_once(seg, pool, work / "scan-warm", "auto")  # warm-up: cuDNN autotuning, first-call imports
         model_only(seg, bauto[:2])
-        got: dict[str, list[float]] = {k: [] for k in ("scan_auto", "scan_b8", "stats_auto", "model_b8",
-                                                        "model_auto")}
+        keys = ("scan_auto", "scan_b8", "stats_auto", "logit_stats_auto", "model_b8", "model_auto")
+        got: dict[str, list[float]] = {k: [] for k in keys}
         for r in range(rounds):
-            order = ["scan_auto", "scan_b8", "stats_auto", "model_b8", "model_auto"]
+            order = list(keys)
             for key in (order if r % 2 == 0 else order[::-1]):
                 if key == "scan_auto":
                     t = scan_once(seg, pool, work / "scan", "auto")
                 elif key == "scan_b8":
                     t = scan_once(seg, pool, work / "scan", 8, max_pixels=None)
-                elif key == "stats_auto":
+                elif key == "stats_auto":  # the scan's device path before: the softmax, then its statistics
                     t = timed(lambda: [device_stats(seg.predict_proba_device(b)) for b in bauto], dev)
+                elif key == "logit_stats_auto":  # and now: the statistics from the logits
+                    t = timed(lambda: [begin_device_logit_stats(seg.predict_logits(b, on_device=True)).result()
+                                       for b in bauto], dev)
                 elif key == "model_b8":
                     t = model_only(seg, b8)
                 else:
@@ -177,7 +185,8 @@ def bench_scan(models: dict[str, Any], pool: Any, images: list[np.ndarray], auto
             stage_log.setLevel(logging.WARNING)
         r_ = rows[p]
         say(f"{p}: scan (auto batch {auto_b}) {r_['scan_auto']:.1f} img/s, scan (batch 8) {r_['scan_b8']:.1f}, "
-            f"forward + device statistics {r_['stats_auto']:.1f}, model alone batch 8 {r_['model_b8']:.1f}, "
+            f"forward + device statistics {r_['stats_auto']:.1f} (from logits {r_['logit_stats_auto']:.1f}), "
+            f"model alone batch 8 {r_['model_b8']:.1f}, "
             f"batch {auto_b} {r_['model_auto']:.1f}; scan / model alone (auto) "
             f"{r_['scan_auto'] / r_['model_auto']:.3f}; {load()}")
     RESULTS["scan"] = {"auto_batch": auto_b, "images": n, "rounds": rounds, "img_per_s": rows}
@@ -240,36 +249,60 @@ def bench_precision(seg32: Any, images: list[np.ndarray], auto_b: int) -> None:
 # -- 2c. statistics fused vs unfused -------------------------------------------------------------------------
 
 
+def time_and_peak(fn: Callable[[], Any], device: torch.device, reps: int = 5) -> dict[str, float]:
+    """Median ms of fn() over `reps` (after one warm-up) and its peak device memory above what was allocated
+    before it (0 on the CPU)."""
+    fn()
+    times, peak = [], 0
+    for _ in range(reps):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            base = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+        times.append(timed(fn, device))
+        if device.type == "cuda":
+            peak = max(peak, torch.cuda.max_memory_allocated(device) - base)
+    return {"ms": 1e3 * float(np.median(times)), "peak_MiB_above_input": peak / 2**20}
+
+
 def bench_stats(device: torch.device, classes: int, size: int, n: int) -> None:
+    """The statistics of [n, classes, size, size]: from probabilities (fused, unfused; NCHW and channels-last),
+    and the scan's two paths from a model's 1/4-resolution logits: before (upsample, softmax, `device_stats`)
+    and now (upsample, `begin_device_logit_stats`: no probability tensor), with their numbers compared."""
     proba = torch.softmax(torch.randn((n, classes, size, size), device=device), dim=1)
-    last = proba.contiguous(memory_format=torch.channels_last)  # the layout the scan's upsampled logits have
+    last = proba.contiguous(memory_format=torch.channels_last)  # the layout the scan's upsampled logits had
     got = {}
-    for name, fn in (("fused", device_stats), ("unfused", device_stats_unfused),
-                     ("fused, channels-last input", lambda _: device_stats(last)),
-                     ("unfused, channels-last input", lambda _: device_stats_unfused(last))):
-        fn(proba)  # warm-up
-        times = []
-        peak = 0
-        for _ in range(5):
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-                base = torch.cuda.memory_allocated(device)
-                torch.cuda.reset_peak_memory_stats(device)
-            times.append(timed(lambda: fn(proba), device))
-            if device.type == "cuda":
-                peak = max(peak, torch.cuda.max_memory_allocated(device) - base)
-        got[name] = {"ms": 1e3 * float(np.median(times)), "peak_MiB_above_input": peak / 2**20}
-    logits = torch.randn((n, classes, size // 4, size // 4), device=device)  # SegFormer's 1/4-resolution output
+    for name, fn in (("fused", lambda: device_stats(proba)), ("unfused", lambda: device_stats_unfused(proba)),
+                     ("fused, channels-last input", lambda: device_stats(last)),
+                     ("unfused, channels-last input", lambda: device_stats_unfused(last))):
+        got[name] = time_and_peak(fn, device)
+    del proba, last
+    logits = torch.randn((n, classes, size // 4, size // 4), device=device) * 3  # SegFormer's 1/4-resolution output
+    up = lambda low: torch.nn.functional.interpolate(low, size=(size, size), mode="bilinear",  # noqa: E731
+                                                     align_corners=False)
     for name, low in (("upsample + softmax, NCHW logits", logits),
-                      ("upsample + softmax, channels-last logits", logits.contiguous(memory_format=torch.channels_last))):
-        up = lambda low=low: torch.softmax(torch.nn.functional.interpolate(  # noqa: E731
-            low, size=(size, size), mode="bilinear", align_corners=False), dim=1)
-        up()
-        got[name] = {"ms": 1e3 * float(np.median([timed(up, device) for _ in range(5)])), "peak_MiB_above_input": 0.0}
+                      ("upsample + softmax, channels-last logits",
+                       logits.contiguous(memory_format=torch.channels_last))):
+        got[name] = time_and_peak(lambda low=low: torch.softmax(up(low), dim=1), device)
+    paths = {"upsample + softmax + device_stats (the scan before)": lambda: device_stats(torch.softmax(up(logits), 1)),
+             "upsample + logit statistics (the scan now)": lambda: begin_device_logit_stats(up(logits)).result()}
+    for name, fn in paths.items():
+        got[name] = time_and_peak(fn, device)
+    full = up(logits)
+    for name, fn in (("device_stats of the softmax", lambda: device_stats(torch.softmax(full, 1))),
+                     ("logit statistics", lambda: begin_device_logit_stats(full).result())):
+        got[name] = time_and_peak(fn, device)
+    old, new = device_stats(torch.softmax(full, 1)), begin_device_logit_stats(full).result()
+    got["logits vs softmax"] = {
+        "argmax_equal": bool(np.array_equal(old.argmax, new.argmax)),
+        "frac_equal": bool(np.array_equal(old.frac, new.frac)),
+        "entropy_max_abs_diff": float(np.abs(old.entropy - new.entropy).max()),
+        "maxprob_max_abs_diff": float(np.abs(old.maxprob - new.maxprob).max())}
     say(f"statistics of [{n}, {classes}, {size}, {size}]: " + ", ".join(
-        f"{k} {v['ms']:.1f} ms (+{v['peak_MiB_above_input']:.0f} MiB)" for k, v in got.items()))
+        f"{k} {v['ms']:.1f} ms (+{v['peak_MiB_above_input']:.0f} MiB)" for k, v in got.items() if "ms" in v)
+        + f"; logits vs softmax: {got['logits vs softmax']}")
     RESULTS["stats"] = {"shape": [n, classes, size, size], **got}
-    del proba, last, logits
+    del logits, full
 
 
 # -- 2d. fine-tuning vs a plain loop -------------------------------------------------------------------------
@@ -503,7 +536,7 @@ def summary() -> None:
             print(f"  {p}: scan {r['scan_auto']:.1f} img/s (batch {scan['auto_batch']}), model alone "
                   f"{r['model_auto']:.1f} -> {r['scan_auto'] / r['model_auto']:.2f}x (target >= 0.8); batch 8: scan "
                   f"{r['scan_b8']:.1f}, model alone {r['model_b8']:.1f}; forward + device statistics "
-                  f"{r['stats_auto']:.1f}")
+                  f"{r['stats_auto']:.1f}, from logits {r['logit_stats_auto']:.1f}")
             print("    scan variants: " + ", ".join(f"{k[len('scan_auto_'):]} {v:.1f}" for k, v in r.items()
                                                   if k.startswith("scan_auto_")))
     for key, label, target in (("finetune", "fine-tuning / plain loop", ">= 0.9"),

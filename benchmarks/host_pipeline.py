@@ -1,7 +1,8 @@
 """The host's ceiling: how fast the scan can feed a model that costs nothing, against a plain decode loop.
 
-The model is a null segmenter: constant logits (2 classes), returned from a cached array, so the scan's
-own work is all that is timed: reading and decoding the JPEGs (on `decode_workers` threads), hashing
+The model is a null segmenter: constant logits (2 classes), returned from a cached array (the scan takes
+its statistics from them, as from any model of logits; `--probabilities`: constant probabilities), so the
+scan's own work is all that is timed: reading and decoding the JPEGs (on `decode_workers` threads), hashing
 them, batching, the statistics, the argmax PNGs (on the map pool), the Parquet shards. The peer is a
 plain parallel decode loop with the same number of workers: `ImagePool.load_hashed` of every id mapped
 over a thread pool (the same read, decode and hash), and over a process pool (to compare threads with
@@ -16,6 +17,8 @@ procedural scenes' label masks (what the map pool writes), to choose `scan.maps.
     python benchmarks/host_pipeline.py                         # 1 and 2 workers, 256 JPEGs of 512x512
     python benchmarks/host_pipeline.py --workers 1,2,4,8,16    # a bigger host: up to all cores
     python benchmarks/host_pipeline.py --png-levels            # the PNG level table only
+    python benchmarks/host_pipeline.py --stats 2,19,150 --size 256   # statistics from logits against softmax
+    python benchmarks/host_pipeline.py --per-thread            # CPU time of each of the scan's threads
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import argparse
 import os
 import shutil
 import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -36,21 +40,31 @@ from blindspots.scan import scan_pool
 
 
 class NullSegmenter:
-    """Constant logits for any batch: float32 [n, 2, H, W] probabilities from a cache (costs nothing)."""
+    """Constant outputs for any batch, from a cache (cost nothing): float32 [n, 2, H, W] logits (log 0.75,
+    log 0.25) where the scan takes a model's logits (`predict_logits`, as it does for an adapter of
+    output="logits"), the probabilities (0.75, 0.25) otherwise (`logits=False`, or a scan that predates
+    the logits path)."""
 
     num_classes = 2
 
-    def __init__(self) -> None:
+    def __init__(self, logits: bool = True) -> None:
+        self.output = "logits" if logits else "probabilities"
         self._cache: dict[tuple[int, ...], np.ndarray] = {}
 
-    def predict_proba(self, images: np.ndarray) -> np.ndarray:
+    def _constant(self, images: np.ndarray, values: tuple[float, float]) -> np.ndarray:
         n, h, w = images.shape[:3]
-        key = (n, h, w)
+        key = (n, h, w, *values)
         if key not in self._cache:
             p = np.empty((n, 2, h, w), np.float32)
-            p[:, 0], p[:, 1] = 0.75, 0.25
+            p[:, 0], p[:, 1] = values
             self._cache[key] = p
         return self._cache[key]
+
+    def predict_proba(self, images: np.ndarray) -> np.ndarray:
+        return self._constant(images, (0.75, 0.25))
+
+    def predict_logits(self, images: np.ndarray, on_device: bool = False) -> np.ndarray:
+        return self._constant(images, (float(np.log(0.75)), float(np.log(0.25))))
 
 
 def cpu_seconds() -> float:
@@ -102,12 +116,79 @@ def _load_pixels(args: tuple[str, str]) -> np.ndarray:
     return pool.load_hashed(image_id)[0]
 
 
-def scan(pool: ImagePool, out: Path, workers: int, batch: int, size: int) -> float:
+def scan(pool: ImagePool, out: Path, workers: int, batch: int, size: int, logits: bool = True) -> float:
     shutil.rmtree(out, ignore_errors=True)
     t = time.perf_counter()
-    scan_pool(pool, {"m": NullSegmenter()}, out, target="m", batch_size=batch, max_pixels=batch * size * size,
+    scan_pool(pool, {"m": NullSegmenter(logits)}, out, target="m", batch_size=batch, max_pixels=batch * size * size,
               shard_size=256, progress=False, decode_workers=workers)
     return time.perf_counter() - t
+
+
+def stats_table(size: int, classes: list[int], reps: int = 3) -> None:
+    """CPU ms an image of the host statistics of a logits model, as the scan took them before (the adapter's
+    torch softmax, then `model_stats` of the probabilities) and now (`logit_stats` of the logits), on one
+    thread; random logits [2, C, size, size]. Best of `reps`; the two interleaved."""
+    import torch
+
+    from blindspots.scan.logit_stats import logit_stats
+    from blindspots.scan.stats import model_stats
+
+    torch.set_num_threads(1)
+    print(f"host statistics of 2 images {size}x{size}, one thread, CPU ms an image (best of {reps}):")
+    for c in classes:
+        z = torch.from_numpy(np.random.default_rng(c).normal(size=(2, c, size, size)).astype(np.float32) * 3)
+        ways = {"softmax + model_stats": lambda: model_stats(torch.softmax(z, dim=1).numpy()),
+                "logit_stats": lambda: logit_stats(z.numpy())}
+        best = {k: np.inf for k in ways}
+        for _ in range(reps):
+            for k, f in ways.items():
+                t = time.process_time()
+                f()
+                best[k] = min(best[k], 1e3 * (time.process_time() - t) / 2)
+        print(f"  C={c}: " + ", ".join(f"{k} {v:.2f}" for k, v in best.items())
+              + f"; {best['softmax + model_stats'] / best['logit_stats']:.2f}x; {load()}", flush=True)
+
+
+def thread_cpu(pool: ImagePool, out: Path, workers: int, batch: int, size: int, logits: bool) -> None:
+    """CPU ms an image of each of the scan's threads (by name) in one scan: each thread's CPU clock read
+    from /proc/self/task every 20 ms (Linux; a thread's last 20 ms may be missed), printed largest first."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def clock(tid: str) -> float | None:
+        try:
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            return None
+        return (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+
+    before = {tid: clock(tid) or 0.0 for tid in os.listdir("/proc/self/task")}
+    last: dict[str, float] = {}
+    names: dict[str, str] = {}
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            names.update({str(t.native_id): t.name.rsplit("_", 1)[0] for t in threading.enumerate()})
+            for tid in os.listdir("/proc/self/task"):
+                v = clock(tid)
+                if v is not None:
+                    last[tid] = v
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, name="watcher")
+    watcher.start()
+    t = scan(pool, out, workers, batch, size, logits)
+    done.set()
+    watcher.join()
+    per: dict[str, float] = {}
+    for tid, v in last.items():
+        name = names.get(tid, "other")
+        if name != "watcher":
+            per[name] = per.get(name, 0.0) + v - before.get(tid, 0.0)
+    n = len(pool.ids)
+    print(f"  {workers} worker(s): scan {n / t:.1f} img/s; CPU ms an image by thread: " + ", ".join(
+        f"{k} {1e3 * v / n:.2f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1]) if v > 0) + f"; {load()}",
+        flush=True)
 
 
 def png_levels(size: int, n: int) -> None:
@@ -126,6 +207,24 @@ def png_levels(size: int, n: int) -> None:
         ms = 1e3 * min(times) / n
         print(f"  level {level}: {ms:.2f} ms a map (best of 3), {np.mean(sizes) / 1024:.1f} KiB a map "
               f"(raw {size * size / 1024:.0f} KiB)")
+    for level in (1, 6):  # zlib's run-length strategy on the same rows (filter byte 0, then the pixels)
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            sizes = [len(_rle(m, level)) for m in masks]
+            times.append(time.perf_counter() - t)
+        print(f"  level {level}, Z_RLE strategy (the zlib stream alone): {1e3 * min(times) / n:.2f} ms a map, "
+              f"{np.mean(sizes) / 1024:.1f} KiB")
+
+
+def _rle(mask: np.ndarray, level: int) -> bytes:
+    """The IDAT payload of `encode_index_png`'s rows compressed with zlib's Z_RLE strategy."""
+    import zlib
+
+    raw = np.zeros((mask.shape[0], mask.shape[1] + 1), np.uint8)
+    raw[:, 1:] = mask
+    z = zlib.compressobj(level, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
+    return z.compress(raw.tobytes()) + z.flush()
 
 
 def main() -> None:
@@ -137,17 +236,31 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="images a batch (pixel budget: batch x size^2)")
     ap.add_argument("--no-processes", action="store_true", help="skip the process-pool loop")
     ap.add_argument("--png-levels", action="store_true", help="only the PNG level table")
+    ap.add_argument("--stats", default="", help="only the host statistics table, for these comma-separated class "
+                    "counts (e.g. 2,19,150): softmax + model_stats against logit_stats")
+    ap.add_argument("--per-thread", action="store_true",
+                    help="only one scan per worker count, with the CPU time of each of its threads (Linux)")
+    ap.add_argument("--probabilities", action="store_true",
+                    help="the null model gives probabilities (the scan's path before logits)")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "blindspots-bench-host")
     args = ap.parse_args()
     print(f"CPU {cpu_model()}, {os.cpu_count()} cores; {load()}")
     if args.png_levels:
         png_levels(args.size, 32)
         return
+    if args.stats:
+        stats_table(args.size, [int(c) for c in args.stats.split(",")])
+        return
     pool = make_pool(args.workdir / f"pool-{args.n}-{args.size}", args.n, args.size)
     ids = sorted(pool.ids)
     workers = [int(w) for w in args.workers.split(",")]
     out = args.workdir / "scan"
-    scan(pool, out, max(workers), args.batch, args.size)  # warm-up: numba kernels, the page cache
+    logits = not args.probabilities
+    scan(pool, out, max(workers), args.batch, args.size, logits)  # warm-up: numba kernels, the page cache
+    if args.per_thread:
+        for w in workers:
+            thread_cpu(pool, out, w, args.batch, args.size, logits)
+        return
     plain_threads(pool, ids, max(workers))
     rows: dict[int, dict[str, list[float]]] = {w: {"scan": [], "threads": [], "processes": []} for w in workers}
     cpu: dict[int, dict[str, list[float]]] = {w: {"scan": [], "threads": [], "processes": []} for w in workers}
@@ -158,7 +271,7 @@ def main() -> None:
                 if kind == "processes" and args.no_processes:
                     continue
                 c0 = cpu_seconds()
-                t = {"scan": lambda: scan(pool, out, w, args.batch, args.size),
+                t = {"scan": lambda: scan(pool, out, w, args.batch, args.size, logits),
                      "threads": lambda: plain_threads(pool, ids, w),
                      "processes": lambda: plain_processes(pool, ids, w)}[kind]()
                 rows[w][kind].append(len(ids) / t)
@@ -166,7 +279,8 @@ def main() -> None:
             print(f"round {r}, {w} worker(s): " + ", ".join(
                 f"{k} {v[-1]:.1f} img/s ({cpu[w][k][-1]:.2f} CPU ms/img)" for k, v in rows[w].items() if v)
                 + f"; {load()}", flush=True)
-    print(f"medians of {args.rounds} rounds, {len(ids)} JPEGs {args.size}x{args.size}, null model, batch {args.batch}:")
+    print(f"medians of {args.rounds} rounds, {len(ids)} JPEGs {args.size}x{args.size}, null model "
+          f"({'probabilities' if args.probabilities else 'logits'}), batch {args.batch}:")
     base = None
     for w in workers:
         m = {k: float(np.median(v)) for k, v in rows[w].items() if v}

@@ -76,6 +76,30 @@ def check_device_stats(device: torch.device, _tmp: Path) -> str:
     return "argmax and fractions exact, entropy/maxprob within 1e-5 for C in 2, 19, 150, 300"
 
 
+def check_logit_stats(device: torch.device, _tmp: Path) -> str:
+    """The statistics straight from logits on `device` (float32, bf16, fp16 tensors; whole-image and row
+    chunks) against the host pass over their softmax: argmax and fractions exact, means to rounding."""
+    from blindspots.scan.logit_stats import begin_device_logit_stats, logit_stats
+    from blindspots.scan.stats import model_stats
+
+    for c in (2, 19, 150, 300):
+        rng = np.random.default_rng(c)
+        logits = torch.from_numpy((rng.normal(size=(3, c, 21, 33)) * 4).astype(np.float32))
+        logits[:, :2, :3, :3] = 6.0  # ties between classes 0 and 1: the first wins everywhere
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            z = logits.to(dtype)
+            host = model_stats(torch.softmax(z.float(), dim=1).numpy())
+            on = z.to(device)
+            for got in (begin_device_logit_stats(on).result(), begin_device_logit_stats(on, c * 33 * 2).result(),
+                        logit_stats(z)):
+                what = f"C={c} {dtype}"
+                assert got.argmax.dtype == host.argmax.dtype and np.array_equal(got.argmax, host.argmax), what
+                assert np.array_equal(got.frac, host.frac), f"class fractions differ at {what}"
+                np.testing.assert_allclose(got.entropy, host.entropy, rtol=1e-5, atol=1e-6, err_msg=what)
+                np.testing.assert_allclose(got.maxprob, host.maxprob, rtol=1e-5, atol=1e-7, err_msg=what)
+    return "argmax and fractions exact, entropy/maxprob within 1e-5 for C in 2, 19, 150, 300, fp32/bf16/fp16"
+
+
 def check_scan_equals_cpu(device: torch.device, tmp: Path) -> str:
     """A scan with both models on `device`, 4 decode threads and the map pool, against the serial CPU scan."""
     from blindspots.data import ImagePool
@@ -226,6 +250,7 @@ def check_decode_jpeg_on_gpu(device: torch.device, tmp: Path) -> str:
 #: a CPU scan with 4 decode threads against the serial one, torchvision's CPU JPEG decoder)
 CHECKS: dict[str, tuple[Callable[[torch.device, Path], str], bool]] = {
     "device statistics = host statistics": (check_device_stats, False),
+    "statistics from logits = from the softmax": (check_logit_stats, False),
     "scan on the device = CPU scan": (check_scan_equals_cpu, False),
     "batch_size=auto": (check_batch_auto, False),
     "surprise maps on the device = CPU maps": (check_surprise_device, False),

@@ -1,7 +1,7 @@
 """The scan's host pipeline: parallel decoding and map writing give the serial scan's files, bit for bit.
 
-Compared against `decode_workers=1` (one reader thread, maps written by the writer thread, as the
-scan ran before the pool of decode threads): the score table (exact floats, error rows, hashes),
+Compared against `decode_workers=1` (one reader thread that decodes, as the scan ran before the pool of
+decode threads): the score table (exact floats, error rows, hashes),
 every map file's bytes, resume after an interruption, and a failed map write that must keep its
 shard off the disk.
 """
@@ -102,12 +102,13 @@ def test_interrupted_parallel_scan_resumes_to_the_serial_table(tmp_path, items):
     for image_id in read_score_table(out, allow_partial=True)["id"]:  # a written shard has all of its maps
         assert (out / "maps" / "t" / image_id).with_suffix(".png").is_file() or image_id == "broken.jpg"
     scan(pool, out, 4, models_={"t": CallableSegmenter(net.predict_proba, C)})
-    ref = scan(pool, tmp_path / "ref", 1, models_={"t": net})
+    ref = scan(pool, tmp_path / "ref", 1, models_={"t": CallableSegmenter(net.predict_proba, C)})  # same floats
     pd.testing.assert_frame_equal(table(out), table(ref), check_exact=True)
     assert map_bytes(out) == map_bytes(ref)
 
 
-def test_a_failed_map_write_keeps_its_shard_off_the_disk(tmp_path, items, monkeypatch):
+@pytest.mark.parametrize("workers", [1, 3])  # one decode thread has a map thread too
+def test_a_failed_map_write_keeps_its_shard_off_the_disk(tmp_path, items, monkeypatch, workers):
     pool = ImagePool(write_folder(tmp_path / "pool", items, corrupt=False))
     real = map_files.save_maps
 
@@ -119,7 +120,7 @@ def test_a_failed_map_write_keeps_its_shard_off_the_disk(tmp_path, items, monkey
     monkeypatch.setattr(map_files, "save_maps", failing)
     out = tmp_path / "scan"
     with pytest.raises(OSError, match="disk full"):
-        scan(pool, out, 3)
+        scan(pool, out, workers)
     written = {p.name for p in (out / "models" / "t").glob("*.parquet")}
     assert "shard-00001.parquet" not in written and "shard-00000.parquet" in written
 
@@ -223,6 +224,30 @@ def test_batch_size_auto_divides_free_memory_by_the_measured_need(monkeypatch, c
     assert "forwards of its own batch_size=4" in caplog.text and "50 images a batch" in caplog.text
     counters["peak"] = 10**9  # a model that needs more than the free memory still gets one image
     assert autobatch.auto_limits({"m": FakeGpuModel()}, lambda: (10, 5)).max_images == 1
+
+
+def test_batch_size_auto_probes_a_model_of_logits_on_a_gpu_through_its_probabilities(monkeypatch):
+    """On a GPU the scan keeps the measured softmax + device statistics path for a model of logits too
+    (`forward.takes_logits`), and the probe runs that path."""
+    from blindspots.scan.engines import autobatch, forward
+
+    class FakeLogitsModel:
+        device, output = torch.device("cuda:0"), "logits"
+
+        def predict_proba_device(self, images):
+            return torch.zeros((len(images), 3, 4, 4))
+
+        def predict_logits(self, images, on_device=False):
+            raise AssertionError("on a GPU the scan takes this model's probabilities, not its logits")
+
+    got = []
+    for name, fn in {"synchronize": lambda d=None: None, "reset_peak_memory_stats": lambda d=None: None,
+                     "memory_allocated": lambda d=None: 0, "max_memory_allocated": lambda d=None: 800}.items():
+        monkeypatch.setattr(torch.cuda, name, fn)
+    monkeypatch.setattr(autobatch, "model_stats", got.append)
+    assert autobatch.bytes_per_image(FakeLogitsModel(), (4, 4)) == 400
+    assert len(got) == 1 and isinstance(got[0], torch.Tensor) and tuple(got[0].shape) == (2, 3, 4, 4)
+    assert forward.gives_logits(FakeLogitsModel()) and not forward.takes_logits(FakeLogitsModel())
 
 
 def test_batch_size_auto_keeps_a_batch_below_int_max_elements(monkeypatch):

@@ -39,7 +39,7 @@ BLOCK_PIXELS = 1 << 14  # pixels per block: the C planes of a block and its scra
 _scratch = threading.local()  # per thread: a float32 buffer of C x BLOCK_PIXELS, reused across batches
 
 
-def _block_buffer(size: int) -> np.ndarray:
+def block_buffer(size: int) -> np.ndarray:
     """This thread's float32 scratch of at least `size` values (one allocation, grown when needed:
     a fresh large buffer per batch is page-faulted in again on every call)."""
     buf = getattr(_scratch, "buf", None)
@@ -64,6 +64,21 @@ class PendingStats:
     entropy: Any
     maxprob: Any
     event: Any = None
+
+    @classmethod
+    def of(cls, outs: tuple[Any, Any, Any, Any], device: Any) -> "PendingStats":
+        """argmax, frac, entropy, maxprob (tensors on `device`, their kernels queued) -> their copies into
+        pinned host memory queued behind them, and the event after the copies (CPU tensors: as they are)."""
+        import torch  # present: the tensors came from it
+
+        if device.type != "cuda":
+            return cls(*(t.cpu() for t in outs))
+        host = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in outs]
+        for dst, src in zip(host, outs):
+            dst.copy_(src, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(device))  # the stream that ran the kernels
+        return cls(*host, event=event)
 
     def result(self) -> ModelStats:
         if self.event is not None:
@@ -105,14 +120,7 @@ def begin_device_stats(proba: Any, chunk_values: int = DEVICE_CHUNK_VALUES) -> P
                 torch.sum(buf[:, :e - s], dim=0, out=ent[i, s:e])
     small = torch.uint8 if c <= 256 else torch.int32
     outs = (idx.to(small), (counts.double() / float(h * w)).float(), ent.mean(dim=(1, 2)), maxp.mean(dim=(1, 2)))
-    if p.device.type != "cuda":
-        return PendingStats(*(t.cpu() for t in outs))
-    host = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in outs]
-    for dst, src in zip(host, outs):
-        dst.copy_(src, non_blocking=True)
-    event = torch.cuda.Event()
-    event.record(torch.cuda.current_stream(p.device))  # the stream that ran the kernels above
-    return PendingStats(*host, event=event)
+    return PendingStats.of(outs, p.device)
 
 
 def device_stats(proba: Any, chunk_values: int = DEVICE_CHUNK_VALUES) -> ModelStats:
@@ -162,6 +170,8 @@ def model_stats(proba: Any) -> ModelStats:
 
     if isinstance(proba, PendingStats):  # queued on the device by `begin_device_stats`
         return proba.result()
+    if getattr(proba, "from_logits", False):  # `logit_stats.Logits`: the statistics of their softmax, without it
+        return proba.stats()
     torch = sys.modules.get("torch")  # a tensor implies torch is imported; the scan itself does not import it
     if torch is not None and isinstance(proba, torch.Tensor) and proba.device.type != "cpu":
         return device_stats(proba)
@@ -177,7 +187,7 @@ def model_stats(proba: Any) -> ModelStats:
     counts = np.zeros((n, c), dtype=np.int64)  # pixels per argmax class, per image
     entropy = np.empty(n, dtype=np.float32)
     block = max(1, min(h, BLOCK_PIXELS // max(1, w))) * w  # whole rows, as before (same block sizes)
-    scratch = _block_buffer(c * block)
+    scratch = block_buffer(c * block)
     flat_ent = ent.reshape(-1)
     for i in range(n):
         pi, mi, ii = p[i].reshape(c, hw), maxp[i].reshape(-1), idx[i].reshape(-1)
@@ -201,11 +211,13 @@ def model_stats(proba: Any) -> ModelStats:
 
 
 def model_stats_on(proba: Any, executor: Any = None, parts: int = 1) -> ModelStats:
-    """`model_stats`, host probabilities split by image over `parts` threads: this one and parts - 1 tasks
-    of `executor` (a concurrent.futures executor). Each image's statistics are computed alone (its own
-    blocks, its own sums), so the numbers are the same bits as one call; the compiled passes release the
-    GIL. Anything else (one image, no executor, probabilities queued on a device) is one `model_stats`."""
-    n = proba.shape[0] if isinstance(proba, np.ndarray) and proba.ndim == 4 else 0
+    """`model_stats`, host probabilities (or host `logit_stats.Logits`) split by image over `parts` threads:
+    this one and parts - 1 tasks of `executor` (a concurrent.futures executor). Each image's statistics
+    are computed alone (its own blocks, its own sums), so the numbers are the same bits as one call; the
+    compiled passes release the GIL. Anything else (one image, no executor, probabilities queued on a
+    device) is one `model_stats`."""
+    host = proba.values if getattr(proba, "from_logits", False) else proba  # host `Logits` split as probabilities do
+    n = proba.shape[0] if isinstance(host, np.ndarray) and host.ndim == 4 else 0
     parts = min(parts, n)
     if executor is None or parts < 2:
         return model_stats(proba)

@@ -14,7 +14,7 @@ import torch
 
 from blindspots.data.classes import Classes
 from blindspots.models.adapters.inputs import NATIVE, InputPolicy
-from blindspots.models.adapters.outputs import check_labels, check_raw, to_probabilities, to_tensor
+from blindspots.models.adapters.outputs import check_labels, check_raw, to_logits, to_probabilities, to_tensor
 from blindspots.models.protocol import ModelFailure, as_image_batch, default_classes, short_reason
 
 log = logging.getLogger(__name__)
@@ -103,9 +103,10 @@ class BaseAdapter:
         raise NotImplementedError
 
     def _convert(self, raw: Any, n: int, size: tuple[int, int] | None,
-                 on_device: bool = False) -> np.ndarray | torch.Tensor:
-        """Raw output of n images -> float32 probabilities at `size` (None for a classifier); a tensor
-        where the output is when `on_device` (see `predict_proba_device`)."""
+                 on_device: bool = False, logits: bool = False) -> np.ndarray | torch.Tensor:
+        """Raw output of n images -> float32 probabilities at `size` (None for a classifier), or with
+        `logits` the logits there (`predict_logits`); a tensor where the output is when `on_device`
+        (see `predict_proba_device`)."""
         y = to_tensor(raw, self._name)
         if self.output == "labels":
             y = self.policy.restore(check_labels(y, n, self._name), size, labels=True)  # type: ignore[arg-type]
@@ -122,6 +123,8 @@ class BaseAdapter:
                     # 512, 512] channels-last); the copy is of the small low-resolution logits
                     y = y.contiguous()
                 y = self.policy.restore(y, size)
+        if logits:
+            return to_logits(y, self.num_classes, on_device)
         return to_probabilities(y, self.output, self.num_classes, self._name, on_device=on_device)
 
     def _run(self, chunk: np.ndarray) -> Any:
@@ -135,7 +138,7 @@ class BaseAdapter:
             raise ModelFailure(f"{who}: failed on input of shape {list(chunk.shape)} (uint8 N, H, W, C): "
                              f"{type(e).__name__}: {short_reason(e)}") from e
 
-    def _predict(self, images: np.ndarray | Sequence[np.ndarray], on_device: bool = False
+    def _predict(self, images: np.ndarray | Sequence[np.ndarray], on_device: bool = False, logits: bool = False
                  ) -> np.ndarray | torch.Tensor:
         batch = as_image_batch(images)
         step = self.batch_size or len(batch)
@@ -144,9 +147,9 @@ class BaseAdapter:
             chunk = batch[start:start + step]
             n, h, w = chunk.shape[:3]
             if self._spatial:
-                outs.append(self._convert(self._run(self.policy.prepare(chunk)), n, (h, w), on_device))
+                outs.append(self._convert(self._run(self.policy.prepare(chunk)), n, (h, w), on_device, logits))
             else:
-                outs.append(self._convert(self._run(chunk), n, None, on_device))
+                outs.append(self._convert(self._run(chunk), n, None, on_device, logits))
         if len(outs) == 1:
             return outs[0]
         return torch.cat([torch.as_tensor(o) for o in outs]) if on_device else np.concatenate(outs)
@@ -156,6 +159,16 @@ class BaseAdapter:
         model's device for logits outputs (a numpy array otherwise). The scan takes its statistics there,
         so that a GPU sends back argmax maps and a few numbers instead of every probability."""
         return self._predict(images, on_device=True)
+
+    def predict_logits(self, images: np.ndarray | Sequence[np.ndarray], on_device: bool = False
+                       ) -> np.ndarray | torch.Tensor:
+        """uint8 [N, H, W, 3] -> float32 logits [N, C, H, W] (segmenter) or [N, C] (classifier), checked and
+        resized as `predict_proba` does, before its softmax (a one-channel binary logit z as [0, z]), for an
+        adapter with output="logits". A numpy array; with `on_device` a tensor on the model's device. The
+        scan takes its statistics from these (`scan.logit_stats`): no probability tensor is made."""
+        if self.output != "logits":
+            raise ValueError(f"output: predict_logits expected an adapter of output='logits', got {self.output!r}")
+        return self._predict(images, on_device=on_device, logits=True)
 
     def predict_proba(self, images: np.ndarray | Sequence[np.ndarray],
                       ids: Sequence[str] | None = None) -> np.ndarray:

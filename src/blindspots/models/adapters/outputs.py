@@ -135,3 +135,13 @@ def _binary(y: torch.Tensor, output: str, name: str) -> np.ndarray:
         positive.clamp_(0, 1)
     np.subtract(np.float32(1), out[:, 1:], out=out[:, :1])
     return out
+
+
+def to_logits(y: torch.Tensor, num_classes: int, on_device: bool = False) -> np.ndarray | torch.Tensor:
+    """Checked logits [n, C or 1, ...] -> float32 logits [n, num_classes, ...] whose softmax over C is what
+    `to_probabilities` gives: a one-channel binary logit z becomes [0, z] (softmax [1 - sigmoid(z),
+    sigmoid(z)]). A numpy array, or a tensor where the scores are when `on_device`."""
+    y = y.float()
+    if y.shape[1] == 1 and num_classes == 2:
+        y = torch.cat([torch.zeros_like(y), y], dim=1)
+    return y if on_device else y.cpu().numpy()

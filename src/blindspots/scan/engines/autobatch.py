@@ -3,9 +3,9 @@
 On a GPU a forward of a few images is bound by launching its kernels, not by the GPU's arithmetic
 (a MiT-b2-like SegFormer at 512x512: the scan ran 3 images a batch under the default 1-megapixel
 budget); a larger batch spreads that cost. How large fits is measured, not guessed: each model on a
-CUDA device runs the scan's own device path (`predict_proba_device` and `scan.stats.model_stats`) on
-PROBE_IMAGES blank images of the pool's first image size; its peak allocation above what was held
-before, per image, divides AUTO_MEMORY_SHARE of the device's free memory. The pixel budget follows
+CUDA device runs the scan's own device path (`predict_proba_device`, then the
+statistics) on PROBE_IMAGES blank images of the pool's first image size; its peak allocation above what
+was held before, per image, divides AUTO_MEMORY_SHARE of the device's free memory. The pixel budget follows
 (images x pixels of the probed size), so larger photos later in a pool get proportionally fewer a batch.
 
 Models on the CPU keep the usual default (AUTO_CPU_IMAGES images, the default pixel budget).
@@ -64,7 +64,9 @@ def bytes_per_image(model: Any, size: tuple[int, int]) -> int:
     torch.cuda.synchronize(device)
     base = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)
-    model_stats(model.predict_proba_device(np.zeros((PROBE_IMAGES, size[0], size[1], 3), np.uint8)))
+    blank = np.zeros((PROBE_IMAGES, size[0], size[1], 3), np.uint8)
+    # the path the scan takes on a GPU (`forward.predict`): probabilities, then their statistics
+    model_stats(model.predict_proba_device(blank))
     torch.cuda.synchronize(device)
     return max(1, (torch.cuda.max_memory_allocated(device) - base) // PROBE_IMAGES)
 

@@ -8,7 +8,8 @@ retried image by image, and the images it still fails on get its one-line messag
 (`begin_stats`), so the writer thread waits for that batch's results only. `batch_result` turns the probabilities into what the score table
 keeps (`scan.stats.model_stats`: argmax map, class fractions, entropy, max probability) and the
 (target, competitor) distances between maps computed in this batch, so that only small arrays
-leave the forward.
+leave the forward. A model whose output is logits hands them over before its softmax (`gives_logits`):
+its statistics are taken from them (`scan.logit_stats`), no probability tensor is made.
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from blindspots.models.protocol import ModelFailure, predict_segmenter
+from blindspots.models.protocol import ModelFailure, predict_segmenter, reads_ids
 from blindspots.scan.engines.pipeline import Batch
+from blindspots.scan.logit_stats import Logits, begin_device_logit_stats
 from blindspots.scan.plan import ShardPlan
 from blindspots.scan.stats import begin_device_stats, model_stats_on, pair_distances
 
@@ -35,7 +37,7 @@ class Output:
     """One model's probabilities on part of a batch: positions into the batch's ids."""
 
     pos: list[int]
-    proba: Any  # float32 [len(pos), C, H, W] numpy, or for a model on a GPU its queued statistics (PendingStats)
+    proba: Any  # float32 [len(pos), C, H, W] numpy, its logits (Logits), or on a GPU queued statistics (PendingStats)
 
 
 @dataclass
@@ -103,11 +105,37 @@ def on_accelerator(model: Any) -> bool:
     return hasattr(model, "predict_proba_device") and getattr(device, "type", "cpu") != "cpu"
 
 
+def takes_logits(model: Any) -> bool:
+    """True where the scan takes a model's statistics from its logits: a model of logits
+    (`gives_logits`) on the host. On a GPU the scan keeps the softmax + `device_stats` path, the one
+    measured on an H200 (docs/models.md); the device logits path (`logit_stats.begin_device_logit_stats`)
+    makes more full-size reads and stays unused until `benchmarks/gpu_all.py` (section stats) shows it
+    pays there."""
+    return gives_logits(model) and not on_accelerator(model)
+
+
+def gives_logits(model: Any) -> bool:
+    """True for an adapter whose output is logits and that hands them over before its softmax
+    (`predict_logits`): the scan then takes its statistics from them (`scan.logit_stats`). Not for a
+    subclass that overrides `predict_proba` below where `predict_logits` is defined (its own
+    probabilities, which the logits would bypass), nor for a model that reads outputs by id."""
+    if getattr(model, "output", None) != "logits" or not callable(getattr(model, "predict_logits", None)) \
+            or reads_ids(model):
+        return False
+    owner = {name: next((c for c in type(model).__mro__ if name in vars(c)), None)
+             for name in ("predict_proba", "predict_logits")}
+    return owner["predict_proba"] is None or owner["predict_logits"] is None \
+        or issubclass(owner["predict_logits"], owner["predict_proba"])
+
+
 def predict(model: Any, ids: list[str], images: np.ndarray, name: str, num_classes: int) -> Any:
-    """float32 [n, C, H, W] of one model on images uint8 [n, H, W, 3] (a numpy array, or a torch tensor
-    on the model's GPU: see `on_accelerator`); raises on a bad output."""
+    """float32 [n, C, H, W] of one model on images uint8 [n, H, W, 3]: probabilities (a numpy array, or a
+    torch tensor on the model's GPU: see `on_accelerator`), or the `Logits` of a model that gives them
+    (`gives_logits`); raises on a bad output."""
     n, h, w = images.shape[:3]
-    if on_accelerator(model):
+    if takes_logits(model):
+        proba = Logits(model.predict_logits(images, on_device=False))
+    elif on_accelerator(model):
         proba = model.predict_proba_device(images)
     else:
         proba = predict_segmenter(model, images, ids)  # by id for precomputed outputs
@@ -155,17 +183,27 @@ def forward(msg: Batch, run: list[str], models: Mapping[str, Any], num_classes: 
 
 
 def begin_stats(proba: Any) -> Any:
-    """Probabilities on an accelerator -> their statistics queued there at once (`scan.stats.PendingStats`):
-    the GPU runs them right behind the forward, the caller's thread does not wait, and the probabilities
-    are freed here rather than held until the writer thread takes the batch. Anything else unchanged."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(proba, torch.Tensor) and proba.device.type != "cpu":
+    """Probabilities (or `Logits`) on an accelerator -> their statistics queued there at once
+    (`scan.stats.PendingStats`): the GPU runs them right behind the forward, the caller's thread does not
+    wait, and the probabilities are freed here rather than held until the writer thread takes the batch.
+    Anything else unchanged."""
+    if isinstance(proba, Logits) and _on_device(proba.values):
+        return begin_device_logit_stats(proba.values)
+    if _on_device(proba):
         return begin_device_stats(proba)
     return proba
 
 
+def _on_device(x: Any) -> bool:
+    """A torch tensor on a non-CPU device (torch is imported when a tensor exists)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor) and x.device.type != "cpu"
+
+
 def concat(parts: list[Any]) -> Any:
-    """np.concatenate, or torch.cat for tensors left on a GPU (`predict`)."""
+    """np.concatenate, or torch.cat for tensors left on a GPU (`predict`); Logits stay Logits."""
+    if isinstance(parts[0], Logits):
+        return Logits(concat([p.values for p in parts]))
     if isinstance(parts[0], np.ndarray):
         return np.concatenate(parts)
     return sys.modules["torch"].cat(parts)  # a tensor: torch is imported

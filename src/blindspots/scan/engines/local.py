@@ -6,7 +6,7 @@
   main    — runs each model's `predict_proba` on a batch, nothing else (`engines.forward`);
   writer  — computes the statistics (host ones split by image with the map threads) and pair
             distances (`engines.forward.batch_result`), saves the argmax maps as index PNGs (on a
-            small pool of map threads when decode_workers > 1),
+            small pool of map threads),
             then writes the finished shard's Parquet files, in order, once its maps are written
             (`engines.rows`; so a shard file on disk implies its maps exist).
 `run_local(..., inline=True)` runs the same steps one after the other on the calling thread (same
@@ -65,8 +65,10 @@ def run_local(job: ScanJob, plans: list[ShardPlan], bar: Any, *, prefetch: int =
         messages = (m for p in plans for m in shard_messages(job.pool, p, job.batch_size, job.resize))
         _drive(messages, ShardCollector(job, plans, call), job, bar)
         return
+    # a map thread even beside one decode thread: the writer thread then takes the statistics only (with
+    # the maps on it, it was the slower of the two threads at one decode worker: docs/models.md)
     map_pool = ThreadPoolExecutor(map_threads(job.decode_workers), thread_name_prefix="blindspots-scan-maps") \
-        if job.save_maps and job.decode_workers > 1 else None
+        if job.save_maps else None
     stages = StageTimes() if log.isEnabledFor(logging.DEBUG) else job.stages
     try:
         _run_threads(replace(job, map_pool=map_pool, stages=stages), plans, bar, prefetch)
