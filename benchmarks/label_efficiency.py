@@ -574,7 +574,11 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.report_only:
         saved = merge_results([args.work / "results.json", *args.merge])
-        print_tables(saved["runs"], saved["pool_counts"], recall_view(saved.get("dataset", "scenes")))
+        table, _ = print_tables(saved["runs"], saved["pool_counts"], recall_view(saved.get("dataset", "scenes")))
+        if args.figure is not None:  # the curves of every merged run
+            from blindspots.report.label_efficiency import label_efficiency_figure
+
+            print(f"figure: {label_efficiency_figure(table, args.figure)}")
         print(f"(measured on {saved['cpu']}, {saved['seconds']:.0f} s, loadavg at the end {saved['loadavg_end']})")
         return saved
     import torch

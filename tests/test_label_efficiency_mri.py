@@ -97,7 +97,8 @@ def test_quick_mri_bald_on_the_dropout_target_a_second_rater_and_merged_reports(
     assert again["runs"] == json.loads(json.dumps(b["runs"], default=float)) and again["complete"]
     capsys.readouterr()
     merged = bench["main"](["--dataset", "mri", "--report-only", "--work", str(tmp_path / "a"), "--merge",
-                            str(tmp_path / "b" / "results.json")])
+                            str(tmp_path / "b" / "results.json"), "--figure", str(tmp_path / "merged.png")])
+    assert (tmp_path / "merged.png").stat().st_size > 1000
     # a (strategy, seed) already in the first file is kept from it: mad once, from a
     assert [r["strategy"] for r in merged["runs"]] == ["mad", "mad_2r", "bald"]
     assert merged["runs"][0] == a["runs"][0]
