@@ -45,7 +45,9 @@ tiny run of either (1 seed, 1 round, 32 px, a 24-image pool) that tests the code
 
 Prints the per-round table, the tables at each cost ratio, the portfolio's shares per round, the
 per-condition recall, the MAD+ share sweep, CPU model and os.getloadavg(); writes results.json under --work
-and the figure.
+after every loop (with each run's hard-set mIoU per condition and labelled images per condition by round;
+`--resume` runs only the loops it lacks) and the figure. Runs split over processes (other samplers or seeds,
+each in its own --work) print together with `--report-only --merge OTHER/results.json [--figure PNG]`.
 """
 from __future__ import annotations
 

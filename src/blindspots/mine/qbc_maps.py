@@ -18,17 +18,17 @@ Public API: `vote_entropy(maps) -> float64 [n]`, `scan_vote_entropy(scan_dir, me
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
+import pandas as pd
 from PIL import Image
 
+from blindspots.mine.base import usable_mask
+from blindspots.mine.qbc import qbc_column
 from blindspots.scan import schema
 from blindspots.scan.layout import ScanLayout
 from blindspots.scan.maps import load_map
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 def vote_entropy(maps: np.ndarray) -> np.ndarray:
@@ -82,12 +82,9 @@ def scan_vote_entropy(scan_dir: str | Path, members: Sequence[str], ids: Sequenc
     return out
 
 
-def with_vote_entropy(scan_dir: str | Path, table: "pd.DataFrame", target: str) -> "pd.DataFrame":
+def with_vote_entropy(scan_dir: str | Path, table: pd.DataFrame, target: str) -> pd.DataFrame:
     """The score table with `al_qbcvote__{target}` from the saved maps when the column is missing (as is
     when present). Rows the scan could not use (`mine.base.usable_mask`) get NaN."""
-    from blindspots.mine.base import usable_mask
-    from blindspots.mine.qbc import qbc_column
-
     col = qbc_column(target, "vote")
     if col in table.columns:
         return table
