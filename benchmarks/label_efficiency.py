@@ -27,8 +27,13 @@ every labelled image as centres (Sener & Savarese 2018), BADGE k-means++ seeding
 gradient embeddings, the first pick the largest norm (Ash et al. 2020), QBC vote entropy over the target
 and the competitors (Seung et al. 1992; McCallum & Nigam 1998), margin and entropy means over pixels, MAD
 n3 = 25 with S0's quartile class ranges (the paper). The target (the zoo's tiny U-Net) has no dropout layer,
-so BALD puts dropout p = 0.25 (Gal et al.'s conv-layer rate) on its classifier layer's input during the MC
-passes only.
+so BALD and PowerBALD run on its dropout variant (`tiny_unet_dropout`: the same architecture, channel dropout
+0.25 below full resolution, active in training), trained on the same S0 with the same initial weights, epochs
+and seed, and fine-tuned in their loops like the target in the others; their MC passes sample that trained
+dropout (Gal, Islam & Ghahramani 2017). Its own before-fine-tuning numbers are the BALD rows' round 0.
+`--dropout P` runs them on the plain target with dropout P on its classifier layer's input during the MC
+passes only (the approximation used before). The rows `mad_2r` and `portfolio_2r` are MAD and the portfolio
+with two raters per candidate (the MOS is their mean), every rating counted in the cost.
 
     PYTHONPATH=src python benchmarks/label_efficiency.py --work /tmp/label_efficiency \
         --figure docs/img/label_efficiency.png
@@ -43,7 +48,9 @@ tiny run of either (1 seed, 1 round, 32 px, a 24-image pool) that tests the code
 
 Prints the per-round table, the tables at each cost ratio, the portfolio's shares per round, the
 per-condition recall, the MAD+ share sweep, CPU model and os.getloadavg(); writes results.json under --work
-and the figure.
+after every loop (with each run's hard-set mIoU per condition and labelled images per condition by round;
+`--resume` runs only the loops it lacks) and the figure. Runs split over processes (other samplers or seeds,
+each in its own --work) print together with `--report-only --merge OTHER/results.json [--figure PNG]`.
 """
 from __future__ import annotations
 
@@ -64,11 +71,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # label_efficiency_mri
 import label_efficiency_regions  # noqa: E402 - beside it too
 
 SAMPLERS = ("random", "entropy", "margin", "bald", "powerbald", "coreset", "badge", "qbc", "mad", "mad_released",
-            "madplus", "portfolio", "portfolio_mos")
-# samplers whose candidates people rate before masks are drawn; all but "portfolio" label the lowest MOS of M
-RATED = ("mad", "mad_released", "madplus", "portfolio", "portfolio_mos")
+            "madplus", "portfolio", "portfolio_mos", "mad_2r", "portfolio_2r")
+# samplers whose candidates people rate before masks are drawn; all but the portfolio label the lowest MOS of M
+RATED = ("mad", "mad_released", "madplus", "portfolio", "portfolio_mos", "mad_2r", "portfolio_2r")
+SECOND_RATER = "_2r"  # suffix: the sampler with two raters per candidate (whatever --raters says)
+DROPOUT_TARGET = ("bald", "powerbald")  # run on the target's dropout-trained variant unless --dropout is given
 NEEDS = {"margin": ("margin",), "bald": ("bald",), "powerbald": ("bald",), "coreset": ("features",),
-         "badge": ("badge",), "portfolio": ("margin", "features"), "portfolio_mos": ("margin", "features")}
+         "badge": ("badge",), "portfolio": ("margin", "features"), "portfolio_mos": ("margin", "features"),
+         "portfolio_2r": ("margin", "features")}
 # The planted shared blind spot: scenes inside the target's slice whose cars and people are camouflaged,
 # painted in the median colour of the road, sidewalk and buildings around them. Every model misses them the
 # same way (it paints them as street): mIoU drops for all three zoo models while their maps agree as much as
@@ -138,6 +148,9 @@ def make_world(args: argparse.Namespace) -> dict:
 
     zoo = train_zoo(args.work / "zoo", target=args.target_arch, competitors=args.competitor_list,
                     n_train=args.n_train, n_val=100, size=args.size, epochs=args.epochs, seed=0, progress=True)
+    dropout_arch = f"{args.target_arch}_dropout"  # BALD's target: same data, seed and epochs, trained with dropout
+    dzoo = train_zoo(args.work / "zoo_dropout", target=dropout_arch, competitors=(), n_train=args.n_train,
+                     n_val=100, size=args.size, epochs=args.epochs, seed=0, progress=True)
     s0 = render_scene_arrays(args.n_train, seed=0, distribution="train", size=args.size)  # the target's S0
     t0 = render_scene_arrays(args.n_t0, seed=7, distribution="train", size=args.size)
     hi, hm, _ = render_scene_arrays(args.n_hard, seed=8, distribution="hard", size=args.size)
@@ -145,6 +158,7 @@ def make_world(args: argparse.Namespace) -> dict:
     pi, pm = planted_scenes(n_pt, 9, args.size)
     hard = (np.concatenate([hi, pi]), np.concatenate([hm, pm]), np.r_[np.zeros(len(hi), bool), np.ones(n_pt, bool)])
     return {"classes": SCENE_CLASSES, "target": args.work / "zoo" / zoo["models"][args.target_arch]["checkpoint"],
+            "target_dropout": args.work / "zoo_dropout" / dzoo["models"][dropout_arch]["checkpoint"],
             "competitors": {g: args.work / "zoo" / zoo["models"][g]["checkpoint"] for g in args.competitor_list},
             "focus": "planted", "focus_labels": ("planted",), "S0": s0[:2], "T0": t0[:2], "hard": hard}
 
@@ -228,7 +242,11 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     cost_model = LabelCost() if labeller is None else labeller.cost_model(LabelCost())
     n4 = args.n4 if labeller is None else labeller.images_for(args.n4)
     n_baseline = args.baseline_masks if labeller is None else labeller.images_for(args.baseline_masks)
-    module, _ = load_checkpoint(world["target"])
+    # BALD's own target: the dropout-trained variant (its MC passes sample that dropout) unless --dropout is given
+    own_dropout = strategy in DROPOUT_TARGET and args.dropout is None
+    module, _ = load_checkpoint(world["target_dropout" if own_dropout else "target"])
+    raters = 2 if strategy.endswith(SECOND_RATER) else args.raters
+    strategy_base = strategy.removesuffix(SECOND_RATER)
     s0, t0 = ArrayPairs(*world["S0"]), ArrayPairs(*world["T0"])
     hard = ArrayPairs(world["hard"][0], world["hard"][1])
     flags = world["hard"][2]
@@ -242,17 +260,26 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
         return {"hard": evaluate_module(m, hard, k), "T0": evaluate_module(m, t0, k),
                 focus: evaluate_module(m, hard_p, k)}
 
+    hard_labels = np.asarray(world.get("hard_labels", []))  # MRI: each hard image's condition
+
+    def by_condition(m) -> dict:
+        """The hard set's mIoU per condition (MRI; empty for the scenes)."""
+        return {c: evaluate_module(m, ArrayPairs(world["hard"][0][hard_labels == c], world["hard"][1][hard_labels == c]),
+                                   k) for c in dict.fromkeys(hard_labels.tolist())}
+
     points = [{"round": 0, "masks": 0, "ratings": 0, **evaluate(module)}]
+    conditions, picked_rounds = [by_condition(module)], []  # per round: hard mIoU per condition, S per condition
     labelled: list[str] = []
     seen: set[str] = set()  # rated or labelled: not offered again
     n_ratings, lrs, portfolio = 0, [], []
     for r in range(args.rounds):
+        module.eval()  # the fine-tuner leaves it in training mode: dropout off for the maps and features
         seg = TorchSegmenter(module, k, batch_size=64)
         proba = predict(seg, images)
         tcols, tmap = model_columns("target", proba, k)
         true_iou = image_miou(tmap, masks, k)
         table = score_table(ids, tcols, tmap, comps, k)
-        if strategy in NEEDS:
+        if strategy in NEEDS:  # dropout=None: the model's own dropout layers (refused when it has none)
             acq = AcquisitionColumns(seg, "target", kinds=NEEDS[strategy], mc_passes=args.mc_passes,
                                      dropout=args.dropout, seed=seed)
             table = pd.concat([table, pd.DataFrame(batched(acq, images))], axis=1)  # BADGE: K x D columns at once
@@ -267,11 +294,11 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
         full = table
         table = table[~table["id"].isin(seen)].reset_index(drop=True)
         settings: dict = {"target": "target"}
-        if strategy in ("mad", "madplus", "portfolio", "portfolio_mos"):
+        if strategy_base in ("mad", "madplus", "portfolio", "portfolio_mos"):
             settings.update(ranges=ranges, n3=25, classes=classes)
             if strategy == "madplus" and shared is not None:
                 settings["shared"] = shared
-            if strategy.startswith("portfolio"):
+            if strategy_base.startswith("portfolio"):
                 settings.update(centers=centres, shares=bandit.shares())
         elif strategy == "mad_released":
             settings.update(released_settings(list(world["S0"][1]), k), n3=25, classes=classes)
@@ -279,7 +306,7 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
             settings = {}
         elif strategy == "coreset":
             settings["centers"] = centres
-        name = {"mad_released": "mad", "portfolio_mos": "portfolio"}.get(strategy, strategy)
+        name = {"mad_released": "mad", "portfolio_mos": "portfolio"}.get(strategy_base, strategy_base)
         sampler = make_sampler(name, **settings)
         pick_seed = seed * 100 + r
         held: list[str] = []
@@ -287,8 +314,8 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
             m_sel = sampler.select(table, args.n_m, seed=pick_seed)
             m_ids = list(m_sel["id"])
             iou = np.array([true_iou[row_of[i]] for i in m_ids])
-            ratings = SimulatedRaters(args.raters, noise=0.5, bias_sd=0.3, seed=pick_seed).rate(m_ids, iou)
-            if strategy == "portfolio":
+            ratings = SimulatedRaters(raters, noise=0.5, bias_sd=0.3, seed=pick_seed).rate(m_ids, iou)
+            if strategy_base == "portfolio":
                 mos = ratings.mos().reindex(m_ids).to_numpy(np.float64)
                 rows = pd.Index(table["id"]).get_indexer(m_ids)  # M's rows in the table
                 feats = table[feature_columns(table.columns, "target")].to_numpy(np.float64)[rows]
@@ -297,7 +324,7 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
                 s_ids = [m_ids[j] for j in order]
             else:
                 s_ids = list(ratings.select_worst(n4, candidates=m_ids)["image_id"])
-            n_ratings += args.raters * len(m_ids)
+            n_ratings += raters * len(m_ids)
             seen |= set(m_ids)
             held = [i for i in m_ids if i not in set(s_ids)]  # rated, not labelled: the round's test set T(i)
         else:
@@ -326,9 +353,11 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
             bandit.update(portfolio[-1]["rewards"])
         points.append({"round": r + 1, "masks": len(labelled), "ratings": n_ratings,
                        "cost": cost_model.of(n_ratings, len(labelled)), **evaluate(module)})
+        conditions.append(by_condition(module))
+        picked_rounds.append(pd.Series([labels[row_of[i]] for i in s_ids]).value_counts().to_dict())
     picked = pd.Series([labels[row_of[i]] for i in labelled]).value_counts().to_dict()
     return {"strategy": strategy, "seed": seed, "points": points, "picked": picked, "lrs": lrs,
-            "portfolio": portfolio}
+            "portfolio": portfolio, "conditions": conditions, "picked_rounds": picked_rounds}
 
 
 # ----------------------------------------------------------------------------- MAD+ share
@@ -499,7 +528,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "ratio off their curves)")
     ap.add_argument("--n4", type=int, default=8, help="MAD: masks per round (lowest MOS of M)")
     ap.add_argument("--mc-passes", type=int, default=20)
-    ap.add_argument("--dropout", type=float, default=0.25)
+    ap.add_argument("--dropout", type=float, default=None, help="BALD/PowerBALD: dropout P on the plain target's "
+                    "classifier input during the MC passes only (default: none; they run on the target's "
+                    "dropout-trained variant and sample its own dropout)")
     ap.add_argument("--ft-epochs", type=int, default=2)
     ap.add_argument("--ft-lrs", default="1.7e-3,5e-3,1.5e-2", help="fine-tuning learning rates; each round picks "
                     "one on T0 (the paper's rule: three)")
@@ -509,6 +540,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--shares", default="0.1,0.25,0.4", help="MAD+ shares for the selection sweep")
     ap.add_argument("--report-only", action="store_true", help="print the tables of WORK/results.json again")
+    ap.add_argument("--resume", action="store_true", help="keep the loops WORK/results.json already holds (it "
+                    "is written after every loop) and run only the others")
+    ap.add_argument("--merge", type=Path, action="append", default=[], help="with --report-only: another run's "
+                    "results.json (same dataset and settings, e.g. other samplers or seeds) whose runs are added; "
+                    "repeatable")
     label_efficiency_regions.add_arguments(ap)  # --labels masks|regions and the region settings
     args = ap.parse_args(argv)
     for key, value in (QUICK.items() if args.quick else ()):
@@ -524,12 +560,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def merge_results(paths: list[Path]) -> dict:
+    """The first results.json with the runs of the others added: a (strategy, seed) already there is kept
+    from the earlier file. Refuses files of another dataset or pool size."""
+    saved = json.loads(paths[0].read_text())
+    have = {(r["strategy"], r["seed"]) for r in saved["runs"]}
+    for path in paths[1:]:
+        other = json.loads(Path(path).read_text())
+        for key in ("dataset",):
+            if other.get(key) != saved.get(key):
+                raise SystemExit(f"--merge: {path} is a run of {key} {other.get(key)!r}, expected {saved.get(key)!r}")
+        if other["args"].get("pool") != saved["args"].get("pool"):
+            raise SystemExit(f"--merge: {path} has a pool of {other['args'].get('pool')}, expected "
+                             f"{saved['args'].get('pool')}")
+        saved["runs"] += [r for r in other["runs"] if (r["strategy"], r["seed"]) not in have]
+        have |= {(r["strategy"], r["seed"]) for r in other["runs"]}
+        saved["pool_counts"] = {**other["pool_counts"], **saved["pool_counts"]}
+        saved["seconds"] += other["seconds"]
+    return saved
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Run the benchmark (see the module docstring); returns what it writes to WORK/results.json."""
     args = parse_args(argv)
     if args.report_only:
-        saved = json.loads((args.work / "results.json").read_text())
-        print_tables(saved["runs"], saved["pool_counts"], recall_view(saved.get("dataset", "scenes")))
+        saved = merge_results([args.work / "results.json", *args.merge])
+        table, _ = print_tables(saved["runs"], saved["pool_counts"], recall_view(saved.get("dataset", "scenes")))
+        if args.figure is not None:  # the curves of every merged run
+            from blindspots.report.pages.label_efficiency import label_efficiency_figure
+
+            print(f"figure: {label_efficiency_figure(table, args.figure)}")
         print(f"(measured on {saved['cpu']}, {saved['seconds']:.0f} s, loadavg at the end {saved['loadavg_end']})")
         return saved
     import torch
@@ -555,7 +615,29 @@ def main(argv: list[str] | None = None) -> dict:
     runs: list[dict] = []
     sweep = None
     pool_counts: dict = {}
+    results, before = args.work / "results.json", 0.0
+    if args.resume and results.is_file():  # the loops an interrupted run finished are kept, not run again
+        prev = json.loads(results.read_text())
+        if prev.get("dataset") != args.dataset:
+            raise SystemExit(f"--resume: {results} is a run of dataset {prev.get('dataset')!r}, expected "
+                             f"{args.dataset!r}")
+        runs, before = prev["runs"], float(prev["seconds"])
+        pool_counts = {int(s_): c for s_, c in prev["pool_counts"].items()}
+        print(f"resumed {len(runs)} finished loops from {results}", flush=True)
+    done = {(r["strategy"], r["seed"]) for r in runs}
+
+    def record(**more) -> dict:
+        """What results.json holds (after every loop: an interrupted run keeps its finished loops)."""
+        return {"dataset": args.dataset, "args": {k_: str(v) for k_, v in vars(args).items()}, "runs": runs,
+                "pool_counts": {str(s_): c for s_, c in pool_counts.items()},
+                "share_sweep": sweep.to_dict("records") if sweep is not None else None,
+                "models": models.to_dict("records") if models is not None else None, "cpu": cpu_model(),
+                "loadavg_end": os.getloadavg(), "seconds": before + time.perf_counter() - t_start, **more}
+
     for seed in [int(s) for s in args.seeds.split(",")]:
+        todo = [s_ for s_ in args.samplers.split(",") if (s_, seed) not in done]
+        if not todo:
+            continue
         pool = make_pool(args, seed, world)
         comps, comp_probas = {}, {}
         for g, path in world["competitors"].items():
@@ -566,7 +648,7 @@ def main(argv: list[str] | None = None) -> dict:
             sweep = share_sweep(world, pool, comps, args, [float(s) for s in args.shares.split(",")])
             print("\n== MAD+ share sweep (seed 0, first round, selection only) ==\n" + sweep.to_string(index=False),
                   flush=True)
-        for strategy in args.samplers.split(","):
+        for strategy in todo:
             t = time.perf_counter()
             labeller = label_efficiency_regions.make_labeller(args, world, pool, comps)
             runs.append(run_loop(strategy, seed, world, pool, comps, args, shared=args.madplus_share,
@@ -578,16 +660,13 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{last[focus]:.4f} masks {last['masks']} ratings {last['ratings']} lr {runs[-1]['lrs']} "
                   f"({time.perf_counter() - t:.0f} s, loadavg "
                   f"{os.getloadavg()[0]:.1f})", flush=True)
+            results.write_text(json.dumps(record(complete=False), indent=1, default=float))
     table, cost_sweep = print_tables(runs, pool_counts, recall_view(args.dataset))
     from blindspots.report.pages.label_efficiency import RESULTS, label_efficiency_figure
 
     fig = label_efficiency_figure(table, args.figure or args.work / "label_efficiency.png")
-    out = {"dataset": args.dataset, "args": {k_: str(v) for k_, v in vars(args).items()}, "runs": runs,
-           "table": table.to_dict("records"), "cost_sweep": cost_sweep, "pool_counts": {str(s): c for s, c in pool_counts.items()},
-           "share_sweep": sweep.to_dict("records") if sweep is not None else None,
-           "models": models.to_dict("records") if models is not None else None, "cpu": cpu_model(),
-           "loadavg_end": os.getloadavg(), "seconds": time.perf_counter() - t_start}
-    (args.work / "results.json").write_text(json.dumps(out, indent=1, default=float))
+    out = record(complete=True, table=table.to_dict("records"), cost_sweep=cost_sweep)
+    results.write_text(json.dumps(out, indent=1, default=float))
     if args.project is not None:  # the round report's "Sampler comparison" section draws it
         (args.project / "reports").mkdir(parents=True, exist_ok=True)
         (args.project / "reports" / RESULTS).write_text(json.dumps(out, indent=1, default=float))

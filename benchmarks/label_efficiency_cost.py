@@ -9,7 +9,8 @@ here), a rating the app's own 0.045 s (`benchmarks/rating_cost.py`) plus `VIEW_S
 to look at the image and its prediction (stated, not measured).
 
 Cost is counted in masks: masks + ratings x ratio. At each ratio the checkpoints are a rated sampler's
-cost after each round; every run's mIoU there is read off its own curve (cost, mIoU) by linear
+cost after each round (the cheapest rated setting's: with one rater; a row with two raters per candidate is
+read at those costs off its own curve); every run's mIoU there is read off its own curve (cost, mIoU) by linear
 interpolation between its rounds (a baseline labels `--baseline-masks` per round, enough to reach the
 rated samplers' cost at 1:3; a checkpoint past a run's last round is left empty). Ranks are by mean over
 seeds; a sampler whose rank at a ratio differs from its rank at 1:32 is marked. Paired differences: per
@@ -67,7 +68,9 @@ def cost_tables(runs: list[dict], rated: tuple[str, ...], metrics: tuple[str, ..
     if rated_runs.empty:
         print("(no rated sampler in the run: no cost sweep)")
         return {}
-    per_round = rated_runs.groupby("round")[["masks", "ratings"]].mean()
+    # the cheapest rated setting's rounds (one rater: a row with a second rater costs more and is read off its
+    # own curve at these costs like a baseline)
+    per_round = rated_runs.groupby(["strategy", "round"])[["masks", "ratings"]].mean().groupby(level="round").min()
     per_round = per_round[per_round.index > 0]
     baselines = [s for s in dict.fromkeys(df["strategy"]) if s not in rated]
     out: dict = {}

@@ -139,6 +139,7 @@ def make_world(args: argparse.Namespace) -> dict:
     hard_labels = [c for c in CONDITIONS for _ in range(per)]
     hi, hm = maker.batch(hard_labels, "test", 8)
     return {"classes": MICROSCOPY_CLASSES, "target": paths[args.target_arch], "hard_labels": hard_labels,
+            "target_dropout": paths[f"{args.target_arch}_dropout"],
             "conditions": CONDITIONS, "tag": "cells", "describe": model_table,
             "competitors": {c: paths[c] for c in args.competitor_list}, "focus": "shared",
             "focus_labels": SHARED, "S0": s0,

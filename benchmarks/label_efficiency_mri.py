@@ -108,9 +108,9 @@ class SliceMaker:
 
 def train_models(maker: SliceMaker, s0: tuple[np.ndarray, np.ndarray], out: Path, args: argparse.Namespace,
                  classes: "Classes | None" = None, tag: str = "mri") -> dict[str, Path]:
-    """Train (or resume from `out`) the target on S0 (in-slice images) and the competitors on as many images
-    of the broad mix (`maker.batch(["broad"], ...)`; another world's maker serves too, with its `classes` and
-    `tag`); returns {architecture: checkpoint}."""
+    """Train (or resume from `out`) the target and its dropout variant (BALD's target) on S0 (in-slice images)
+    and the competitors on as many images of the broad mix (`maker.batch(["broad"], ...)`; another world's
+    maker serves too, with its `classes` and `tag`); returns {architecture: checkpoint}."""
     from blindspots.data.mri import MRI_CLASSES
     from blindspots.models.zoo import build_model
     from blindspots.training.loop import torch_seeded
@@ -120,7 +120,10 @@ def train_models(maker: SliceMaker, s0: tuple[np.ndarray, np.ndarray], out: Path
     sets = {"target": s0,
             "broad": maker.batch(["broad"] * args.n_train, "train", 1, jitter=True)}
     paths = {}
-    for i, (name, data) in enumerate([(args.target_arch, "target"), *[(c, "broad") for c in args.competitor_list]]):
+    # BALD's target: the target's dropout variant on the same S0, with the same initial weights (dropout has none)
+    models = [(args.target_arch, "target", 0), *[(c, "broad", 1 + i) for i, c in enumerate(args.competitor_list)],
+              (f"{args.target_arch}_dropout", "target", 0)]
+    for name, data, i in models:
         with torch_seeded(1000 + i):
             model = build_model(name, (classes or MRI_CLASSES).num_classes)
         paths[name] = out / f"{name}.pt"
@@ -141,6 +144,7 @@ def make_world(args: argparse.Namespace) -> dict:
     hard_labels = [c for c in CONDITIONS for _ in range(per)]
     hi, hm = maker.batch(hard_labels, "test", 8)
     return {"classes": MRI_CLASSES, "target": paths[args.target_arch], "hard_labels": hard_labels,
+            "target_dropout": paths[f"{args.target_arch}_dropout"],
             "describe": model_table,
             "competitors": {c: paths[c] for c in args.competitor_list}, "focus": "shared",
             "focus_labels": SHARED, "S0": s0,
@@ -160,8 +164,9 @@ def make_pool(args: argparse.Namespace, seed: int, world: dict) -> tuple[list[st
 
 
 def model_table(world: dict) -> "pd.DataFrame":
-    """Per condition of the hard set (and T0): each model's mean per-image mIoU before any fine-tuning, and
-    d = 1 - pixel agreement between the target's map and each competitor's (the distance MAD ranks by)."""
+    """Per condition of the hard set (and T0): each model's mean per-image mIoU before any fine-tuning (the
+    target, the competitors, the target's dropout variant), and d = 1 - pixel agreement between the target's
+    map and each competitor's (the distance MAD ranks by)."""
     import pandas as pd
 
     from blindspots.human.simulate import image_miou
@@ -174,6 +179,8 @@ def model_table(world: dict) -> "pd.DataFrame":
     conditions = world.get("conditions", CONDITIONS)  # the microscopy world passes its own
     sets = {"T0 (in slice)": world["T0"], **{c: (hi[labels == c], hm[labels == c]) for c in conditions}}
     models = {"target": world["target"], **world["competitors"]}
+    if "target_dropout" in world:  # BALD's target, trained with dropout on the same S0
+        models["target (dropout)"] = world["target_dropout"]
     maps = {}
     for n, path in models.items():
         seg = load_segmenter(path, batch_size=64)

@@ -2,6 +2,7 @@
 tiny (--quick: 32 px, a 24-image pool, one round), and the MRI volumes it cuts slices from."""
 from __future__ import annotations
 
+import json
 import runpy
 from pathlib import Path
 
@@ -70,6 +71,43 @@ def test_quick_mri_run_makes_curves_and_recall(tmp_path: Path):
     assert list(recall.columns[:3]) == ["shared", "in slice", "hard"]
     assert avail["shared"] == sum(counts.get(c, 0) for c in mri.SHARED)
     assert avail["hard"] == sum(n for c, n in counts.items() if c != "in slice")
+
+
+@needs_mricron
+def test_quick_mri_bald_on_the_dropout_target_a_second_rater_and_merged_reports(tmp_path: Path, capsys):
+    bench = runpy.run_path(str(BENCH), run_name="label_efficiency")
+    a = bench["main"](["--dataset", "mri", "--quick", "--work", str(tmp_path / "a"), "--samplers", "mad,mad_2r"])
+    # BALD's target is the dropout-trained variant on the same S0, beside the plain one
+    assert {"tiny_unet.pt", "tiny_unet_dropout.pt"} <= {p.name for p in (tmp_path / "a" / "zoo_mri_32").iterdir()}
+    mad, two = ({p["round"]: p for p in r["points"]} for r in a["runs"])
+    assert two[1]["ratings"] == 2 * mad[1]["ratings"] > 0 and two[1]["masks"] == mad[1]["masks"] == 2
+    # the cost checkpoints are the one-rater rounds: 2 masks + the ratings x ratio
+    assert a["cost_sweep"]["hard@1:3"]["checkpoints"] == [pytest.approx(2 + mad[1]["ratings"] / 3)]
+    run = a["runs"][0]
+    import label_efficiency_mri as mri
+
+    # the hard set per condition before and after the round, and what the round labelled per condition
+    assert len(run["conditions"]) == 2 and all(list(c) == list(mri.CONDITIONS) for c in run["conditions"])
+    assert sum(run["picked_rounds"][0].values()) == 2
+    b = bench["main"](["--dataset", "mri", "--quick", "--work", str(tmp_path / "b"), "--samplers", "bald,mad"])
+    assert b["runs"][0]["strategy"] == "bald" and len(b["runs"][0]["points"]) == 2
+    # results.json is written after every loop; --resume keeps the finished loops and runs only the others
+    again = bench["main"](["--dataset", "mri", "--quick", "--work", str(tmp_path / "b"), "--samplers", "bald,mad",
+                           "--resume"])
+    assert again["runs"] == json.loads(json.dumps(b["runs"], default=float)) and again["complete"]
+    capsys.readouterr()
+    merged = bench["main"](["--dataset", "mri", "--report-only", "--work", str(tmp_path / "a"), "--merge",
+                            str(tmp_path / "b" / "results.json"), "--figure", str(tmp_path / "merged.png")])
+    assert (tmp_path / "merged.png").stat().st_size > 1000
+    # a (strategy, seed) already in the first file is kept from it: mad once, from a
+    assert [r["strategy"] for r in merged["runs"]] == ["mad", "mad_2r", "bald"]
+    assert merged["runs"][0] == a["runs"][0]
+    assert "bald" in capsys.readouterr().out
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "results.json").write_text((tmp_path / "b" / "results.json").read_text()
+                                                  .replace('"dataset": "mri"', '"dataset": "scenes"'))
+    with pytest.raises(SystemExit, match="--merge: .* is a run of dataset 'scenes', expected 'mri'"):
+        bench["main"](["--report-only", "--work", str(tmp_path / "a"), "--merge", str(tmp_path / "c" / "results.json")])
 
 
 def test_quick_scenes_run_keeps_the_planted_blind_spot(tmp_path: Path):

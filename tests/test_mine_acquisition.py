@@ -69,6 +69,29 @@ def test_a_model_without_dropout_is_refused_unless_dropout_is_given():
     assert all(torch.equal(state[k], v) for k, v in seg.module.state_dict().items())  # weights untouched
 
 
+def test_the_zoo_target_trained_with_dropout_is_sampled_with_its_own_dropout():
+    from blindspots.models.zoo import TinyUNet, build_model
+
+    plain, drop = build_model("tiny_unet", C), build_model("tiny_unet_dropout", C)
+    assert not [m for m in plain.modules() if isinstance(m, torch.nn.Dropout2d)]
+    assert len([m for m in drop.modules() if isinstance(m, torch.nn.Dropout2d) and m.p == 0.25]) == 5
+    assert plain.state_dict().keys() == drop.state_dict().keys()  # the same weights: dropout has none
+    with pytest.raises(ValueError, match=r"dropout: expected a probability in \[0, 1\), got 1"):
+        TinyUNet(C, dropout=1)
+    x = torch.rand(2, 3, 16, 16)
+    drop.train()
+    with torch.no_grad():
+        assert float((drop(x) - drop(x)).abs().max()) > 1e-4  # active in training
+    drop.eval()
+    seg = TorchSegmenter(drop, C)
+    with pytest.raises(ValueError, match="dropout: expected a model with dropout layers"):
+        AcquisitionColumns(TorchSegmenter(plain.eval(), C), "t", kinds=("bald",))
+    cols = AcquisitionColumns(seg, "t", kinds=("bald",), mc_passes=4, seed=0)  # dropout=None: its own layers
+    p = cols.mc_probabilities(images())
+    assert float((p[0] - p[1]).abs().max()) > 1e-4 and not any(m.training for m in drop.modules())
+    assert (cols(images())["al_bald__t"] > 0).all()
+
+
 def test_margin_and_features_match_a_direct_computation():
     seg = TorchSegmenter(plain_net(3), C)
     out = AcquisitionColumns(seg, "t", kinds=("margin", "features"))(images(4))

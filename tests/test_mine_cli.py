@@ -130,3 +130,26 @@ def test_mine_surprise_columns(scanned, tmp_path):
     picks = pd.read_csv(out / "picks.csv")
     assert len(picks) == 3 and picks["score"].is_monotonic_decreasing
     assert picks["reason"].str.startswith("mine's MDSA surprise is").all()
+
+
+def test_mine_qbc_from_the_saved_maps(scanned, tmp_path):
+    # no committee columns: vote entropy from the maps; two members -> log 2 x the share of pixels they differ on
+    from blindspots.scan import read_score_table
+
+    out = tmp_path / "qbc"
+    res = CliRunner().invoke(app, ["mine", str(scanned), "--strategy", "qbc", "-n", "10", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    picks = pd.read_csv(out / "picks.csv")
+    table = read_score_table(scanned).set_index("id")
+    expected = np.log(2) * table.loc[picks["id"], "dpa__red__green"].to_numpy()
+    np.testing.assert_allclose(picks["score"].to_numpy(), expected, rtol=1e-5)
+    assert (np.diff(picks["score"].to_numpy()) <= 0).all() and len(picks) == 6  # 6 usable images, best first
+    # a scan without maps: the error names the missing map and the way out
+    bare = tmp_path / "bare"
+    res = CliRunner().invoke(app, ["scan", str(tmp_path / "my photos"), "--target",
+                                   "red=mine_cli_models:red?output=labels&num_classes=3", "--competitor",
+                                   "green=mine_cli_models:green?output=labels&num_classes=3", "--out", str(bare),
+                                   "--no-progress", "--no-maps"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["mine", str(bare), "--strategy", "qbc", "--out", str(tmp_path / "q2")])
+    assert res.exit_code != 0 and "saved argmax map" in res.output and "CommitteeColumns" in res.output, res.output

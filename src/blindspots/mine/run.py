@@ -16,6 +16,7 @@ import pandas as pd
 from blindspots.data.classes import Classes
 from blindspots.mine.samplers.base import check_n
 from blindspots.mine.samplers.mad import class_area_ranges_from_table
+from blindspots.mine.model_columns.qbc_maps import with_vote_entropy
 from blindspots.mine.reasons import describe
 from blindspots.mine.samplers.registry import make_sampler, sampler_settings
 from blindspots.scan import schema
@@ -68,6 +69,8 @@ def mine_scan(scan_dir: str | Path, strategy: str = "mad", n: int | None = 20, *
     if strategy in ("mad", "madplus") and given.get("ranges") is None:
         given["ranges"] = class_area_ranges_from_table(table, target)
         log.info("MAD class-size ranges from %s's predictions on the pool: %s", target, given["ranges"].tolist())
+    if strategy == "qbc" and given.get("measure", "vote") == "vote":  # no committee columns: the saved maps
+        table = with_vote_entropy(scan_dir, table, given.get("target", target))
     sampler = make_sampler(strategy, **given)
     picks = sampler.select(table, n, seed=seed)
     names = classes.names if classes is not None else None

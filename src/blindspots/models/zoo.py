@@ -64,10 +64,18 @@ def _conv_bn(cin: int, cout: int) -> nn.Sequential:
 
 
 class TinyUNet(nn.Module):
-    """A light U-Net (Ronneberger et al., 2015): 3 down / 3 up stages, `width` channels at full res."""
+    """A light U-Net (Ronneberger et al., 2015): 3 down / 3 up stages, `width` channels at full res.
 
-    def __init__(self, num_classes: int, width: int = 16) -> None:
+    dropout > 0: channel dropout (Dropout2d) after the blocks below full resolution (the three lower encoder
+    stages and the two lower decoder stages), active in training, so that MC-dropout BALD samples the dropout
+    the network was trained with (Gal, Islam & Ghahramani 2017, arXiv:1703.02910: p = 0.25 after the
+    convolutions); the full-resolution blocks and the classifier stay without it, as in the "central" dropout
+    of Bayesian SegNet (Kendall, Badrinarayanan & Cipolla 2015, arXiv:1511.02680). 0: no dropout layer."""
+
+    def __init__(self, num_classes: int, width: int = 16, dropout: float = 0.0) -> None:
         super().__init__()
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
         w = width
         self.enc = nn.ModuleList([
             nn.Sequential(_conv_bn(3, w), _conv_bn(w, w)),
@@ -82,15 +90,18 @@ class TinyUNet(nn.Module):
             nn.Sequential(_conv_bn(2 * w, w), _conv_bn(w, w)),
         ])
         self.head = nn.Conv2d(w, num_classes, 1)
+        # one per encoder then decoder stage; identity at full resolution (and everywhere when dropout is 0)
+        self.drop = nn.ModuleList([nn.Dropout2d(dropout) if dropout > 0 and i not in (0, 6) else nn.Identity()
+                                   for i in range(7)])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         skips = []
         for i, stage in enumerate(self.enc):
-            x = stage(x if i == 0 else F.max_pool2d(x, 2))
+            x = self.drop[i](stage(x if i == 0 else F.max_pool2d(x, 2)))
             skips.append(x)
         x = skips.pop()
-        for up, dec in zip(self.up, self.dec):
-            x = dec(torch.cat([up(x), skips.pop()], dim=1))
+        for j, (up, dec) in enumerate(zip(self.up, self.dec)):
+            x = self.drop[4 + j](dec(torch.cat([up(x), skips.pop()], dim=1)))
         return self.head(x)
 
 
@@ -136,6 +147,7 @@ ZOO: dict[str, Callable[[int], nn.Module]] = {
     "fpn_r18": _smp("FPN", "resnet18", 32),                   # smp FPN (feature pyramid), ResNet-18
     "unet_mnv2": _smp("Unet", "mobilenet_v2", 32),            # smp U-Net, MobileNetV2 encoder
     "tiny_unet": lambda c: PadCrop(TinyUNet(c), 8),           # light custom U-Net (fast on CPU)
+    "tiny_unet_dropout": lambda c: PadCrop(TinyUNet(c, dropout=0.25), 8),  # the same, trained with dropout
     "small_fcn": lambda c: PadCrop(SmallFCN(c), 4),           # plain dilated FCN, no skips
 }
 """Architecture name -> builder(num_classes) -> nn.Module (logits [N, C, H, W])."""
@@ -147,6 +159,7 @@ ZOO_DESCRIPTIONS: dict[str, str] = {
     "fpn_r18": "segmentation-models-pytorch FPN with a ResNet-18 encoder",
     "unet_mnv2": "segmentation-models-pytorch U-Net with a MobileNetV2 encoder",
     "tiny_unet": "light custom U-Net (16 channels at full resolution)",
+    "tiny_unet_dropout": "the light U-Net with channel dropout 0.25 below full resolution (for MC-dropout BALD)",
     "small_fcn": "plain dilated fully convolutional net, stride 4, no skip connections",
 }
 
