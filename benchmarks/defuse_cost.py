@@ -121,7 +121,7 @@ def run_data(name: str, out: Path, args, seed: int) -> pd.DataFrame:  # noqa: AN
     from blindspots.human.simulate_votes import SimulatedAnnotators
     from blindspots.models.classifier_zoo import as_classifier
     from blindspots.scenarios.clustering import Distiller, Scenarios
-    from blindspots.scenarios.review import ReviewSet, build_review, decide_scenarios
+    from blindspots.scenarios.review_set import ReviewSet, build_review, decide_scenarios
 
     ex, preset = _example(), cpu_preset(name)
     out.mkdir(parents=True, exist_ok=True)

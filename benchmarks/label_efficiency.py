@@ -8,7 +8,7 @@ simulated people -> fine-tune the target on everything labelled so far with repl
 (`blindspots.training.replay.ReplayFinetuner`, the learning rate chosen on T0 among `--ft-lrs` each round,
 the paper's rule) -> mIoU on a fixed hard test set and on T0. The rated samplers (`RATED`: MAD, MAD with the
 released code's settings, MAD+, the portfolio, the portfolio with the lowest-MOS rule) have `--raters`
-people rate `--n-m` candidates and label `--n4` of them (the lowest MOS, or for "portfolio" `mine.teach`);
+people rate `--n-m` candidates and label `--n4` of them (the lowest MOS, or for "portfolio" `mine.samplers.teach`);
 the others label `--baseline-masks` picks a round (default: what a rated round costs at rating:mask 1:3).
 `label_efficiency_cost.py` prints the tables at rating:mask 1:32, 1:10, 1:3 and in seconds from published
 timing, with paired differences against the best baseline.
@@ -224,13 +224,13 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     from blindspots.human.cost import LabelCost
     from blindspots.human.simulate import SimulatedAnnotator, SimulatedRaters, image_miou
     from blindspots.mine import make_sampler
-    from blindspots.mine.acquisition import AcquisitionColumns
-    from blindspots.mine.bandit import ProposerShares, PRIOR, round_rewards
-    from blindspots.mine.columns import feature_columns, margin_column
-    from blindspots.mine.coreset import labelled_features
-    from blindspots.mine.mad import class_area_ranges, released_settings
-    from blindspots.mine.qbc import committee_disagreement, qbc_column
-    from blindspots.mine.teach import teach_order
+    from blindspots.mine.model_columns.acquisition import AcquisitionColumns
+    from blindspots.mine.samplers.bandit import ProposerShares, PRIOR, round_rewards
+    from blindspots.mine.model_columns.names import feature_columns, margin_column
+    from blindspots.mine.samplers.coreset import labelled_features
+    from blindspots.mine.samplers.mad import class_area_ranges, released_settings
+    from blindspots.mine.samplers.qbc import committee_disagreement, qbc_column
+    from blindspots.mine.samplers.teach import teach_order
     from blindspots.models.adapters import TorchSegmenter
     from blindspots.models.zoo import load_checkpoint
     from blindspots.training.replay import ReplayFinetuner, evaluate_module
@@ -367,7 +367,7 @@ def share_sweep(world: dict, pool: tuple, comps: dict, args: argparse.Namespace,
     failing images among S = the n4 lowest-MOS of M, for MAD and MAD+ at each share."""
     from blindspots.human.simulate import SimulatedRaters, image_miou
     from blindspots.mine import make_sampler
-    from blindspots.mine.mad import class_area_ranges
+    from blindspots.mine.samplers.mad import class_area_ranges
     from blindspots.models.adapters import TorchSegmenter
     from blindspots.models.zoo import load_checkpoint
 
@@ -587,7 +587,7 @@ def main(argv: list[str] | None = None) -> dict:
         saved = merge_results([args.work / "results.json", *args.merge])
         table, _ = print_tables(saved["runs"], saved["pool_counts"], recall_view(saved.get("dataset", "scenes")))
         if args.figure is not None:  # the curves of every merged run
-            from blindspots.report.label_efficiency import label_efficiency_figure
+            from blindspots.report.pages.label_efficiency import label_efficiency_figure
 
             print(f"figure: {label_efficiency_figure(table, args.figure)}")
         print(f"(measured on {saved['cpu']}, {saved['seconds']:.0f} s, loadavg at the end {saved['loadavg_end']})")
@@ -662,7 +662,7 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{os.getloadavg()[0]:.1f})", flush=True)
             results.write_text(json.dumps(record(complete=False), indent=1, default=float))
     table, cost_sweep = print_tables(runs, pool_counts, recall_view(args.dataset))
-    from blindspots.report.label_efficiency import RESULTS, label_efficiency_figure
+    from blindspots.report.pages.label_efficiency import RESULTS, label_efficiency_figure
 
     fig = label_efficiency_figure(table, args.figure or args.work / "label_efficiency.png")
     out = record(complete=True, table=table.to_dict("records"), cost_sweep=cost_sweep)

@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.entropy import EntropySampler
-from blindspots.mine.mad import MADSampler, class_area_ranges
-from blindspots.mine.random import RandomSampler
+from blindspots.mine.samplers.entropy import EntropySampler
+from blindspots.mine.samplers.mad import MADSampler, class_area_ranges
+from blindspots.mine.samplers.random import RandomSampler
 
 log = logging.getLogger("bench.mining")
 

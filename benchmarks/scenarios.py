@@ -86,9 +86,9 @@ def run(args: argparse.Namespace, prep: dict) -> dict:
     from blindspots.data.formats.masks import read_mask
     from blindspots.data.scenes import ROAD, SCENE_CLASSES, SKY, read_conditions
     from blindspots.human.simulate import image_miou
-    from blindspots.mine.mad import MADSampler
-    from blindspots.mine.random import RandomSampler
-    from blindspots.mine.scenario import ScenarioSampler
+    from blindspots.mine.samplers.mad import MADSampler
+    from blindspots.mine.samplers.random import RandomSampler
+    from blindspots.mine.samplers.scenario import ScenarioSampler
     from blindspots.scan import find_map, read_score_table
     from blindspots.scenarios.segmentation import find_scenarios
     from blindspots.scenarios.segmentation_attributes import scan_attributes

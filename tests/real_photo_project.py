@@ -109,7 +109,7 @@ def cli(app: object, *args: object) -> str:
 def attach_review_set(proj: Path, ids: list[str]) -> str:
     """A label-issue review set "photos" of the given pool photos (mixed sizes): the target's map as
     the given label, the competitor's (smoothed one-hot) as the prediction; returns its name."""
-    from blindspots.app.store import AppStore
+    from blindspots.app.tables import AppStore
     from blindspots.labels.review import review_label_issues
     from blindspots.loop.project import Project
     from blindspots.scan.layout import find_map

@@ -264,7 +264,7 @@ def test_pool_photos_are_sent_as_jpeg_when_the_file_is_one(project: dict) -> Non
     from fastapi.testclient import TestClient
 
     from blindspots.app import create_app
-    from blindspots.app.sources import png_bytes
+    from blindspots.app.project_view import png_bytes
     from blindspots.data import ImagePool
     from blindspots.loop.project import Project
 

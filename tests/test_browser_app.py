@@ -223,7 +223,7 @@ def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path)
 
 
 def served_store(served: dict):  # noqa: ANN201
-    from blindspots.app.store import AppStore
+    from blindspots.app.tables import AppStore
 
     return AppStore(served["project"])
 

@@ -40,9 +40,9 @@ def score_table(n: int = 30, seed: int = 0) -> pd.DataFrame:
         "dmiou__t__g": rng.random(n),
         "surprise_mdsa__t": rng.random(n).astype(np.float32),
         "entropy__g": rng.random(n).astype(np.float32),
-        "al_margin__t": rng.random(n).astype(np.float32),  # acquisition columns (mine.acquisition)
+        "al_margin__t": rng.random(n).astype(np.float32),  # acquisition columns (mine.model_columns.acquisition)
         "al_bald__t": rng.random(n).astype(np.float32),
-        "al_qbcvote__t": rng.random(n).astype(np.float32),  # committee columns (mine.qbc)
+        "al_qbcvote__t": rng.random(n).astype(np.float32),  # committee columns (mine.samplers.qbc)
         "al_qbckl__t": rng.random(n).astype(np.float32),
         "al_feat__t__0": rng.normal(size=n).astype(np.float32),
         "al_feat__t__1": rng.normal(size=n).astype(np.float32),
@@ -135,6 +135,46 @@ def test_sampler_asked_for_nothing_is_silent(name):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert len(_sampler(name, t).select(t, 0, seed=0)) == 0
+
+
+#: samplers that rank by one score per row and give it as `score_samples(table)` (scikit-learn's name)
+SCORING_SAMPLERS = ("entropy", "margin", "surprise")
+
+
+def test_the_row_scoring_samplers_are_the_ones_with_score_samples():
+    t = score_table()
+    assert {n for n in SAMPLER_CASES if hasattr(_sampler(n, t), "score_samples")} == set(SCORING_SAMPLERS)
+
+
+@pytest.mark.parametrize("name", SCORING_SAMPLERS)
+def test_score_samples_is_what_select_ranks_by(name):
+    t = score_table()
+    t.loc[[3, 7], "status"] = "error"  # scored, never picked
+    s = _sampler(name, t)
+    scores = s.score_samples(t)
+    assert scores.dtype == np.float64 and scores.shape == (len(t),) and np.isfinite(scores).all()
+    picks = s.select(t, None, seed=0)
+    usable = np.flatnonzero(t["status"].eq("ok").to_numpy())
+    expected = usable[np.argsort(-scores[usable], kind="stable")]  # highest first, ties in table order
+    assert picks["id"].tolist() == t["id"].to_numpy()[expected].tolist()
+    np.testing.assert_array_equal(picks["score"].to_numpy(), scores[expected])
+
+
+@pytest.mark.parametrize("name", SCORING_SAMPLERS)
+def test_score_samples_refuses_a_table_that_is_not_a_dataframe(name):
+    with pytest.raises(ValueError, match=r"^table: expected a pandas.DataFrame"):
+        _sampler(name, score_table()).score_samples(np.zeros((3, 3)))
+
+
+def test_score_samples_follows_the_ranking_direction():
+    t = score_table()
+    maxprob = t["maxprob__t"].to_numpy(np.float64)
+    np.testing.assert_array_equal(make_sampler("entropy", target="t", column_prefix="maxprob").score_samples(t),
+                                  -maxprob)  # least confident first
+    np.testing.assert_array_equal(make_sampler("margin", target="t").score_samples(t),
+                                  1.0 - t["al_margin__t"].to_numpy(np.float64))
+    sa = t["surprise_mdsa__t"].to_numpy(np.float64)
+    np.testing.assert_array_equal(make_sampler("surprise", order="low").score_samples(t), -sa)
 
 
 def test_mad_with_nan_class_size_ranges_warns():

@@ -124,7 +124,7 @@ def test_cli_pipeline(tmp_path):
 
 @pytest.fixture()
 def review(tmp_path):
-    from blindspots.scenarios.review import ReviewSet, export_review
+    from blindspots.scenarios.review_set import ReviewSet, export_review
 
     items = pd.DataFrame({"item_id": ["s000-000", "s000-001"], "scenario": [0, 0], "prediction": [0, 0]})
     rs = ReviewSet(items, np.zeros((2, 8, 8, 1), np.uint8), np.zeros((2, 2), np.float32), ("T-shirt", "Trouser", "Bag"))

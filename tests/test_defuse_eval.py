@@ -93,7 +93,7 @@ def test_judge_agreement_flags_disputed_scenarios():
 
 def test_saved_table_shows_on_the_report_page(tmp_path):
     from blindspots.defuse.evaluation import HonestEvaluation, save_evaluation
-    from blindspots.report.defuse_page import write_defuse_report
+    from blindspots.report.pages.defuse import write_defuse_report
 
     rows = pd.DataFrame([{"row": n, "lambda": np.nan if i < 1 else 1.0, "steps": 10 * i, "test_acc": 0.9,
                           "scenario_acc": 0.5, "judge_acc": 0.4} for i, n in enumerate(ROW_NAMES)])
@@ -108,7 +108,7 @@ def test_saved_table_shows_on_the_report_page(tmp_path):
 def test_table_written_by_defuse_report_cli_shows_on_the_report_page(tmp_path):
     """`blindspots defuse report --out DIR` writes DIR/table.csv and DIR/judge_agreement.csv beside its
     figures (not save_evaluation's honest_table.csv); the page showed no table for such a run."""
-    from blindspots.report.defuse_page import find_defuse_parts, write_defuse_report
+    from blindspots.report.pages.defuse import find_defuse_parts, write_defuse_report
 
     rows = pd.DataFrame([{"row": n, "lambda": np.nan if i < 1 else 1.0, "steps": 10 * i, "test_acc": 0.9,
                           "scenario_acc": 0.5, "judge_acc": 0.4} for i, n in enumerate(ROW_NAMES)])
@@ -129,7 +129,7 @@ def test_table_written_by_defuse_report_cli_shows_on_the_report_page(tmp_path):
 
 
 def test_a_stray_table_csv_is_not_taken_for_the_honest_table(tmp_path):
-    from blindspots.report.defuse_page import find_defuse_parts
+    from blindspots.report.pages.defuse import find_defuse_parts
 
     run = tmp_path / "run"
     run.mkdir()

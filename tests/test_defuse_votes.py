@@ -11,7 +11,7 @@ from blindspots.human.simulate_votes import SimulatedAnnotators
 from blindspots.human.votes import (
     NONE, agreement_table, format_agreement_table, majority_vote, parse_label, read_votes_csv,
 )
-from blindspots.scenarios.review import ReviewSet, decide_scenarios, export_review, load_review
+from blindspots.scenarios.review_set import ReviewSet, decide_scenarios, export_review, load_review
 
 NAMES = tuple("0123")
 

@@ -61,7 +61,7 @@ def test_python_page_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert status.state == "exported", status.message
     assert [a.kind for a in status.next] == ["import_masks", "register_version"]
     assert "next: project.import_masks('FOLDER')" in out and "blindspots " not in status.message
-    assert project.store.journal.step(0, "scan")["result"]["adopted"]  # the project took the scan, did not scan again
+    assert project.journal.step(0, "scan")["result"]["adopted"]  # the project took the scan, did not scan again
     page = Path(project.report())
     assert page.is_file() and (tmp_path / "runs/own/scan/report/index.html").is_file()
     # round 0 exported S ∪ T and waits for masks and the target's next version: it is not finished

@@ -216,10 +216,10 @@ def test_every_top_level_package_has_a_layer() -> None:
 KNOWN_CLI_PAST_FACE: dict[tuple[str, str], str] = {
     ("blindspots.cli.defuse", "blindspots.defuse.identify"): "the face's `identify` is shadowed by its module's name",
     ("blindspots.cli.labelstudio", "blindspots.integrations.labelstudio.webhook"): "the face would import FastAPI",
-    ("blindspots.cli.mine", "blindspots.mine.acquisition"): "the face would import torch",
+    ("blindspots.cli.mine", "blindspots.mine.model_columns.acquisition"): "the face would import torch",
     ("blindspots.cli.surprise", "blindspots.surprise.analysis"): "the face would import matplotlib and scipy",
     ("blindspots.cli.surprise", "blindspots.surprise.views"): "the face would import imageio and matplotlib",
-    ("blindspots.cli.web", "blindspots.app.store"): "the app's face imports FastAPI (`annotators`, `sets` need not)",
+    ("blindspots.cli.web", "blindspots.app.tables"): "the app's face imports FastAPI (`annotators`, `sets` need not)",
 }
 #: cli modules that still compute (import an array or table library) rather than parse, call and print
 KNOWN_CLI_COMPUTING: set[str] = {"blindspots.cli.web"}

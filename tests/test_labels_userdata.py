@@ -164,7 +164,7 @@ def test_cli_arrays_use_the_classes_file(tmp_path):
 
 
 def test_report_names_the_classes_of_regions_and_confusions(tmp_path):
-    from blindspots.report.labels_page import write_label_issues_report
+    from blindspots.report.pages.label_issues import write_label_issues_report
 
     _arrays(tmp_path)
     (tmp_path / "classes.txt").write_text("sky\nroad\ncar\n")

@@ -16,9 +16,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "blindspots"
 #: file (relative to src/blindspots) -> why its runtime strings may name `blindspots <command>`
 ALLOWED: dict[str, str] = {
     "loop/next_action.py": "the phrasebook: each next action as its command (and, beside it, its Python call)",
-    "report/engine_sections.py": "an HTML report page: the command that writes a missing part, as text for its reader",
-    "report/surprise_page.py": "an HTML report page: the command that writes the heatmaps, as text for its reader",
-    "report/defuse_page.py": "an HTML report page: the commands that write missing parts, as text for its reader",
+    "report/pages/engine_sections.py": "an HTML report page: the command that writes a missing part, as text for its reader",
+    "report/pages/surprise.py": "an HTML report page: the command that writes the heatmaps, as text for its reader",
+    "report/pages/defuse.py": "an HTML report page: the commands that write missing parts, as text for its reader",
 }
 
 

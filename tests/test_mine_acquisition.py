@@ -10,8 +10,8 @@ import torch
 
 from blindspots.data import ImagePool
 from blindspots.mine import mine_scan
-from blindspots.mine.acquisition import add_acquisition_columns
-from blindspots.mine.acquisition import AcquisitionColumns, pixel_entropy
+from blindspots.mine.model_columns.acquisition import add_acquisition_columns
+from blindspots.mine.model_columns.acquisition import AcquisitionColumns, pixel_entropy
 from blindspots.models.adapters import TorchSegmenter
 from blindspots.scan import read_score_table, scan_pool
 from test_scan import C, make_models, make_pool
@@ -178,7 +178,7 @@ def test_cli_mine_computes_the_columns_once_from_the_model_spec(tmp_path: Path):
 @pytest.mark.parametrize("arch", ["tiny_unet", "small_fcn"])
 def test_head_only_mc_passes_equal_full_passes(arch):
     """dropout=p on the classifier input: running only that layer T times gives the T full passes' numbers."""
-    from blindspots.mine import acquisition
+    from blindspots.mine.model_columns import acquisition
     from blindspots.models.zoo import build_model
 
     torch.manual_seed(0)

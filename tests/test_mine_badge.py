@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from blindspots.mine import kmeans_pp_seeding, make_sampler, mine_scan
-from blindspots.mine.acquisition import AcquisitionColumns, add_acquisition_columns
-from blindspots.mine.badge_embedding import gradient_embedding
+from blindspots.mine.model_columns.acquisition import AcquisitionColumns, add_acquisition_columns
+from blindspots.mine.model_columns.badge_embedding import gradient_embedding
 from blindspots.mine.reasons import describe
 from blindspots.models.adapters import TorchSegmenter
 from blindspots.scan import read_score_table

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from blindspots.mine.base import Sampler, top_n_indices
-from blindspots.mine.entropy import EntropySampler
-from blindspots.mine.mad import MADSampler
-from blindspots.mine.random import RandomSampler
+from blindspots.mine.samplers.base import Sampler, top_n_indices
+from blindspots.mine.samplers.entropy import EntropySampler
+from blindspots.mine.samplers.mad import MADSampler
+from blindspots.mine.samplers.random import RandomSampler
 
 
 def table(n: int = 100, seed: int = 0) -> pd.DataFrame:

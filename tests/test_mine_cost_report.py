@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from blindspots.human.cost import C_MASK_EDITOR, C_MASK_SECONDS, C_RATE, C_RATE_SECONDS, LabelCost
-from blindspots.report.label_efficiency import RESULTS, sampler_comparison_section
+from blindspots.report.pages.label_efficiency import RESULTS, sampler_comparison_section
 
 
 def test_cost_is_ratings_times_c_rate_plus_masks_times_c_mask():

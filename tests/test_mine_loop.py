@@ -88,7 +88,7 @@ def test_qbc_and_portfolio_in_a_project(world: Path, tmp_path: Path, strategy: s
 
 
 def test_round_report_shows_the_portfolio_shares(tmp_path: Path) -> None:
-    from blindspots.report.label_efficiency import portfolio_blocks
+    from blindspots.report.pages.label_efficiency import portfolio_blocks
 
     assert portfolio_blocks(tmp_path) == []
     (tmp_path / "portfolio.json").write_text(json.dumps({"rounds": [

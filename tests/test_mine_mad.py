@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from blindspots.mine.mad import MADSampler, class_area_ranges
+from blindspots.mine.samplers.mad import MADSampler, class_area_ranges
 
 MODELS = ["tgt", "g1", "g2"]
 
@@ -81,7 +81,7 @@ def test_matches_brute_force(ties: bool) -> None:
 
 @pytest.mark.parametrize("ties", [False, True])
 def test_head_cut_and_fallback_match_brute_force(monkeypatch: pytest.MonkeyPatch, ties: bool) -> None:
-    import blindspots.mine.mad as mad
+    import blindspots.mine.samplers.mad as mad
 
     monkeypatch.setattr(mad, "HEAD_MIN", 8)  # a short sorted head: rare classes need the fallback
     table = make_table(2000, seed=11, ties=ties, errors=30)
@@ -173,7 +173,7 @@ def test_invariants(seed: int, n3: int, n: int) -> None:
 
 
 def test_released_settings_mean_sd_windows_without_background():
-    from blindspots.mine.mad import released_settings
+    from blindspots.mine.samplers.mad import released_settings
 
     masks = [np.zeros((10, 10), np.uint8) for _ in range(3)]
     masks[0][:2] = 1  # class 1 covers 0.2, 0.4 and 0.6 of three images

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from blindspots.mine import make_sampler
-from blindspots.mine.bandit import ProposerShares, allocate, round_rewards
-from blindspots.mine.qbc import committee_disagreement, qbc_column
+from blindspots.mine.samplers.bandit import ProposerShares, allocate, round_rewards
+from blindspots.mine.samplers.qbc import committee_disagreement, qbc_column
 from blindspots.mine.reasons import describe
-from blindspots.mine.teach import lowest_mos_order, teach_order
+from blindspots.mine.samplers.teach import lowest_mos_order, teach_order
 
 
 def test_committee_disagreement_matches_the_direct_formula():

@@ -10,7 +10,7 @@ import pytest
 from blindspots.mine import (
     EntropySampler, MADSampler, RandomSampler, SurpriseSampler, make_sampler, sampler_names, sampler_settings,
 )
-from blindspots.mine.mad import class_area_ranges, class_area_ranges_from_table
+from blindspots.mine.samplers.mad import class_area_ranges, class_area_ranges_from_table
 from blindspots.mine.reasons import describe, percent
 
 
@@ -93,7 +93,7 @@ def test_reasons_read_like_sentences():
 def test_project_strategies_are_the_registry():
     # config.py is a foundation and may not import mine/, so it keeps a tuple; it must be the registry's list
     from blindspots.config import STRATEGIES
-    from blindspots.mine.registry import sampler_names
+    from blindspots.mine.samplers.registry import sampler_names
 
     assert tuple(STRATEGIES) == sampler_names()
 

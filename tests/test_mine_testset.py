@@ -1,14 +1,13 @@
-"""Unbiased test sets, the Table 1 leaderboard and ranking stability (Appendix C)."""
+"""Unbiased test sets (mine), the Table 1 leaderboard and ranking stability (Appendix C; loop)."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from blindspots.mine.testset import (
-    build_test_set, format_leaderboard, leaderboard, main_foreground_class, miou_from_confusion,
-    per_image_confusions, ranking_stability,
-)
+from blindspots.loop.leaderboard import format_leaderboard, leaderboard
+from blindspots.loop.ranking import miou_from_confusion, per_image_confusions, ranking_stability
+from blindspots.mine.testset import build_test_set, main_foreground_class
 
 
 def frac_table(n: int = 60, seed: int = 0) -> pd.DataFrame:

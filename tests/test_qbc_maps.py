@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from blindspots.mine.qbc import committee_disagreement
-from blindspots.mine.qbc_maps import committee_names, vote_entropy
+from blindspots.mine.samplers.qbc import committee_disagreement
+from blindspots.mine.model_columns.qbc_maps import committee_names, vote_entropy
 
 
 def direct(maps: np.ndarray) -> np.ndarray:

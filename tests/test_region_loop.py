@@ -125,7 +125,7 @@ def test_config_command_switches_to_region_labels(tmp_path: Path) -> None:
 
 
 def test_round_page_shows_the_region_answers_and_their_cost(world: Path, tmp_path: Path) -> None:  # noqa: F811
-    from blindspots.report.round_page import write_round_report
+    from blindspots.report.pages.round import write_round_report
 
     p = Project.create(tmp_path / "r", _regions_config(world))
     assert bl.advance(p, simulate=True, progress=False).finished

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from blindspots.report.agreement import agreement_summary, per_image_agreement
+from blindspots.report.viewmodels.agreement import agreement_summary, per_image_agreement
 
 
 def test_agreement_is_defined_on_finite_scores_only():

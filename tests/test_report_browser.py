@@ -97,10 +97,10 @@ def test_round_and_engine_pages_open_offline(world: Path, tmp_path: Path):  # no
     from blindspots import loop
     from blindspots.loop.project import Project
     from blindspots.report import write_round_report
-    from blindspots.report.defuse_page import write_defuse_report
-    from blindspots.report.labels_page import write_label_issues_report
-    from blindspots.report.round_page import round_scenarios
-    from blindspots.report.surprise_page import write_surprise_report
+    from blindspots.report.pages.defuse import write_defuse_report
+    from blindspots.report.pages.label_issues import write_label_issues_report
+    from blindspots.report.pages.round import round_scenarios
+    from blindspots.report.pages.surprise import write_surprise_report
 
     p = Project.create(tmp_path / "p", make_config(world))
     pages = {"round_new": write_round_report(p, out_dir=tmp_path / "new")}

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from blindspots.cli import app
 from blindspots.defuse.grids import save_grid
 from blindspots.defuse.plots import plot_scenario_grids, plot_tradeoff
-from blindspots.report.defuse_page import find_defuse_parts, write_defuse_report
-from blindspots.report.labels_page import write_label_issues_report
-from blindspots.scenarios.review import ReviewSet, decide_scenarios, export_review
+from blindspots.report.pages.defuse import find_defuse_parts, write_defuse_report
+from blindspots.report.pages.label_issues import write_label_issues_report
+from blindspots.scenarios.review_set import ReviewSet, decide_scenarios, export_review
 from test_labels_cli import _write_set
 from test_rounds import make_config, world  # noqa: F401  (the module-scoped scenes + models fixture)
 
@@ -132,7 +132,7 @@ def test_round_page_engine_sections(world, tmp_path):  # noqa: F811
     their figures copied beside it; the standalone pages stay."""
     from blindspots.loop.project import Project
     from blindspots.report import write_round_report
-    from blindspots.report.engine_sections import find_engine_runs
+    from blindspots.report.pages.engine_sections import find_engine_runs
 
     p = Project.create(tmp_path / "p", make_config(world))
     html = write_round_report(p, out_dir=tmp_path / "bare").read_text(encoding="utf-8")

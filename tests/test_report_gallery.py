@@ -12,7 +12,7 @@ from PIL import Image
 from blindspots.data import ImagePool
 from blindspots.models.adapters import CallableSegmenter
 from blindspots.report import write_gallery
-from blindspots.report.overlays import overlay, resize_labels, thumbnail, thumbnail_size
+from blindspots.report.drawing.overlays import overlay, resize_labels, thumbnail, thumbnail_size
 from blindspots.scan import scan_pool
 from blindspots.scan.layout import ScanLayout
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blindspots.report.ranking import topk_srcc
+from blindspots.report.viewmodels.ranking import topk_srcc
 
 
 def diag(n_right: int, n_wrong: int) -> np.ndarray:

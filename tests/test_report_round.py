@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from blindspots import loop
 from blindspots.loop.project import Project
 from blindspots.report import write_round_report
-from blindspots.report.round_page import round_scenarios
+from blindspots.report.pages.round import round_scenarios
 from test_rounds import make_config, world  # noqa: F401  (the module-scoped scenes + models fixture)
 
 torch.set_num_threads(1)
@@ -95,7 +95,7 @@ def test_per_class_iou_uses_the_projects_ignore_value(ignore: int | None) -> Non
     import numpy as np
 
     from blindspots.metrics import confusion_matrix, iou_per_class
-    from blindspots.report.round_page import class_iou_before_after
+    from blindspots.report.pages.round import class_iou_before_after
 
     rng = np.random.default_rng(0)
     gt = rng.integers(0, 3, (2, 8, 8)).astype(np.uint8)

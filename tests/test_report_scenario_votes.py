@@ -11,10 +11,10 @@ import torch
 from fastapi.testclient import TestClient
 
 from blindspots.app import create_app
-from blindspots.app.store import AppStore
+from blindspots.app.tables import AppStore
 from blindspots import loop
 from blindspots.loop.project import Project
-from blindspots.report.round_page import round_scenarios
+from blindspots.report.pages.round import round_scenarios
 from blindspots.report import write_round_report
 from blindspots.report.scenario_votes import (PROMPT, export_scenario_votes, scenario_name, scenario_names,
                                               tally_scenario_votes, vote_prefix)

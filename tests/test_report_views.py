@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 
 from blindspots.report.render import render_blocks
-from blindspots.report.surprise_page import write_surprise_report
-from blindspots.report.thumbs import Figure
-from blindspots.report.views import (Figures, Group, Heading, Image, LegendItem, Nav, Pick, Pre, ScenarioCard, Table,
+from blindspots.report.pages.surprise import write_surprise_report
+from blindspots.report.drawing.thumbs import Figure
+from blindspots.report.viewmodels.blocks import (Figures, Group, Heading, Image, LegendItem, Nav, Pick, Pre, ScenarioCard, Table,
                                      Text, code)
 
 EVIL = "<script>alert(1)</script>"

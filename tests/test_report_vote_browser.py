@@ -46,7 +46,7 @@ def test_type_a_scenario_name(tmp_path: Path) -> None:
 
     from blindspots.app import create_app
     from blindspots.app.services import make_sample_project
-    from blindspots.app.store import AppStore
+    from blindspots.app.tables import AppStore
 
     p = make_sample_project(tmp_path / "sample", n_pool=8, size=32, n_candidates=4, vote_set=False,
                             review_set=False, advance=False, annotators={"ann": ("annotator", TOKEN)})

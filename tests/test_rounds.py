@@ -222,7 +222,7 @@ def test_without_labels_the_label_plan_mines_from_pool_predictions(world: Path, 
     round stops at ratings, and after simulated ratings S ∪ T is exported instead of fine-tuning."""
     from PIL import Image
 
-    from blindspots.mine.mad import class_area_ranges
+    from blindspots.mine.samplers.mad import class_area_ranges
 
     cfg = make_config(world)
     cfg.data.train = cfg.data.val = ""
@@ -250,7 +250,7 @@ def test_loop_and_mine_pick_the_same_from_a_pool_with_duplicates(world: Path, tm
     import shutil
 
     from blindspots.mine import mine_scan
-    from blindspots.mine.mad import class_area_ranges_from_table
+    from blindspots.mine.samplers.mad import class_area_ranges_from_table
     from blindspots.scan import read_score_table
 
     src = world / "pool" / "images"

@@ -12,7 +12,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from blindspots.data.scenes import SKY, ROAD, render_scene
 from blindspots.mine import make_sampler
-from blindspots.mine.scenario import ScenarioSampler
+from blindspots.mine.samplers.scenario import ScenarioSampler
 from blindspots.scenarios.segmentation import cohens_d, find_scenarios
 from blindspots.scenarios.segmentation_attributes import image_attributes, map_attributes
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from scipy.stats import spearmanr
 
 from blindspots.metrics import per_image_class_iou
-from blindspots.mine.surprise import SurpriseSampler
+from blindspots.mine.samplers.surprise import SurpriseSampler
 from blindspots.surprise.analysis import (group_iou, label_saving_tradeoff, plot_label_saving, retraining_subsets,
                                           spearman_table)
 

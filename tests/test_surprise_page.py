@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from blindspots.report.surprise_page import write_surprise_report
+from blindspots.report.pages.surprise import write_surprise_report
 
 
 def test_figure9_table_shows_every_group_at_a_few_savings(tmp_path):

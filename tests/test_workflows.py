@@ -62,8 +62,8 @@ def test_a_project_takes_answers_and_says_what_next(world: dict, tmp_path: Path)
     st = blindspots.Project.open(tmp_path / "p").advance(progress=False)  # the label plan: S ∪ T exported
     assert st.state == "exported" and [a.kind for a in st.next] == ["import_masks", "register_version"]
     assert project.export("cvat").is_file()
-    need = dict.fromkeys(project.store.answers.candidates(st.round, "S")["id"].tolist()
-                         + project.store.answers.candidates(st.round, "T")["id"].tolist())
+    need = dict.fromkeys(project.loop.answers.candidates(st.round, "S")["id"].tolist()
+                         + project.loop.answers.candidates(st.round, "T")["id"].tolist())
     masks = tmp_path / "masks"
     masks.mkdir()
     from PIL import Image

@@ -53,7 +53,7 @@ from blindspots.data.sources import open_pool, parse_storage_option
 CONFIG_FILE = "blindspots.toml"
 MODEL_NAME = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)*$")  # scan contract, no "__"
 STRATEGIES = ("mad", "madplus", "entropy", "margin", "bald", "powerbald", "coreset", "badge", "qbc", "portfolio",
-              "surprise", "random", "scenario")  # = mine.registry.sampler_names() (a test checks)
+              "surprise", "random", "scenario")  # = mine.samplers.registry.sampler_names() (a test checks)
 DISTANCES = ("dmiou", "dpa")
 LABEL_KINDS = ("masks", "regions")
 FILLS = ("ignore", "confident")  # = human.regions.FILL_MODES (a test checks)

@@ -13,8 +13,8 @@ from fastapi import Request
 
 from blindspots.app.batching import GroupWriter
 from blindspots.app.services import SegmentCache
-from blindspots.app.sources import ProjectView
-from blindspots.app.store import AppStore
+from blindspots.app.project_view import ProjectView
+from blindspots.app.tables import AppStore
 from blindspots.loop.project import Project
 
 

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from blindspots.app.quote import MAX_DETAIL, MAX_QUOTE, clip, json_type, quote
-from blindspots.app.sources import NotFound
+from blindspots.app.project_view import NotFound
 
 log = logging.getLogger(__name__)
 _WHERE = ("body", "query", "path", "header", "cookie")

@@ -28,8 +28,8 @@ from blindspots.app.errors import add_error_handlers
 from blindspots.app.routers import api, dashboard, images, label, rate, regions, review, vote
 from blindspots.app.security import Guard, NeedsSignIn, SignInThrottle, host_set
 from blindspots.app.services import SegmentCache
-from blindspots.app.sources import ProjectView
-from blindspots.app.store import AppStore
+from blindspots.app.project_view import ProjectView
+from blindspots.app.tables import AppStore
 from blindspots.loop.project import Project
 
 log = logging.getLogger(__name__)

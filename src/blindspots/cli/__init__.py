@@ -12,7 +12,7 @@ import typer
 from blindspots.allocator import keep_freed_memory
 from blindspots.cli.common import set_progress
 from blindspots.cli.errors import VERBOSE_KEY
-from blindspots.cli.panels import PanelGroup, apply_panels
+from blindspots.cli.help_panels import PanelGroup, apply_panels
 
 app = typer.Typer(
     cls=PanelGroup,  # ValueError / OSError / sqlite3 errors -> `error: ...`, exit code 2; --help in panels
@@ -26,17 +26,22 @@ app = typer.Typer(
 # --- command groups (one line each) ---
 COMMAND_GROUPS: list[str] = [
     "web",
+    "config",
     "defuse",
     "demo",
+    "export",
     "fiftyone",
-    "labels",
+    "init",
+    "label_issues",
     "labelstudio",
-    "loop",
+    "masks",
     "mine",
+    "ratings",
+    "register",
     "report",
+    "round",
     "scan",
     "scenes",
-    "settings",
     "surprise",
     "zoo",
 ]
@@ -61,4 +66,4 @@ def _main(ctx: typer.Context,
 
 for _name in COMMAND_GROUPS:
     importlib.import_module(f"blindspots.cli.{_name}").register(app)
-apply_panels(app)  # --help: Start here · Your project · People · Engines · Utilities (cli/panels.py)
+apply_panels(app)  # --help: Start here · Your project · People · Engines · Utilities (cli/help_panels.py)

@@ -128,7 +128,7 @@ def demo(
                                        "then `blindspots annotators add`, `blindspots serve` and `blindspots round`."),
 ) -> None:
     """Two full MAD rounds on procedural scenes with simulated humans; prints Table 1."""
-    from blindspots.mine import format_leaderboard
+    from blindspots.loop import format_leaderboard
 
     t0 = time.perf_counter()
     res = run_demo(out, seed=seed, pool_size=pool_size, progress=not quiet and progress_wanted(), echo=typer.echo,

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from blindspots.app import bind_port, serve_on
-from blindspots.cli.loop import open_project
+from blindspots.cli.project_folder import open_project
 from blindspots.extras import require
 
 # Lazy imports: fastapi, httpx, pandas, scipy, sklearn, threadpoolctl, torch, uvicorn (`blindspots --help` starts

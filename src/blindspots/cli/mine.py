@@ -76,7 +76,7 @@ def _add_model_columns(scan_dir: Path, strategy: str, target: Optional[str], mod
     if model is None:
         raise ValueError(f"--model: strategy {strategy!r} reads {missing} columns of {name!r} that the scan lacks; "
                          f"pass the model's spec (--model SPEC) to compute them once over the pool")
-    from blindspots.mine.acquisition import add_acquisition_columns  # torch: only when columns are missing
+    from blindspots.mine.model_columns.acquisition import add_acquisition_columns  # torch: only when columns are missing
     from blindspots.models import load_model
 
     root = pool or Path(manifest["pool_root"])

@@ -11,7 +11,7 @@ import typer
 
 import blindspots.app as web_app  # its names load on first use: create_app brings FastAPI
 from blindspots.app import bind_port, serve_on
-from blindspots.cli.loop import open_project, refresh_round_page
+from blindspots.cli.project_folder import open_project, refresh_round_page
 from blindspots.extras import require
 
 # Lazy imports: fastapi, matplotlib, pandas, scipy, skimage, sklearn, threadpoolctl, torch, uvicorn
@@ -70,7 +70,7 @@ def annotators_add(
     proj = open_project(project)
     token = secrets.token_urlsafe(24)
     proj.answers.add_annotator(name, token, "admin" if admin else "annotator")
-    from blindspots.app.store import AppStore
+    from blindspots.app.tables import AppStore
 
     AppStore(proj).end_sessions_of(name)
     typer.echo(f"{name} ({'admin' if admin else 'annotator'}): {url.rstrip('/')}/signin#token={token}")
@@ -101,7 +101,7 @@ def annotators_remove(
     proj = open_project(project)
     if not proj.answers.remove_annotator(name):
         raise ValueError(f"name: expected a registered annotator, got {name!r}")
-    from blindspots.app.store import AppStore
+    from blindspots.app.tables import AppStore
 
     AppStore(proj).end_sessions_of(name)
     typer.echo(f"removed {name}")
@@ -117,7 +117,7 @@ def attach_votes(
     """Offer a Defuse scenario review set on the vote page."""
     import pandas as pd
 
-    from blindspots.app.store import AppStore, check_set_name
+    from blindspots.app.tables import AppStore, check_set_name
 
     proj = open_project(project)
     check_set_name(name)
@@ -147,7 +147,7 @@ def attach_review(
     name: str = typer.Option("labels", "--name", help="Set name shown in the app."),
 ) -> None:
     """Offer a label-issue review set on the review page."""
-    from blindspots.app.store import AppStore
+    from blindspots.app.tables import AppStore
 
     proj = open_project(project)
     if not (folder / "regions.csv").is_file():

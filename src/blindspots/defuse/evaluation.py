@@ -22,7 +22,7 @@ Public, stable names: ROW_NAMES, COLUMNS, TABLE_FILE, AGREEMENT_FILE, HonestEval
 judge_labels, judge_agreement, flag_disputed, score_row, honest_table, fine_tune_steps, run_control,
 run_honest_evaluation, save_evaluation, reconstruction_accuracy, format_table, format_agreement.
 Files (`save_evaluation`): honest_table.csv (the rows) and judge_agreement.csv (per scenario);
-the Defuse report page (report/defuse_page.py) shows them when a run folder holds them.
+the Defuse report page (report/pages/defuse.py) shows them when a run folder holds them.
 """
 from __future__ import annotations
 

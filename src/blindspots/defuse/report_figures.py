@@ -14,7 +14,7 @@ from blindspots.defuse.plots import plot_nearest_neighbours, plot_scenario_grids
 from blindspots.defuse.report_table import sweep_test_accuracy
 from blindspots.defuse.vae import BetaVAE
 from blindspots.models.classifier_zoo import load_classifier_module
-from blindspots.scenarios.review import load_review
+from blindspots.scenarios.review_set import load_review
 from blindspots.training.classification import predict_labels
 
 #: the sweeps of a `correct` folder: row name -> (sweep file, folder of its per-λ weights)

@@ -29,7 +29,7 @@ from blindspots.human.simulate_votes import SimulatedAnnotators
 from blindspots.human.votes import NONE, majority_vote, read_votes_csv
 from blindspots.models.classifier_zoo import load_classifier
 from blindspots.scenarios.clustering import Scenarios
-from blindspots.scenarios.review import build_review, decide_scenarios, export_review, load_review, predict
+from blindspots.scenarios.review_set import build_review, decide_scenarios, export_review, load_review, predict
 
 PREFIX = "id-"
 

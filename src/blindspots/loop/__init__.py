@@ -37,7 +37,7 @@ from blindspots.loop.context import (LABEL_STEPS, STEPS, LoopContext, Status, pl
                                      target_classes, target_column)
 from blindspots.loop.driver import advance, status
 from blindspots.loop.exchange import after_masks_import, export_for_annotation, import_masks, import_ratings
-from blindspots.loop.leaderboard import leaderboard_frame, write_leaderboard
+from blindspots.loop.leaderboard import format_leaderboard, leaderboard_frame, write_leaderboard
 from blindspots.loop.lock import ProjectBusy
 from blindspots.loop.next_action import NextAction, phrase_commands
 from blindspots.loop.progress import (activity_since_last_round, last_event_id, rating_progress, set_n4, set_raters,
@@ -59,7 +59,7 @@ __all__ = [
     # what happened since the last run
     "activity_since_last_round", "last_event_id", "steps_done_since", "steps_ran",
     # Table 1
-    "leaderboard_frame", "write_leaderboard",
+    "format_leaderboard", "leaderboard_frame", "write_leaderboard",
     # creating a project, new target versions
     "check_config", "create_project", "register_version",
     # the steps and their context

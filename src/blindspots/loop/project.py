@@ -15,7 +15,7 @@ Layout::
 `Project` is the folder: its config, its `store` (loop/store.py: schema, connections,
 transactions) and, over that store, one part per idea: `answers` (loop/answers.py: selections and
 human answers), `journal` (rounds, steps, events) and `registry` (models and metrics; both
-loop/queries.py). The web app keeps its own tables in the same file (`blindspots.app.store`). Every
+loop/queries.py). The web app keeps its own tables in the same file (`blindspots.app.tables`). Every
 human answer is committed before the call returns; a repeated submission replaces the earlier one
 (idempotent).
 

@@ -1,5 +1,5 @@
 """What the project's tables mean: the journal (rounds, steps, events) and the model registry and
-metrics (the answers are `blindspots.loop.answers`, the web app's own tables `blindspots.app.store`).
+metrics (the answers are `blindspots.loop.answers`, the web app's own tables `blindspots.app.tables`).
 A `blindspots.loop.project.Project` holds one of each over its `Store` (`project.journal`,
 `project.registry`); the loop reads and writes the store only through these methods (no SQL elsewhere).
 """

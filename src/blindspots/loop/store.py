@@ -8,7 +8,7 @@ run beside one writer). Every write runs in `transaction()` (BEGIN IMMEDIATE ...
 
 Tables: meta, rounds, steps (the audit log of steps), events, candidates, annotators, ratings,
 masks, votes, reviews, models, metrics. The web app adds its own tables to the same file
-(`blindspots.app.store`).
+(`blindspots.app.tables`).
 """
 from __future__ import annotations
 

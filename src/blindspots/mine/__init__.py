@@ -1,22 +1,24 @@
-"""Selection strategies over the score table: MAD, MAD+, entropy, margin, BALD, PowerBALD, core-set,
-BADGE, surprise, random (`mine.registry` holds the one list; `mine.acquisition` adds the columns the model-based
-ones read, and imports torch only there), and unbiased test sets."""
-from blindspots.mine.badge import BADGESampler, kmeans_pp_seeding
-from blindspots.mine.bald import BALDSampler, PowerBALDSampler
-from blindspots.mine.base import Sampler
-from blindspots.mine.columns import missing_kinds
-from blindspots.mine.coreset import CoreSetSampler, k_center_greedy
-from blindspots.mine.entropy import EntropySampler
-from blindspots.mine.mad import MADSampler, class_area_ranges
-from blindspots.mine.madplus import MADPlusSampler
-from blindspots.mine.margin import MarginSampler
-from blindspots.mine.random import RandomSampler
+"""Selection strategies over the score table: MAD, MAD+, entropy, margin, BALD, PowerBALD, core-set, BADGE,
+surprise, random (`samplers/`, one module each; `mine.samplers.registry` holds the one list), the columns the
+model-based ones read (`model_columns/`: `mine.model_columns.acquisition` adds them and imports torch only
+there), and the unbiased test-set rule (`testset.py`)."""
+from blindspots.mine.model_columns.names import missing_kinds
 from blindspots.mine.run import mine_scan, write_picks
-from blindspots.mine.registry import SAMPLERS, make_sampler, needs_model, sampler_names, sampler_settings
-from blindspots.mine.surprise import SurpriseSampler
-from blindspots.mine.testset import format_leaderboard, ranking_stability
+from blindspots.mine.samplers.badge import BADGESampler, kmeans_pp_seeding
+from blindspots.mine.samplers.bald import BALDSampler, PowerBALDSampler
+from blindspots.mine.samplers.base import Sampler
+from blindspots.mine.samplers.coreset import CoreSetSampler, k_center_greedy
+from blindspots.mine.samplers.entropy import EntropySampler
+from blindspots.mine.samplers.mad import MADSampler, class_area_ranges
+from blindspots.mine.samplers.madplus import MADPlusSampler
+from blindspots.mine.samplers.margin import MarginSampler
+from blindspots.mine.samplers.random import RandomSampler
+from blindspots.mine.samplers.registry import SAMPLERS, make_sampler, needs_model, sampler_names, sampler_settings
+from blindspots.mine.samplers.surprise import SurpriseSampler
+from blindspots.mine.testset import build_test_set, main_foreground_class
 
-__all__ = ["BADGESampler", "BALDSampler", "CoreSetSampler", "EntropySampler", "MADPlusSampler", "MADSampler", "MarginSampler",
-           "PowerBALDSampler", "RandomSampler", "SAMPLERS", "Sampler", "SurpriseSampler", 
-           "class_area_ranges", "format_leaderboard", "k_center_greedy", "missing_kinds", "kmeans_pp_seeding", "make_sampler", "mine_scan", "needs_model", "ranking_stability", "sampler_names",
-           "sampler_settings", "write_picks"]
+__all__ = ["BADGESampler", "BALDSampler", "CoreSetSampler", "EntropySampler", "MADPlusSampler", "MADSampler",
+           "MarginSampler", "PowerBALDSampler", "RandomSampler", "SAMPLERS", "Sampler", "SurpriseSampler",
+           "build_test_set", "class_area_ranges", "k_center_greedy", "kmeans_pp_seeding", "main_foreground_class",
+           "make_sampler", "mine_scan", "missing_kinds", "needs_model", "sampler_names", "sampler_settings",
+           "write_picks"]

@@ -14,11 +14,11 @@ from typing import Any, Iterable
 import pandas as pd
 
 from blindspots.data.classes import Classes
-from blindspots.mine.base import check_n
-from blindspots.mine.mad import class_area_ranges_from_table
-from blindspots.mine.qbc_maps import with_vote_entropy
+from blindspots.mine.samplers.base import check_n
+from blindspots.mine.samplers.mad import class_area_ranges_from_table
+from blindspots.mine.model_columns.qbc_maps import with_vote_entropy
 from blindspots.mine.reasons import describe
-from blindspots.mine.registry import make_sampler, sampler_settings
+from blindspots.mine.samplers.registry import make_sampler, sampler_settings
 from blindspots.scan import schema
 from blindspots.scan.manifest import load_manifest
 from blindspots.scan.table import read_score_table

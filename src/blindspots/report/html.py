@@ -53,7 +53,7 @@ def output_folder(out_dir: str | Path) -> Path:
 
 
 def write_index(out: Path, title: str, blocks: Iterable[Any], css: str | None = None) -> Path:
-    """Write `out/index.html`: one self-contained page of the view-model `blocks` (`blindspots.report.views`,
+    """Write `out/index.html`: one self-contained page of the view-model `blocks` (`blindspots.report.viewmodels.blocks`,
     drawn by `templates/blocks.html`); returns its path."""
     return write_page(out, title, render_blocks(blocks), REPORT_CSS if css is None else css)
 

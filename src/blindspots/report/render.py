@@ -19,7 +19,7 @@ def render(template: str, **context: Any) -> Markup:
 
 
 def render_blocks(blocks: Iterable[Any]) -> Markup:
-    """The HTML of view-model blocks (`blindspots.report.views`)."""
+    """The HTML of view-model blocks (`blindspots.report.viewmodels.blocks`)."""
     return render("blocks.html", blocks=list(blocks))
 
 

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from blindspots.report.overlays import thumbnail
-from blindspots.report.thumbs import read_image
+from blindspots.report.drawing.overlays import thumbnail
+from blindspots.report.drawing.thumbs import read_image
 
 PROMPT = ("One failure mode? These are the most typical images of one group of the target's failures: "
           "give it a name, or choose none of the above if they share no one failure mode.")

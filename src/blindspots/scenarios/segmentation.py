@@ -10,7 +10,7 @@ out from the pool, and each scenario is described like
 slice-discovery tools describe slices: by the attributes with the largest standardized mean
 difference (Cohen's d) between its failures and the rest of the pool, and by its most typical
 images (highest responsibility). `SegmentationScenarios.nearest` ranks pool images by how well a
-scenario explains them (the `scenario` sampler, `mine/scenario.py`).
+scenario explains them (the `scenario` sampler, `mine/samplers/scenario.py`).
 """
 from __future__ import annotations
 

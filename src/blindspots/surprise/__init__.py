@@ -1,7 +1,7 @@
 """Surprise adequacy (Kim et al., "Reducing DNN labelling cost using surprise adequacy", 2023; and the
 original SA of Kim et al., ICSE 2019): how surprising each pixel and image is to a model.
 
-traces.py (hooks, upsampling) · sampler.py (which pixels) · estimators.py (MDSA, LSA, DSA) ·
+traces.py (hooks, upsampling) · pixel_sampling.py (which pixels) · estimators.py (MDSA, LSA, DSA) ·
 image.py (fitting traces, class / group SA, heatmaps, score-table columns) · pool.py (`fit_estimator`,
 `score_pool`: a whole pool, into a file or a scan's score table) · analysis.py (Table 3,
 Figure 9, Tables 4-5; `write_table3`) · views.py (Figure 6 panels, MP4; `write_panels`). These two load

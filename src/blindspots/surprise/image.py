@@ -25,7 +25,7 @@ from blindspots.models.adapters import as_image_batch
 from blindspots.surprise.device import device_mdsa_map, on_device
 from blindspots.surprise.estimators import MDSA, SurpriseEstimator
 from blindspots.surprise.fused import FUSED_MODES, fused_argmax_mdsa_map, fused_mdsa_map
-from blindspots.surprise.sampler import (FIT_CAP_PER_CLASS, FIT_MAX_IMAGES, FIT_PIXELS_PER_CLASS,
+from blindspots.surprise.pixel_sampling import (FIT_CAP_PER_CLASS, FIT_MAX_IMAGES, FIT_PIXELS_PER_CLASS,
                                          SCORE_PIXELS_PER_CLASS, cap_per_class, choose_images, sample_pixels)
 from blindspots.surprise.traces import TraceExtractor, classes_from_scores
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX

@@ -28,11 +28,11 @@ def _settings(cls: type, **values: Any) -> Any:
 class Project:
     """A project folder: `blindspots.toml`, the store (ratings, masks, selections, model versions), the
     scan, checkpoints and reports. `answers` (candidates, ratings and masks per round), `journal` (rounds,
-    steps, events) and `registry` (model versions, metrics) are its parts; `store` is the folder's
+    steps, events) and `registry` (model versions, metrics) are its parts; `loop` is the folder's
     `blindspots.loop.Project`, which holds them."""
 
-    def __init__(self, store: loop.Project) -> None:
-        self.store = store
+    def __init__(self, loop_project: loop.Project) -> None:
+        self.loop = loop_project
 
     @classmethod
     def create(cls, path: str | Path, *, pool: str | Path, target: Mapping[str, str] | str,
@@ -81,26 +81,26 @@ class Project:
 
     @property
     def path(self) -> Path:
-        return self.store.path
+        return self.loop.path
 
     @property
     def config(self) -> Config:
-        return self.store.config
+        return self.loop.config
 
     @property
     def answers(self) -> loop.Answers:
         """Selections M, S, T per round, annotators, ratings, masks, votes and reviews."""
-        return self.store.answers
+        return self.loop.answers
 
     @property
     def journal(self) -> loop.Journal:
         """Rounds, steps (the audit log of Algorithm 1) and events."""
-        return self.store.journal
+        return self.loop.journal
 
     @property
     def registry(self) -> loop.Registry:
         """Model versions and their metrics."""
-        return self.store.registry
+        return self.loop.registry
 
     def advance(self, *, simulate: bool = False, max_steps: int | None = None, progress: bool = True) -> loop.Status:
         """Run the loop until people are needed (or every round is done); the `Status` says what is awaited
@@ -109,35 +109,35 @@ class Project:
         Like `blindspots round`, this process then keeps freed memory for the forwards
         (`blindspots.keep_freed_memory`; BLINDSPOTS_MALLOC=system leaves the allocator alone)."""
         keep_freed_memory()
-        return loop.advance(self.store, simulate=simulate, progress=progress, max_steps=max_steps)
+        return loop.advance(self.loop, simulate=simulate, progress=progress, max_steps=max_steps)
 
     def status(self) -> loop.Status:
         """Where the loop stands, without running anything."""
-        return loop.status(self.store)
+        return loop.status(self.loop)
 
     def leaderboard(self) -> pd.DataFrame:
         """Table 1: every model's mIoU on T0 and on each unbiased test set T(i) (empty before the first
         evaluation)."""
-        return loop.leaderboard_frame(self.store)
+        return loop.leaderboard_frame(self.loop)
 
     def report(self, round: int | None = None) -> Path:
         """Write the report page of `round` (default: the latest mined); returns its path."""
-        return write_round_report(self.store, round)
+        return write_round_report(self.loop, round)
 
     def import_ratings(self, csv: str | Path, *, round: int | None = None) -> int:
         """Ratings of the candidates from a CSV (image_id, rater, score 1-5 or 'ood'); returns how many."""
-        return loop.import_ratings(self.store, Path(csv), round=round)
+        return loop.import_ratings(self.loop, Path(csv), round=round)
 
     def import_masks(self, source: str | Path, *, round: int | None = None, annotator: str | None = None) -> int:
         """Pixel labels of S ∪ T from a folder of index PNGs, a CVAT zip or Label Studio JSON; returns how many."""
-        return loop.import_masks(self.store, Path(source), round=round, annotator=annotator)
+        return loop.import_masks(self.loop, Path(source), round=round, annotator=annotator)
 
     def export(self, format: str, out: str | Path | None = None, *, round: int | None = None,
                **options: Any) -> Path:
         """The images awaiting masks with the target's prediction, for CVAT ('cvat') or Label Studio
         ('labelstudio'); options: `blindspots.loop.export_for_annotation`'s. Returns the file."""
-        return loop.export_for_annotation(self.store, format, out, round=round, **options)
+        return loop.export_for_annotation(self.loop, format, out, round=round, **options)
 
     def register_version(self, spec: str, *, base_dir: str | Path = ".") -> int:
         """The target retrained on S in your own stack as its next version; returns the version number."""
-        return loop.register_version(self.store, spec, base_dir=base_dir)
+        return loop.register_version(self.loop, spec, base_dir=base_dir)

@@ -10,7 +10,7 @@ from fastapi.responses import FileResponse, Response
 from blindspots.app import deps
 from blindspots.app.quote import quote
 from blindspots.app.security import Principal, require_admin, require_user
-from blindspots.app.sources import NotFound, inside, overlay_rgba, png_bytes
+from blindspots.app.project_view import NotFound, inside, overlay_rgba, png_bytes
 
 router = APIRouter(tags=["images"])
 FIGURE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".html": "text/html",

@@ -20,7 +20,7 @@ from blindspots.app.quote import quote
 from blindspots.app.routers.bodies import Body
 from blindspots.app.security import Principal, page_user, require_user
 from blindspots.app.services import competitor_maps, review_prediction, slic_segments
-from blindspots.app.sources import read_index_png
+from blindspots.app.project_view import read_index_png
 from blindspots.data.formats.masks import check_mask, read_mask
 from blindspots.loop import export_for_annotation
 

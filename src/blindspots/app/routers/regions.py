@@ -19,7 +19,7 @@ from blindspots.app.deps import page
 from blindspots.app.quote import quote
 from blindspots.app.routers.bodies import Body
 from blindspots.app.security import Principal, page_user, require_user
-from blindspots.app.sources import NotFound, png_bytes
+from blindspots.app.project_view import NotFound, png_bytes
 from blindspots.loop import regions as rq
 from blindspots.loop.project import Project
 

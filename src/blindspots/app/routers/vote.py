@@ -19,7 +19,7 @@ from blindspots.app.deps import page
 from blindspots.app.quote import quote
 from blindspots.app.routers.bodies import Body
 from blindspots.app.security import Principal, page_user, require_user
-from blindspots.app.sources import ProjectView
+from blindspots.app.project_view import ProjectView
 
 router = APIRouter()
 NONE_LABEL = "none"

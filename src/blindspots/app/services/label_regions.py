@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-from blindspots.app.sources import NotFound, ProjectView, inside, read_index_png
+from blindspots.app.project_view import NotFound, ProjectView, inside, read_index_png
 from blindspots.scan.layout import find_map
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from blindspots.app.store import AppStore
+from blindspots.app.tables import AppStore
 from blindspots.config import (Config, DataSettings, FinetuneSettings, MiningSettings, ModelSettings, PoolSettings,
                                ProjectSettings, RatingSettings, ScanSettings, TestSetSettings)
 from blindspots.data.scenes import SCENE_CLASSES, generate_scene_set
@@ -95,7 +95,7 @@ def make_vote_set(out: Path, *, n_scenarios: int = 2, n_per: int = 5, seed: int 
     from sklearn.datasets import load_digits
     from sklearn.linear_model import LogisticRegression
 
-    from blindspots.scenarios.review import ReviewSet, export_review
+    from blindspots.scenarios.review_set import ReviewSet, export_review
 
     d = load_digits()
     x, y = d.data / 16.0, d.target

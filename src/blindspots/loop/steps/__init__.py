@@ -1,4 +1,4 @@
-"""The steps of a round, one object each in one registry (as `blindspots.mine.registry` holds the
+"""The steps of a round, one object each in one registry (as `blindspots.mine.samplers.registry` holds the
 samplers): name -> `Step`. The driver runs `STEP_REGISTRY[name].run(ctx, i, seed)` for each
 name of the project's plan (`STEPS` or `LABEL_STEPS`); add a step here and a plan that names it
 runs it."""

@@ -1,10 +1,10 @@
-"""Step ``mine``: the candidates M(i+1) from the score table, with a sampler from `mine.registry`.
+"""Step ``mine``: the candidates M(i+1) from the score table, with a sampler from `mine.samplers.registry`.
 
-MAD by default (Eq. 2); "madplus", "portfolio" (M from several proposers, `mine.portfolio`), or "entropy",
+MAD by default (Eq. 2); "madplus", "portfolio" (M from several proposers, `mine.samplers.portfolio`), or "entropy",
 "margin", "bald", "powerbald", "coreset", "badge", "qbc", "surprise", "random" or "scenario" as baselines,
 with MAD's budget unless `mining.n`. Margin, BALD, core-set, BADGE and the portfolio first run the round's
-target once more over the pool for their columns (`mine.acquisition`); qbc runs the target and every
-competitor (`mine.qbc`). Core-set's centres are the target's features of every earlier S and T. MAD's
+target once more over the pool for their columns (`mine.model_columns.acquisition`); qbc runs the target and every
+competitor (`mine.samplers.qbc`). Core-set's centres are the target's features of every earlier S and T. MAD's
 content constraint [p_k, q_k] comes from S0's masks (the paper) or, without S0, from the target's
 predictions on the pool (`class_ranges`).
 """
@@ -23,12 +23,12 @@ from blindspots.loop.project import ProjectError
 from blindspots.loop.steps.base import Step
 from blindspots.loop.steps.labelled import labelled_before, used_for_finetuning
 from blindspots.loop.steps.portfolio import portfolio_shares
-from blindspots.mine.columns import missing_kinds
-from blindspots.mine.coreset import labelled_features
-from blindspots.mine.mad import class_area_ranges, class_area_ranges_from_table
-from blindspots.mine.qbc import CommitteeColumns, qbc_column
-from blindspots.mine.registry import make_sampler as registered_sampler
-from blindspots.mine.registry import needs_committee, needs_model, sampler_settings
+from blindspots.mine.model_columns.names import missing_kinds
+from blindspots.mine.samplers.coreset import labelled_features
+from blindspots.mine.samplers.mad import class_area_ranges, class_area_ranges_from_table
+from blindspots.mine.samplers.qbc import CommitteeColumns, qbc_column
+from blindspots.mine.samplers.registry import make_sampler as registered_sampler
+from blindspots.mine.samplers.registry import needs_committee, needs_model, sampler_settings
 from blindspots.scan import schema
 from blindspots.scan.extra import add_columns
 
@@ -80,7 +80,7 @@ class MineStep(Step):
 def without_labelled(table: pd.DataFrame, labelled: set[str]) -> pd.DataFrame:
     """The rows of `table` that are not labelled already: by id and, with a `content_hash` column, by
     content, so an exact copy of a labelled image is left out as well (duplicates count once, as in
-    `mine.base.usable_mask`)."""
+    `mine.samplers.base.usable_mask`)."""
     if not labelled:
         return table
     drop = table["id"].astype(str).isin(labelled)
@@ -124,8 +124,8 @@ def make_sampler(ctx: LoopContext, i: int, strategy: str | None = None, *,
 
 def _add_model_columns(ctx: LoopContext, i: int) -> None:
     """margin, bald, powerbald, coreset, badge: the target f_t^(i) runs once more over the pool for the columns
-    they read (`mine.acquisition`; kept in the scan folder, resumable)."""
-    from blindspots.mine.acquisition import add_acquisition_columns
+    they read (`mine.model_columns.acquisition`; kept in the scan folder, resumable)."""
+    from blindspots.mine.model_columns.acquisition import add_acquisition_columns
 
     m, name = ctx.cfg.mining, target_column(ctx.project, i)
     if needs_committee(m.strategy):
@@ -141,7 +141,7 @@ def _add_model_columns(ctx: LoopContext, i: int) -> None:
 
 def _add_committee_columns(ctx: LoopContext, i: int) -> None:
     """qbc: the target f_t^(i) and every competitor run over the pool once more for the committee's per-pixel
-    disagreement (`mine.qbc`; the scan keeps only pairwise distances). Kept in the scan folder, resumable."""
+    disagreement (`mine.samplers.qbc`; the scan keeps only pairwise distances). Kept in the scan folder, resumable."""
     name = target_column(ctx.project, i)
     if qbc_column(name, "vote") in ctx.score_table(i).columns:
         return

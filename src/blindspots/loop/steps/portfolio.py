@@ -1,6 +1,6 @@
 """The portfolio sampler in a project: proposer shares per round and the rule that picks S from the rated M.
 
-Shares (`portfolio_shares`): round 0 uses `mine.bandit.PRIOR` (surprise only where the scan has its columns).
+Shares (`portfolio_shares`): round 0 uses `mine.samplers.bandit.PRIOR` (surprise only where the scan has its columns).
 Before round i mines, every finished round j < i is replayed into the EXP3 shares: its M's proposers (each
 reason names one), its S, and what S bought, the target's gain on that round's unbiased test set T(j+1):
 the mIoU of version j+1 (fine-tuned on S) minus that of version j (the evaluate step's Table 1 value), both
@@ -10,7 +10,7 @@ the shares stay at the prior. Each round's shares,
 candidates and labelled images per proposer, gain and rewards are written to reports/portfolio.json, which
 the round report shows.
 
-S (`teach_s`): `mine.teach.teach_order` over the rated M, with the target's margin (uncertainty) and pooled
+S (`teach_s`): `mine.samplers.teach.teach_order` over the rated M, with the target's margin (uncertainty) and pooled
 features (novelty against every image labelled before) from the round's score table.
 """
 from __future__ import annotations
@@ -26,10 +26,10 @@ from blindspots.atomic import write_atomic
 from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.maps import round_pairs
 from blindspots.loop.steps.labelled import labelled_before
-from blindspots.mine.bandit import PRIOR, ProposerShares, round_rewards
-from blindspots.mine.columns import feature_columns, margin_column
-from blindspots.mine.coreset import labelled_features
-from blindspots.mine.teach import teach_order
+from blindspots.mine.samplers.bandit import PRIOR, ProposerShares, round_rewards
+from blindspots.mine.model_columns.names import feature_columns, margin_column
+from blindspots.mine.samplers.coreset import labelled_features
+from blindspots.mine.samplers.teach import teach_order
 from blindspots.scan import schema
 
 __all__ = ["PORTFOLIO_FILE", "portfolio_shares", "teach_s"]
@@ -97,7 +97,7 @@ def _counts(values: Any) -> dict[str, int]:
 
 
 def teach_s(ctx: LoopContext, i: int, m_ids: list[str], mos: pd.Series, n4: int) -> list[str]:
-    """S: n4 of the rated candidates by failure, uncertainty and novelty (`mine.teach`). Candidates without a
+    """S: n4 of the rated candidates by failure, uncertainty and novelty (`mine.samplers.teach`). Candidates without a
     finite MOS (out of domain, unrated) are never picked."""
 
     cand = [x for x in m_ids if x in mos.index and np.isfinite(mos[x])]

@@ -1,5 +1,5 @@
 """Step ``select``: S(i+1), the n4 lowest-MOS images (with the portfolio sampler, the n4 that
-`mine.teach` picks by failure, uncertainty and novelty), and T(i+1) ⊂ M(i+1), the unbiased test set
+`mine.samplers.teach` picks by failure, uncertainty and novelty), and T(i+1) ⊂ M(i+1), the unbiased test set
 (no out-of-domain image, at most `max_per_class` per main foreground class, none of S(1..i),
 which f_t^(i) was fine-tuned on). The paper's last round forms no S."""
 from __future__ import annotations
@@ -39,7 +39,7 @@ class SelectStep(Step):
             s = pd.DataFrame({"id": pd.Series([], dtype=object), "score": [], "reason": []})
         else:
             worst = ratings.select_worst(c.ratings.n4, candidates=list(m["id"]), min_raters=1)
-            if c.mining.strategy == "portfolio":  # failures the target is unsure of and has not seen (mine.teach)
+            if c.mining.strategy == "portfolio":  # failures the target is unsure of, not seen (mine.samplers.teach)
                 chosen = teach_s(ctx, i, [str(x) for x in m["id"]], ratings.mos(), c.ratings.n4)
                 worst = ratings.select_worst(len(m), candidates=list(m["id"]), min_raters=1).set_index("image_id")
                 worst = worst.loc[chosen].reset_index()
