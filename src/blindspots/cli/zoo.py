@@ -17,8 +17,9 @@ def list_models() -> None:
     """List the zoo architectures."""
     from blindspots.models import ZOO, ZOO_DESCRIPTIONS
 
+    width = max(map(len, ZOO)) + 1  # the longest name still leaves a space before its description
     for name in ZOO:
-        typer.echo(f"{name:16s} {ZOO_DESCRIPTIONS.get(name, '')}")
+        typer.echo(f"{name:{width}s} {ZOO_DESCRIPTIONS.get(name, '')}")
 
 
 @zoo_app.command("train")
