@@ -32,3 +32,24 @@ def test_paired_differences_against_the_default() -> None:
     assert t.loc["fov", "frozen - default"] == "+0.0400 [-0.0097, +0.0897]"
     with pytest.raises(SystemExit, match="entropy"):
         bn.table(default, frozen, "entropy", 1)
+
+
+def test_batchnorm_probe_swaps_statistics_only_in_copies() -> None:
+    import label_efficiency
+    import numpy as np
+    import torch
+    from torch import nn
+
+    def net(mean: float) -> nn.Module:
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Conv2d(3, 2, 1), nn.BatchNorm2d(2))
+        m[1].running_mean.fill_(mean)
+        return m
+
+    tuned, before = net(1.0), net(-2.0)
+    images = np.random.default_rng(0).integers(0, 256, (4, 8, 8, 3), dtype=np.uint8)
+    out = label_efficiency.batchnorm_probe(tuned, before, images, lambda m: {"mean": float(m[1].running_mean[0])},
+                                           lambda m: {"training": m.training})
+    assert out["start_stats"]["mean"] == -2.0
+    assert out["s0_stats"]["mean"] not in (1.0, -2.0) and out["s0_stats"]["conditions"] == {"training": False}
+    assert float(tuned[1].running_mean[0]) == 1.0  # the fine-tuned model itself is left as it was
