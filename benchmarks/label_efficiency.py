@@ -51,6 +51,8 @@ per-condition recall, the MAD+ share sweep, CPU model and os.getloadavg(); write
 after every loop (with each run's hard-set mIoU per condition and labelled images per condition by round;
 `--resume` runs only the loops it lacks) and the figure. Runs split over processes (other samplers or seeds,
 each in its own --work) print together with `--report-only --merge OTHER/results.json [--figure PNG]`.
+`--freeze-bn-stats` fine-tunes with BatchNorm's running statistics held; `--bn-probe` also scores each round's
+fine-tuned model with its BatchNorm statistics swapped (`label_efficiency_bn.py` reads both runs).
 """
 from __future__ import annotations
 
@@ -271,7 +273,7 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     conditions, picked_rounds = [by_condition(module)], []  # per round: hard mIoU per condition, S per condition
     labelled: list[str] = []
     seen: set[str] = set()  # rated or labelled: not offered again
-    n_ratings, lrs, portfolio = 0, [], []
+    n_ratings, lrs, portfolio, bn_probe = 0, [], [], []
     for r in range(args.rounds):
         module.eval()  # the fine-tuner leaves it in training mode: dropout off for the maps and features
         seg = TorchSegmenter(module, k, batch_size=64)
@@ -337,7 +339,10 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             ft = ReplayFinetuner(args.ft_lr_list, epochs=args.ft_epochs, batch_size=8, max_replay=args.max_replay,
-                                 seed=seed, progress=False).fit(module, pairs, s0, t0, num_classes=k)
+                                 seed=seed, progress=False, freeze_batchnorm_stats=args.freeze_bn_stats
+                                 ).fit(module, pairs, s0, t0, num_classes=k)
+        if args.bn_probe:  # the fine-tuned weights with the round's starting BN statistics, and with S0's
+            bn_probe.append(batchnorm_probe(ft.model_, module, world["S0"][0], evaluate, by_condition))
         module = ft.model_
         lrs.append(float(ft.lr_))
         if strategy.startswith("portfolio"):  # what each proposer's picks bought: the gain on T(i)
@@ -357,7 +362,28 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
         picked_rounds.append(pd.Series([labels[row_of[i]] for i in s_ids]).value_counts().to_dict())
     picked = pd.Series([labels[row_of[i]] for i in labelled]).value_counts().to_dict()
     return {"strategy": strategy, "seed": seed, "points": points, "picked": picked, "lrs": lrs,
-            "portfolio": portfolio, "conditions": conditions, "picked_rounds": picked_rounds}
+            "portfolio": portfolio, "conditions": conditions, "picked_rounds": picked_rounds,
+            **({"bn_probe": bn_probe} if args.bn_probe else {})}
+
+
+def batchnorm_probe(tuned, before, s0_images: np.ndarray, evaluate, by_condition) -> dict:  # noqa: ANN001
+    """A fine-tuned model's scores with its BatchNorm statistics swapped (weights unchanged): "start_stats",
+    those of the model it was fine-tuned from; "s0_stats", re-estimated on S0's images (uint8 [N, H, W, 3]).
+    Each: evaluate(m) (hard, T0, focus) and by_condition(m) under "conditions". `tuned` is left as it was."""
+    import copy
+
+    from blindspots.training.batchnorm import copy_batchnorm_stats, reestimate_batchnorm_stats
+
+    out = {}
+    for name in ("start_stats", "s0_stats"):
+        m = copy.deepcopy(tuned)
+        if name == "start_stats":
+            copy_batchnorm_stats(before, m)
+        else:
+            reestimate_batchnorm_stats(m, s0_images, batch_size=8)
+        m.eval()
+        out[name] = {**evaluate(m), "conditions": by_condition(m)}
+    return out
 
 
 # ----------------------------------------------------------------------------- MAD+ share
@@ -535,6 +561,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ft-lrs", default="1.7e-3,5e-3,1.5e-2", help="fine-tuning learning rates; each round picks "
                     "one on T0 (the paper's rule: three)")
     ap.add_argument("--max-replay", type=int, default=48)
+    ap.add_argument("--freeze-bn-stats", action="store_true", help="fine-tune with every BatchNorm layer's running "
+                    "statistics held as the model had them (ReplayFinetuner(freeze_batchnorm_stats=True)); default: "
+                    "re-estimated on the fine-tuning batches")
+    ap.add_argument("--bn-probe", action="store_true", help="also score each round's fine-tuned model with its "
+                    "BatchNorm statistics swapped: the round's starting ones, and ones re-estimated on S0 "
+                    "(results.json: each run's bn_probe)")
     ap.add_argument("--madplus-share", type=float, default=None, help="MAD+'s shared share in the loops "
                     "(default: the sampler's default)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")

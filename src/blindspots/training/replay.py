@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from blindspots._validation import check_int, check_number
 from blindspots.atomic import write_atomic
+from blindspots.training.batchnorm import hold_batchnorm_stats
 from blindspots.config import FinetuneSettings
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 from blindspots.metrics import evaluate
@@ -204,6 +205,9 @@ class ReplayFinetuner:
     device, preprocess, output_key, ignore_index: as `TorchSegmenter` ("auto": CUDA when present).
     precision: "auto" (bf16/fp16 autocast on CUDA, fp32 on the CPU: CPU runs unchanged), "fp32",
         "fp16" or "bf16" (`training.precision.MixedPrecision`).
+    freeze_batchnorm_stats: keep every BatchNorm layer's running mean and variance as the model had them
+        (BN layers in eval mode while the rest trains; their affine weight and bias still learn). Default
+        False: they are re-estimated on the fine-tuning batches, as in plain training.
 
     After `fit`: `model_` (the best run's module, eval mode), `lr_`, `val_miou_`, `runs_`
     (a GridRun per LR, grid order).
@@ -227,6 +231,7 @@ class ReplayFinetuner:
     output_key: str | None = None
     ignore_index: int = DEFAULT_IGNORE_INDEX
     progress: bool = True
+    freeze_batchnorm_stats: bool = False
 
     def __post_init__(self) -> None:
         self.lrs = list(self.lrs)
@@ -239,6 +244,8 @@ class ReplayFinetuner:
         check_number(self.momentum, "momentum", low=0, high=1, high_open=True)
         check_number(self.weight_decay, "weight_decay", low=0)
         self.max_replay = check_int(self.max_replay, "max_replay", minimum=0, allow_none=True)
+        if not isinstance(self.freeze_batchnorm_stats, bool):
+            raise ValueError(f"freeze_batchnorm_stats: expected True or False, got {self.freeze_batchnorm_stats!r}")
 
     def training_set(self, counterexamples: PairSet, replay: PairSet) -> ConcatPairs:
         """S ∪ S0 (S0 cut to `max_replay` items, a fixed random subset for `seed`)."""
@@ -324,6 +331,8 @@ class ReplayFinetuner:
             order = rng.permutation(n)
             flips = rng.random(n) < 0.5 if self.flip else np.zeros(n, dtype=bool)
             module.train()
+            if self.freeze_batchnorm_stats:
+                hold_batchnorm_stats(module)
             run = torch.zeros((), dtype=torch.float64, device=device)  # summed where the loss is: no sync a step
             for b in range(per_epoch):
                 idx = order[b * self.batch_size:(b + 1) * self.batch_size]
@@ -366,6 +375,9 @@ class ReplayFinetuner:
         return module, losses
 
     def _settings(self, lr: float, n: int) -> dict:
-        return {"lr": lr, "epochs": self.epochs, "batch_size": self.batch_size, "momentum": self.momentum,
-                "weight_decay": self.weight_decay, "power": self.power, "seed": self.seed, "n_train": n,
-                "image_size": self.image_size, "flip": self.flip, "max_replay": self.max_replay}
+        out = {"lr": lr, "epochs": self.epochs, "batch_size": self.batch_size, "momentum": self.momentum,
+               "weight_decay": self.weight_decay, "power": self.power, "seed": self.seed, "n_train": n,
+               "image_size": self.image_size, "flip": self.flip, "max_replay": self.max_replay}
+        if self.freeze_batchnorm_stats:  # only when set: checkpoints of the default keep resuming
+            out["freeze_batchnorm_stats"] = True
+        return out
