@@ -142,7 +142,7 @@ def test_label_issues_of_a_scanned_pool_flag_the_wrong_mask_as_the_command_does(
                                   pd.read_csv(tmp_path / "cli" / "images.csv"))
     pd.testing.assert_frame_equal(scan.label_issues(masks, str(probs)).images, review.images)  # without a folder
     # a scan holds predictions, not labels: without masks of the pool, the error says what is needed
-    with pytest.raises(ValueError, match=r"^masks_dir: expected masks named like the images of .* got none that pair"):
+    with pytest.raises(ValueError, match=r"^masks: expected masks named like the images of .* got none that pair"):
         scan.label_issues(root / "scan", str(probs))
     with pytest.raises(ValueError, match=r"^masks: expected a folder of label masks of the pool's images"):
         scan.label_issues(None, str(probs))  # type: ignore[arg-type]

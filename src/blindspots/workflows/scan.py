@@ -179,7 +179,12 @@ class Scan:
         elif classes is None and self.manifest.get("classes"):
             classes = Classes.from_dict(self.manifest["classes"])
         source = pool if pool is not None and not isinstance(pool, (str, Path)) else open_pool(pool or self.pool_root)
-        dataset = SourceSegmentationSet(source, masks, classes=classes)
+        try:
+            dataset = SourceSegmentationSet(source, masks, classes=classes)
+        except ValueError as err:  # the set names its own argument (masks_dir); here it is masks
+            if not str(err).startswith("masks_dir:"):
+                raise
+            raise ValueError("masks:" + str(err).removeprefix("masks_dir:")) from None
         segmenter = load_model(model) if isinstance(model, (str, Path)) else model
         look = {"ignore_index": classes.ignore_index if classes is not None else DEFAULT_IGNORE_INDEX,
                 "verbose": False, "min_area": MIN_AREA, **options}  # the folder's defaults, with or without one
