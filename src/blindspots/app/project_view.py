@@ -236,11 +236,15 @@ class ProjectView:
             self._tables[key] = pd.read_csv(path, dtype={"item_id": str, "id": str})
         return self._tables[key]
 
-    def vote_set(self, name: str) -> dict:
-        for s in self.store.sets("vote"):
+    def _attached(self, kind: str, name: str) -> dict:
+        """The attached set `name` of `kind` ("vote" or "review"); NotFound otherwise."""
+        for s in self.store.sets(kind):
             if s["name"] == name:
                 return s
-        raise NotFound(f"set: expected an attached vote set, got {quote(name)}")
+        raise NotFound(f"set: expected an attached {kind} set, got {quote(name)}")
+
+    def vote_set(self, name: str) -> dict:
+        return self._attached("vote", name)
 
     def vote_items(self, name: str) -> pd.DataFrame:
         """items.csv of a vote set: item_id, scenario, prediction (hidden from annotators)."""
@@ -279,10 +283,7 @@ class ProjectView:
 
     # ---- label-issue review sets -----------------------------------------------------------------
     def review_set(self, name: str) -> dict:
-        for s in self.store.sets("review"):
-            if s["name"] == name:
-                return s
-        raise NotFound(f"set: expected an attached review set, got {quote(name)}")
+        return self._attached("review", name)
 
     def review_regions(self, name: str) -> pd.DataFrame:
         """regions.csv of a `blindspots label-issues` output (id, region, kind, bbox, score...)."""

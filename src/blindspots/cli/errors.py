@@ -9,10 +9,8 @@ instead of a `try/except ValueError` block in each command.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
-
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 import click
 import typer

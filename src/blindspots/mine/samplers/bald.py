@@ -24,11 +24,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.model_columns.names import bald_column
+from blindspots.mine.model_columns.names import bald_column, model_with_column
 from blindspots.mine.samplers.base import (
     Sampler, check_n, check_table, column, dumps_reason, ids_at, result_frame, top_n_indices, usable_mask,
 )
-from blindspots.mine.model_columns.names import model_with_column
 
 
 class BALDSampler(Sampler):

@@ -23,9 +23,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from blindspots.mine.model_columns.names import feature_columns
+from blindspots.mine.model_columns.names import feature_columns, model_with_column
 from blindspots.mine.samplers.base import Sampler, check_n, check_table, dumps_reason, ids_at, result_frame, usable_mask
-from blindspots.mine.model_columns.names import model_with_column
 
 _CHUNK = 4096  # rows of the distance matrix to centres computed at once
 
