@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 
 from real_photo_project import OPENCV, TOKEN, build_until_ratings, finish_ratings
-from test_browser_app import CHROMIUM, browser, start_server  # noqa: F401 - browser is a fixture
+from test_browser_app import CHROMIUM, browser, signed_in, start_server  # noqa: F401 - browser is a fixture
 
 torch.set_num_threads(1)
 SHOTS = Path("/tmp/appreal_shots")
@@ -45,9 +45,7 @@ def test_rate_page_zooms_about_the_centre(rating: dict, browser) -> None:  # noq
 
     with start_server(create_app(rating["path"])) as url:
         ctx = browser.new_context(viewport={"width": 1280, "height": 800})
-        page = ctx.new_page()
-        page.goto(f"{url}/signin#token={TOKEN}")
-        page.wait_for_url(f"{url}/rate")
+        page, _ = signed_in(ctx, url, TOKEN)
         page.wait_for_selector("body[data-ready='1']", state="attached", timeout=30000)
         img = page.locator("#img")
         w0 = img.bounding_box()["width"]
@@ -127,11 +125,7 @@ def test_label_page_fits_and_zooms_a_big_photo(project: dict, browser) -> None: 
     SHOTS.mkdir(parents=True, exist_ok=True)
     with start_server(create_app(project["path"])) as url:
         ctx = browser.new_context(viewport={"width": 1280, "height": 800})
-        page = ctx.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{url}/signin#token={TOKEN}")
-        page.wait_for_url(f"{url}/rate")
+        page, errors = signed_in(ctx, url, TOKEN)
         page.goto(f"{url}/label?kind=round&ref=0&id={image_id}")
         page.wait_for_selector(f"body[data-loaded={image_id!r}]", state="attached", timeout=30000)
         state = page.evaluate("window.bsLabel.state()")
@@ -208,9 +202,7 @@ def test_review_page_on_mixed_size_photos(project: dict, browser) -> None:  # no
     many = max(images, key=lambda i: len(i["regions"]))
     with start_server(create_app(project["path"])) as url:
         ctx = browser.new_context(viewport={"width": 1280, "height": 800})
-        page = ctx.new_page()
-        page.goto(f"{url}/signin#token={TOKEN}")
-        page.wait_for_url(f"{url}/rate")
+        page, _ = signed_in(ctx, url, TOKEN)
         page.goto(f"{url}/review")
         page.wait_for_selector("body[data-ready='1']", state="attached", timeout=30000)
         for _ in range(images.index(many)):

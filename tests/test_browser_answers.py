@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from browser_network import Network
-from test_browser_app import CHROMIUM, browser, settle, start_server  # noqa: F401 - `browser` is a fixture
+from test_browser_app import CHROMIUM, browser, settle, start_server, signed_in as page_signed_in  # noqa: F401 - `browser` is a fixture
 
 torch.set_num_threads(1)
 PEOPLE = {f"ann{k}": ("annotator", f"answers-token-{k}") for k in range(1, 6)}
@@ -39,13 +39,10 @@ def signed_in(browser, url: str, who: str):  # noqa: ANN001, ANN201
     """A fresh context (own localStorage) signed in as `who`, on the rate page, queue loaded; its `Network`
     switch is `page.net`."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = ctx.new_page()
-    page.net = Network()
-    ctx.route(f"{url}/api/**", page.net)
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{url}/signin#token={PEOPLE[who][1]}")
-    page.wait_for_url(f"{url}/rate")
+    net = Network()
+    ctx.route(f"{url}/api/**", net)
+    page, errors = page_signed_in(ctx, url, PEOPLE[who][1])
+    page.net = net
     page.wait_for_selector("body[data-ready='1']", state="attached")
     return ctx, page, errors
 

@@ -96,6 +96,17 @@ def settle(page) -> None:  # noqa: ANN001
     page.wait_for_selector("body[data-pending='0']", state="attached", timeout=15000)
 
 
+def signed_in(ctx, url: str, token: str):  # noqa: ANN001, ANN201 - a Playwright context; (page, page errors)
+    """A new page of `ctx` signed in with the personal link of `token`, on the rate page; the list fills
+    with the page's uncaught script errors."""
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{url}/signin#token={token}")
+    page.wait_for_url(f"{url}/rate")
+    return page, errors
+
+
 def test_annotator_session_in_the_browser(served: dict, browser, tmp_path: Path) -> None:  # noqa: ANN001
     from blindspots.ids import find_artifact
     from blindspots import loop

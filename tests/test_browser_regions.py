@@ -13,7 +13,7 @@ from PIL import Image
 
 from browser_network import Network
 from region_project import region_project
-from test_browser_app import ARGS, CHROMIUM, browser, settle, start_server  # noqa: F401 - the browser fixture
+from test_browser_app import ARGS, CHROMIUM, browser, settle, signed_in, start_server  # noqa: F401 - the browser fixture
 
 torch.set_num_threads(1)
 ANN = "regions-browser-token"
@@ -41,11 +41,7 @@ def test_regions_labelled_in_the_browser_then_fine_tuned(browser, tmp_path: Path
         ctx = browser.new_context(viewport={"width": 1200, "height": 900})
         net = Network()
         ctx.route(f"{url}/api/**", net)
-        page = ctx.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(f"{url}/signin#token={ANN}")
-        page.wait_for_url(f"{url}/rate")
+        page, errors = signed_in(ctx, url, ANN)
         page.goto(f"{url}/regions")
         page.wait_for_selector("body[data-ready='1']", state="attached")
         assert page.text_content("#progress") == f"0 / {len(asked)}"
