@@ -12,8 +12,8 @@ Needs only torch, torchvision, transformers, pyarrow, pandas, numba, typer and P
    150 classes) and `--n` JPEGs of 512x512:
    a. scan vs model alone, fp32 and bf16: the scan (`scan_pool`, batch_size="auto", decode threads, map
       pool), the scan at batch 8 with no pixel budget, forward + device statistics, and the model alone at
-      batch 8 and at the auto batch (forward + statistics both ways: softmax then `device_stats`, and from
-      the logits as the scan now takes them); medians of `--rounds` interleaved rounds; then three scans
+      batch 8 and at the auto batch (forward + statistics both ways: softmax then `device_stats` as the scan takes
+      them, and from the logits, the device path not used yet); medians of `--rounds` interleaved rounds; then three scans
       with the scan's stage clock logged (default settings, 16 decode threads, Python's 5 ms GIL switch
       interval);
    b. precision: the model alone at fp32, fp32 with TF32 matmuls, bf16 under autocast (as the adapter
@@ -21,8 +21,9 @@ Needs only torch, torchvision, transformers, pyarrow, pandas, numba, typer and P
       and bf16 weights without autocast; at batch 8 and the auto batch;
    c. statistics: `device_stats` (two reads, one scratch) against `device_stats_unfused` (three full-size
       temporaries) on [8, 150, 512, 512] probabilities: time and peak memory above the input; the scan's
-      path from 1/4-resolution logits before (upsample, softmax, `device_stats`) and now (upsample,
-      `begin_device_logit_stats`, no probability tensor), and the two paths' numbers compared;
+      path from 1/4-resolution logits (upsample, softmax, `device_stats`) against the device logits path it
+      does not use yet (upsample, `begin_device_logit_stats`, no probability tensor), and the two paths'
+      numbers compared;
    d. fine-tuning: `ReplayFinetuner`'s training loop against a plain torch loop (same module, data, SGD,
       autocast), images/s;
    e. surprise maps (`surprise_heatmaps`, MDSA on the decoder's 768-channel input) against the forward
@@ -156,9 +157,9 @@ def bench_scan(models: dict[str, Any], pool: Any, images: list[np.ndarray], auto
                     t = scan_once(seg, pool, work / "scan", "auto")
                 elif key == "scan_b8":
                     t = scan_once(seg, pool, work / "scan", 8, max_pixels=None)
-                elif key == "stats_auto":  # the scan's device path before: the softmax, then its statistics
+                elif key == "stats_auto":  # the scan's device path: the softmax, then its statistics
                     t = timed(lambda: [device_stats(seg.predict_proba_device(b)) for b in bauto], dev)
-                elif key == "logit_stats_auto":  # and now: the statistics from the logits
+                elif key == "logit_stats_auto":  # the candidate: the statistics from the logits
                     t = timed(lambda: [begin_device_logit_stats(seg.predict_logits(b, on_device=True)).result()
                                        for b in bauto], dev)
                 elif key == "model_b8":
@@ -267,8 +268,8 @@ def time_and_peak(fn: Callable[[], Any], device: torch.device, reps: int = 5) ->
 
 def bench_stats(device: torch.device, classes: int, size: int, n: int) -> None:
     """The statistics of [n, classes, size, size]: from probabilities (fused, unfused; NCHW and channels-last),
-    and the scan's two paths from a model's 1/4-resolution logits: before (upsample, softmax, `device_stats`)
-    and now (upsample, `begin_device_logit_stats`: no probability tensor), with their numbers compared."""
+    and two paths from a model's 1/4-resolution logits: the scan's (upsample, softmax, `device_stats`) and the
+    candidate (upsample, `begin_device_logit_stats`: no probability tensor), with their numbers compared."""
     proba = torch.softmax(torch.randn((n, classes, size, size), device=device), dim=1)
     last = proba.contiguous(memory_format=torch.channels_last)  # the layout the scan's upsampled logits had
     got = {}
@@ -284,8 +285,8 @@ def bench_stats(device: torch.device, classes: int, size: int, n: int) -> None:
                       ("upsample + softmax, channels-last logits",
                        logits.contiguous(memory_format=torch.channels_last))):
         got[name] = time_and_peak(lambda low=low: torch.softmax(up(low), dim=1), device)
-    paths = {"upsample + softmax + device_stats (the scan before)": lambda: device_stats(torch.softmax(up(logits), 1)),
-             "upsample + logit statistics (the scan now)": lambda: begin_device_logit_stats(up(logits)).result()}
+    paths = {"upsample + softmax + device_stats (the scan)": lambda: device_stats(torch.softmax(up(logits), 1)),
+             "upsample + logit statistics (candidate)": lambda: begin_device_logit_stats(up(logits)).result()}
     for name, fn in paths.items():
         got[name] = time_and_peak(fn, device)
     full = up(logits)

@@ -8,8 +8,8 @@ retried image by image, and the images it still fails on get its one-line messag
 (`begin_stats`), so the writer thread waits for that batch's results only. `batch_result` turns the probabilities into what the score table
 keeps (`scan.stats.model_stats`: argmax map, class fractions, entropy, max probability) and the
 (target, competitor) distances between maps computed in this batch, so that only small arrays
-leave the forward. A model whose output is logits hands them over before its softmax (`gives_logits`):
-its statistics are taken from them (`scan.logit_stats`), no probability tensor is made.
+leave the forward. A model whose output is logits, on the host, hands them over before its softmax
+(`takes_logits`): its statistics are taken from them (`scan.logit_stats`), no probability tensor is made.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from blindspots.models.protocol import ModelFailure, predict_segmenter, reads_ids
 from blindspots.scan.engines.pipeline import Batch
-from blindspots.scan.logit_stats import Logits, begin_device_logit_stats
+from blindspots.scan.logit_stats import Logits
 from blindspots.scan.plan import ShardPlan
 from blindspots.scan.stats import begin_device_stats, model_stats_on, pair_distances
 
@@ -183,12 +183,10 @@ def forward(msg: Batch, run: list[str], models: Mapping[str, Any], num_classes: 
 
 
 def begin_stats(proba: Any) -> Any:
-    """Probabilities (or `Logits`) on an accelerator -> their statistics queued there at once
+    """Probabilities on an accelerator -> their statistics queued there at once
     (`scan.stats.PendingStats`): the GPU runs them right behind the forward, the caller's thread does not
     wait, and the probabilities are freed here rather than held until the writer thread takes the batch.
-    Anything else unchanged."""
-    if isinstance(proba, Logits) and _on_device(proba.values):
-        return begin_device_logit_stats(proba.values)
+    Anything else (host probabilities, host `Logits`: `takes_logits`) unchanged."""
     if _on_device(proba):
         return begin_device_stats(proba)
     return proba
