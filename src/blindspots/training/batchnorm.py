@@ -32,11 +32,10 @@ def hold_batchnorm_stats(module: nn.Module) -> int:
     In eval mode a BN layer normalises with its running mean and variance and does not update them; its
     affine parameters keep their gradients, so they still learn.
     """
-    n = 0
-    for _, m in batchnorm_layers(module):
+    layers = [m for _, m in batchnorm_layers(module)]
+    for m in layers:
         m.eval()
-        n += 1
-    return n
+    return len(layers)
 
 
 def copy_batchnorm_stats(source: nn.Module, target: nn.Module) -> None:

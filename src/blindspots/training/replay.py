@@ -35,13 +35,13 @@ from tqdm.auto import tqdm
 
 from blindspots._validation import check_int, check_number
 from blindspots.atomic import write_atomic
-from blindspots.training.batchnorm import hold_batchnorm_stats
 from blindspots.config import FinetuneSettings
 from blindspots.data.classes import DEFAULT_IGNORE_INDEX
 from blindspots.metrics import evaluate
 from blindspots.models.adapters import Segmenter, TorchPreprocess, select_output
 from blindspots.models.checkpoints import TRAIN_STATE_FORMAT, save_checkpoint_dict
 from blindspots.models.devices import resolve_device, to_device
+from blindspots.training.batchnorm import hold_batchnorm_stats
 from blindspots.training.loop import poly_lr, resume_state, run_epochs
 from blindspots.training.partial import masked_cross_entropy
 from blindspots.training.precision import MixedPrecision
