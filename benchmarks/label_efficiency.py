@@ -172,7 +172,14 @@ def make_pool(args: argparse.Namespace, seed: int, world: dict):
     from blindspots.data.scenes import render_scene_arrays
 
     n_planted = int(round(args.pool * args.planted_share))
-    pi, pm, pc = render_scene_arrays(args.pool - n_planted, seed=5000 + seed, distribution="pool", size=args.size)
+    if args.hard_share is None:  # the "pool" distribution: 5% of its scenes shifted
+        pi, pm, pc = render_scene_arrays(args.pool - n_planted, seed=5000 + seed, distribution="pool", size=args.size)
+    else:  # that share of the pool shifted ("hard"), the rest in the target's slice
+        n_shift = int(round(args.pool * args.hard_share))
+        si, sm, sc = render_scene_arrays(n_shift, seed=5000 + seed, distribution="hard", size=args.size)
+        ti, tm, tc = render_scene_arrays(args.pool - n_planted - n_shift, seed=5500 + seed, distribution="train",
+                                         size=args.size)
+        pi, pm, pc = np.concatenate([si, ti]), np.concatenate([sm, tm]), sc + tc
     qi, qm = planted_scenes(n_planted, 6000 + seed, args.size)
     perm = np.random.default_rng([seed, 3]).permutation(args.pool)  # planted scenes spread over the ids
     labels = [condition_label(c) for c in pc] + ["planted"] * n_planted
@@ -227,7 +234,7 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     from blindspots.human.simulate import SimulatedAnnotator, SimulatedRaters, image_miou
     from blindspots.mine import make_sampler
     from blindspots.mine.model_columns.acquisition import AcquisitionColumns
-    from blindspots.mine.samplers.bandit import ProposerShares, PRIOR, round_rewards
+    from blindspots.mine.samplers.bandit import ProposerShares, round_rewards
     from blindspots.mine.model_columns.names import feature_columns, margin_column
     from blindspots.mine.samplers.coreset import labelled_features
     from blindspots.mine.samplers.mad import class_area_ranges, released_settings
@@ -256,7 +263,7 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     ranges = class_area_ranges(list(world["S0"][1]), k)
     annotator = SimulatedAnnotator(seed=seed)
     row_of = {i: n for n, i in enumerate(ids)}
-    bandit = ProposerShares({p: w for p, w in PRIOR.items() if p != "surprise"})  # the benchmark has no SA columns
+    bandit = ProposerShares(portfolio_prior(args), floor=args.portfolio_floor)
 
     def evaluate(m) -> dict:
         return {"hard": evaluate_module(m, hard, k), "T0": evaluate_module(m, t0, k),
@@ -285,7 +292,8 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
             acq = AcquisitionColumns(seg, "target", kinds=NEEDS[strategy], mc_passes=args.mc_passes,
                                      dropout=args.dropout, seed=seed)
             table = pd.concat([table, pd.DataFrame(batched(acq, images))], axis=1)  # BADGE: K x D columns at once
-        if strategy == "qbc":  # the committee MAD uses: the target and every competitor
+        if strategy == "qbc" or (strategy_base.startswith("portfolio") and "qbc" in bandit.weights):
+            # the committee MAD uses: the target and every competitor
             ve, kl = committee_disagreement(np.stack([proba, *comp_probas.values()]))
             table[qbc_column("target", "vote")], table[qbc_column("target", "kl")] = ve, kl
         centres = None
@@ -322,7 +330,8 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
                 rows = pd.Index(table["id"]).get_indexer(m_ids)  # M's rows in the table
                 feats = table[feature_columns(table.columns, "target")].to_numpy(np.float64)[rows]
                 unsure = 1.0 - table[margin_column("target")].to_numpy(np.float64)[rows]
-                order, _ = teach_order(mos, n4, uncertainty=unsure, features=feats, centers=centres)
+                order, _ = teach_order(mos, n4, uncertainty=unsure, features=feats, centers=centres,
+                                       weights=args.teach_weight_list)
                 s_ids = [m_ids[j] for j in order]
             else:
                 s_ids = list(ratings.select_worst(n4, candidates=m_ids)["image_id"])
@@ -364,6 +373,22 @@ def run_loop(strategy: str, seed: int, world: dict, pool: tuple, comps: dict, ar
     return {"strategy": strategy, "seed": seed, "points": points, "picked": picked, "lrs": lrs,
             "portfolio": portfolio, "conditions": conditions, "picked_rounds": picked_rounds,
             **({"bn_probe": bn_probe} if args.bn_probe else {})}
+
+
+def portfolio_prior(args: argparse.Namespace) -> dict[str, float]:
+    """The portfolio's round-1 weights: `--portfolio-prior` ("mad=2,margin=1,...") or the sampler's `PRIOR`
+    without surprise (the benchmark's tables have no surprise columns)."""
+    from blindspots.mine.samplers.bandit import PRIOR, PROPOSERS
+
+    if args.portfolio_prior is None:
+        return {p: w for p, w in PRIOR.items() if p != "surprise"}
+    prior = {}
+    for part in args.portfolio_prior.split(","):
+        name, _, w = part.partition("=")
+        if name.strip() not in PROPOSERS or not w:
+            raise SystemExit(f"--portfolio-prior: expected proposer=weight pairs of {list(PROPOSERS)}, got {part!r}")
+        prior[name.strip()] = float(w)
+    return prior
 
 
 def batchnorm_probe(tuned, before, s0_images: np.ndarray, evaluate, by_condition) -> dict:  # noqa: ANN001
@@ -541,6 +566,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--target-arch", default=None, help="the target's zoo architecture (tiny_unet)")
     ap.add_argument("--competitors", default=None, help="competitor architectures (small_fcn,pspnet_r18)")
     ap.add_argument("--pool", type=int, default=240)
+    ap.add_argument("--hard-share", type=float, default=None, help="scenes: share of the pool drawn shifted "
+                    "(the \"hard\" distribution), the rest in the target's slice (default: the \"pool\" "
+                    "distribution, 5%% shifted)")
     ap.add_argument("--planted-share", type=float, default=0.08, help="scenes: share of pool and hard set in the "
                     "planted shared blind spot")
     ap.add_argument("--n-t0", type=int, default=60)
@@ -569,6 +597,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "(results.json: each run's bn_probe)")
     ap.add_argument("--madplus-share", type=float, default=None, help="MAD+'s shared share in the loops "
                     "(default: the sampler's default)")
+    ap.add_argument("--portfolio-prior", default=None, help="the portfolio's round-1 weights, e.g. "
+                    "'mad=2,margin=1,coreset=1,shared=0.5' (default: mine.samplers.bandit.PRIOR without surprise)")
+    ap.add_argument("--portfolio-floor", type=float, default=None, help="the portfolio's floor gamma "
+                    "(default: mine.samplers.bandit.FLOOR)")
+    ap.add_argument("--teach-weights", default=None, help="the portfolio's S rule weights w_fail,w_unsure,w_new "
+                    "(default: mine.samplers.teach.WEIGHTS)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--shares", default="0.1,0.25,0.4", help="MAD+ shares for the selection sweep")
     ap.add_argument("--report-only", action="store_true", help="print the tables of WORK/results.json again")
@@ -587,6 +621,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             setattr(args, key, value)
     args.competitor_list = tuple(args.competitors.split(","))
     args.ft_lr_list = [float(v) for v in args.ft_lrs.split(",")]
+    from blindspots.mine.samplers.bandit import FLOOR
+    from blindspots.mine.samplers.teach import WEIGHTS
+
+    args.teach_weight_list = WEIGHTS if args.teach_weights is None else \
+        tuple(float(v) for v in args.teach_weights.split(","))
+    if len(args.teach_weight_list) != 3:
+        raise SystemExit(f"--teach-weights: expected three numbers w_fail,w_unsure,w_new, got {args.teach_weights!r}")
+    if args.portfolio_floor is None:
+        args.portfolio_floor = FLOOR
     if args.baseline_masks is None:
         args.baseline_masks = int(np.ceil(args.n4 + args.raters * args.n_m / 3))
     return args

@@ -133,3 +133,34 @@ def test_mri_without_the_templates_is_one_error_line(tmp_path: Path, capsys):
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: root:") and "mricron-data" in err[0]
+
+
+DEFAULTS_BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "portfolio_defaults.py"
+
+
+def test_quick_scenes_pool_with_a_hard_share_and_portfolio_settings(tmp_path: Path):
+    bench = runpy.run_path(str(BENCH), run_name="label_efficiency")
+    out = bench["main"](["--quick", "--work", str(tmp_path), "--samplers", "portfolio", "--hard-share", "0.5",
+                         "--portfolio-prior", "mad=1,qbc=3", "--teach-weights", "0,1,0"])
+    counts = out["pool_counts"]["0"]
+    shifted = sum(v for c, v in counts.items() if c not in ("in slice", "planted"))
+    assert counts["planted"] == round(24 * 0.08) and counts.get("in slice", 0) == 24 - 12 - counts["planted"]
+    assert shifted >= 12  # 12 scenes drawn shifted (one with two factors counts twice)
+    folio = out["runs"][0]["portfolio"][0]
+    assert set(folio["shares"]) == {"mad", "qbc"} and folio["shares"]["qbc"] > folio["shares"]["mad"]
+    with pytest.raises(SystemExit, match="--portfolio-prior"):
+        bench["main"](["--quick", "--work", str(tmp_path / "b"), "--samplers", "portfolio",
+                       "--portfolio-prior", "badge=1"])
+
+
+@needs_mricron
+def test_portfolio_defaults_quick_run_prints_the_rule_and_its_choice(tmp_path: Path, capsys):
+    bench = runpy.run_path(str(DEFAULTS_BENCH), run_name="portfolio_defaults")
+    bench["main"](["--quick", "--work", str(tmp_path), "--datasets", "mri", "--seeds", "100",
+                   "--variants", "current,no_rating"])
+    out = capsys.readouterr().out
+    assert "chosen by the rule:" in out and "no_rating" in out
+    saved = json.loads((tmp_path / "mri" / "defaults.json").read_text())
+    assert {r["variant"] for r in saved["runs"]} == {"current", "no_rating"}
+    bench["main"](["--work", str(tmp_path), "--datasets", "mri", "--report-only"])
+    assert "chosen by the rule:" in capsys.readouterr().out

@@ -119,3 +119,18 @@ def test_portfolio_splits_m_by_share_and_names_the_proposer():
     assert "surprise" not in set(res2["proposer"]) and len(res2) == 10
     with pytest.raises(ValueError, match="shares: expected proposers among"):
         make_sampler("portfolio", target="t", shares={"badge": 1.0}).select(t, 5)
+
+
+def test_portfolio_qbc_proposer_takes_the_committee_column_and_is_left_out_without_it():
+    t = portfolio_table()
+    t[qbc_column("t", "vote")] = np.linspace(0.0, 1.0, len(t))  # the last rows: the committee disagrees most
+    shares = {"mad": 0.5, "qbc": 0.5}
+    res = make_sampler("portfolio", target="t", ranges=[[0.0, 1.0]], n3=10, shares=shares).select(t, 8)
+    mine = list(res.loc[res["proposer"] == "qbc", "id"])
+    assert len(mine) == 4
+    top = list(make_sampler("qbc", target="t").select(t, None)["id"])
+    assert set(mine) <= set(top[:8])  # QBC's own top picks (those MAD took first are skipped)
+    # no committee column: qbc proposes nothing and MAD fills M
+    res2 = make_sampler("portfolio", target="t", ranges=[[0.0, 1.0]], n3=10, shares=shares).select(
+        t.drop(columns=[qbc_column("t", "vote")]), 8)
+    assert set(res2["proposer"]) == {"mad"} and len(res2) == 8

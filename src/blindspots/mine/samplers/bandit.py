@@ -29,6 +29,8 @@ FLOOR = 0.3
 """gamma of EXP3: the part of M spread evenly over the proposers (each gets at least gamma / K)."""
 ETA = 1.0
 """EXP3's learning rate on rewards in [-1, 1]."""
+PROPOSERS = ("mad", "margin", "coreset", "shared", "surprise", "qbc")
+"""Every proposer the portfolio knows (`mine.samplers.portfolio`); a prior names the ones it uses."""
 PRIOR = {"mad": 2.0, "margin": 1.0, "coreset": 1.0, "shared": 0.5, "surprise": 0.5}
 """Round-1 weights: MAD (the paper's sampler, whose rated picks are failures) twice an uncertainty or a
 diversity proposer; MAD+'s shared doubt and surprise, which find rarer failures, half. Not tuned on the

@@ -8,7 +8,9 @@ M with its own best picks,
   column is absent);
 - "coreset": k-center greedy on the target's pooled features, centred on everything labelled (`centers`);
 - "shared": MAD+'s shared doubt (`mine.samplers.madplus`), images where every model agrees but all are unsure;
-- "surprise": the target's surprise adequacy, where the scan has it.
+- "surprise": the target's surprise adequacy, where the scan has it;
+- "qbc": query by committee (`mine.samplers.qbc`), the committee's vote entropy, where the table has its column
+  (`al_qbcvote__T`).
 
 A proposer whose columns the table lacks is left out and its share spread over the others (the reason
 records the shares used). The shares come from `mine.samplers.bandit.ProposerShares` (EXP3 over proposers, adapted
@@ -30,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from blindspots.data.classes import Classes
-from blindspots.mine.samplers.bandit import PRIOR, allocate
+from blindspots.mine.samplers.bandit import PRIOR, PROPOSERS, allocate
 from blindspots.mine.samplers.base import Sampler, check_n, check_table, dumps_reason, ids_at, result_frame
 from blindspots.mine.model_columns.names import column_models, margin_column
 from blindspots.mine.samplers.coreset import CoreSetSampler
@@ -38,13 +40,11 @@ from blindspots.mine.samplers.entropy import EntropySampler
 from blindspots.mine.samplers.mad import MADSampler
 from blindspots.mine.samplers.madplus import MADPlusSampler
 from blindspots.mine.samplers.margin import MarginSampler
+from blindspots.mine.samplers.qbc import QBCSampler, qbc_column
 from blindspots.mine.samplers.surprise import SurpriseSampler
 from blindspots.scan import schema
 
 log = logging.getLogger(__name__)
-
-PROPOSERS = tuple(PRIOR)
-
 
 class PortfolioSampler(Sampler):
     """M from several proposers in proportion to `shares` (see the module docstring).
@@ -106,6 +106,10 @@ class PortfolioSampler(Sampler):
             if schema.surprise("mdsa", target) not in table.columns:
                 return None
             return SurpriseSampler(target).select(table, None, seed=seed)
+        if proposer == "qbc":
+            if qbc_column(target, "vote") not in table.columns:
+                return None
+            return QBCSampler(target).select(table, None, seed=seed)
         raise ValueError(f"proposer: expected one of {list(PROPOSERS)}, got {proposer!r}")
 
     def select(self, table: pd.DataFrame, n: int | None = None, *, seed: int = 0) -> pd.DataFrame:
