@@ -134,3 +134,12 @@ def test_portfolio_qbc_proposer_takes_the_committee_column_and_is_left_out_witho
     res2 = make_sampler("portfolio", target="t", ranges=[[0.0, 1.0]], n3=10, shares=shares).select(
         t.drop(columns=[qbc_column("t", "vote")]), 8)
     assert set(res2["proposer"]) == {"mad"} and len(res2) == 8
+
+
+def test_the_loop_runs_the_committee_for_the_portfolio_only_when_its_prior_has_qbc(monkeypatch):
+    from blindspots.mine.samplers import registry
+
+    monkeypatch.setattr(registry, "PRIOR", {"mad": 2.0, "margin": 1.0})
+    assert registry.needs_committee("qbc") and not registry.needs_committee("portfolio")
+    monkeypatch.setattr(registry, "PRIOR", {"mad": 2.0, "qbc": 1.0})
+    assert registry.needs_committee("portfolio") and not registry.needs_committee("mad")

@@ -1,6 +1,6 @@
 """The portfolio sampler in a project: proposer shares per round and the rule that picks S from the rated M.
 
-Shares (`portfolio_shares`): round 0 uses `mine.samplers.bandit.PRIOR` (surprise only where the scan has its columns).
+Shares (`portfolio_shares`): round 0 uses `mine.samplers.bandit.PRIOR` (surprise and qbc only where the scan has their columns).
 Before round i mines, every finished round j < i is replayed into the EXP3 shares: its M's proposers (each
 reason names one), its S, and what S bought, the target's gain on that round's unbiased test set T(j+1):
 the mIoU of version j+1 (fine-tuned on S) minus that of version j (the evaluate step's Table 1 value), both
@@ -27,6 +27,7 @@ from blindspots.loop.context import LoopContext, target_column
 from blindspots.loop.maps import round_pairs
 from blindspots.loop.steps.labelled import labelled_before
 from blindspots.mine.samplers.bandit import PRIOR, ProposerShares, round_rewards
+from blindspots.mine.samplers.qbc import qbc_column
 from blindspots.mine.model_columns.names import feature_columns, margin_column
 from blindspots.mine.samplers.coreset import labelled_features
 from blindspots.mine.samplers.teach import teach_order
@@ -67,8 +68,9 @@ def _gain(ctx: LoopContext, j: int) -> float | None:
 
 def portfolio_shares(ctx: LoopContext, i: int, table: pd.DataFrame) -> dict[str, float]:
     """The proposers' shares of round i's M (see the module docstring); writes reports/portfolio.json."""
-    prior = {p: w for p, w in PRIOR.items()
-             if p != "surprise" or schema.surprise("mdsa", target_column(ctx.project, i)) in table.columns}
+    name = target_column(ctx.project, i)
+    have = {"surprise": schema.surprise("mdsa", name) in table.columns, "qbc": qbc_column(name, "vote") in table.columns}
+    prior = {p: w for p, w in PRIOR.items() if have.get(p, True)}
     bandit = ProposerShares(prior)
     rounds = []
     for j in range(i):

@@ -11,6 +11,7 @@ from typing import Any
 
 from blindspots.mine.samplers.badge import BADGESampler
 from blindspots.mine.samplers.bald import BALDSampler, PowerBALDSampler
+from blindspots.mine.samplers.bandit import PRIOR
 from blindspots.mine.samplers.base import Sampler
 from blindspots.mine.samplers.coreset import CoreSetSampler
 from blindspots.mine.samplers.entropy import EntropySampler
@@ -58,9 +59,10 @@ MODEL_COLUMNS: dict[str, tuple[str, ...]] = {"margin": ("margin",), "bald": ("ba
 
 
 def needs_committee(name: str) -> bool:
-    """True when strategy `name` reads the committee columns (`mine.samplers.qbc`: every member runs over the pool)."""
+    """True when strategy `name` reads the committee columns (`mine.samplers.qbc`: every member runs over the pool):
+    qbc, and the portfolio when its prior has a qbc proposer."""
     _lookup(name)
-    return name == "qbc"
+    return name == "qbc" or (name == "portfolio" and PRIOR.get("qbc", 0) > 0)
 
 
 def sampler_settings(name: str) -> tuple[str, ...]:
