@@ -1,6 +1,7 @@
 """The portfolio sampler in a project: proposer shares per round and the rule that picks S from the rated M.
 
-Shares (`portfolio_shares`): round 0 uses `mine.samplers.bandit.PRIOR` (surprise and qbc only where the scan has their columns).
+Shares (`portfolio_shares`): round 0 uses `mine.samplers.bandit.PRIOR` (surprise and qbc only where the scan has
+their columns).
 Before round i mines, every finished round j < i is replayed into the EXP3 shares: its M's proposers (each
 reason names one), its S, and what S bought, the target's gain on that round's unbiased test set T(j+1):
 the mIoU of version j+1 (fine-tuned on S) minus that of version j (the evaluate step's Table 1 value), both
@@ -69,7 +70,8 @@ def _gain(ctx: LoopContext, j: int) -> float | None:
 def portfolio_shares(ctx: LoopContext, i: int, table: pd.DataFrame) -> dict[str, float]:
     """The proposers' shares of round i's M (see the module docstring); writes reports/portfolio.json."""
     name = target_column(ctx.project, i)
-    have = {"surprise": schema.surprise("mdsa", name) in table.columns, "qbc": qbc_column(name, "vote") in table.columns}
+    have = {"surprise": schema.surprise("mdsa", name) in table.columns,
+            "qbc": qbc_column(name, "vote") in table.columns}
     prior = {p: w for p, w in PRIOR.items() if have.get(p, True)}
     bandit = ProposerShares(prior)
     rounds = []
