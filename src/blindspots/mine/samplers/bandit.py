@@ -35,7 +35,8 @@ PRIOR = {"mad": 2.0, "margin": 1.0, "coreset": 1.0, "shared": 0.5, "surprise": 0
 """Round-1 weights: MAD (the paper's sampler, whose rated picks are failures) twice an uncertainty or a
 diversity proposer; MAD+'s shared doubt and surprise, which find rarer failures, half. Set before any run,
 not tuned on the benchmark's reported seeds, and kept by the held-out check of `benchmarks/portfolio_defaults.py`
-(seeds 100-102) against the same prior plus a qbc proposer. "qbc" (`PROPOSERS`) is not in it."""
+(seeds 100-102 of three datasets) against variants of the prior, the floor and the S rule. "qbc" (`PROPOSERS`)
+is not in it."""
 GAIN_SCALE = 0.02
 """A round's test-set gain (mIoU) that counts as a full reward of 1 (gains are clipped to [-1, 1] x this)."""
 
