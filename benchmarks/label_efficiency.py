@@ -207,6 +207,16 @@ def model_columns(name: str, proba: np.ndarray, k: int) -> tuple[dict[str, np.nd
     return cols, st.argmax
 
 
+def competitor_columns(world: dict, images: np.ndarray) -> tuple[dict, dict]:
+    """Every competitor run once over the pool images uint8 [N, H, W, 3]: (name -> (columns, argmax map), name ->
+    probabilities float [N, K, H, W], QBC's committee)."""
+    from blindspots.models.zoo import load_segmenter
+
+    k = world["classes"].num_classes
+    probas = {g: predict(load_segmenter(path, batch_size=64), images) for g, path in world["competitors"].items()}
+    return {g: model_columns(g, p, k) for g, p in probas.items()}, probas
+
+
 def score_table(ids: list[str], target_cols: dict, target_map: np.ndarray, comps: dict, k: int) -> pd.DataFrame:
     """The score table the scan would write (same columns), built in memory."""
     from blindspots.scan import pair_distances
@@ -692,9 +702,7 @@ def main(argv: list[str] | None = None) -> dict:
     except FileNotFoundError as e:  # MRI without mricron-data, microscopy without the wheel: one line naming it
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    from blindspots.models.zoo import load_segmenter
-
-    k, focus = world["classes"].num_classes, world["focus"]
+    focus = world["focus"]
     models = world["describe"](world) if "describe" in world else None
     if models is not None:
         print("\n== the models before fine-tuning, per condition (mean per-image mIoU; d = 1 - pixel agreement "
@@ -726,10 +734,7 @@ def main(argv: list[str] | None = None) -> dict:
         if not todo:
             continue
         pool = make_pool(args, seed, world)
-        comps, comp_probas = {}, {}
-        for g, path in world["competitors"].items():
-            comp_probas[g] = predict(load_segmenter(path, batch_size=64), pool[1])
-            comps[g] = model_columns(g, comp_probas[g], k)
+        comps, comp_probas = competitor_columns(world, pool[1])
         pool_counts[seed] = pd.Series(pool[3]).value_counts().to_dict()
         if sweep is None:
             sweep = share_sweep(world, pool, comps, args, [float(s) for s in args.shares.split(",")])

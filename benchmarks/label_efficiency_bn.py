@@ -22,11 +22,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # label_efficiency_cost.py beside it
+
+from label_efficiency_cost import mean_interval  # noqa: E402
 
 
 def scores(run: dict, r: int) -> dict[str, dict[str, float]]:
@@ -43,9 +47,8 @@ def scores(run: dict, r: int) -> dict[str, dict[str, float]]:
 
 def paired(a: np.ndarray, b: np.ndarray) -> str:
     """mean of a - b and its 95% t interval over seeds."""
-    d = a - b
-    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else np.nan
-    return f"{d.mean():+.4f} [{d.mean() - half:+.4f}, {d.mean() + half:+.4f}]"
+    mean, low, high = mean_interval(a - b)
+    return f"{mean:+.4f} [{low:+.4f}, {high:+.4f}]"
 
 
 def table(default: dict, frozen: dict, strategy: str, r: int) -> pd.DataFrame:

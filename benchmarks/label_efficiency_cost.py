@@ -49,14 +49,19 @@ def at_cost(df: pd.DataFrame, ratio: float, checkpoints: np.ndarray, metric: str
     return out
 
 
-def paired(values: pd.DataFrame, strategy: str, best: str, col: str) -> tuple[float, float, float]:
-    """(mean, lower, upper): strategy minus best per seed at column col, 95% t interval over seeds."""
-    a, b = values.xs(strategy, level=0)[col], values.xs(best, level=0)[col]
-    d = (a - b).dropna().to_numpy()
+def mean_interval(d: np.ndarray) -> tuple[float, float, float]:
+    """(mean, lower, upper) of paired differences d float [n]: the 95% t interval (NaN bounds below 2 values)."""
+    d = np.asarray(d, dtype=np.float64)
     if len(d) < 2:
         return (float(d.mean()) if len(d) else np.nan, np.nan, np.nan)
     h = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
     return float(d.mean()), float(d.mean() - h), float(d.mean() + h)
+
+
+def paired(values: pd.DataFrame, strategy: str, best: str, col: str) -> tuple[float, float, float]:
+    """(mean, lower, upper): strategy minus best per seed at column col, 95% t interval over seeds."""
+    a, b = values.xs(strategy, level=0)[col], values.xs(best, level=0)[col]
+    return mean_interval((a - b).dropna().to_numpy())
 
 
 def cost_tables(runs: list[dict], rated: tuple[str, ...], metrics: tuple[str, ...] = ("hard", "T0"),

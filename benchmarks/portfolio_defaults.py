@@ -43,10 +43,13 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import label_efficiency as le  # noqa: E402 - beside it
+from label_efficiency_cost import mean_interval  # noqa: E402
 
 from blindspots.machine import cpu_model  # noqa: E402
 
-CURRENT_PRIOR = "mad=2,margin=1,coreset=1,shared=0.5"
+from blindspots.mine.samplers.bandit import PRIOR  # noqa: E402
+
+CURRENT_PRIOR = ",".join(f"{p}={w:g}" for p, w in PRIOR.items() if p != "surprise")  # mad=2,margin=1,...
 # name -> (group, strategy, command-line settings of label_efficiency.py); a group's variants compete for its default
 VARIANTS: dict[str, tuple[str, str, list[str]]] = {
     "current": ("portfolio", "portfolio", ["--portfolio-prior", CURRENT_PRIOR, "--teach-weights", "1,1,1"]),
@@ -77,18 +80,12 @@ def run(dataset: str, seeds: list[int], work: Path, variants: list[str], quick: 
     common = ["--dataset", dataset, "--work", str(work / dataset), *(["--quick"] if quick else [])]
     args = le.parse_args(common)
     world = le.make_world(args)
-    k = world["classes"].num_classes
-    from blindspots.models.zoo import load_segmenter
-
     for seed in seeds:
         todo = [v for v in variants if (v, seed) not in done]
         if not todo:
             continue
         pool = le.make_pool(args, seed, world)
-        comps, comp_probas = {}, {}
-        for g, path in world["competitors"].items():
-            comp_probas[g] = le.predict(load_segmenter(path, batch_size=64), pool[1])
-            comps[g] = le.model_columns(g, comp_probas[g], k)
+        comps, comp_probas = le.competitor_columns(world, pool[1])
         for v in todo:
             _, strategy, settings = VARIANTS[v]
             vargs = le.parse_args([*common, *settings])
@@ -117,17 +114,14 @@ def scores(runs: list[dict], dataset: str) -> pd.DataFrame:
 
 def choose(df: pd.DataFrame, default: str) -> tuple[pd.DataFrame, str]:
     """The summary per variant of one group and the rule's choice (see the module docstring)."""
-    from scipy import stats
-
     base = df[df.variant == default].set_index(["dataset", "seed"])["score"]
     rows = []
     for v, g in df.groupby("variant", sort=False):
-        d = g.set_index(["dataset", "seed"])["score"] - base.reindex(g.set_index(["dataset", "seed"]).index)
-        d = d.dropna()
-        half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else np.nan
+        d = (g.set_index(["dataset", "seed"])["score"] - base).dropna()  # paired by (dataset, seed)
+        mean, low, high = mean_interval(d.to_numpy())
         rows.append({"variant": v, "score": g.score.mean(), "hard_r3": g.hard_r3.mean(), "T0_r3": g.T0_r3.mean(),
                      **{f"score_{ds}": s for ds, s in g.groupby("dataset").score.mean().items()},
-                     f"vs_{default}": d.mean(), "ci_low": d.mean() - half, "ci_high": d.mean() + half, "n": len(d)})
+                     f"vs_{default}": mean, "ci_low": low, "ci_high": high, "n": len(d)})
     summary = pd.DataFrame(rows)
     eligible = summary[summary.T0_r3 >= summary.T0_r3.max() - T0_SLACK]
     best = eligible.sort_values("score", ascending=False).iloc[0]

@@ -46,6 +46,7 @@ from blindspots.scan import schema
 
 log = logging.getLogger(__name__)
 
+
 class PortfolioSampler(Sampler):
     """M from several proposers in proportion to `shares` (see the module docstring).
 
